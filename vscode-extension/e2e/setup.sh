@@ -50,10 +50,7 @@ VS="$CS_ROOT/node_modules/code-server/lib/vscode"
   cd extensions
   npm install --no-audit --no-fund --loglevel=error --omit=dev
 )
-(
-  cd "$CS_ROOT/node_modules/code-server"
-  npm rebuild argon2 --loglevel=error || (cd "$CS_ROOT" && npm rebuild argon2 --loglevel=error)
-)
+(cd "$CS_ROOT" && npm rebuild argon2 --loglevel=error)
 "$CS_ROOT/node_modules/.bin/code-server" --version
 touch "$STAMP"
 log "code-server ready"
