@@ -1,0 +1,88 @@
+"""How a document's declared weights bind to checkpoint tensors, and how a checkpoint stores them.
+
+``bind`` reads the document's ``## Checkpoint`` entries (``Wq{l} is "blk.{l}.attn_q.weight".``); ``Storage`` answers,
+for a checkpoint tensor, the type it is stored as. Together they decide whether a declared ``q8`` weight is read as
+stored, Q8_0, or dense — the fact that splits kinds (LANGUAGE §1.6).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Mapping
+
+from ..lang.syntax import CheckpointEntry
+
+Q8_BLOCK = 32
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """The checkpoint tensor a declared weight reads, and the part of it: output features ``columns`` (start, stop,
+    every) and input features ``rows`` (start, stop), in the language's ``in by out`` orientation."""
+
+    tensor: str
+    columns: tuple[int, int, int | None] | None = None
+    rows: tuple[int, int] | None = None
+    entry: CheckpointEntry | None = None
+
+
+@lru_cache(maxsize=4096)
+def _pattern(name_pattern: str) -> re.Pattern:
+    head, _, tail = name_pattern.partition("{l}")
+    if "{l}" not in name_pattern:
+        return re.compile(re.escape(name_pattern) + r"\Z")
+    return re.compile(re.escape(head) + r"(\d+)" + re.escape(tail) + r"\Z")
+
+
+def bind(entries: tuple[CheckpointEntry, ...] | list[CheckpointEntry], name: str) -> TensorRef | None:
+    """The tensor the declared weight ``name`` (``Wq3``) reads, or ``None`` when no entry names it. The first entry
+    that matches wins; a ``{l}`` entry matches only where the name's stem is followed by the index alone."""
+    for e in entries:
+        m = _pattern(e.pattern).match(name)
+        if m is None:
+            continue
+        tensor = e.tensor.replace("{l}", m.group(1)) if m.groups() else e.tensor
+        return TensorRef(tensor, e.columns, e.rows, e)
+    return None
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Which of the weights the author declares ``q8`` the checkpoint stores Q8_0.
+
+    ``types is None`` is the built-in answer: every declared ``q8`` weight is stored Q8_0 (a checkpoint written as the
+    author declares it). Otherwise ``types`` maps each checkpoint tensor to its GGUF type name (``Q8_0``, ``F16``…)."""
+
+    types: Mapping[str, str] | None = None
+    source: str = "every q8 weight stored Q8_0"
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def all_q8(self) -> bool:
+        return self.types is None
+
+    def stored_as(self, ref: TensorRef | None, declared_q8: bool) -> str:
+        """How the weight is stored, as a person says it: ``Q8_0``, ``F16``, ``F32``, ``missing``."""
+        if self.types is None:
+            return "Q8_0" if declared_q8 else "dense"
+        if ref is None:
+            return "unbound"
+        return self.types.get(ref.tensor, "missing")
+
+    def q8(self, ref: TensorRef | None, declared_q8: bool) -> bool:
+        """Whether a declared weight is read as stored, Q8_0: declared ``q8``, stored Q8_0, and its part of the
+        tensor whole blocks (a row slice must start and end on a 32-element block)."""
+        if not declared_q8:
+            return False
+        if self.types is None:
+            return True
+        if ref is None or self.types.get(ref.tensor) != "Q8_0":
+            return False
+        if ref.rows is not None and (ref.rows[0] % Q8_BLOCK or ref.rows[1] % Q8_BLOCK):
+            return False
+        return True
+
+
+ALL_Q8 = Storage()

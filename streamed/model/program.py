@@ -1,0 +1,600 @@
+"""Document → programs: the embed program, one program per layer, the head — with their declarations, the shape of
+every bound name, what each carries, and the semantic diagnostics.
+
+Shapes keep the deployment words symbolic: a dimension is an ``int`` or one of ``"rows"`` and ``"ctx"``, so one
+checked document serves every deployment. A name whose shape cannot be known (because of an earlier error) has shape
+``None`` and is never reported again: one mistake, one diagnostic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..lang import ops as ops_table
+from ..lang.lexer import Range
+from ..lang.parser import nearest
+from ..lang.syntax import (
+    Binary,
+    Call,
+    Declaration,
+    Diagnostic,
+    Document,
+    Expr,
+    Let,
+    Name,
+    Number,
+    Return,
+    Section,
+    SectionKind,
+    Set,
+    Severity,
+)
+
+Dim = Union[int, str]
+Shape = tuple  # tuple[Dim, ...]
+SCALAR: Shape = ()
+DEPLOYMENT_WORDS = ("rows", "ctx")
+
+
+def show(shape: Shape | None) -> str:
+    if shape is None:
+        return "?"
+    if shape == ():
+        return "a scalar"
+    return "×".join(str(d) for d in shape)
+
+
+@dataclass(frozen=True)
+class Decl:
+    """A declared tensor or runtime scalar of one program."""
+
+    name: str
+    role: str  # weight, input, state, table, token, position
+    q8: bool
+    shape: Shape
+    range: Range  # the binder's range
+    statement: int
+    fill: tuple[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """One program of the document, checked. ``shapes`` holds every bound name's shape (declared or computed)."""
+
+    section: Section
+    decls: dict[str, Decl]
+    shapes: dict[str, Shape | None]
+    bound_at: dict[str, Range]
+    input: str | None
+    output: str | None
+    carried: tuple[str, ...]
+    errors: int
+
+    @property
+    def label(self) -> str:
+        return self.section.label
+
+    @property
+    def layer(self) -> int | None:
+        return self.section.index if self.section.kind is SectionKind.LAYER else None
+
+    @property
+    def tokens(self):
+        return self.section.tokens
+
+    @property
+    def statements(self):
+        return self.section.statements
+
+    def weights(self) -> list[Decl]:
+        return [d for d in self.decls.values() if d.role == "weight"]
+
+
+@dataclass(frozen=True)
+class Programs:
+    document: Document
+    embed: Program | None
+    layers: tuple[Program, ...]  # in section order; only layers with a valid number
+    head: Program | None
+    constants: dict[str, float]
+    diagnostics: tuple[Diagnostic, ...] = field(default=())
+
+    def all(self) -> list[Program]:
+        return [p for p in (self.embed, *self.layers, self.head) if p is not None]
+
+    def layer(self, index: int) -> Program | None:
+        for p in self.layers:
+            if p.section.index == index:
+                return p
+        return None
+
+
+class _Checker:
+    """Checks one program statement by statement; every finding is a diagnostic, never an exception."""
+
+    def __init__(self, section: Section, constants: dict[str, float], text: bytes):
+        self.section = section
+        self.constants = constants
+        self.text = text
+        self.diagnostics: list[Diagnostic] = []
+        self.decls: dict[str, Decl] = {}
+        self.shapes: dict[str, Shape | None] = {}
+        self.bound_at: dict[str, Range] = {}
+        self.carried: list[str] = []
+        self.output: str | None = None
+        self.input: str | None = None
+        self.binders = {st.name.text for st in section.statements if isinstance(st, Let)}
+
+    # ---- reporting ----
+    def error(self, rng: Range, message: str, code: str) -> None:
+        self.diagnostics.append(Diagnostic(rng, Severity.ERROR, message, code))
+
+    def src(self, rng: Range) -> str:
+        s = self.text[rng.start.offset:rng.end.offset].decode("utf-8", "replace")
+        return s if len(s) <= 40 else s[:39] + "…"
+
+    def what(self, e: Expr) -> str:
+        return f"`{self.src(e.range)}`"
+
+    # ---- dimensions ----
+    def dim(self, d: Name | Number, *, allow_deployment: bool) -> Dim | None:
+        if isinstance(d, Number):
+            if d.value != int(d.value) or d.value < 0:
+                self.error(d.range, f"a dimension is a whole number, not {d.text}", "shape")
+                return None
+            return int(d.value)
+        if allow_deployment and d.text in DEPLOYMENT_WORDS:
+            return d.text
+        if d.text in self.constants:
+            v = self.constants[d.text]
+            if v != int(v):
+                self.error(d.range, f"`{d.text}` is {v:g}, not a whole number", "shape")
+                return None
+            return int(v)
+        self.unknown_constant(d)
+        return None
+
+    def number(self, d: Name | Number | None) -> float | None:
+        if d is None:
+            return None
+        if isinstance(d, Number):
+            return d.value
+        if d.text in self.constants:
+            return self.constants[d.text]
+        self.unknown_constant(d)
+        return None
+
+    def unknown_constant(self, d: Name) -> None:
+        guess = nearest(d.text, list(self.constants) + list(DEPLOYMENT_WORDS))
+        hint = f"; did you mean `{guess}`?" if guess else ("; constants are declared in `## Model`" if not self.constants else "")
+        self.error(d.range, f"unknown constant `{d.text}`{hint}", "constant")
+
+    def count(self, call: Call, slot: str) -> int | None:
+        n = call.number(slot)
+        v = self.number(n)
+        if v is None:
+            return None
+        if v != int(v) or v <= 0:
+            self.error(n.range, f"`{slot}` must be a positive whole number, not {v:g}", "shape")
+            return None
+        return int(v)
+
+    # ---- names ----
+    def lookup(self, n: Name) -> Shape | None:
+        if n.text in self.shapes:
+            return self.shapes[n.text]
+        if n.text in self.constants:
+            return SCALAR
+        if n.text in self.binders:
+            self.error(n.range, f"`{n.text}` is used before it is bound", "unbound")
+        else:
+            guess = nearest(n.text, list(self.shapes))
+            hint = f"; did you mean `{guess}`?" if guess else ""
+            self.error(n.range, f"`{n.text}` is never bound in {self.section.label}{hint}", "unbound")
+        self.shapes[n.text] = None  # report once
+        return None
+
+    def role_of(self, e: Expr) -> str | None:
+        if isinstance(e, Name) and e.text in self.decls:
+            return self.decls[e.text].role
+        return None
+
+    # ---- expressions ----
+    def expr(self, e: Expr) -> Shape | None:
+        if isinstance(e, Number):
+            return SCALAR
+        if isinstance(e, Name):
+            return self.lookup(e)
+        if isinstance(e, Binary):
+            return self.binary(e)
+        return self.call(e)
+
+    def binary(self, e: Binary) -> Shape | None:
+        a = self.expr(e.left)
+        if e.op == "scaled":
+            self.number(e.right)
+            return a
+        b = self.expr(e.right)
+        if a is None or b is None:
+            return None
+        if e.op == "times":
+            if len(a) != 2 or len(b) != 2:
+                self.error(e.range, f"`times` multiplies a matrix by a matrix: {self.what(e.left)} is {show(a)} and {self.what(e.right)} is {show(b)}", "shape")
+                return None
+            if a[1] != b[0]:
+                self.error(e.range, f"{self.what(e.left)} is {show(a)} but {self.what(e.right)} expects {b[0]} rows", "shape")
+                return None
+            return (a[0], b[1])
+        return self.broadcast(e, a, b)
+
+    def broadcast(self, e: Binary, a: Shape, b: Shape) -> Shape | None:
+        if a == b:
+            return a
+        if b == SCALAR or (len(b) == 1 and len(a) >= 1 and a[-1] == b[0]):
+            return a
+        if a == SCALAR or (len(a) == 1 and len(b) >= 1 and b[-1] == a[0]):
+            return b
+        self.error(e.range, f"{self.what(e.left)} is {show(a)} but {self.what(e.right)} is {show(b)}: `{e.op}` needs equal shapes or a vector as wide as a row", "shape")
+        return None
+
+    def want(self, call: Call, slot: str, shape: Shape | None, expected: tuple, what: str) -> bool:
+        """``shape`` must equal ``expected``, where an expected entry ``None`` matches anything."""
+        if shape is None:
+            return False
+        if len(shape) != len(expected) or any(x is not None and x != y for x, y in zip(expected, shape)):
+            shown = "×".join("?" if x is None else str(x) for x in expected)
+            self.error(call.arg(slot).range, f"{self.what(call.arg(slot))} is {show(shape)} but `{call.op}` expects {what} of {shown}", "shape")
+            return False
+        return True
+
+    def role(self, call: Call, slot: str, roles: tuple[str, ...], what: str) -> None:
+        e = call.arg(slot)
+        r = self.role_of(e)
+        if r not in roles and not (r is None and isinstance(e, Name) and e.text not in self.decls and self.shapes.get(e.text, 0) is None):
+            self.error(e.range, f"{self.what(e)} must be {what} for `{call.op}`", "role")
+
+    def call(self, c: Call) -> Shape | None:
+        shapes = {slot: self.expr(e) for slot, e in c.args}
+        op = c.op
+        x = shapes.get("X")
+        if op in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax"):
+            return x
+        if op in ("rmsnorm", "l2norm"):
+            if x is None:
+                return None
+            if len(x) != 2:
+                self.error(c.arg("X").range, f"{self.what(c.arg('X'))} is {show(x)}; `{op}` normalises the rows of a matrix", "shape")
+                return None
+            heads = self.count(c, "H") if "heads" in c.options else 1
+            self.number(c.number("E"))
+            self.number(c.number("O"))
+            if heads and x[1] != "rows" and isinstance(x[1], int) and x[1] % heads:
+                self.error(c.range, f"{self.what(c.arg('X'))} is {show(x)}, not divisible into {heads} heads", "shape")
+                return None
+            if op == "rmsnorm" and heads:
+                self.want(c, "G", shapes.get("G"), (x[1] // heads if isinstance(x[1], int) else None,), "a gain")
+            return x
+        if op in ("row", "rows"):
+            t, emb = shapes.get("T"), shapes.get("E")
+            if t is None or emb is None:
+                return None
+            if len(t) != 1:
+                self.error(c.arg("T").range, f"{self.what(c.arg('T'))} is {show(t)}; `{op}` looks up token ids (a token)", "shape")
+                return None
+            if len(emb) != 2:
+                self.error(c.arg("E").range, f"{self.what(c.arg('E'))} is {show(emb)}; `{op}` reads rows of a table of vocab×d", "shape")
+                return None
+            return (t[0], emb[1])
+        if op == "rope":
+            return self.rope(c, shapes)
+        if op == "attention":
+            return self.attention(c, shapes)
+        if op == "latent attention":
+            return self.latent(c, shapes)
+        if op == "gated delta":
+            return self.gated_delta(c, shapes)
+        if op == "short convolution":
+            return self.short_conv(c, shapes)
+        if op == "experts":
+            return self.experts(c, shapes)
+        if op == "argmax":
+            if x is None:
+                return None
+            if len(x) != 2:
+                self.error(c.arg("X").range, f"{self.what(c.arg('X'))} is {show(x)}; the largest is taken along each row of a matrix", "shape")
+                return None
+            return (x[0],)
+        return None
+
+    def position(self, c: Call, slot: str = "P") -> None:
+        e = c.arg(slot)
+        if e is not None and self.role_of(e) != "position" and not (isinstance(e, Name) and self.shapes.get(e.text, 0) is None):
+            self.error(e.range, f"{self.what(e)} is not a position (declare it `Let {self.src(e.range)} be a position.`)", "role")
+
+    def rope(self, c: Call, s: dict) -> Shape | None:
+        x, cos, sin = s.get("X"), s.get("C"), s.get("S")
+        self.position(c)
+        heads = self.count(c, "H")
+        if x is None or heads is None:
+            return None
+        if len(x) != 2 or not isinstance(x[1], int) or x[1] % heads:
+            self.error(c.arg("X").range, f"{self.what(c.arg('X'))} is {show(x)}, not {heads} heads", "shape")
+            return None
+        width = x[1] // heads
+        rot = self.count(c, "R") if "rotating" in c.options else width
+        if rot is None:
+            return x
+        if rot > width or rot % 2:
+            self.error(c.number("R").range, f"a head of {width} cannot rotate {rot} dims (an even number, at most {width})", "shape")
+            return x
+        for slot, t in (("C", cos), ("S", sin)):
+            self.want(c, slot, t, (None, rot // 2), "a table")
+        return x
+
+    def attention(self, c: Call, s: dict) -> Shape | None:
+        q, k, v = s.get("Q"), s.get("K"), s.get("V")
+        self.position(c)
+        heads, groups = self.count(c, "H"), self.count(c, "G")
+        for opt, slot in (("window", "W"), ("chunks of", "C")):
+            if opt in c.options:
+                self.count(c, slot)
+        self.number(c.number("F"))
+        if None in (q, k, v, heads, groups):
+            return None
+        if heads % groups:
+            self.error(c.number("G").range, f"{heads} query heads cannot share {groups} key/value heads evenly", "shape")
+            return None
+        for slot, t, n in (("Q", q, heads), ("K", k, groups), ("V", v, groups)):
+            if len(t) != 2 or not isinstance(t[1], int) or t[1] % n:
+                self.error(c.arg(slot).range, f"{self.what(c.arg(slot))} is {show(t)}, not {n} heads", "shape")
+                return None
+        if q[1] // heads != k[1] // groups:
+            self.error(c.arg("K").range, f"{self.what(c.arg('Q'))} has heads of {q[1] // heads} but {self.what(c.arg('K'))} has heads of {k[1] // groups}", "shape")
+            return None
+        if k[0] != v[0]:
+            self.error(c.arg("V").range, f"{self.what(c.arg('K'))} holds {k[0]} positions but {self.what(c.arg('V'))} holds {v[0]}", "shape")
+            return None
+        if "sinks" in c.options:
+            self.want(c, "S", s.get("S"), (heads,), "sinks")
+        return (q[0], heads * (v[1] // groups))
+
+    def latent(self, c: Call, s: dict) -> Shape | None:
+        q, lat, rk, a, b = (s.get(k) for k in ("Q", "C", "R", "A", "B"))
+        self.position(c)
+        heads, nope, rope = self.count(c, "H"), self.count(c, "N"), self.count(c, "M")
+        self.number(c.number("F"))
+        if None in (q, lat, rk, a, b, heads, nope, rope):
+            return None
+        ok = self.want(c, "Q", q, (None, heads * (nope + rope)), "queries")
+        ok &= self.want(c, "C", lat, (None, None), "a latent cache")
+        ok &= self.want(c, "R", rk, (lat[0] if len(lat) == 2 else None, rope), "a rope-key cache")
+        if not ok or len(lat) != 2:
+            return None
+        r = lat[1]
+        if not self.want(c, "A", a, (heads, nope, r), "an absorbed key projection"):
+            return None
+        if not self.want(c, "B", b, (heads, r, None), "an absorbed value projection"):
+            return None
+        return (q[0], heads * b[2])
+
+    def gated_delta(self, c: Call, s: dict) -> Shape | None:
+        q, k, v, st, a, b = (s.get(x) for x in ("Q", "K", "V", "S", "A", "B"))
+        self.role(c, "S", ("state",), "a declared state")
+        heads = self.count(c, "H")
+        groups = self.count(c, "G") if "sharing" in c.options else heads
+        if None in (q, k, v, st, a, b, heads, groups):
+            return None
+        if heads % groups:
+            self.error(c.number("G").range, f"{heads} value heads cannot share {groups} key heads evenly", "shape")
+            return None
+        if not self.want(c, "S", st, (heads, None, None), "a state"):
+            return None
+        dk, dv = st[1], st[2]
+        ok = self.want(c, "Q", q, (None, groups * dk), "queries")
+        ok &= self.want(c, "K", k, (q[0], groups * dk), "keys")
+        ok &= self.want(c, "V", v, (q[0], heads * dv), "values")
+        ok &= self.want(c, "A", a, (q[0], heads), "a decay")
+        ok &= self.want(c, "B", b, (q[0], heads), "a beta")
+        self.carry(c.arg("S"))
+        return (q[0], heads * dv) if ok else None
+
+    def short_conv(self, c: Call, s: dict) -> Shape | None:
+        x, st, w = s.get("X"), s.get("S"), s.get("W")
+        self.role(c, "S", ("state",), "a declared state")
+        if None in (x, st, w):
+            return None
+        if not self.want(c, "W", w, (None, x[1] if len(x) == 2 else None), "a kernel"):
+            return None
+        k = w[0]
+        if not isinstance(k, int) or k < 1:
+            return None
+        self.want(c, "S", st, (k - 1, x[1]), "a state")
+        self.carry(c.arg("S"))
+        return x
+
+    def experts(self, c: Call, s: dict) -> Shape | None:
+        x, r, g, u, dn = (s.get(k) for k in ("X", "R", "G", "U", "D"))
+        top = self.count(c, "K")
+        self.number(c.number("F"))
+        if None in (x, r, g, u, dn, top) or len(x) != 2:
+            return None
+        d = x[1]
+        if not self.want(c, "R", r, (d, None), "a router"):
+            return None
+        n = r[1]
+        if top > n:
+            self.error(c.number("K").range, f"top {top} of {n} experts", "shape")
+        if not self.want(c, "G", g, (n, d, None), "expert gates"):
+            return None
+        f = g[2]
+        ok = self.want(c, "U", u, (n, d, f), "expert ups") & self.want(c, "D", dn, (n, f, d), "expert downs")
+        if "groups" in c.options:
+            groups, keep = self.count(c, "N"), self.count(c, "M")
+            if groups and keep and (n % groups or keep > groups):
+                self.error(c.number("N").range, f"{n} experts do not form {groups} groups keeping {keep}", "shape")
+        for slot, shape, what in (("B", (n,), "a bias per expert"), ("BG", (n, f), "gate biases"), ("BU", (n, f), "up biases"), ("BD", (n, d), "down biases")):
+            if c.arg(slot) is not None:
+                ok &= self.want(c, slot, s.get(slot), shape, what)
+        self.number(c.number("L"))
+        if c.arg("G2") is not None:
+            g2 = s.get("G2")
+            if self.want(c, "G2", g2, (d, None), "a shared gate projection"):
+                fs = g2[1]
+                ok &= self.want(c, "U2", s.get("U2"), (d, fs), "a shared up projection")
+                ok &= self.want(c, "D2", s.get("D2"), (fs, d), "a shared down projection")
+        if c.arg("S") is not None:
+            sg = s.get("S")
+            if sg is not None and sg not in ((d,), (d, 1)):
+                self.want(c, "S", sg, (d, 1), "a shared-expert gate")
+        return x if ok else None
+
+    def carry(self, e: Expr | None) -> None:
+        if isinstance(e, Name) and e.text in self.decls and self.decls[e.text].role == "state" and e.text not in self.carried:
+            self.carried.append(e.text)
+
+    # ---- statements ----
+    def bind(self, name: Name, shape: Shape | None) -> None:
+        if name.text in self.bound_at:
+            first = self.bound_at[name.text]
+            self.error(name.range, f"`{name.text}` is already bound at line {first.start.line + 1}; every name is bound once", "rebound")
+            return
+        if name.text in self.constants:
+            self.error(name.range, f"`{name.text}` is a constant of `## Model`; a program cannot bind it again", "rebound")
+            return
+        self.bound_at[name.text] = name.range
+        self.shapes[name.text] = shape
+
+    def declaration(self, st: Let, d: Declaration) -> None:
+        if d.role in ("token", "position"):
+            shape: Shape | None = ("rows",) if d.role == "token" else SCALAR
+        else:
+            dims = [self.dim(x, allow_deployment=True) for x in d.dims]
+            shape = None if None in dims else tuple(dims)
+        fill = None
+        if d.role == "table" and d.fill is None:
+            self.error(d.range, f"a table says how the host fills it: `Let {st.name.text} be a table of ctx by 32, cosines of base 10000.`", "table")
+        if d.fill is not None:
+            base = self.number(d.fill[1])
+            fill = (d.fill[0], base) if base is not None else None
+        if d.role == "input":
+            if self.input is not None:
+                self.error(st.name.range, f"{self.section.label} already has an input, `{self.input}`", "input")
+            else:
+                self.input = st.name.text
+        self.bind(st.name, shape)
+        if st.name.text not in self.decls and self.bound_at.get(st.name.text) is st.name.range:
+            self.decls[st.name.text] = Decl(st.name.text, d.role, d.q8, shape or (), st.name.range, st.index, fill)
+
+    def statement(self, st) -> None:
+        if isinstance(st, Let):
+            if isinstance(st.value, Declaration):
+                self.declaration(st, st.value)
+            else:
+                self.bind(st.name, self.expr(st.value))
+        elif isinstance(st, Set):
+            value = self.expr(st.value)
+            decl = self.decls.get(st.target.text)
+            if decl is None or decl.role != "state":
+                if st.target.text in self.shapes or st.target.text in self.binders:
+                    self.error(st.target.range, f"`Set` changes a declared state; `{st.target.text}` is not one", "set")
+                else:
+                    self.error(st.target.range, f"`{st.target.text}` is never declared; `Set` changes a declared state (`Let {st.target.text} be a state of ctx by 64.`)", "set")
+                return
+            if st.row is not None:
+                self.expr(st.row)
+                if self.role_of(st.row) != "position" and not isinstance(st.row, Number):
+                    self.error(st.row.range, f"{self.what(st.row)} is not a position", "role")
+                if value is not None and (len(value) != 2 or len(decl.shape) != 2 or value[1] != decl.shape[1]):
+                    self.error(st.value.range, f"{self.what(st.value)} is {show(value)} but the rows of `{decl.name}` are {show(decl.shape[1:])} wide", "shape")
+            elif value is not None and value != decl.shape:
+                self.error(st.value.range, f"{self.what(st.value)} is {show(value)} but `{decl.name}` is {show(decl.shape)}", "shape")
+            if st.target.text not in self.carried:
+                self.carried.append(st.target.text)
+        elif isinstance(st, Return):
+            if self.output is not None:
+                self.error(st.range, f"{self.section.label} already returns `{self.output}`; a program returns once", "return")
+                return
+            self.lookup(st.name)
+            self.output = st.name.text
+
+
+def check_program(section: Section, constants: dict[str, float], text: bytes) -> tuple[Program, list[Diagnostic]]:
+    c = _Checker(section, constants, text)
+    for st in section.statements:
+        c.statement(st)
+    if c.output is None and section.statements is not None:
+        end = section.heading
+        c.error(end, f"{section.label} never returns: end it with `Return NAME.`", "return")
+    errors = sum(1 for d in c.diagnostics if d.severity is Severity.ERROR)
+    program = Program(section, c.decls, c.shapes, c.bound_at, c.input, c.output, tuple(c.carried), errors)
+    return program, c.diagnostics
+
+
+def programs_of(doc: Document) -> Programs:
+    """Check every program of the document and the links between them (layer order, each input the previous
+    program's output)."""
+    diagnostics: list[Diagnostic] = []
+    text = doc.text.encode("utf-8")
+    constants = doc.constants
+    seen_consts: dict[str, Range] = {}
+    for s in doc.of_kind(SectionKind.MODEL):
+        for k in s.constants:
+            if k.name.text in seen_consts:
+                diagnostics.append(Diagnostic(k.name.range, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen_consts[k.name.text].start.line + 1})", "rebound"))
+            seen_consts.setdefault(k.name.text, k.name.range)
+    for kind in (SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD):
+        found = doc.of_kind(kind)
+        for extra in found[1:]:
+            diagnostics.append(Diagnostic(extra.heading, Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {found[0].heading.start.line + 1})", "section"))
+
+    def check(section: Section | None) -> Program | None:
+        if section is None:
+            return None
+        p, d = check_program(section, constants, text)
+        diagnostics.extend(d)
+        return p
+
+    embed = check(doc.embed)
+    layers: list[Program] = []
+    expected = 0
+    first_at: dict[int, Range] = {}
+    for s in doc.layers:
+        if s.index is None:
+            continue
+        where = s.index_range or s.heading
+        if s.index in first_at:
+            diagnostics.append(Diagnostic(where, Severity.ERROR, f"layer {s.index} is written twice (first at line {first_at[s.index].start.line + 1})", "layers"))
+            continue
+        if s.index != expected:
+            if s.index > expected:
+                missing = f"layer {expected}" if s.index == expected + 1 else f"layers {expected}–{s.index - 1}"
+                diagnostics.append(Diagnostic(where, Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
+            else:
+                diagnostics.append(Diagnostic(where, Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
+                continue
+        first_at[s.index] = s.heading
+        expected = s.index + 1
+        p = check(s)
+        if p is not None:
+            layers.append(p)
+    head = check(doc.head)
+    if not doc.layers and doc.title is not None:
+        diagnostics.append(Diagnostic(doc.sections[0].heading, Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
+
+    # Each program's input is the previous program's output.
+    chain = [p for p in (embed, *layers, head) if p is not None]
+    for prev, nxt in zip(chain, chain[1:]):
+        if prev.output is None:
+            continue
+        if nxt.input is None:
+            if nxt.section.kind is not SectionKind.EMBED:
+                diagnostics.append(Diagnostic(nxt.section.heading, Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
+            continue
+        if nxt.input != prev.output:
+            diagnostics.append(Diagnostic(nxt.decls[nxt.input].range, Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
+        else:
+            a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
+            if a is not None and b is not None and a != b:
+                diagnostics.append(Diagnostic(nxt.decls[nxt.input].range, Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
+    return Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))
