@@ -1,0 +1,124 @@
+// Layer kinds → tree items, analysis → status bar text, and finding a layer's heading in a document. Pure.
+
+export interface Kind {
+  name: string;
+  layers: number[];
+  representative: number;
+  reject?: string;
+}
+
+export interface Analysis {
+  uri: string;
+  version?: number;
+  kinds: number;
+  layers: number;
+  rejects: number;
+}
+
+export interface TreeNode {
+  id: string;
+  label: string;
+  description?: string;
+  tooltip?: string;
+  icon: 'kind' | 'kind-refused' | 'layer' | 'representative';
+  layer?: number;
+  children?: TreeNode[];
+  collapsed?: boolean;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+/** A compact list of layer numbers: 0–3, 5, 7–9. */
+export function layerRanges(layers: number[]): string {
+  const s = [...new Set(layers)].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < s.length; ) {
+    let j = i;
+    while (j + 1 < s.length && s[j + 1] === s[j] + 1) j++;
+    parts.push(j === i ? `${s[i]}` : j === i + 1 ? `${s[i]}, ${s[j]}` : `${s[i]}–${s[j]}`);
+    i = j + 1;
+  }
+  return parts.join(', ');
+}
+
+export function kindsToTree(kinds: Kind[]): TreeNode[] {
+  return kinds.map((k, i) => {
+    const refused = typeof k.reject === 'string' && k.reject !== '';
+    const layers = Array.isArray(k.layers) ? k.layers : [];
+    const rep = typeof k.representative === 'number' ? k.representative : layers[0];
+    const description = refused
+      ? `refused: ${k.reject}`
+      : `${plural(layers.length, 'layer')} · first: layer ${rep}`;
+    const tooltipLines = [`${k.name}`, `${plural(layers.length, 'layer')}: ${layerRanges(layers)}`, `representative: layer ${rep}`];
+    if (refused) tooltipLines.push(`lowering refused: ${k.reject}`);
+    return {
+      id: `kind:${i}:${k.name}`,
+      label: k.name,
+      description,
+      tooltip: tooltipLines.join('\n'),
+      icon: refused ? 'kind-refused' : 'kind',
+      collapsed: layers.length > 8,
+      children: layers.map((l) => ({
+        id: `kind:${i}:${k.name}:layer:${l}`,
+        label: `Layer ${l}`,
+        description: l === rep ? 'representative' : undefined,
+        tooltip: `Reveal ## Layer ${l}`,
+        icon: l === rep ? 'representative' : 'layer',
+        layer: l,
+      })),
+    };
+  });
+}
+
+export interface StatusText {
+  text: string;
+  tooltip: string;
+  error: boolean;
+}
+
+export function statusText(a: Analysis | undefined): StatusText | undefined {
+  if (!a) return undefined;
+  const base = `${plural(a.kinds, 'kind')} · ${plural(a.layers, 'layer')}`;
+  if (a.rejects > 0) {
+    return {
+      text: `$(error) ${base} · ${a.rejects} refused`,
+      tooltip: `${base}; lowering refused for ${plural(a.rejects, 'kind')} — see the Problems panel and the Layer Kinds view`,
+      error: true,
+    };
+  }
+  return { text: `$(layers) ${base}`, tooltip: `${base} — click to show the Layer Kinds view`, error: false };
+}
+
+/** The line of `## Layer N` in a document's text, or -1. */
+export function findLayerLine(text: string, layer: number): number {
+  const lines = text.split('\n');
+  const re = new RegExp(`^##\\s*Layer\\s+${layer}(?![0-9])`);
+  for (let i = 0; i < lines.length; i++) if (re.test(lines[i])) return i;
+  return -1;
+}
+
+/** The layer whose section holds a line, or undefined. */
+export function layerAtLine(text: string, line: number): number | undefined {
+  const lines = text.split('\n');
+  for (let i = Math.min(line, lines.length - 1); i >= 0; i--) {
+    const m = /^##\s*(\S+)(?:\s+(\d+))?/.exec(lines[i]);
+    if (m) return m[1] === 'Layer' && m[2] !== undefined ? Number(m[2]) : undefined;
+  }
+  return undefined;
+}
+
+/** Server command ids in code lenses → the client's own commands. */
+export const LENS_COMMANDS: Record<string, string> = {
+  'streamed.goToRepresentative': 'streamed.client.goToRepresentative',
+  'streamed.lowerBundle': 'streamed.client.lowerBundle',
+  'streamed.openManifest': 'streamed.client.openManifest',
+  'streamed.showKinds': 'streamed.client.showKinds',
+};
+
+export function mapLensCommand<T extends { command: string }>(cmd: T | undefined): T | undefined {
+  if (!cmd) return cmd;
+  const to = LENS_COMMANDS[cmd.command];
+  return to ? { ...cmd, command: to } : cmd;
+}
