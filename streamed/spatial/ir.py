@@ -1,0 +1,353 @@
+"""The spatial IR: one program of a bundle as the RDU runs it — tensors, and operations in pipeline order.
+
+This docstring is THE execution semantics of the IR. An executor (``streamed/execute.py``) implements it from this
+text alone; the lowering (``streamed/spatial/lower.py``) produces nothing it does not describe.
+
+Values
+======
+
+Every tensor is a numpy array of its ``shape``; scalars (a ``position``) have shape ``()``. Arithmetic is float32 in
+a reference executor (``dtype`` says how the chip stores the tensor: ``bf16``, ``f16``, ``int8``, ``int32``).
+
+Tensors (``Tensor``)
+--------------------
+
+``role`` says where a tensor's value comes from:
+
+- ``input``: supplied by the host each step. The program's hidden-state input (``x`` at layer 0, ``xo{l-1}`` after),
+  its token ids (``tok``: ``int32`` of shape ``(rows,)``, one id per row) and its positions (``pos``: ``int32``,
+  shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
+- ``weight``: read from the checkpoint (or a seeded generator) under the name ``of`` if ``of`` is set, else under
+  ``name``. ``slice`` (``(axis, start, stop)``) keeps only ``[start, stop)`` of that axis of the declared weight (a
+  tensor-parallel chip's part). ``part`` says how the stored weight is encoded:
+
+  * ``None``: the dense values.
+  * ``"planes"``: the Q8_0 int8 planes of the (sliced) weight ``W`` (``k by n`` in the language's ``in by out``
+    orientation): ``planes[i, j] = round(W[i, j] / scales[i // 32, j])``, ``int8``.
+  * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = max_i |W[32b + i, j]| / 127`` over the 32
+    values of block ``b`` of column ``j`` (``f16``; a zero block has scale 0), shape ``(k / 32, n)``. Blocks of 32
+    run along ``k`` (the input features), exactly as GGUF stores a Q8_0 tensor.
+
+  A weight's dense value is ``planes * scales`` expanded along ``k``; an executor may build both from the dense
+  weight, or read them from a Q8_0 checkpoint as stored.
+- ``state``: carried from step to step (KV caches, recurrent and convolution states); zero at the first step. A
+  program's ``carried`` names the states a step hands to the next; a state not in ``carried`` (every state of a
+  ``forward`` program) is zeroed at the start of each step.
+- ``table``: filled by the host. ``fill = ("cosines", base)`` is ``T[p, i] = cos(p · base^(−i/w))``; ``("sines",
+  base)`` is ``sin``; ``w`` is the table's width (``shape[1]``). Shared by every program that reads it.
+- ``intermediate``: written by exactly one op of the program.
+- ``output``: the program's result (the hidden state it returns, or the head's next tokens); written by one op.
+
+``tier`` is where it lives: ``sram``, ``hbm``, ``ddr``. ``bytes`` is its size on the chip. ``chip`` is the chip that
+holds a tensor-parallel program's local tensor; ``None`` means replicated (every chip holds its own copy).
+
+Operations (``Op``)
+-------------------
+
+Ops run in list order (the pipeline order). Each reads ``inputs`` and writes ``outputs`` (names of tensors of the
+program). An op writing a ``state`` updates it in place: later ops and the next step see the new value. ``attrs``
+is a tuple of ``(key, value)`` pairs; an absent optional attr takes the default below. ``statement`` is the index of
+the authored statement the op was lifted from (``None`` for ops the lowering adds). ``rows`` below is ``shape[0]``
+of the hidden state.
+
+============== ================================ ================================================================
+kind           inputs → outputs                 computes (attrs)
+============== ================================ ================================================================
+matmul         X, W → Y                         ``Y = X @ W``; W ``k by n`` (a weight or any matrix).
+matmul_q8      X, P, S → Y                      ``Y = X @ (P * S[k // 32])``: P the int8 planes ``k by n``, S the
+                                                f16 scales ``k/32 by n`` of one weight (``part`` planes/scales).
+add            A, B → Y / A → Y                 ``A + B``; a 1-D operand broadcasts over rows. With one input,
+                                                ``A + scalar`` (attr ``scalar``).
+sub            A, B → Y / A → Y                 ``A − B``; with one input and attrs ``scalar``, ``side``:
+                                                ``side="right"``: ``A − scalar``; ``side="left"``: ``scalar − A``.
+mul            A, B → Y / A → Y                 elementwise ``A · B`` (broadcast as ``add``); one input: ``A · scalar``.
+scale          X → Y                            ``factor · X`` (``factor``: a number).
+rmsnorm        X, G → Y                         per row, or per head when ``heads`` = H (the row cut into H equal
+                                                parts): ``x / sqrt(mean(x²) + epsilon) · (G + offset)``;
+                                                ``epsilon`` default 1e-6, ``offset`` default 0. G is as wide as a
+                                                head (or the row).
+l2norm         X → Y                            per row / per head: ``x / sqrt(sum(x²) + epsilon)`` (``epsilon``,
+                                                ``heads``).
+silu gelu      X → Y                            elementwise: ``x·σ(x)``; tanh-approximate GELU
+sigmoid                                         ``0.5·x·(1 + tanh(sqrt(2/π)(x + 0.044715x³)))``; ``σ(x)``;
+softplus exp                                    ``log(1 + eˣ)``; ``eˣ``.
+softmax        X → Y                            softmax over the last axis.
+lookup         T, E → Y                         ``Y[r] = E[T[r]]`` (T int32 token ids ``(rows,)``, E ``vocab by d``).
+rope           X, P, C, S → Y                   rotate-half rotary embedding of each of ``heads`` heads of row r at
+                                                position ``P + r``: with w the head width, ``R = rotating`` (default
+                                                w), half = R/2, for i < half: ``y[i] = x[i]·c − x[i+half]·s``,
+                                                ``y[i+half] = x[i+half]·c + x[i]·s`` with ``c = C[P+r, i]``,
+                                                ``s = S[P+r, i]``; dims ≥ R pass through.
+attention      Q, K, V, P [, sinks] → Y         causal grouped-query attention: ``heads`` H query heads, ``groups``
+                                                G KV heads (query head h reads KV head ``h // (H/G)``); row r (at
+                                                position ``P + r``) attends over rows j of K, V with j ≤ P + r;
+                                                ``window`` W keeps j > P + r − W; ``chunk`` C keeps
+                                                ``j // C == (P + r) // C``; logits times ``scale`` (default
+                                                ``1/sqrt(head width)``); with a 5th input (``sinks``, one logit per
+                                                head) the sink joins each softmax's denominator as ``exp(sink)``
+                                                and contributes no value. Y is ``rows by H·(V width / G)``.
+latent_attention Q, C, R, P, A, B → Y           DeepSeek-V2 MLA, absorbed: ``heads`` H, ``nope`` N, ``rope`` M;
+                                                for head h, ``qn = Q[r, h(N+M) : h(N+M)+N]``, ``qr`` the next M;
+                                                logit_j = ``(qn·A[h]) · C[j] + qr · R[j]``, times ``scale``
+                                                (default ``1/sqrt(N+M)``), causal over j ≤ P + r; the head's
+                                                output ``(softmax · C) · B[h]`` (width V); Y ``rows by H·V``.
+gated_delta    Q, K, V, S, A, B → Y, S          Gated DeltaNet, ``heads`` H value heads sharing ``groups`` G key
+                                                heads (value head h reads key head ``h // (H/G)``); S ``H by dk by
+                                                dv``; for each row r in order and head h: ``S[h] ← A[r,h]·S[h]``;
+                                                ``S[h] ← S[h] + B[r,h]·k ⊗ (v − S[h]ᵀk)``; ``y = S[h]ᵀq``.
+                                                Updates S.
+short_convolution X, S, W → Y, S                causal depthwise convolution: W ``k by c``, S ``k−1 by c`` the rows
+                                                before this step; with Z = concat(S, X) over rows,
+                                                ``Y[r] = Σ_i Z[r + i] · W[i]``; then S ← the last k−1 rows of Z.
+experts        X, R, G, U, D [, …] → Y          mixture of experts; the optional tensors are named by attrs whose
+                                                value is an input's position: ``selection_bias``,
+                                                ``router_bias``, ``bias_gate``, ``bias_up``, ``bias_down``,
+                                                ``shared_gate_proj``, ``shared_up``, ``shared_down``,
+                                                ``shared_gate``. logits = X·R (+ router bias); scores =
+                                                softmax(logits) or σ(logits) (``scored`` = "softmax"|"sigmoid");
+                                                choose the ``top`` K by scores (+ selection bias), within the
+                                                ``keep`` best of ``groups`` groups (a group's score: the sum of its
+                                                top two); weights = the chosen scores (divided by their sum if
+                                                ``normalized``), times ``routed_scale`` (default 1). Expert e:
+                                                ``(act(X·G[e] + bg) ⊙ (X·U[e] + bu))·D[e] + bd``, act = silu, or
+                                                with ``clamp`` L: ``g = min(g, L)``, ``u = clamp(u, −L, L)``,
+                                                ``(u + 1)·g·σ(1.702·g)``. The weight multiplies the expert's input
+                                                instead of its output when ``weighting_inputs``. The shared expert
+                                                (silu SwiGLU of the shared tensors) is added, times
+                                                ``σ(X·shared_gate)`` when given.
+argmax         X → Y                            the index of the largest value of each row (int32, ``(rows,)``).
+write_rows     S, P, V → S                      ``S[P + r] = V[r]`` for each row r of V (``Set row P of S``).
+assign         V → S                            ``S = V`` (``Set S to V``).
+copy           X → Y                            ``Y = X``.
+take_rows      X → Y                            ``Y = X[start : start + count]`` (attrs ``start``, ``count``).
+stack_rows     X0, X1, … → Y                    the inputs' rows, concatenated in order.
+take_cols      X → Y                            ``Y = X[..., start : stop]`` (attrs ``start``, ``stop``) — a
+                                                replicated tensor's part on one chip.
+allreduce      P0, …, P{tp−1} → Y               ``Y = Σ_c P_c``: the chips' partial sums (tensor parallel).
+allgather      X0, …, X{tp−1} → Y               the chips' column slices concatenated along the last axis
+                                                (axis ``axis`` when given).
+============== ================================ ================================================================
+
+Deployments
+-----------
+
+A program is lowered for one deployment (``streamed.streamed.Deployment``); ``rows`` and ``ctx`` are bound to
+numbers. ``decode``: rows 1. ``prefill``: rows = the chunk; layers take the chunk's rows in order over the sequence's
+one state; the head first ``take_rows`` the last row of its input. ``forward``: rows = ctx = the sequence; no embed
+program; no state is carried (each is zero at the start of the step).
+
+Batched (``batched``, ``batched-tp``): rows = batch, row b is sequence b. Ops that are per-row alike (products,
+norms, activations, experts…) run on all rows at once. Ops that read a position or a state run per sequence: the
+lowering emits ``take_rows(X, start=b, count=1) → X__s{b}``, the op on sequence b's own tensors — its position
+``pos_s{b}`` (an input) and its states ``Kc3_s{b}`` (one state per sequence; the authored ``Kc3`` does not exist in a
+batched program) — and ``stack_rows`` of the per-sequence results in sequence order. The token ids ``tok`` hold one
+id per sequence.
+
+Tensor parallel (``tp``, ``batched-tp``) over ``tp`` chips: a program's ``tp`` is the chip count. A tensor with
+``chip = c`` lives on chip c only (names end ``_c{c}``); ``chip = None`` is replicated. An op with ``chip = c`` runs
+on chip c over its local (and replicated) tensors; an op with ``chip = None`` runs on every chip over replicated
+tensors (each computes the same value). ``allreduce``/``allgather`` read one local tensor per chip and write a
+replicated one. ``phase`` numbers the pipeline stages: the chips' slices of one authored op share a phase and run
+at once; phases run in order. Weight slices carry ``of`` and ``slice``: a column split gives chip c output features
+``[c·n/tp, (c+1)·n/tp)`` (whole heads, as heads are contiguous), a row split the same range of input features (its
+product a partial sum, followed by an ``allreduce``). A Q8_0 row slice is whole 32-element blocks, so its scales are
+whole rows of the full weight's scales.
+
+Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
+earlier op; every intermediate and output is written exactly once; shapes agree op by op.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+ROLES = ("input", "weight", "state", "table", "intermediate", "output")
+TIERS = ("sram", "hbm", "ddr")
+DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0}
+Q8_BLOCK = 32
+#: Q8_0 stores 32 values in 34 bytes: 32 int8 values and one fp16 scale.
+Q8_BYTES_PER_BLOCK = 34
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    tier: str
+    bytes: int
+    chip: int | None = None
+    of: str | None = None
+    fill: tuple | None = None
+    part: str | None = None  # None, "planes", "scales"
+    slice: tuple | None = None  # (axis, start, stop) of the declared weight ``of``
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+    pcus: int = 0
+    pmus: int = 0
+    flops: int = 0
+    bytes_moved: dict = field(default_factory=dict)  # tier -> bytes
+    phase: int = 0
+    chip: int | None = None
+    statement: int | None = None
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class SpatialProgram:
+    """One program of a bundle: ``embed``, ``head`` or a layer kind's (named after its representative layer).
+
+    ``tensors`` in declaration order, then intermediates in the order they are written; ``ops`` in pipeline order;
+    ``carried`` the states a step hands to the next; ``certificate`` the checks ``certify`` passed, with numbers
+    (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel)."""
+
+    name: str
+    rows: int
+    ctx: int
+    tensors: tuple[Tensor, ...]
+    ops: tuple[Op, ...]
+    carried: tuple[str, ...] = ()
+    certificate: dict | None = None
+    tp: int = 1
+
+    def tensor(self, name: str) -> Tensor:
+        return self._index()[name]
+
+    def has(self, name: str) -> bool:
+        return name in self._index()
+
+    def _index(self) -> dict[str, Tensor]:
+        cached = self.__dict__.get("_by_name")
+        if cached is None:
+            cached = {t.name: t for t in self.tensors}
+            object.__setattr__(self, "_by_name", cached)
+        return cached
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        return [t for t in self.tensors if t.role == "input"]
+
+    @property
+    def output(self) -> str | None:
+        return next((t.name for t in self.tensors if t.role == "output"), None)
+
+    def to_json(self) -> dict:
+        return program_to_json(self)
+
+    @staticmethod
+    def from_json(data: dict | str) -> "SpatialProgram":
+        return program_from_json(data)
+
+
+# ---- JSON, losslessly ----------------------------------------------------------------------------------------------
+# Tuples become lists in JSON; reading restores them where the IR holds tuples (shapes, names, attrs, fills, slices).
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return v
+
+
+def _tuple(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_tuple(x) for x in v)
+    return v
+
+
+def tensor_to_json(t: Tensor) -> dict:
+    out = {"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "role": t.role, "tier": t.tier, "bytes": t.bytes}
+    for key in ("chip", "of", "fill", "part", "slice"):
+        v = getattr(t, key)
+        if v is not None:
+            out[key] = _plain(v)
+    return out
+
+
+def tensor_from_json(d: dict) -> Tensor:
+    return Tensor(
+        name=d["name"], shape=tuple(d["shape"]), dtype=d["dtype"], role=d["role"], tier=d["tier"], bytes=d["bytes"],
+        chip=d.get("chip"), of=d.get("of"), fill=_tuple(d.get("fill")), part=d.get("part"), slice=_tuple(d.get("slice")),
+    )
+
+
+def op_to_json(o: Op) -> dict:
+    out = {
+        "kind": o.kind, "inputs": list(o.inputs), "outputs": list(o.outputs),
+        "attrs": {k: _plain(v) for k, v in o.attrs},
+        "pcus": o.pcus, "pmus": o.pmus, "flops": o.flops, "bytes_moved": dict(o.bytes_moved), "phase": o.phase,
+    }
+    if o.chip is not None:
+        out["chip"] = o.chip
+    if o.statement is not None:
+        out["statement"] = o.statement
+    return out
+
+
+def op_from_json(d: dict) -> Op:
+    return Op(
+        kind=d["kind"], inputs=tuple(d["inputs"]), outputs=tuple(d["outputs"]),
+        attrs=tuple((k, _tuple(v)) for k, v in d.get("attrs", {}).items()),
+        pcus=d.get("pcus", 0), pmus=d.get("pmus", 0), flops=d.get("flops", 0),
+        bytes_moved=dict(d.get("bytes_moved", {})), phase=d.get("phase", 0), chip=d.get("chip"),
+        statement=d.get("statement"),
+    )
+
+
+def program_to_json(p: SpatialProgram) -> dict:
+    return {
+        "format": "streamed-program/1",
+        "name": p.name, "rows": p.rows, "ctx": p.ctx, "tp": p.tp,
+        "tensors": [tensor_to_json(t) for t in p.tensors],
+        "ops": [op_to_json(o) for o in p.ops],
+        "carried": list(p.carried),
+        "certificate": _plain(p.certificate) if p.certificate is not None else None,
+    }
+
+
+def program_from_json(data: dict | str) -> SpatialProgram:
+    d = json.loads(data) if isinstance(data, str) else data
+    return SpatialProgram(
+        name=d["name"], rows=d["rows"], ctx=d["ctx"],
+        tensors=tuple(tensor_from_json(t) for t in d["tensors"]),
+        ops=tuple(op_from_json(o) for o in d["ops"]),
+        carried=tuple(d.get("carried", ())), certificate=d.get("certificate"), tp=d.get("tp", 1),
+    )
+
+
+def nbytes(shape: tuple[int, ...], dtype: str) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return int(n * DTYPE_BYTES[dtype])
+
+
+__all__ = [
+    "Tensor", "Op", "SpatialProgram", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
+    "program_to_json", "program_from_json", "replace", "fields",
+]
