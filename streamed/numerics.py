@@ -1,0 +1,341 @@
+"""Every operation of the language (docs/language.md §5), each defined once, written as its math.
+
+These functions are the numerical meaning of the language: the reference interpreter (``reference.py``) calls them
+statement by statement and the bundle executor (``execute.py``) calls the same ones for the spatial program's ops, so
+"the bundle computes what the document computes" means the two walks agree — never that one function agrees with
+itself. Each is checked against an independent, loop-by-loop formulation in ``tests/numerics/``.
+
+Invariants:
+- Arrays are float32 in and out (token ids and positions are integers); a function never mutates its inputs — an
+  operation that updates a state returns the new state beside its output.
+- A hidden state is ``rows × n``; row ``r`` of a step is at position ``pos + r``.
+- A head's dims are contiguous: head ``h`` of an ``rows × H·w`` tensor is columns ``h·w … (h+1)·w − 1``; grouped
+  heads share in order, query head ``h`` reading key/value head ``h // (H/G)`` (Ainslie et al. 2023).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=F32)
+
+
+# ---- elementwise ---------------------------------------------------------------------------------------------------
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017)."""
+    x = f32(x)
+    return x * sigmoid(x)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Logistic ``σ(x) = 1/(1+e⁻ˣ)``, evaluated without overflow for large |x|."""
+    x = f32(x)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(F32)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation: ``½x(1+tanh(√(2/π)(x+0.044715x³)))`` (Hendrycks & Gimpel 2016; GPT-2, Gemma)."""
+    x = f32(x)
+    c = F32(np.sqrt(2.0 / np.pi))
+    return (F32(0.5) * x * (1 + np.tanh(c * (x + F32(0.044715) * x * x * x)))).astype(F32)
+
+
+def softplus(x: np.ndarray) -> np.ndarray:
+    """``log(1+eˣ)``, computed as ``logaddexp(0, x)`` so large x neither overflows nor loses the linear tail."""
+    return np.logaddexp(F32(0), f32(x)).astype(F32)
+
+
+def exp(x: np.ndarray) -> np.ndarray:
+    return np.exp(f32(x))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range)."""
+    x = f32(x)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(F32)
+
+
+# ---- products and norms --------------------------------------------------------------------------------------------
+
+
+def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``)."""
+    return (f32(x) @ f32(w)).astype(F32)
+
+
+def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
+    rows, n = x.shape
+    return x.reshape(rows, heads, n // heads)
+
+
+def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: float = 0.0, heads: int = 1) -> np.ndarray:
+    """RMS norm per row, or per head when ``heads > 1`` (QK-norm): ``x / √(mean x² + ε) · (G + O)``
+    (Zhang & Sennrich 2019; Gemma writes its ``1 + g`` gain as offset 1)."""
+    x = f32(x)
+    h = _per_head(x, heads)
+    ms = np.mean(h * h, axis=-1, keepdims=True)
+    out = h / np.sqrt(ms + F32(epsilon)) * (f32(gain) + F32(offset))
+    return out.reshape(x.shape).astype(F32)
+
+
+def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
+    """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so)."""
+    x = f32(x)
+    h = _per_head(x, heads)
+    out = h / np.sqrt(np.sum(h * h, axis=-1, keepdims=True) + F32(epsilon))
+    return out.reshape(x.shape).astype(F32)
+
+
+def lookup(tokens: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Embedding lookup ``E[T[r], :]`` for each row's token id."""
+    return f32(table)[np.asarray(tokens, dtype=np.int64)]
+
+
+def argmax(x: np.ndarray) -> np.ndarray:
+    """The index of the largest logit of each row; a tie goes to the lowest index (numpy's and llama.cpp's greedy)."""
+    return np.argmax(f32(x), axis=-1).astype(np.int64)
+
+
+# ---- host tables ---------------------------------------------------------------------------------------------------
+
+
+def rotary_table(fill: str, base: float, ctx: int, width: int) -> np.ndarray:
+    """A host table of §4: ``cos(p · base^(−i/w))`` (``cosines``) or ``sin(…)`` (``sines``) for p < ctx, i < w —
+    the RoFormer frequencies ``θᵢ = base^(−2i/R)`` of a head rotating ``R = 2w`` dims (Su et al. 2021). Computed in
+    float64 and rounded once, so every consumer reads the same float32 table."""
+    p = np.arange(ctx, dtype=np.float64)[:, None]
+    i = np.arange(width, dtype=np.float64)[None, :]
+    angle = p * np.power(float(base), -i / width)
+    if fill == "cosines":
+        return np.cos(angle).astype(F32)
+    if fill == "sines":
+        return np.sin(angle).astype(F32)
+    raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill}`")
+
+
+# ---- rotation and attention ----------------------------------------------------------------------------------------
+
+
+def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None) -> np.ndarray:
+    """Rotary position embedding, rotate-half form (Su et al. 2021, RoFormer; the GPT-NeoX / Llama layout): within
+    each head, the first ``R`` dims are split in halves ``a = x[:R/2]``, ``b = x[R/2:R]`` and row ``r`` (position
+    ``pos + r``) becomes ``(a·cos − b·sin, b·cos + a·sin)``; dims past ``R`` pass through (partial rotary:
+    Qwen3-Next, GLM). ``cos``/``sin`` are the host tables, ``ctx × R/2``."""
+    x = f32(x)
+    rows, n = x.shape
+    width = n // heads
+    r = width if rotating is None else rotating
+    half = r // 2
+    h = x.reshape(rows, heads, width)
+    c = f32(cos)[pos:pos + rows, :half][:, None, :]
+    s = f32(sin)[pos:pos + rows, :half][:, None, :]
+    a, b = h[..., :half], h[..., half:r]
+    out = np.concatenate([a * c - b * s, b * c + a * s, h[..., r:]], axis=-1)
+    return out.reshape(rows, n).astype(F32)
+
+
+def causal_mask(pos: int, rows: int, ctx: int, window: int | None = None, chunk: int | None = None) -> np.ndarray:
+    """Which cached positions ``j < ctx`` row ``r`` (position ``i = pos + r``) may attend: ``j ≤ i``; with a window
+    ``j > i − W`` (Mistral, Gemma 3 local layers); with chunks ``⌊j/C⌋ = ⌊i/C⌋`` (Llama 4 chunked attention)."""
+    i = pos + np.arange(rows)[:, None]
+    j = np.arange(ctx)[None, :]
+    keep = j <= i
+    if window is not None:
+        keep &= j > i - window
+    if chunk is not None:
+        keep &= (j // chunk) == (i // chunk)
+    return keep
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
+              window: int | None = None, chunks: int | None = None, scale: float | None = None,
+              sinks: np.ndarray | None = None) -> np.ndarray:
+    """Causal grouped-query attention (Vaswani et al. 2017; GQA, Ainslie et al. 2023) of ``rows`` queries over a
+    cache of ``ctx`` keys and values: for query head ``h`` reading KV head ``g = h // (H/G)``,
+    ``pᵢⱼ = softmax_j(F · qᵢ·kⱼ)`` over the masked positions (``causal_mask``), output ``Σⱼ pᵢⱼ vⱼ``. ``F`` defaults
+    to ``1/√(head width)``. Sinks (gpt-oss) add one learned logit per head to the softmax's denominator only — a
+    place attention may go that returns no value."""
+    q, k, v = f32(q), f32(k), f32(v)
+    rows = q.shape[0]
+    ctx = k.shape[0]
+    dk = q.shape[1] // heads
+    dv = v.shape[1] // sharing
+    f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
+    qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk
+    group = heads // sharing
+    kh = np.repeat(k.reshape(ctx, sharing, dk).transpose(1, 0, 2), group, axis=0)  # H × ctx × dk
+    vh = np.repeat(v.reshape(ctx, sharing, dv).transpose(1, 0, 2), group, axis=0)
+    logits = (qh @ kh.transpose(0, 2, 1)) * f  # H × rows × ctx
+    keep = causal_mask(pos, rows, ctx, window, chunks)[None]
+    logits = np.where(keep, logits, -np.inf)
+    top = np.max(logits, axis=-1, keepdims=True)
+    if sinks is not None:
+        sink = f32(sinks)[:, None, None]
+        top = np.maximum(top, sink)
+    e = np.where(keep, np.exp(logits - top), F32(0))
+    denom = np.sum(e, axis=-1, keepdims=True)
+    if sinks is not None:
+        denom = denom + np.exp(sink - top)
+    p = (e / denom).astype(F32)
+    out = p @ vh  # H × rows × dv
+    return out.transpose(1, 0, 2).reshape(rows, heads * dv).astype(F32)
+
+
+def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, pos: int, a: np.ndarray,
+                     b: np.ndarray, heads: int, nope: int, rope_dims: int, scale: float | None = None) -> np.ndarray:
+    """Multi-head latent attention in its absorbed form (DeepSeek-V2, 2024, §2.1.2): the cache holds one latent
+    ``cⱼ`` (``r`` wide) and one shared rotated key ``kᴿⱼ`` (``M`` wide) per position. Head ``h``'s query is split
+    ``[q_nope (N), q_rope (M)]``; the key up-projection is absorbed into the query, ``q̃ = q_nope·A[h]`` (``r``
+    wide), so ``logitᵢⱼ = F·(q̃·cⱼ + q_rope·kᴿⱼ)`` over causal ``j ≤ pos + i``, the attended latent
+    ``ōᵢ = Σⱼ pᵢⱼ cⱼ`` is read back through the value up-projection ``ōᵢ·B[h]``. ``F`` defaults to ``1/√(N+M)``."""
+    q, c, kr, a, b = f32(q), f32(latents), f32(rope_keys), f32(a), f32(b)
+    rows = q.shape[0]
+    ctx = c.shape[0]
+    f = F32(1 / np.sqrt(nope + rope_dims)) if scale is None else F32(scale)
+    qh = q.reshape(rows, heads, nope + rope_dims).transpose(1, 0, 2)  # H × rows × (N+M)
+    q_nope, q_rope = qh[..., :nope], qh[..., nope:]
+    q_lat = q_nope @ a  # H × rows × r
+    logits = (q_lat @ c.T + q_rope @ kr.T) * f  # H × rows × ctx
+    keep = causal_mask(pos, rows, ctx)[None]
+    p = softmax(np.where(keep, logits, -np.inf))
+    o_lat = p @ c  # H × rows × r
+    out = o_lat @ b  # H × rows × V
+    return out.transpose(1, 0, 2).reshape(rows, -1).astype(F32)
+
+
+# ---- recurrences ---------------------------------------------------------------------------------------------------
+
+
+def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, decay: np.ndarray, beta: np.ndarray,
+                heads: int, sharing: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The Gated DeltaNet recurrence (Yang, Kautz & Hatamizadeh 2024, eq. 10; Qwen3-Next's linear attention), row
+    by row in order and for each value head ``h`` reading key head ``g = h // (H/G)``:
+    ``S ← a·S``; ``S ← S + b·k (v − Sᵀk)ᵀ``; ``o = Sᵀq`` — with ``S`` the head's ``dk × dv`` memory. Returns the
+    ``rows × H·dv`` outputs and the updated state (the step carries it)."""
+    q, k, v, s = f32(q), f32(k), f32(v), f32(state).copy()
+    a, bt = f32(decay), f32(beta)
+    rows = q.shape[0]
+    groups = heads if sharing is None else sharing
+    dk, dv = s.shape[1], s.shape[2]
+    per = heads // groups
+    qh = q.reshape(rows, groups, dk)
+    kh = k.reshape(rows, groups, dk)
+    vh = v.reshape(rows, heads, dv)
+    out = np.zeros((rows, heads, dv), dtype=F32)
+    kv_of = np.arange(heads) // per
+    for t in range(rows):
+        kt, qt = kh[t, kv_of], qh[t, kv_of]  # H × dk
+        s = s * a[t][:, None, None]
+        err = vh[t] - np.einsum("hkv,hk->hv", s, kt)  # H × dv
+        s = s + bt[t][:, None, None] * kt[:, :, None] * err[:, None, :]
+        out[t] = np.einsum("hkv,hk->hv", s, qt)
+    return out.reshape(rows, heads * dv).astype(F32), s.astype(F32)
+
+
+def short_convolution(x: np.ndarray, state: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Causal depthwise convolution over the last ``k`` rows (H3/Mamba's short conv; Gated DeltaNet, Qwen3-Next):
+    with ``z = [S; X]`` (the ``k−1`` rows before the step, then this step's), ``yᵣ = Σᵢ W[i] ⊙ z[r+i]`` —
+    ``W[k−1]`` weighs the current row. Returns ``y`` and the new state, ``z``'s last ``k−1`` rows."""
+    x, s, w = f32(x), f32(state), f32(w)
+    kk = w.shape[0]
+    z = np.concatenate([s, x], axis=0)
+    rows = x.shape[0]
+    y = np.zeros_like(x)
+    for i in range(kk):
+        y += w[i] * z[i:i + rows]
+    return y.astype(F32), z[z.shape[0] - (kk - 1):].copy() if kk > 1 else z[:0].copy()
+
+
+# ---- mixture of experts --------------------------------------------------------------------------------------------
+
+
+def swiglu(x: np.ndarray, g: np.ndarray, u: np.ndarray, d: np.ndarray, bg=None, bu=None, bd=None,
+           clamp: float | None = None) -> np.ndarray:
+    """One SwiGLU expert (Shazeer 2020): ``(silu(X·G) ⊙ X·U)·D``; with biases ``(…)·D + BD`` over ``X·G + BG``,
+    ``X·U + BU``; with ``clamp`` L gpt-oss's activation ``(clamp(u, ±L) + 1) · g·σ(1.702·g)``, ``g = min(g, L)``."""
+    gx = matmul(x, g) if bg is None else matmul(x, g) + f32(bg)
+    ux = matmul(x, u) if bu is None else matmul(x, u) + f32(bu)
+    if clamp is None:
+        h = silu(gx) * ux
+    else:
+        lim = F32(clamp)
+        gx = np.minimum(gx, lim)
+        ux = np.clip(ux, -lim, lim)
+        h = (ux + 1) * gx * sigmoid(F32(1.702) * gx)
+    out = matmul(h, d)
+    return out if bd is None else (out + f32(bd)).astype(F32)
+
+
+def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: bool = False,
+          selection_bias: np.ndarray | None = None, groups: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Which experts each row goes to, and with what weight. Scores are ``softmax`` over all experts (Switch,
+    Mixtral, Qwen-MoE) or ``sigmoid`` per expert (DeepSeek-V3, Llama 4). Selection ranks ``score + bias``
+    (DeepSeek-V3's auxiliary-loss-free bias — choosing only, never weighting); with ``groups (N, M)`` experts form N
+    groups, a group's rank being the sum of its two best biased scores (its best alone when it holds one expert), and
+    only the M best groups are eligible (DeepSeek-V3 §2.1.2). The weights are the unbiased scores of the chosen K,
+    divided by their sum when ``normalized``. Returns (indices ``rows × K`` best first, weights ``rows × K``); ties
+    go to the lower expert index."""
+    logits = f32(logits)
+    scores = softmax(logits) if scored_by == "softmax" else sigmoid(logits)
+    choose = scores if selection_bias is None else scores + f32(selection_bias)
+    rows, n = scores.shape
+    if groups is not None:
+        ng, keep = groups
+        per = n // ng
+        gs = np.sort(choose.reshape(rows, ng, per), axis=-1)[..., ::-1]
+        rank = gs[..., :2].sum(axis=-1) if per >= 2 else gs[..., 0]
+        best = np.argsort(-rank, axis=-1, kind="stable")[:, :keep]
+        eligible = np.zeros((rows, ng), dtype=bool)
+        np.put_along_axis(eligible, best, True, axis=-1)
+        choose = np.where(np.repeat(eligible, per, axis=-1), choose, -np.inf)
+    idx = np.argsort(-choose, axis=-1, kind="stable")[:, :top]
+    w = np.take_along_axis(scores, idx, axis=-1)
+    if normalized:
+        w = w / np.sum(w, axis=-1, keepdims=True)
+    return idx, w.astype(F32)
+
+
+def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.ndarray, d: np.ndarray, *,
+            scored_by: str = "softmax", normalized: bool = False, routed_scale: float | None = None,
+            selection_bias=None, groups: tuple[int, int] | None = None, router_bias=None,
+            expert_biases: tuple | None = None, clamp: float | None = None, weighting_inputs: bool = False,
+            shared: tuple | None = None, shared_gate=None) -> np.ndarray:
+    """A mixture of SwiGLU experts (Shazeer et al. 2017; the options of §5): router logits ``X·R (+ router bias,
+    gpt-oss)`` → ``route`` → for each row the weighted sum of its chosen experts' outputs — the weight multiplying
+    the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
+    routed scaling factor); plus an always-on shared expert, gated by ``σ(X·S)`` when ``shared_gate`` (Qwen2-MoE,
+    Qwen3-Next)."""
+    x = f32(x)
+    logits = matmul(x, router)
+    if router_bias is not None:
+        logits = logits + f32(router_bias)
+    idx, w = route(logits, top, scored_by, normalized, selection_bias, groups)
+    out = np.zeros_like(x)
+    bg = bu = bd = None
+    for e in np.unique(idx):
+        sel_rows, sel_k = np.nonzero(idx == e)
+        we = w[sel_rows, sel_k][:, None]
+        xe = x[sel_rows]
+        if expert_biases is not None:
+            bg, bu, bd = (f32(b)[e] for b in expert_biases)
+        if weighting_inputs:
+            ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp)
+        else:
+            ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp) * we
+        np.add.at(out, sel_rows, ye)
+    if routed_scale is not None:
+        out = out * F32(routed_scale)
+    if shared is not None:
+        s = swiglu(x, *shared)
+        if shared_gate is not None:
+            s = s * sigmoid(matmul(x, f32(shared_gate).reshape(x.shape[1], 1)))
+        out = out + s
+    return out.astype(F32)
