@@ -124,21 +124,23 @@ def rotary_table(fill: str, base: float, ctx: int, width: int) -> np.ndarray:
 # ---- rotation and attention ----------------------------------------------------------------------------------------
 
 
-def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None) -> np.ndarray:
+def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None,
+         after: int = 0) -> np.ndarray:
     """Rotary position embedding, rotate-half form (Su et al. 2021, RoFormer; the GPT-NeoX / Llama layout): within
-    each head, the first ``R`` dims are split in halves ``a = x[:R/2]``, ``b = x[R/2:R]`` and row ``r`` (position
-    ``pos + r``) becomes ``(a·cos − b·sin, b·cos + a·sin)``; dims past ``R`` pass through (partial rotary:
-    Qwen3-Next, GLM). ``cos``/``sin`` are the host tables, ``ctx × R/2``."""
+    each head, the ``R`` dims starting at ``after`` (0 unless DeepSeek's ``[nope | rope]`` heads) are split in halves
+    ``a``, ``b`` and row ``r`` (position ``pos + r``) becomes ``(a·cos − b·sin, b·cos + a·sin)``; every other dim
+    passes through (partial rotary: Qwen3-Next, GLM). ``R`` defaults to the rest of the head. ``cos``/``sin`` are
+    the host tables, ``ctx × R/2``."""
     x = f32(x)
     rows, n = x.shape
     width = n // heads
-    r = width if rotating is None else rotating
+    r = width - after if rotating is None else rotating
     half = r // 2
     h = x.reshape(rows, heads, width)
     c = f32(cos)[pos:pos + rows, :half][:, None, :]
     s = f32(sin)[pos:pos + rows, :half][:, None, :]
-    a, b = h[..., :half], h[..., half:r]
-    out = np.concatenate([a * c - b * s, b * c + a * s, h[..., r:]], axis=-1)
+    a, b = h[..., after:after + half], h[..., after + half:after + r]
+    out = np.concatenate([h[..., :after], a * c - b * s, b * c + a * s, h[..., after + r:]], axis=-1)
     return out.reshape(rows, n).astype(F32)
 
 

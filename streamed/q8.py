@@ -35,17 +35,19 @@ def quantize_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"Q8_0 needs the innermost axis a multiple of {BLOCK}, not {x.shape[-1]}")
     b = x.reshape(*x.shape[:-1], x.shape[-1] // BLOCK, BLOCK)
     d = np.max(np.abs(b), axis=-1, keepdims=True) / np.float32(127)
-    with np.errstate(divide="ignore"):
+    # A scale past fp16's range stores as inf, as GGUF's does: the same bytes, whatever they mean.
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
-    q = _round_half_away((b * inv).astype(np.float32)).astype(np.int8)
-    return q.reshape(x.shape), d[..., 0].astype(np.float16)
+        q = _round_half_away((b * inv).astype(np.float32)).astype(np.int8)
+        return q.reshape(x.shape), d[..., 0].astype(np.float16)
 
 
 def dequantize_blocks(q: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``q · d`` in float32, each fp16 scale applying to its block of 32 along the last axis."""
     q = np.asarray(q, dtype=np.int8)
     b = q.reshape(*q.shape[:-1], q.shape[-1] // BLOCK, BLOCK).astype(np.float32)
-    return (b * np.asarray(d, dtype=np.float16).astype(np.float32)[..., None]).reshape(q.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (b * np.asarray(d, dtype=np.float16).astype(np.float32)[..., None]).reshape(q.shape)
 
 
 def to_bytes(q: np.ndarray, d: np.ndarray) -> np.ndarray:

@@ -188,7 +188,7 @@ class Reference:
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
-            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"))
+            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0))
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))

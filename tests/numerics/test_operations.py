@@ -1,0 +1,302 @@
+"""Each operation of the language against an independent formulation: scalar loops written from the published
+equations (float64), never the vectorised definition checked against itself."""
+
+import math
+
+import numpy as np
+import pytest
+
+from streamed import numerics as nx
+
+RTOL = 2e-5
+ATOL = 2e-6
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), rtol=RTOL, atol=ATOL)
+
+
+def sig(v):
+    return 1.0 / (1.0 + math.exp(-v))
+
+
+def test_elementwise_activations_follow_their_formulas_value_by_value():
+    x = rng().standard_normal(64).astype(np.float32) * 4
+    x[:3] = [-90.0, 0.0, 90.0]
+    for name, f in (
+        ("silu", lambda v: v * sig(v)),
+        ("sigmoid", sig),
+        ("gelu", lambda v: 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))),
+        ("softplus", lambda v: v + math.log1p(math.exp(-v)) if v > 0 else math.log1p(math.exp(v))),
+        ("exp", lambda v: math.exp(min(v, 80))),
+    ):
+        xs = np.minimum(x, 80) if name == "exp" else x
+        close(getattr(nx, name)(xs), [f(float(v)) for v in xs])
+
+
+def test_softmax_sums_to_one_along_the_last_axis_and_follows_exp_over_sum():
+    x = rng().standard_normal((3, 7)).astype(np.float32) * 10
+    want = [[math.exp(v) / sum(math.exp(u) for u in row) for v in row] for row in x.astype(np.float64)]
+    close(nx.softmax(x), want)
+
+
+def test_matmul_is_the_sum_over_the_inner_index():
+    x, w = rng().standard_normal((3, 5)), rng(1).standard_normal((5, 4))
+    want = [[sum(x[r, k] * w[k, n] for k in range(5)) for n in range(4)] for r in range(3)]
+    close(nx.matmul(x, w), want)
+
+
+@pytest.mark.parametrize("heads,offset,eps", [(1, 0.0, 1e-6), (4, 0.0, 1e-5), (2, 1.0, 1e-6)])
+def test_rmsnorm_divides_each_row_or_head_by_its_root_mean_square(heads, offset, eps):
+    x = rng().standard_normal((3, 16)).astype(np.float32)
+    g = rng(2).standard_normal(16 // heads).astype(np.float32)
+    w = 16 // heads
+    want = np.zeros((3, 16))
+    for r in range(3):
+        for h in range(heads):
+            seg = [float(v) for v in x[r, h * w:(h + 1) * w]]
+            rms = math.sqrt(sum(v * v for v in seg) / w + eps)
+            for i in range(w):
+                want[r, h * w + i] = seg[i] / rms * (g[i] + offset)
+    close(nx.rmsnorm(x, g, eps, offset, heads), want)
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_l2norm_gives_unit_rows_or_heads(heads):
+    x = rng().standard_normal((2, 16)).astype(np.float32)
+    w = 16 // heads
+    want = np.zeros((2, 16))
+    for r in range(2):
+        for h in range(heads):
+            seg = x[r, h * w:(h + 1) * w].astype(np.float64)
+            want[r, h * w:(h + 1) * w] = seg / math.sqrt(sum(v * v for v in seg) + 1e-6)
+    close(nx.l2norm(x, 1e-6, heads), want)
+
+
+def test_lookup_and_argmax_read_rows_and_first_largest_index():
+    e = rng().standard_normal((10, 4)).astype(np.float32)
+    close(nx.lookup(np.array([3, 0, 3]), e), [e[3], e[0], e[3]])
+    x = np.array([[1.0, 5.0, 5.0, 2.0], [-1.0, -2.0, -0.5, -3.0]], dtype=np.float32)
+    assert nx.argmax(x).tolist() == [1, 2]
+
+
+def test_rotary_tables_are_the_roformer_frequencies():
+    c = nx.rotary_table("cosines", 10000, 6, 4)
+    s = nx.rotary_table("sines", 10000, 6, 4)
+    for p in range(6):
+        for i in range(4):
+            theta = 10000 ** (-2 * i / 8)
+            assert abs(c[p, i] - math.cos(p * theta)) < 1e-6 and abs(s[p, i] - math.sin(p * theta)) < 1e-6
+
+
+@pytest.mark.parametrize("rotating,after", [(None, 0), (4, 0), (4, 4)])
+def test_rope_rotates_each_pair_i_and_i_plus_half_by_the_position_angle(rotating, after):
+    heads, w, rows, pos = 2, 8, 3, 5
+    r = (w - after) if rotating is None else rotating
+    half = r // 2
+    x = rng().standard_normal((rows, heads * w)).astype(np.float32)
+    cos = nx.rotary_table("cosines", 10000, 16, half)
+    sin = nx.rotary_table("sines", 10000, 16, half)
+    want = x.astype(np.float64).copy()
+    for row in range(rows):
+        p = pos + row
+        for h in range(heads):
+            base = h * w + after
+            for i in range(half):
+                theta = p * 10000 ** (-i / half)
+                a, b = float(x[row, base + i]), float(x[row, base + i + half])
+                want[row, base + i] = a * math.cos(theta) - b * math.sin(theta)
+                want[row, base + i + half] = b * math.cos(theta) + a * math.sin(theta)
+    close(nx.rope(x, pos, cos, sin, heads, rotating, after), want)
+
+
+def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=None, sinks=None):
+    rows, ctx = q.shape[0], k.shape[0]
+    dk = q.shape[1] // heads
+    dv = v.shape[1] // groups
+    f = 1 / math.sqrt(dk) if scale is None else scale
+    out = np.zeros((rows, heads * dv))
+    for r in range(rows):
+        i = pos + r
+        for h in range(heads):
+            g = h * groups // heads
+            qs = q[r, h * dk:(h + 1) * dk].astype(np.float64)
+            allowed = [j for j in range(ctx) if j <= i and (window is None or j > i - window)
+                       and (chunk is None or j // chunk == i // chunk)]
+            logits = {j: f * float(qs @ k[j, g * dk:(g + 1) * dk]) for j in allowed}
+            m = max(list(logits.values()) + ([float(sinks[h])] if sinks is not None else []))
+            den = sum(math.exp(l - m) for l in logits.values()) + (math.exp(float(sinks[h]) - m) if sinks is not None else 0)
+            for j, l in logits.items():
+                out[r, h * dv:(h + 1) * dv] += math.exp(l - m) / den * v[j, g * dv:(g + 1) * dv]
+    return out
+
+
+@pytest.mark.parametrize("opts", [{}, {"window": 3}, {"chunk": 4}, {"scale": 0.3}, {"sinks": True}, {"window": 5, "sinks": True}])
+def test_attention_is_causal_grouped_softmax_over_allowed_positions(opts):
+    heads, groups, dk, ctx, rows, pos = 4, 2, 8, 12, 3, 6
+    q = rng(1).standard_normal((rows, heads * dk)).astype(np.float32)
+    k = rng(2).standard_normal((ctx, groups * dk)).astype(np.float32)
+    v = rng(3).standard_normal((ctx, groups * dk)).astype(np.float32)
+    sinks = rng(4).standard_normal(heads).astype(np.float32) if opts.get("sinks") else None
+    got = nx.attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks)
+    close(got, loop_attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks))
+
+
+def test_latent_attention_absorbed_equals_attention_over_up_projected_keys_and_values():
+    """The absorbed form equals the naive MLA of DeepSeek-V2 eq. 9–19: keys ``[cⱼ·A[h]ᵀ | kᴿⱼ]``, values
+    ``cⱼ·B[h]``, ordinary causal attention per head."""
+    heads, nope, rope_dims, r, vw, ctx, rows, pos = 2, 4, 2, 6, 3, 9, 2, 5
+    q = rng(1).standard_normal((rows, heads * (nope + rope_dims))).astype(np.float32)
+    c = rng(2).standard_normal((ctx, r)).astype(np.float32)
+    kr = rng(3).standard_normal((ctx, rope_dims)).astype(np.float32)
+    a = rng(4).standard_normal((heads, nope, r)).astype(np.float32)
+    b = rng(5).standard_normal((heads, r, vw)).astype(np.float32)
+    want = np.zeros((rows, heads * vw))
+    for h in range(heads):
+        keys = np.concatenate([c.astype(np.float64) @ a[h].T, kr], axis=1)  # ctx × (N+M)
+        vals = c.astype(np.float64) @ b[h]
+        qh = q[:, h * (nope + rope_dims):(h + 1) * (nope + rope_dims)]
+        want[:, h * vw:(h + 1) * vw] = loop_attention(qh, keys, vals, pos, 1, 1, scale=1 / math.sqrt(nope + rope_dims))
+    close(nx.latent_attention(q, c, kr, pos, a, b, heads, nope, rope_dims), want)
+
+
+@pytest.mark.parametrize("sharing", [None, 2])
+def test_gated_delta_follows_the_recurrence_element_by_element(sharing):
+    heads, dk, dv, rows = 4, 3, 2, 3
+    groups = heads if sharing is None else sharing
+    q = rng(1).standard_normal((rows, groups * dk)).astype(np.float32)
+    k = rng(2).standard_normal((rows, groups * dk)).astype(np.float32)
+    v = rng(3).standard_normal((rows, heads * dv)).astype(np.float32)
+    s0 = rng(4).standard_normal((heads, dk, dv)).astype(np.float32)
+    a = rng(5).uniform(0.5, 1.0, (rows, heads)).astype(np.float32)
+    b = rng(6).uniform(0.0, 1.0, (rows, heads)).astype(np.float32)
+    s = s0.astype(np.float64).copy()
+    want = np.zeros((rows, heads * dv))
+    for t in range(rows):
+        for h in range(heads):
+            g = h * groups // heads
+            kv = k[t, g * dk:(g + 1) * dk]
+            qv = q[t, g * dk:(g + 1) * dk]
+            for i in range(dk):
+                for j in range(dv):
+                    s[h, i, j] *= a[t, h]
+            pred = [sum(s[h, i, j] * kv[i] for i in range(dk)) for j in range(dv)]
+            for i in range(dk):
+                for j in range(dv):
+                    s[h, i, j] += b[t, h] * kv[i] * (v[t, h * dv + j] - pred[j])
+            for j in range(dv):
+                want[t, h * dv + j] = sum(s[h, i, j] * qv[i] for i in range(dk))
+    out, s1 = nx.gated_delta(q, k, v, s0, a, b, heads, sharing)
+    close(out, want)
+    close(s1, s)
+
+
+def test_short_convolution_weights_the_last_k_rows_and_carries_k_minus_1():
+    k, c, rows = 4, 5, 3
+    x = rng(1).standard_normal((rows, c)).astype(np.float32)
+    st = rng(2).standard_normal((k - 1, c)).astype(np.float32)
+    w = rng(3).standard_normal((k, c)).astype(np.float32)
+    history = [list(r) for r in st] + [list(r) for r in x]
+    want = [[sum(w[i, ch] * history[t + i][ch] for i in range(k)) for ch in range(c)] for t in range(rows)]
+    y, s1 = nx.short_convolution(x, st, w)
+    close(y, want)
+    close(s1, history[-(k - 1):])
+
+
+def loop_experts(x, router, top, g, u, d, scored="softmax", normalized=False, routed_scale=None, sel_bias=None,
+                 groups=None, router_bias=None, biases=None, clamp=None, weighting_inputs=False, shared=None, shared_gate=None):
+    rows, dm = x.shape
+    n = router.shape[1]
+    out = np.zeros((rows, dm))
+    for r in range(rows):
+        xr = x[r].astype(np.float64)
+        logits = [float(xr @ router[:, e]) + (float(router_bias[e]) if router_bias is not None else 0) for e in range(n)]
+        if scored == "softmax":
+            m = max(logits)
+            z = sum(math.exp(l - m) for l in logits)
+            scores = [math.exp(l - m) / z for l in logits]
+        else:
+            scores = [sig(l) for l in logits]
+        choose = [scores[e] + (float(sel_bias[e]) if sel_bias is not None else 0) for e in range(n)]
+        eligible = list(range(n))
+        if groups is not None:
+            ng, keep = groups
+            per = n // ng
+            gscore = [sum(sorted(choose[gi * per:(gi + 1) * per], reverse=True)[:2]) for gi in range(ng)]
+            best = sorted(range(ng), key=lambda gi: (-gscore[gi], gi))[:keep]
+            eligible = [e for e in range(n) if e // per in best]
+        chosen = sorted(eligible, key=lambda e: (-choose[e], e))[:top]
+        wts = [scores[e] for e in chosen]
+        if normalized:
+            tot = sum(wts)
+            wts = [w / tot for w in wts]
+        acc = np.zeros(dm)
+        for e, wt in zip(chosen, wts):
+            inp = xr * wt if weighting_inputs else xr
+            gv = inp @ g[e] + (biases[0][e] if biases else 0)
+            uv = inp @ u[e] + (biases[1][e] if biases else 0)
+            if clamp is None:
+                h = gv * (1 / (1 + np.exp(-gv))) * uv
+            else:
+                gv = np.minimum(gv, clamp)
+                uv = np.clip(uv, -clamp, clamp)
+                h = (uv + 1) * gv / (1 + np.exp(-1.702 * gv))
+            y = h @ d[e] + (biases[2][e] if biases else 0)
+            acc += y if weighting_inputs else wt * y
+        if routed_scale is not None:
+            acc *= routed_scale
+        if shared is not None:
+            g2, u2, d2 = shared
+            gv = xr @ g2
+            sv = (gv / (1 + np.exp(-gv)) * (xr @ u2)) @ d2
+            if shared_gate is not None:
+                sv = sv * sig(float(xr @ shared_gate.reshape(-1)))
+            acc += sv
+        out[r] = acc
+    return out
+
+
+EXPERT_OPTIONS = [
+    {},
+    {"scored": "sigmoid", "normalized": True, "routed_scale": 2.5},
+    {"sel_bias": True, "groups": (4, 2), "scored": "sigmoid", "normalized": True},
+    {"router_bias": True, "biases": True, "clamp": 1.5, "normalized": True},
+    {"weighting_inputs": True, "scored": "sigmoid", "top": 1},
+    {"shared": True, "shared_gate": True},
+]
+
+
+@pytest.mark.parametrize("opts", EXPERT_OPTIONS)
+def test_experts_route_each_row_to_its_top_k_and_sum_by_weight(opts):
+    rows, dm, f, n, top = 5, 8, 6, 8, opts.get("top", 2)
+    R = rng(0)
+    x = R.standard_normal((rows, dm)).astype(np.float32)
+    router = R.standard_normal((dm, n)).astype(np.float32)
+    g, u = (R.standard_normal((n, dm, f)).astype(np.float32) for _ in range(2))
+    d = R.standard_normal((n, f, dm)).astype(np.float32)
+    sel = R.standard_normal(n).astype(np.float32) * 0.1 if opts.get("sel_bias") else None
+    rb = R.standard_normal(n).astype(np.float32) if opts.get("router_bias") else None
+    biases = (R.standard_normal((n, f)).astype(np.float32), R.standard_normal((n, f)).astype(np.float32),
+              R.standard_normal((n, dm)).astype(np.float32)) if opts.get("biases") else None
+    shared = (R.standard_normal((dm, f)).astype(np.float32), R.standard_normal((dm, f)).astype(np.float32),
+              R.standard_normal((f, dm)).astype(np.float32)) if opts.get("shared") else None
+    sg = R.standard_normal((dm, 1)).astype(np.float32) if opts.get("shared_gate") else None
+    kw = dict(scored_by=opts.get("scored", "softmax"), normalized=opts.get("normalized", False),
+              routed_scale=opts.get("routed_scale"), selection_bias=sel, groups=opts.get("groups"), router_bias=rb,
+              expert_biases=biases, clamp=opts.get("clamp"), weighting_inputs=opts.get("weighting_inputs", False),
+              shared=shared, shared_gate=sg)
+    got = nx.experts(x, router, top, g, u, d, **kw)
+    want = loop_experts(x, router, top, g, u, d, opts.get("scored", "softmax"), opts.get("normalized", False),
+                        opts.get("routed_scale"), sel, opts.get("groups"), rb, biases, opts.get("clamp"),
+                        opts.get("weighting_inputs", False), shared, sg)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_group_limited_routing_never_picks_an_expert_outside_the_kept_groups():
+    scores_logits = np.array([[5.0, 4.9, 0.0, 0.0, 4.8, 0.0, 0.0, 0.0]], dtype=np.float32)
+    idx, _ = nx.route(scores_logits, 2, "sigmoid", groups=(4, 1))
+    assert set(idx[0].tolist()) == {0, 1}
