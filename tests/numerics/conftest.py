@@ -1,0 +1,53 @@
+"""Shared fixtures of the numerical certification tests: example documents and small GGUF checkpoints written with
+the gguf package itself (Q8_0 data through ``gguf.quants.quantize``), never through the code under test."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize
+
+from streamed.model.checkpoint import bind
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def write_checkpoint(path: Path, programs, arrays: dict, type_of) -> Path:
+    """Write every declared weight (``arrays[name]``, declared orientation) to a GGUF file under its bound tensor
+    name, as ``type_of(name, tensor)`` says (``Q8_0``, ``F16``, ``F32``). A matrix is written in product
+    orientation — GGUF ``ne = [in, out]``, numpy ``out × in`` — unless its lookup use wants it stored ``vocab × d``
+    (``stored=True`` from ``type_of``)."""
+    w = GGUFWriter(str(path), "llama")
+    entries = programs.document.checkpoint
+    done = set()
+    for name, a in arrays.items():
+        ref = bind(entries, name)
+        assert ref is not None and ref.columns is None and ref.rows is None, name
+        if ref.tensor in done:
+            continue
+        done.add(ref.tensor)
+        qtype, stored = type_of(name, ref.tensor)
+        data = np.ascontiguousarray(a if (stored or a.ndim == 1) else np.swapaxes(a, -1, -2), dtype=np.float32)
+        if qtype == "Q8_0":
+            w.add_tensor(ref.tensor, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+        elif qtype == "F16":
+            w.add_tensor(ref.tensor, data.astype(np.float16))
+        else:
+            w.add_tensor(ref.tensor, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture
+def tiny_llama_text() -> str:
+    return (EXAMPLES / "tiny-llama.lgm").read_text()
+
+
+@pytest.fixture
+def checkpoint_writer():
+    return write_checkpoint

@@ -1,0 +1,107 @@
+"""The reference interpreter's step semantics, its weights and its checkpoint reading."""
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType
+from gguf.quants import dequantize, quantize
+
+from streamed.analysis import analyze
+from streamed.reference import Batch, Reference
+from streamed.weights import from_gguf, gguf_storage, seeded, seeded_array
+
+
+def programs_of(text):
+    a = analyze(text)
+    assert not a.errors, a.errors
+    return a.programs
+
+
+def test_seeded_weights_are_a_function_of_the_seed_and_the_tensor_name(tiny_llama_text):
+    p = programs_of(tiny_llama_text)
+    a, b, c = seeded(p, 3), seeded(p, 3), seeded(p, 4)
+    assert all(np.array_equal(a[n], b[n]) for n in a.dense)
+    assert not np.array_equal(a["Wq0"], c["Wq0"])
+    assert not np.array_equal(a["Wq0"], a["Wq1"])
+    assert np.array_equal(seeded_array(3, "Wq0", (64, 64)), seeded_array(3, "Wq0", (64, 64)))
+
+
+def test_a_seeded_q8_weight_is_its_stored_planes_read_back(tiny_llama_text):
+    w = seeded(programs_of(tiny_llama_text), 1)
+    assert set(w.planes) == {n for n in w.dense if n.startswith("W") and n != "Wout"} | {"Wout"}
+    assert np.array_equal(w["Wq2"], w.planes["Wq2"].dense())
+    assert "Emb" not in w.planes and "g0" not in w.planes
+
+
+def test_hidden_states_stay_of_order_one_through_every_layer(tiny_llama_text):
+    p = programs_of(tiny_llama_text)
+    r = Reference(p, seeded(p, 0), 16)
+    tok = 3
+    for pos in range(8):
+        s = r.step([tok], pos)
+        tok = int(s.next[0])
+        for h in s.hidden:
+            rms = float(np.sqrt(np.mean(h * h)))
+            assert 0.05 < rms < 20
+
+
+def test_prefill_of_a_chunk_equals_decoding_its_tokens_one_by_one(tiny_llama_text):
+    p = programs_of(tiny_llama_text)
+    w = seeded(p, 2)
+    tokens = [5, 17, 200, 3, 9, 1]
+    chunk = Reference(p, w, 16)
+    whole = chunk.step(tokens, 0)
+    one = Reference(p, w, 16)
+    for i, t in enumerate(tokens):
+        s = one.step([t], i)
+        for layer in range(4):
+            np.testing.assert_allclose(s.hidden[layer][0], whole.hidden[layer][i], rtol=1e-5, atol=1e-5)
+        assert int(s.next[0]) == int(whole.next[i])
+    for name in chunk.states:
+        np.testing.assert_allclose(one.states[name], chunk.states[name], rtol=1e-5, atol=1e-5)
+    # and decoding continues from the prefill's state as from the one-by-one state
+    a, b = chunk.step([7], 6), one.step([7], 6)
+    np.testing.assert_allclose(a.logits, b.logits, rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_is_each_sequence_run_on_its_own(tiny_llama_text):
+    p = programs_of(tiny_llama_text)
+    w = seeded(p, 2)
+    batch = Batch(p, w, 16, 2)
+    alone = [Reference(p, w, 16), Reference(p, w, 16)]
+    out = batch.step([4, 9], [0, 0])
+    assert np.array_equal(out[1].logits, alone[1].step([9], 0).logits)
+    assert not np.array_equal(out[0].logits, out[1].logits)
+
+
+def test_a_step_past_ctx_is_refused_with_the_positions_named(tiny_llama_text):
+    p = programs_of(tiny_llama_text)
+    r = Reference(p, seeded(p, 0), 4)
+    with pytest.raises(Exception, match="do not fit ctx 4"):
+        r.step([1, 2, 3], 2)
+
+
+def test_a_gguf_checkpoint_binds_each_weight_in_product_orientation_q8_as_stored(tmp_path, tiny_llama_text, checkpoint_writer):
+    p = programs_of(tiny_llama_text)
+    floats = seeded(p, 5).dense
+
+    def type_of(name, tensor):
+        if name == "Emb":
+            return "F16", True
+        if name == "Wo2":
+            return "F16", False
+        return ("Q8_0" if name.startswith("W") else "F32"), False
+
+    path = checkpoint_writer(tmp_path / "tiny.gguf", p, floats, type_of)
+    storage = gguf_storage(path)
+    a = analyze(tiny_llama_text, storage)
+    assert [k.layers for k in a.kinds] == [(0, 1, 3), (2,)]
+    w = from_gguf(path, a.programs)
+    raw = quantize(np.ascontiguousarray(floats["Wq1"].T), GGMLQuantizationType.Q8_0)
+    assert np.array_equal(w["Wq1"], dequantize(raw, GGMLQuantizationType.Q8_0).T)
+    assert np.array_equal(w.planes["Wq1"].values, raw.reshape(64, 2, 34)[:, :, 2:].view(np.int8).reshape(64, 64).T)
+    assert "Wo2" not in w.planes and "Wo1" in w.planes
+    assert np.array_equal(w["Wo2"], floats["Wo2"].astype(np.float16).astype(np.float32))
+    assert np.array_equal(w["Emb"], floats["Emb"].astype(np.float16).astype(np.float32))
+    assert np.array_equal(w["g3"], floats["g3"])
+    r = Reference(a.programs, w, 8)
+    assert r.step([1], 0).logits.shape == (1, 256)
