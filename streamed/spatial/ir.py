@@ -99,11 +99,12 @@ gated_delta    Q, K, V, S, A, B → Y, S          Gated DeltaNet, ``heads`` H va
 short_convolution X, S, W → Y, S                causal depthwise convolution: W ``k by c``, S ``k−1 by c`` the rows
                                                 before this step; with Z = concat(S, X) over rows,
                                                 ``Y[r] = Σ_i Z[r + i] · W[i]``; then S ← the last k−1 rows of Z.
-experts        X, R, G, U, D [, …] → Y          mixture of experts; the optional tensors are named by attrs whose
-                                                value is an input's position: ``selection_bias``,
-                                                ``router_bias``, ``bias_gate``, ``bias_up``, ``bias_down``,
-                                                ``shared_gate_proj``, ``shared_up``, ``shared_down``,
-                                                ``shared_gate``. logits = X·R (+ router bias); scores =
+experts        X, R, G, U, D [, …] → Y          mixture of experts; after the five fixed inputs come the optional
+                                                tensors named, in order, by attr ``optional`` (a tuple drawn from
+                                                ``selection_bias``, ``router_bias``, ``bias_gate``, ``bias_up``,
+                                                ``bias_down``, ``shared_gate_proj``, ``shared_up``,
+                                                ``shared_down``, ``shared_gate``). logits = X·R (+ router bias);
+                                                scores =
                                                 softmax(logits) or σ(logits) (``scored`` = "softmax"|"sigmoid");
                                                 choose the ``top`` K by scores (+ selection bias), within the
                                                 ``keep`` best of ``groups`` groups (a group's score: the sum of its

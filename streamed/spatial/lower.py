@@ -1,0 +1,985 @@
+"""Lowering one authored program to a certified ``SpatialProgram``: a pipeline of named passes.
+
+    lift  →  split_tp (tensor parallel only)  →  fold_q8  →  place  →  certify
+
+- ``lift``: each statement to spatial ops in statement order. Sub-expressions get derived names
+  ``{binder}__{k}`` (a ``Set`` statement's ``{state}__w{statement}_{k}``), so every derived name starts with the
+  authored name it comes from, followed by ``_`` — which is what lets a kind program's names be rebound to any layer
+  of the kind (``streamed.kinds.rebind_via``). A batched cut runs the ops that read a position or a state once per
+  sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). A statement that cannot be lifted
+  raises ``LoweringError`` with its index, its binder and why.
+- ``split_tp``: every chip its own heads and FFN columns (Megatron): a product from a replicated activation into an
+  activation that nothing needs whole is split by columns; a product from a split activation is split by rows and
+  its partial sums all-reduced at once — two all-reduces for an attention + feed-forward layer. Divisibility (heads,
+  KV heads, widths, whole Q8_0 blocks of a row slice) is checked here and refused as ``TPError``.
+- ``fold_q8``: a product over a weight the checkpoint stores Q8_0 reads its int8 planes and block scales
+  (``matmul_q8``); every other weight is read dense.
+- ``place``: PCUs for each op in proportion to its FLOPs (at least one each), PMUs for each on-chip buffer, bytes
+  moved per tier; refused when the ops outnumber the PCUs.
+- ``certify``: every tensor bound exactly once, shapes re-inferred op by op and equal to the declared ones, the
+  program's own SRAM footprint (its states, tables, inputs and intermediates, per chip) within the target's SRAM.
+  Refused with numbers otherwise.
+
+Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
+from ..model.program import Program
+from .ir import Q8_BLOCK, Op, SpatialProgram, Tensor, nbytes
+from .target import MB, SpatialTarget
+
+
+class LoweringError(Exception):
+    """A program that does not lower: why, and the statement (index and binder) that caused it, when one did."""
+
+    def __init__(self, why: str, statement: int | None = None, binder: str | None = None):
+        super().__init__(why)
+        self.why = why
+        self.statement = statement
+        self.binder = binder
+
+
+class TPError(LoweringError):
+    """A tensor-parallel width the model does not admit: the bundle cannot exist."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How one program is lowered in a deployment: ``rows`` and ``ctx`` bound; ``batched``: per-sequence state and
+    positions for ``batch`` sequences (row b is sequence b); ``tp`` chips; ``forward``: no state carried;
+    ``last_row``: the head reads only its input's last row (prefill)."""
+
+    rows: int
+    ctx: int
+    batch: int = 1
+    batched: bool = False
+    tp: int = 1
+    forward: bool = False
+    last_row: bool = False
+
+
+ELEMENTWISE = {"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "add", "sub", "mul", "copy"}
+SEQUENCE_OPS = {"rope", "attention", "latent_attention", "gated_delta", "short_convolution", "write_rows"}
+_CALL_KIND = {"latent attention": "latent_attention", "gated delta": "gated_delta",
+              "short convolution": "short_convolution", "row": "lookup", "rows": "lookup"}
+_BINARY_KIND = {"plus": "add", "minus": "sub", "multiplied": "mul"}
+#: The experts op's optional slots, in the order they follow X, R, G, U, D.
+EXPERT_OPTIONAL = (("B", "selection bias", "selection_bias"), ("RB", "router bias", "router_bias"),
+                   ("BG", "expert biases", "bias_gate"), ("BU", "expert biases", "bias_up"),
+                   ("BD", "expert biases", "bias_down"), ("G2", "shared", "shared_gate_proj"),
+                   ("U2", "shared", "shared_up"), ("D2", "shared", "shared_down"), ("S", "shared gate", "shared_gate"))
+
+
+# ---- shapes and costs ------------------------------------------------------------------------------------------
+
+
+def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
+    """The shapes of ``op``'s outputs from its inputs' (``shape(name)``). Raises ``LoweringError`` on a mismatch."""
+    k, ins = op.kind, [shape(n) for n in op.inputs]
+
+    def bad(why):
+        raise LoweringError(f"`{op.kind}` of {', '.join(op.inputs)}: {why}", op.statement)
+
+    if k in ("matmul", "matmul_q8"):
+        x, w = ins[0], ins[1]
+        if len(x) != 2 or len(w) != 2 or x[1] != w[0]:
+            bad(f"{x} times {w}")
+        if k == "matmul_q8" and ins[2] != (w[0] // Q8_BLOCK, w[1]):
+            bad(f"scales {ins[2]} for planes {w}")
+        return ((x[0], w[1]),)
+    if k in ("add", "sub", "mul"):
+        if len(ins) == 1:
+            return (ins[0],)
+        a, b = ins
+        if a == b or b == () or (len(b) == 1 and a and a[-1] == b[0]):
+            return (a,)
+        if a == () or (len(a) == 1 and b and b[-1] == a[0]):
+            return (b,)
+        bad(f"{a} and {b} do not broadcast")
+    if k in ELEMENTWISE or k in ("softmax", "rmsnorm", "l2norm", "rope"):
+        return (ins[0],)
+    if k == "lookup":
+        return ((ins[0][0], ins[1][1]),)
+    if k == "attention":
+        q, kk, v = ins[0], ins[1], ins[2]
+        h, g = op.attr("heads"), op.attr("groups")
+        if q[1] % h or kk[1] % g or v[1] % g or q[1] // h != kk[1] // g or kk[0] != v[0]:
+            bad(f"queries {q}, keys {kk}, values {v} for {h} heads sharing {g}")
+        return ((q[0], h * (v[1] // g)),)
+    if k == "latent_attention":
+        return ((ins[0][0], op.attr("heads") * ins[5][2]),)
+    if k == "gated_delta":
+        return ((ins[0][0], op.attr("heads") * ins[3][2]), ins[3])
+    if k == "short_convolution":
+        return (ins[0], ins[1])
+    if k == "experts":
+        return (ins[0],)
+    if k == "argmax":
+        return ((ins[0][0],),)
+    if k == "write_rows":
+        s, v = ins[0], ins[2]
+        if len(v) != 2 or len(s) != 2 or v[1] != s[1] or v[0] > s[0]:
+            bad(f"rows {v} do not fit state {s}")
+        return (s,)
+    if k == "assign":
+        return (ins[0],)
+    if k == "take_rows":
+        return ((op.attr("count"),) + ins[0][1:],)
+    if k == "stack_rows":
+        return ((sum(s[0] for s in ins),) + ins[0][1:],)
+    if k == "take_cols":
+        return (ins[0][:-1] + (op.attr("stop") - op.attr("start"),),)
+    if k == "allreduce":
+        return (ins[0],)
+    if k == "allgather":
+        axis = op.attr("axis", -1) % len(ins[0])
+        s = list(ins[0])
+        s[axis] = sum(x[axis] for x in ins)
+        return (tuple(s),)
+    bad("unknown op")
+
+
+def _size(s) -> int:
+    return math.prod(s) if s else 1
+
+
+def flops_of(op: Op, shape) -> int:
+    """Floating-point operations of one op (multiply-adds count two)."""
+    k, ins = op.kind, [shape(n) for n in op.inputs]
+    out = shape(op.outputs[0]) if op.outputs else ()
+    if k in ("matmul", "matmul_q8"):
+        return 2 * ins[0][0] * ins[0][1] * ins[1][1]
+    if k == "attention":
+        q, kk = ins[0], ins[1]
+        return 4 * q[0] * q[1] * kk[0]
+    if k == "latent_attention":
+        q, c, r, a, b = ins[0], ins[1], ins[2], ins[4], ins[5]
+        h, n = a[0], a[1]
+        return 2 * q[0] * h * (n * c[1] + c[0] * (2 * c[1] + r[1]) + c[1] * b[2])
+    if k == "gated_delta":
+        s = ins[3]
+        return 6 * ins[0][0] * _size(s)
+    if k == "short_convolution":
+        return 2 * _size(ins[0]) * ins[2][0]
+    if k == "experts":
+        x, r, g = ins[0], ins[1], ins[2]
+        top = op.attr("top", 1)
+        f = 6 * x[0] * x[1] * g[2] * top + 2 * x[0] * x[1] * r[1]
+        if "shared_gate_proj" in op.attr("optional", ()):
+            f += 6 * x[0] * x[1] * shape(op.inputs[5 + op.attr("optional").index("shared_gate_proj")])[1]
+        return f
+    if k in ("rmsnorm", "l2norm"):
+        return 4 * _size(out)
+    if k == "rope":
+        return 6 * _size(out)
+    if k in ("softmax", "gelu", "silu", "sigmoid", "softplus", "exp"):
+        return 4 * _size(out)
+    if k in ("add", "sub", "mul", "scale", "argmax"):
+        return _size(ins[0])
+    if k == "allreduce":
+        return _size(out) * (len(ins) - 1)
+    return 0
+
+
+# ---- lift ------------------------------------------------------------------------------------------------------
+
+
+def _resolve(shape, cut: Cut) -> tuple[int, ...]:
+    return tuple(cut.rows if d == "rows" else cut.ctx if d == "ctx" else int(d) for d in shape)
+
+
+def _dtype_bytes(shape, dtype):
+    return nbytes(shape, dtype)
+
+
+class _Lifter:
+    def __init__(self, program: Program, constants: dict[str, float], cut: Cut):
+        self.p = program
+        self.constants = constants
+        self.cut = cut
+        self.tensors: dict[str, Tensor] = {}
+        self.ops: list[Op] = []
+        self.statement: int | None = None
+        self.binder: str | None = None
+        self.counter = 0
+        self.stem = ""
+        self.subst: dict[str, str] = {}
+        self.carried: list[str] = []
+
+    # -- tensors --
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.tensors[name].shape
+
+    def add(self, name: str, shape, dtype: str, role: str, tier: str = "sram", **kw) -> str:
+        self.tensors[name] = Tensor(name, tuple(shape), dtype, role, tier, _dtype_bytes(shape, dtype), **kw)
+        return name
+
+    def fail(self, why: str):
+        raise LoweringError(why, self.statement, self.binder)
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"{self.stem}__{self.counter}"
+
+    def decl(self, d) -> None:
+        c = self.cut
+        if d.role == "token":
+            self.add(d.name, (c.rows,), "int32", "input")
+        elif d.role == "position":
+            if c.batched:
+                for b in range(c.batch):
+                    self.add(f"{d.name}_s{b}", (), "int32", "input")
+            else:
+                self.add(d.name, (), "int32", "input")
+        elif d.role == "weight":
+            self.add(d.name, _resolve(d.shape, c), "bf16", "weight", "hbm")
+        elif d.role == "input":
+            self.add(d.name, _resolve(d.shape, c), "bf16", "input")
+        elif d.role == "state":
+            names = [f"{d.name}_s{b}" for b in range(c.batch)] if c.batched else [d.name]
+            for n in names:
+                self.add(n, _resolve(d.shape, c), "bf16", "state")
+                if not c.forward:
+                    self.carried.append(n)
+        elif d.role == "table":
+            self.add(d.name, _resolve(d.shape, c), "bf16", "table", fill=tuple(d.fill) if d.fill else None)
+
+    # -- ops --
+    def emit(self, kind: str, inputs, attrs=(), dest: str | None = None, outputs=None) -> str:
+        """Append one op (per sequence when it reads a position or a state in a batched cut); returns its output."""
+        dest = dest or self.fresh()
+        if self.cut.batched and kind in SEQUENCE_OPS:
+            return self.emit_per_sequence(kind, inputs, attrs, dest)
+        op = Op(kind, tuple(inputs), tuple(outputs or (dest,)), tuple(attrs), statement=self.statement)
+        try:
+            shapes = infer(op, self.shape)
+        except LoweringError as e:
+            self.fail(e.why)
+        for name, s in zip(op.outputs, shapes):
+            if name not in self.tensors:
+                dtype = "int32" if kind == "argmax" else "bf16"
+                self.add(name, s, dtype, "intermediate")
+        self.ops.append(op)
+        return dest
+
+    def role(self, name: str) -> str | None:
+        d = self.p.decls.get(name)
+        return d.role if d else None
+
+    def emit_per_sequence(self, kind: str, inputs, attrs, dest: str) -> str:
+        c = self.cut
+        parts = []
+        state_out = None
+        for b in range(c.batch):
+            ins = []
+            for n in inputs:
+                role = self.role(n)
+                if role in ("position", "state"):
+                    ins.append(f"{n}_s{b}")
+                elif role in ("weight", "table"):
+                    ins.append(n)
+                else:
+                    if self.shape(n)[:1] != (c.rows,):
+                        self.fail(f"`{kind}` reads `{n}` ({self.shape(n)}), which is not one row per sequence")
+                    part = f"{n}__s{b}"
+                    if part not in self.tensors:
+                        op = Op("take_rows", (n,), (part,), (("start", b), ("count", 1)), statement=self.statement)
+                        self.add(part, infer(op, self.shape)[0], self.tensors[n].dtype, "intermediate")
+                        self.ops.append(op)
+                    ins.append(part)
+            if kind == "write_rows":
+                out = (ins[0],)
+            elif kind in ("gated_delta", "short_convolution"):
+                state = ins[3] if kind == "gated_delta" else ins[1]
+                out = (f"{dest}__s{b}", state)
+            else:
+                out = (f"{dest}__s{b}",)
+            op = Op(kind, tuple(ins), out, tuple(attrs), statement=self.statement)
+            try:
+                shapes = infer(op, self.shape)
+            except LoweringError as e:
+                self.fail(e.why)
+            for name, s in zip(out, shapes):
+                if name not in self.tensors:
+                    self.add(name, s, "bf16", "intermediate")
+            self.ops.append(op)
+            parts.append(out[0])
+            state_out = out[0]
+        if kind == "write_rows":
+            return state_out
+        op = Op("stack_rows", tuple(parts), (dest,), statement=self.statement)
+        self.add(dest, infer(op, self.shape)[0], "bf16", "intermediate")
+        self.ops.append(op)
+        return dest
+
+    def number(self, n) -> float:
+        if n is None:
+            return None
+        if isinstance(n, Number):
+            return n.value
+        return self.constants[n.text]
+
+    def operand(self, e) -> str | float:
+        """A tensor name, or a scalar for a number or a constant."""
+        if isinstance(e, Number):
+            return e.value
+        if isinstance(e, Name):
+            if e.text in self.p.shapes or e.text in self.p.decls:
+                name = self.subst.get(e.text, e.text)
+                if name not in self.tensors and self.role(name) not in ("position", "state"):
+                    self.fail(f"`{e.text}` is read before anything binds it")
+                return name
+            if e.text in self.constants:
+                return self.constants[e.text]
+            self.fail(f"`{e.text}` is never bound")
+        return self.expr(e, None)
+
+    def tensor_operand(self, e, what: str) -> str:
+        v = self.operand(e)
+        if not isinstance(v, str):
+            self.fail(f"{what} must be a tensor, not the number {v:g}")
+        return v
+
+    def expr(self, e, dest: str | None) -> str:
+        if isinstance(e, (Name, Number)):
+            v = self.operand(e)
+            if isinstance(v, str):
+                return self.emit("copy", (v,), dest=dest)
+            self.fail(f"`{self.binder}` is bound to the number {v:g}; a constant belongs in `## Model`")
+        if isinstance(e, Binary):
+            return self.binary(e, dest)
+        return self.call(e, dest)
+
+    def binary(self, e: Binary, dest):
+        if e.op == "scaled":
+            x = self.tensor_operand(e.left, "what is scaled")
+            f = self.operand(e.right)
+            if isinstance(f, str):
+                self.fail("`scaled by` takes a number or a constant, not a tensor")
+            return self.emit("scale", (x,), (("factor", f),), dest)
+        if e.op == "times":
+            x = self.tensor_operand(e.left, "the left of `times`")
+            w = self.tensor_operand(e.right, "the right of `times`")
+            return self.emit("matmul", (x, w), (), dest)
+        kind = _BINARY_KIND[e.op]
+        a, b = self.operand(e.left), self.operand(e.right)
+        if isinstance(a, str) and isinstance(b, str):
+            return self.emit(kind, (a, b), (), dest)
+        if isinstance(a, str):
+            return self.emit(kind, (a,), (("scalar", b), ("side", "right")), dest)
+        if isinstance(b, str):
+            return self.emit(kind, (b,), (("scalar", a), ("side", "left")), dest)
+        self.fail(f"`{e.op}` of two numbers; compute it in `## Model`")
+
+    def call(self, c: Call, dest):
+        op = c.op
+        kind = _CALL_KIND.get(op, op)
+        t = lambda slot: self.tensor_operand(c.arg(slot), f"`{slot}` of `{op}`")
+        n = lambda slot: self.number(c.number(slot))
+        if op in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
+            return self.emit(kind, (t("X"),), (), dest)
+        if op in ("rmsnorm", "l2norm"):
+            attrs = [("epsilon", n("E") if "epsilon" in c.options else 1e-6)]
+            if op == "rmsnorm":
+                attrs.append(("offset", n("O") if "offset" in c.options else 0.0))
+            if "heads" in c.options:
+                attrs.append(("heads", int(n("H"))))
+            ins = (t("X"), t("G")) if op == "rmsnorm" else (t("X"),)
+            return self.emit(kind, ins, attrs, dest)
+        if op in ("row", "rows"):
+            return self.emit("lookup", (t("T"), t("E")), (), dest)
+        if op == "rope":
+            x = t("X")
+            heads = int(n("H"))
+            rot = int(n("R")) if "rotating" in c.options else self.shape(x)[1] // heads
+            return self.emit("rope", (x, self.position(c), t("C"), t("S")), (("heads", heads), ("rotating", rot)), dest)
+        if op == "attention":
+            q, k, v = t("Q"), t("K"), t("V")
+            self.cache(k, "keys")
+            self.cache(v, "values")
+            attrs = [("heads", int(n("H"))), ("groups", int(n("G")))]
+            if "window" in c.options:
+                attrs.append(("window", int(n("W"))))
+            if "chunks of" in c.options:
+                attrs.append(("chunk", int(n("C"))))
+            if "scale" in c.options:
+                attrs.append(("scale", n("F")))
+            ins = [q, k, v, self.position(c)]
+            if "sinks" in c.options:
+                ins.append(t("S"))
+            return self.emit("attention", ins, attrs, dest)
+        if op == "latent attention":
+            cache, rk = t("C"), t("R")
+            self.cache(cache, "latents")
+            self.cache(rk, "rope keys")
+            attrs = [("heads", int(n("H"))), ("nope", int(n("N"))), ("rope", int(n("M")))]
+            if "scale" in c.options:
+                attrs.append(("scale", n("F")))
+            return self.emit(kind, (t("Q"), cache, rk, self.position(c), t("A"), t("B")), attrs, dest)
+        if op == "gated delta":
+            s = t("S")
+            heads = int(n("H"))
+            attrs = [("heads", heads), ("groups", int(n("G")) if "sharing" in c.options else heads)]
+            dest = dest or self.fresh()
+            return self.emit(kind, (t("Q"), t("K"), t("V"), s, t("A"), t("B")), attrs, dest, outputs=(dest, s))
+        if op == "short convolution":
+            s = t("S")
+            dest = dest or self.fresh()
+            return self.emit(kind, (t("X"), s, t("W")), (), dest, outputs=(dest, s))
+        if op == "experts":
+            ins = [t("X"), t("R"), t("G"), t("U"), t("D")]
+            optional = []
+            for slot, _, attr in EXPERT_OPTIONAL:
+                if c.arg(slot) is not None:
+                    ins.append(t(slot))
+                    optional.append(attr)
+            attrs = [("top", int(n("K"))), ("scored", "sigmoid" if "scored by sigmoid" in c.options else "softmax"),
+                     ("normalized", "normalized" in c.options), ("weighting_inputs", "weighting inputs" in c.options),
+                     ("optional", tuple(optional))]
+            if "routed scale" in c.options:
+                attrs.append(("routed_scale", n("F")))
+            if "groups" in c.options:
+                attrs += [("groups", int(n("N"))), ("keep", int(n("M")))]
+            if "clamped swiglu at" in c.options:
+                attrs.append(("clamp", n("L")))
+            return self.emit("experts", ins, attrs, dest)
+        self.fail(f"`{op}` has no spatial lowering")
+
+    def position(self, c: Call) -> str:
+        p = c.arg("P")
+        if not isinstance(p, Name) or self.role(p.text) != "position":
+            self.fail(f"`{c.op}` reads its position from a declared position, not `{getattr(p, 'text', p)}`")
+        return p.text
+
+    def cache(self, name: str, what: str) -> None:
+        """Outside a forward step, attention reads a cache: a state that holds every position up to ``ctx``."""
+        if self.cut.forward:
+            return
+        if self.role(name) != "state":
+            self.fail(f"attention reads its {what} from `{name}`, which is not a state: a "
+                      f"{'batched' if self.cut.batched else 'decode'} step would attend over its own rows only "
+                      f"(declare `{name}` a state of ctx rows and `Set row` it)")
+
+    def statement_(self, st) -> None:
+        self.statement = st.index
+        self.counter = 0
+        if isinstance(st, Let):
+            self.binder = st.name.text
+            self.stem = st.name.text
+            if isinstance(st.value, Declaration):
+                return
+            self.expr(st.value, st.name.text)
+        elif isinstance(st, Set):
+            target = st.target.text
+            self.binder = target
+            self.stem = f"{target}__w{st.index}"
+            if self.role(target) != "state":
+                self.fail(f"`Set` changes a declared state; `{target}` is not one")
+            value = self.tensor_operand(st.value, "the value a state is set to") if not isinstance(st.value, (Name, Number)) else self.operand(st.value)
+            if not isinstance(value, str):
+                self.fail("a state is set to a tensor, not a number")
+            if st.row is None:
+                if self.cut.batched:
+                    self.fail(f"`Set {target} to …` replaces a whole state; a batched step holds one `{target}` per "
+                              f"sequence and cannot say whose (write it by rows: `Set row P of {target} to …`)")
+                self.emit("assign", (value,), (), target, outputs=(target,))
+            else:
+                if not isinstance(st.row, Name) or self.role(st.row.text) != "position":
+                    self.fail("`Set row P of …` writes from a declared position")
+                self.emit("write_rows", (target, st.row.text, value), (), target, outputs=(target,))
+        elif isinstance(st, Return):
+            self.binder = st.name.text
+            name = self.subst.get(st.name.text, st.name.text)
+            t = self.tensors.get(name)
+            if t is None:
+                self.fail(f"`{st.name.text}` is returned but never bound")
+            if t.role in ("input", "weight", "state", "table"):
+                out = f"{name}__out"
+                self.emit("copy", (name,), (), out)
+                name = out
+            self.tensors[name] = replace(self.tensors[name], role="output")
+
+
+def lift(program: Program, constants: dict[str, float], cut: Cut):
+    """The program's tensors (by name, declared first) and ops in statement order, and the states it carries."""
+    lf = _Lifter(program, constants, cut)
+    for d in sorted(program.decls.values(), key=lambda d: d.statement):
+        lf.decl(d)
+    if cut.last_row and program.input is not None:
+        lf.statement, lf.binder, lf.stem, lf.counter = None, program.input, program.input, 0
+        rows = lf.shape(program.input)[0]
+        last = f"{program.input}__last"
+        op = Op("take_rows", (program.input,), (last,), (("start", rows - 1), ("count", 1)))
+        lf.add(last, infer(op, lf.shape)[0], "bf16", "intermediate")
+        lf.ops.append(op)
+        lf.subst[program.input] = last
+    for st in program.statements:
+        lf.statement_(st)
+    if not any(t.role == "output" for t in lf.tensors.values()):
+        raise LoweringError(f"{program.label} returns nothing")
+    return lf.tensors, lf.ops, tuple(lf.carried)
+
+
+# ---- tensor parallel ---------------------------------------------------------------------------------------------
+
+
+def _needs_whole(tensors: dict[str, Tensor], ops: list[Op]) -> set[str]:
+    """The tensors some reader needs whole on every chip (a norm over whole rows, a softmax, the experts' input, the
+    program's output…), propagated back through the elementwise ops and state writes that produce them."""
+    need = {n for n, t in tensors.items() if t.role == "output"}
+    for op in reversed(ops):
+        k, ins, outs = op.kind, op.inputs, op.outputs
+        out_needed = any(o in need for o in outs)
+        if k in ELEMENTWISE or k in ("take_rows", "stack_rows", "rope", "assign"):
+            if out_needed:
+                need.update(ins)
+        elif k == "write_rows":
+            if out_needed:
+                need.add(ins[2])
+        elif k in ("rmsnorm", "l2norm"):
+            if op.attr("heads") is None or out_needed:
+                need.add(ins[0])
+        elif k in ("softmax", "argmax", "lookup", "experts"):
+            need.add(ins[0])
+        elif k == "latent_attention":
+            need.update(ins[1:3])
+            if out_needed:
+                need.add(ins[0])
+        elif k in ("attention", "gated_delta", "short_convolution"):
+            if out_needed:
+                need.update(ins)
+        elif k == "matmul":
+            if tensors[ins[1]].role != "weight":
+                need.update(ins)
+    return need
+
+
+class _Splitter:
+    def __init__(self, tensors: dict[str, Tensor], ops: list[Op], tp: int, q8: frozenset[str], label: str):
+        self.src = tensors
+        self.tensors: dict[str, Tensor] = {}
+        self.ops: list[Op] = []
+        self.tp = tp
+        self.q8 = q8
+        self.label = label
+        self.axis: dict[str, int] = {}  # split tensors: the axis split over chips
+        self.phase = 0
+        self.need = _needs_whole(tensors, ops)
+        self.weight_axis: dict[str, int] = {}
+        self.statement = None
+
+    def refuse(self, why: str):
+        raise TPError(f"{self.label}: {why}", self.statement)
+
+    def part(self, n: int, what: str) -> int:
+        if n % self.tp:
+            self.refuse(f"{what} ({n}) do not split over {self.tp} chips")
+        return n // self.tp
+
+    def keep(self, name: str) -> str:
+        if name not in self.tensors:
+            self.tensors[name] = self.src[name]
+        return name
+
+    def new(self, name: str, like: Tensor, shape, chip, role=None, **kw) -> str:
+        if name not in self.tensors:
+            role = role or ("intermediate" if like.role in ("input", "output") else like.role)
+            self.tensors[name] = replace(like, name=name, shape=tuple(shape), chip=chip, role=role,
+                                         bytes=nbytes(shape, like.dtype), **kw)
+        return name
+
+    def local(self, name: str, c: int, axis: int | None = None, what: str | None = None) -> str:
+        """Chip ``c``'s part of ``name`` split along ``axis`` (default: the last). A weight is sliced as loaded; a
+        replicated activation or state is cut on the chip by ``take_cols``; a split one is already local."""
+        t = self.src.get(name) or self.tensors[name]
+        if name in self.axis:
+            return f"{name}_c{c}"
+        axis = len(t.shape) - 1 if axis is None else axis
+        width = self.part(t.shape[axis], what or f"the {t.shape[axis]} columns of `{name}`")
+        shape = list(t.shape)
+        shape[axis] = width
+        if t.role == "weight":
+            self.weight_axis.setdefault(name, axis)
+            return self.new(f"{name}_c{c}", t, shape, c, of=name, slice=(axis, c * width, (c + 1) * width))
+        if axis != len(t.shape) - 1:
+            self.refuse(f"`{name}` would be cut along axis {axis} on the chip")
+        out = f"{name}__cols_c{c}"
+        if out not in self.tensors:
+            self.keep(name)
+            self.new(out, t, shape, c, role="intermediate")
+            self.ops.append(Op("take_cols", (name,), (out,), (("start", c * width), ("stop", (c + 1) * width)),
+                               phase=self.phase, chip=c, statement=self.statement))
+        return out
+
+    def whole(self, name: str) -> str:
+        """``name`` replicated: a split tensor is gathered from the chips once."""
+        if name not in self.axis:
+            return self.keep(name)
+        out = f"{name}__all"
+        if out not in self.tensors:
+            t = self.src[name]
+            self.tensors[out] = replace(t, name=out, chip=None, role="intermediate" if t.role != "output" else "output")
+            self.phase += 1
+            self.ops.append(Op("allgather", tuple(f"{name}_c{c}" for c in range(self.tp)), (out,),
+                               (("axis", self.axis[name]),), phase=self.phase, statement=self.statement))
+        return out
+
+    def split_out(self, name: str, c: int, axis: int | None = None) -> str:
+        t = self.src[name]
+        axis = len(t.shape) - 1 if axis is None else axis
+        self.axis[name] = axis
+        shape = list(t.shape)
+        shape[axis] = self.part(t.shape[axis], f"the {t.shape[axis]} columns of `{name}`")
+        role = "state" if t.role == "state" else "intermediate"
+        return self.new(f"{name}_c{c}", t, shape, c, role=role)
+
+    def per_chip(self, op: Op, ins_of, outs_of, attrs_of=None):
+        for c in range(self.tp):
+            attrs = attrs_of(c) if attrs_of else op.attrs
+            self.ops.append(replace(op, inputs=tuple(ins_of(c)), outputs=tuple(outs_of(c)), attrs=tuple(attrs),
+                                    chip=c, phase=self.phase))
+
+    def replicated(self, op: Op):
+        ins = tuple(self.whole(n) for n in op.inputs)
+        for o in op.outputs:
+            self.keep(o)
+        self.ops.append(replace(op, inputs=ins, phase=self.phase, chip=None))
+
+    def allreduce(self, name: str, op: Op, ins_of, attrs_of=None):
+        """Each chip's partial product of ``op`` into ``name``, summed by one all-reduce."""
+        t = self.src[name]
+        parts = [self.new(f"{name}__part_c{c}", t, t.shape, c, role="intermediate") for c in range(self.tp)]
+        self.per_chip(op, ins_of, lambda c: (parts[c],), attrs_of)
+        self.phase += 1
+        self.keep(name)
+        self.ops.append(Op("allreduce", tuple(parts), (name,), phase=self.phase, statement=op.statement))
+
+    def scaled_attrs(self, op: Op, keys):
+        def attrs(c):
+            return tuple((k, v // self.tp if k in keys else v) for k, v in op.attrs)
+        return attrs
+
+    def admits(self, ops: list[Op]) -> None:
+        """Heads and expert widths first: they say why a width is refused better than a column count does."""
+        for op in ops:
+            self.statement = op.statement
+            if op.kind == "attention":
+                self.part(op.attr("heads"), "the query heads of attention")
+                self.part(op.attr("groups"), "the key/value heads of attention")
+            elif op.kind == "gated_delta":
+                self.part(op.attr("heads"), "the value heads of gated delta")
+                self.part(op.attr("groups"), "the key heads of gated delta")
+            elif op.kind == "latent_attention":
+                self.part(op.attr("heads"), "the heads of latent attention")
+            elif op.kind == "experts":
+                self.part(self.src[op.inputs[2]].shape[2], "the FFN columns of each expert")
+
+    def run(self, ops: list[Op]) -> None:
+        self.admits(ops)
+        for op in ops:
+            self.phase += 1
+            self.statement = op.statement
+            self.one(op)
+
+    def one(self, op: Op) -> None:
+        k, ins, outs = op.kind, op.inputs, op.outputs
+        split = lambda n: n in self.axis
+        if k == "matmul" and self.src[ins[1]].role == "weight":
+            x, w = ins
+            if split(x):
+                if w in self.q8:
+                    rows = self.part(self.src[w].shape[0], f"the input features of `{w}`")
+                    if rows % Q8_BLOCK:
+                        self.refuse(f"`{w}` is stored Q8_0 and its {self.src[w].shape[0]} input features split over "
+                                    f"{self.tp} chips as rows of {rows}, not whole blocks of {Q8_BLOCK}")
+                self.allreduce(outs[0], op, lambda c: (self.local(x, c), self.local(w, c, 0, f"the input features of `{w}`")))
+            elif outs[0] not in self.need:
+                self.per_chip(op, lambda c: (self.keep(x), self.local(w, c, 1, f"the output features of `{w}`")),
+                              lambda c: (self.split_out(outs[0], c),))
+            else:
+                self.replicated(op)
+            return
+        if k in ELEMENTWISE or k in ("take_rows", "stack_rows"):
+            if any(split(n) for n in ins) and outs[0] not in self.need:
+                self.per_chip(op, lambda c: [self.local(n, c) if len(self.src[n].shape) else self.keep(n) for n in ins],
+                              lambda c: (self.split_out(outs[0], c),))
+            else:
+                self.replicated(op)
+            return
+        if k in ("rmsnorm", "l2norm") and op.attr("heads") and split(ins[0]) and outs[0] not in self.need:
+            heads = op.attr("heads")
+            self.part(heads, f"the {heads} heads normalised by `{k}`")
+            self.per_chip(op, lambda c: (self.local(ins[0], c),) + tuple(self.keep(n) for n in ins[1:]),
+                          lambda c: (self.split_out(outs[0], c),), self.scaled_attrs(op, ("heads",)))
+            return
+        if k == "rope" and split(ins[0]) and outs[0] not in self.need:
+            self.part(op.attr("heads"), f"the {op.attr('heads')} heads of `rope`")
+            self.per_chip(op, lambda c: (self.local(ins[0], c),) + tuple(self.keep(n) for n in ins[1:]),
+                          lambda c: (self.split_out(outs[0], c),), self.scaled_attrs(op, ("heads",)))
+            return
+        if k in ("write_rows", "assign"):
+            v = ins[2] if k == "write_rows" else ins[0]
+            if split(v) and outs[0] not in self.need:
+                s = outs[0]
+                if k == "write_rows":
+                    self.per_chip(op, lambda c: (self.split_out(s, c), self.keep(ins[1]), self.local(v, c)),
+                                  lambda c: (f"{s}_c{c}",))
+                else:
+                    self.per_chip(op, lambda c: (self.local(v, c),), lambda c: (self.split_out(s, c),))
+            else:
+                self.replicated(op)
+            return
+        if k == "attention" and split(ins[0]) and outs[0] not in self.need:
+            h, g = op.attr("heads"), op.attr("groups")
+            self.part(h, f"the {h} query heads of attention")
+            self.part(g, f"the {g} key/value heads of attention")
+            self.per_chip(op, lambda c: [self.local(ins[0], c), self.local(ins[1], c), self.local(ins[2], c),
+                                         self.keep(ins[3])] + ([self.local(ins[4], c, 0)] if len(ins) > 4 else []),
+                          lambda c: (self.split_out(outs[0], c),), self.scaled_attrs(op, ("heads", "groups")))
+            return
+        if k == "latent_attention" and split(ins[0]) and outs[0] not in self.need:
+            h = op.attr("heads")
+            self.part(h, f"the {h} heads of latent attention")
+            self.per_chip(op, lambda c: (self.local(ins[0], c), self.whole(ins[1]), self.whole(ins[2]), self.keep(ins[3]),
+                                         self.local(ins[4], c, 0), self.local(ins[5], c, 0)),
+                          lambda c: (self.split_out(outs[0], c),), self.scaled_attrs(op, ("heads",)))
+            return
+        if k == "gated_delta" and split(ins[2]) and outs[0] not in self.need:
+            h, g = op.attr("heads"), op.attr("groups")
+            self.part(h, f"the {h} value heads of gated delta")
+            self.part(g, f"the {g} key heads of gated delta")
+            s = ins[3]
+            self.per_chip(op, lambda c: (self.local(ins[0], c), self.local(ins[1], c), self.local(ins[2], c),
+                                         self.split_out(s, c, 0), self.local(ins[4], c), self.local(ins[5], c)),
+                          lambda c: (self.split_out(outs[0], c), f"{s}_c{c}"), self.scaled_attrs(op, ("heads", "groups")))
+            return
+        if k == "short_convolution" and split(ins[0]) and outs[0] not in self.need:
+            s = ins[1]
+            self.per_chip(op, lambda c: (self.local(ins[0], c), self.split_out(s, c), self.local(ins[2], c, 1)),
+                          lambda c: (self.split_out(outs[0], c), f"{s}_c{c}"))
+            return
+        if k == "experts":
+            self.experts(op)
+            return
+        self.replicated(op)
+
+    def experts(self, op: Op) -> None:
+        """Every chip its columns of each expert's FFN (and of the shared expert's): partials, one all-reduce. The
+        router runs replicated; an expert down-projection bias is added by chip 0 only."""
+        ins = op.inputs
+        optional = op.attr("optional", ())
+        f = self.src[ins[2]].shape[2]
+        self.part(f, f"the {f} FFN columns of each expert")
+        split_axis = {"bias_gate": 1, "bias_up": 1, "shared_gate_proj": 1, "shared_up": 1, "shared_down": 0}
+
+        def ins_of(c):
+            out = [self.whole(ins[0]), self.keep(ins[1]), self.local(ins[2], c, 2), self.local(ins[3], c, 2),
+                   self.local(ins[4], c, 1)]
+            for name, attr in zip(ins[5:], optional):
+                if attr == "bias_down" and c != 0:
+                    continue
+                out.append(self.local(name, c, split_axis[attr]) if attr in split_axis else self.keep(name))
+            return out
+
+        def attrs_of(c):
+            kept = tuple(a for a in optional if not (a == "bias_down" and c != 0))
+            return tuple((k, kept if k == "optional" else v) for k, v in op.attrs)
+
+        self.allreduce(op.outputs[0], op, ins_of, attrs_of)
+
+
+def split_tp(tensors: dict[str, Tensor], ops: list[Op], carried: tuple[str, ...], tp: int, q8: frozenset[str],
+             label: str):
+    """The program over ``tp`` chips (see the module docstring); returns tensors, ops, carried and the slices."""
+    s = _Splitter(tensors, ops, tp, q8, label)
+    s.run(ops)
+    for name, t in tensors.items():  # declared tensors no op reads still belong to the program
+        if t.role in ("input", "table") and name not in s.tensors:
+            s.keep(name)
+    new_carried = []
+    for n in carried:
+        if n in s.axis:
+            new_carried += [f"{n}_c{c}" for c in range(tp)]
+        else:
+            new_carried.append(n)
+            s.keep(n)
+    return s.tensors, s.ops, tuple(new_carried)
+
+
+def tp_slices(program: SpatialProgram) -> list[dict]:
+    """Which part of which declared weight each chip loads: the tensor-parallel manifest of one program."""
+    return [
+        {"tensor": t.name, "of": t.of, "chip": t.chip, "axis": t.slice[0], "start": t.slice[1], "stop": t.slice[2],
+         "encoding": t.part or "dense"}
+        for t in program.tensors if t.slice is not None
+    ]
+
+
+# ---- fold Q8 -------------------------------------------------------------------------------------------------
+
+
+def fold_q8(tensors: dict[str, Tensor], ops: list[Op], q8: frozenset[str]):
+    """A product over a weight the checkpoint stores Q8_0 reads its int8 planes and fp16 block scales; every other
+    weight is read dense. A dense weight no op reads any more leaves the program."""
+    out_ops = []
+    for op in ops:
+        if op.kind == "matmul":
+            w = tensors[op.inputs[1]]
+            declared = w.of or w.name
+            if w.role == "weight" and declared in q8 and w.part is None:
+                k, n = w.shape
+                if k % Q8_BLOCK:
+                    raise LoweringError(f"`{declared}` is stored Q8_0 but its {k} input features are not whole "
+                                        f"blocks of {Q8_BLOCK}", op.statement, declared)
+                planes, scales = f"{w.name}__q8", f"{w.name}__scales"
+                if planes not in tensors:
+                    tensors[planes] = replace(w, name=planes, dtype="int8", part="planes", of=declared,
+                                              bytes=nbytes(w.shape, "int8"))
+                    tensors[scales] = replace(w, name=scales, shape=(k // Q8_BLOCK, n), dtype="f16", part="scales",
+                                              of=declared, bytes=nbytes((k // Q8_BLOCK, n), "f16"))
+                op = replace(op, kind="matmul_q8", inputs=(op.inputs[0], planes, scales))
+        out_ops.append(op)
+    read = {n for op in out_ops for n in op.inputs} | {n for op in out_ops for n in op.outputs}
+    kept = {n: t for n, t in tensors.items() if not (t.role == "weight" and t.part is None and n not in read)}
+    return kept, out_ops
+
+
+# ---- place and certify ----------------------------------------------------------------------------------------
+
+
+def sram_footprint(program: SpatialProgram) -> dict[str, int]:
+    """A program's own on-chip bytes per kind of tensor, on its fullest chip: its states, tables, inputs and
+    intermediates (weights stream from HBM or DDR)."""
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    best = None
+    for c in chips:
+        use = {"states": 0, "tables": 0, "activations": 0}
+        for t in program.tensors:
+            if t.role == "weight" or t.tier != "sram" or (c is not None and t.chip not in (None, c)):
+                continue
+            key = "states" if t.role == "state" else "tables" if t.role == "table" else "activations"
+            use[key] += t.bytes
+        if best is None or sum(use.values()) > sum(best.values()):
+            best = use
+    return best
+
+
+def traffic(op: Op, tensors: dict[str, Tensor]) -> dict[str, int]:
+    """Bytes an op moves per tier: every input read once, every output written once (a state's whole read for a
+    cache op: attention at full context)."""
+    moved: dict[str, int] = {}
+    for n in (*op.inputs, *op.outputs):
+        t = tensors[n]
+        moved[t.tier] = moved.get(t.tier, 0) + t.bytes
+    return moved
+
+
+def place(program: SpatialProgram, target: SpatialTarget) -> SpatialProgram:
+    """PCUs per op in proportion to its FLOPs (each at least one), PMUs per op for the on-chip buffers it writes,
+    and each op's FLOPs and bytes per tier. Refused when one chip's ops outnumber its PCUs."""
+    tensors = {t.name: t for t in program.tensors}
+    shape = lambda n: tensors[n].shape
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    flops = [flops_of(op, shape) for op in program.ops]
+    pcus = [1] * len(program.ops)
+    for c in chips:
+        mine = [i for i, op in enumerate(program.ops) if c is None or op.chip in (None, c)]
+        if len(mine) > target.pcus:
+            raise LoweringError(f"needs {len(mine)} PCUs, one for each of its ops; the {target.name.upper()} has "
+                                f"{target.pcus}")
+        spare = target.pcus - len(mine)
+        total = sum(flops[i] for i in mine) or 1
+        for i in mine:
+            pcus[i] = max(pcus[i], 1 + int(spare * flops[i] / total))
+    ops = []
+    for i, op in enumerate(program.ops):
+        pmus = sum(math.ceil(tensors[o].bytes / target.pmu_bytes) for o in op.outputs if tensors[o].tier == "sram")
+        ops.append(replace(op, pcus=pcus[i], pmus=max(pmus, 1), flops=flops[i], bytes_moved=traffic(op, tensors)))
+    return replace(program, ops=tuple(ops))
+
+
+def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] | None = None) -> SpatialProgram:
+    """Every tensor bound exactly once, shapes that agree op by op, and a fit on the target — or a refusal."""
+    tensors: dict[str, Tensor] = {}
+    for t in program.tensors:
+        if t.name in tensors:
+            raise LoweringError(f"`{t.name}` is declared twice")
+        tensors[t.name] = t
+    available = {n for n, t in tensors.items() if t.role in ("input", "weight", "state", "table")}
+    written: set[str] = set()
+    for op in program.ops:
+        for n in op.inputs:
+            if n not in tensors:
+                raise LoweringError(f"`{op.kind}` reads `{n}`, which the program does not hold", op.statement)
+            if n not in available:
+                raise LoweringError(f"`{op.kind}` reads `{n}` before anything writes it", op.statement)
+        shapes = infer(op, lambda n: tensors[n].shape)
+        for n, s in zip(op.outputs, shapes):
+            t = tensors.get(n)
+            if t is None:
+                raise LoweringError(f"`{op.kind}` writes `{n}`, which the program does not hold", op.statement)
+            if t.role in ("input", "weight", "table"):
+                raise LoweringError(f"`{op.kind}` writes the {t.role} `{n}`", op.statement)
+            if t.role != "state":
+                if n in written:
+                    raise LoweringError(f"`{n}` is written twice", op.statement)
+                written.add(n)
+            if tuple(s) != t.shape:
+                raise LoweringError(f"`{n}` is {t.shape} but `{op.kind}` makes {tuple(s)}", op.statement)
+            available.add(n)
+    unwritten = [n for n, t in tensors.items() if t.role in ("intermediate", "output") and n not in written]
+    if unwritten:
+        raise LoweringError(f"`{unwritten[0]}` is never written")
+    if declared is not None:
+        held = set(tensors) | {t.of for t in tensors.values() if t.of}
+        held |= {n.rsplit("_s", 1)[0] for n in tensors if "_s" in n}
+        held |= {n.rsplit("_c", 1)[0] for n in held if "_c" in n}
+        missing = sorted(n for n in declared if n not in held)
+        if missing:
+            raise LoweringError(f"the declared `{missing[0]}` is not bound in the lowered program")
+    use = sram_footprint(program)
+    need = sum(use.values())
+    if need > target.sram_bytes:
+        biggest = max(use, key=use.get)
+        what = {"states": "its states (KV caches and recurrent state)", "tables": "its tables",
+                "activations": "its activations"}[biggest]
+        raise LoweringError(
+            f"needs {need / MB:,.0f} MB of SRAM ({use[biggest] / MB:,.0f} MB for {what}); the "
+            f"{target.name.upper()} has {target.sram_bytes / MB:,.0f} MB")
+    per_chip_ops = max((sum(1 for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0)
+    pmus = sum(math.ceil(t.bytes / target.pmu_bytes) for t in tensors.values()
+               if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0))
+    certificate = {
+        "tensors": len(tensors), "ops": len(program.ops), "bound_once": True, "shapes_agree": True,
+        "pcus": max((sum(op.pcus for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0),
+        "pcus_available": target.pcus, "ops_per_chip": per_chip_ops, "pmus": pmus, "pmus_available": target.pmus,
+        "sram_bytes": need, "sram_available": target.sram_bytes, "target": target.name,
+    }
+    return replace(program, certificate=certificate)
+
+
+# ---- the pipeline --------------------------------------------------------------------------------------------
+
+
+PASSES = ("lift", "split_tp", "fold_q8", "place", "certify")
+
+
+def lower_program(program: Program, constants: dict[str, float], cut: Cut, target: SpatialTarget, name: str,
+                  q8: frozenset[str] = frozenset()) -> SpatialProgram:
+    """One authored program, lowered and certified for ``cut`` on ``target``; raises ``LoweringError``."""
+    tensors, ops, carried = lift(program, constants, cut)
+    if cut.tp > 1:
+        tensors, ops, carried = split_tp(tensors, ops, carried, cut.tp, q8, name)
+    else:
+        ops = [replace(op, phase=i) for i, op in enumerate(ops)]
+    tensors, ops = fold_q8(tensors, ops, q8)
+    sp = SpatialProgram(name=name, rows=cut.rows, ctx=cut.ctx, tensors=tuple(tensors.values()), ops=tuple(ops),
+                        carried=carried, tp=cut.tp)
+    sp = place(sp, target)
+    declared = {d.name for d in program.decls.values() if d.role not in ("position", "state")}
+    return certify(sp, target, declared)

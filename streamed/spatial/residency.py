@@ -1,0 +1,211 @@
+"""Residency over a whole deployment, and the roofline estimate a user can act on.
+
+Residency: SRAM is first reserved for the largest program's own working footprint (its activations, tables and
+inputs — only one program runs at a time on a chip). Each kind's carried state, one copy per layer of the kind, is
+then placed layer by layer in model order: in SRAM while it fits, then HBM, then DDR. Weights live in HBM, spilling
+to DDR layer by layer when the model is larger. Everything is per chip (a tensor-parallel chip holds its own
+slices). A kind program's state and weight tensors carry the slowest tier any of its layers uses — the tier the
+program must be able to stream from. Cost: linear in the number of layers, arithmetic only.
+
+Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier; its roofline time on the
+target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its all-reduces over the chip link (a ring:
+``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer (its kind's program, with that layer's
+tiers), and the head; tokens per second is the tokens a step serves over the step's time. Attention is costed at
+full context (every cached position read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .ir import SpatialProgram
+from .lower import sram_footprint
+from .target import SpatialTarget
+
+TIER_ORDER = ("sram", "hbm", "ddr")
+
+
+class ResidencyError(ValueError):
+    pass
+
+
+def _per_chip(program: SpatialProgram, select) -> int:
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    return max(sum(t.bytes for t in program.tensors if select(t) and (c is None or t.chip in (None, c))) for c in chips)
+
+
+def weight_bytes(program: SpatialProgram) -> int:
+    return _per_chip(program, lambda t: t.role == "weight")
+
+
+def state_bytes(program: SpatialProgram) -> int:
+    carried = set(program.carried)
+    return _per_chip(program, lambda t: t.name in carried)
+
+
+def _runs(layers: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for l in layers:
+        if out and out[-1][1] == l - 1:
+            out[-1][1] = l
+        else:
+            out.append([l, l])
+    return out
+
+
+def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kinds: list[int | None],
+         target: SpatialTarget):
+    """``programs``: (name, layers or None for embed/head, program) in model order of first use; ``layer_kinds[l]``:
+    the index in ``programs`` of layer l's kind. Returns (residency dict, programs with tiers set, per-layer tiers)."""
+    own = [sram_footprint(p) for _, _, p in programs]
+    reserved = max((u["activations"] + u["tables"] for u in own), default=0)
+    sram_free = target.sram_bytes - reserved
+    hbm_free = target.hbm_bytes
+    ddr_free = target.ddr_bytes
+    weights = {"hbm": 0, "ddr": 0}
+    states = {"sram": 0, "hbm": 0, "ddr": 0}
+
+    def put_weight(n: int, what: str) -> str:
+        nonlocal hbm_free, ddr_free
+        if n <= hbm_free:
+            hbm_free -= n
+            weights["hbm"] += n
+            return "hbm"
+        if n <= ddr_free:
+            ddr_free -= n
+            weights["ddr"] += n
+            return "ddr"
+        raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; the "
+                             f"{target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
+                             f"{target.ddr_bytes / 1e9:g} GB of DDR")
+
+    def put_state(n: int, what: str) -> str:
+        nonlocal sram_free, hbm_free, ddr_free
+        for tier in TIER_ORDER:
+            free = {"sram": sram_free, "hbm": hbm_free, "ddr": ddr_free}[tier]
+            if n <= free:
+                if tier == "sram":
+                    sram_free -= n
+                elif tier == "hbm":
+                    hbm_free -= n
+                else:
+                    ddr_free -= n
+                states[tier] += n
+                return tier
+        raise ResidencyError(f"the states of {what} do not fit: {sum(states.values()) + n:,} bytes per chip of state; "
+                             f"the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, "
+                             f"{target.hbm_bytes / 1e9:g} GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
+
+    wbytes = [weight_bytes(p) for _, _, p in programs]
+    sbytes = [state_bytes(p) for _, _, p in programs]
+    fixed_tiers: dict[int, tuple[str, str]] = {}
+    for i, (name, layers, p) in enumerate(programs):
+        if layers is None:
+            fixed_tiers[i] = ("sram", put_weight(wbytes[i], f"the {name} program"))
+    layer_tiers: list[tuple[str, str]] = []
+    for l, k in enumerate(layer_kinds):
+        w = put_weight(wbytes[k], f"layer {l}")
+        layer_tiers.append((w, "sram"))
+    # States after weights: a weight is read every step by every token; a state's reads grow with its context.
+    for l, k in enumerate(layer_kinds):
+        s = put_state(sbytes[k], f"layer {l}") if sbytes[k] else "sram"
+        layer_tiers[l] = (layer_tiers[l][0], s)
+
+    slowest = lambda tiers: max(tiers, key=TIER_ORDER.index) if tiers else "sram"
+    placed = []
+    groups = []
+    for i, (name, layers, p) in enumerate(programs):
+        if layers is None:
+            wt, st = fixed_tiers[i][1], "sram"
+        else:
+            wt = slowest([layer_tiers[l][0] for l in layers])
+            st = slowest([layer_tiers[l][1] for l in layers])
+            by: dict[tuple[str, str], list[int]] = {}
+            for l in layers:
+                by.setdefault(layer_tiers[l], []).append(l)
+            for (w, s), ls in by.items():
+                groups.append({"kind": name, "layers": ls, "weights": w, "states": s,
+                               "state_bytes_per_layer": sbytes[i], "weight_bytes_per_layer": wbytes[i]})
+        carried = set(p.carried)
+        tensors = tuple(
+            replace(t, tier=wt) if t.role == "weight" else replace(t, tier=st) if t.name in carried else t
+            for t in p.tensors)
+        placed.append(replace(p, tensors=tensors))
+    residency = {
+        "per_chip": True,
+        "reserved_sram_bytes": reserved,
+        "capacity": {"sram": target.sram_bytes, "hbm": target.hbm_bytes, "ddr": target.ddr_bytes},
+        "states": states,
+        "weights": weights,
+        "layers": groups,
+    }
+    return residency, placed, layer_tiers
+
+
+def program_cost(p: SpatialProgram) -> dict:
+    """FLOPs on the fullest chip, and bytes moved per role group: weights, states, the rest (on chip), all-reduced."""
+    chips = range(p.tp) if p.tp > 1 else (None,)
+    roles = {t.name: t for t in p.tensors}
+    carried = set(p.carried)
+    best = None
+    for c in chips:
+        mine = [op for op in p.ops if c is None or op.chip in (None, c)]
+        cost = {"flops": sum(op.flops for op in mine), "weights": 0, "states": 0, "sram": 0, "link": 0}
+        for op in mine:
+            if op.kind == "allreduce":
+                cost["link"] += roles[op.outputs[0]].bytes * 2 * (p.tp - 1) // p.tp
+            for n in (*op.inputs, *op.outputs):
+                t = roles[n]
+                group = "weights" if t.role == "weight" else "states" if n in carried else "sram"
+                cost[group] += t.bytes
+        if best is None or cost["flops"] > best["flops"]:
+            best = cost
+    return best
+
+
+def seconds(cost: dict, weights_tier: str, states_tier: str, target: SpatialTarget) -> tuple[float, dict]:
+    moved = {"sram": cost["sram"], "hbm": 0, "ddr": 0}
+    moved[weights_tier] = moved.get(weights_tier, 0) + cost["weights"]
+    moved[states_tier] = moved.get(states_tier, 0) + cost["states"]
+    memory = sum(b / target.bandwidth(t) for t, b in moved.items())
+    compute = cost["flops"] / target.peak_bf16
+    return max(memory, compute) + cost["link"] / target.link_bandwidth, moved
+
+
+def estimate(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kinds: list[int],
+             layer_tiers: list[tuple[str, str]], tokens_per_step: int, target: SpatialTarget) -> dict:
+    costs = [program_cost(p) for _, _, p in programs]
+    per_program = {}
+    step = {"flops": 0, "bytes": {"sram": 0, "hbm": 0, "ddr": 0}, "seconds": 0.0, "link_bytes": 0}
+
+    def add(i: int, wt: str, st: str, count: int = 1):
+        t, moved = seconds(costs[i], wt, st, target)
+        step["flops"] += costs[i]["flops"] * count
+        step["link_bytes"] += costs[i]["link"] * count
+        for k, v in moved.items():
+            step["bytes"][k] += v * count
+        step["seconds"] += t * count
+        return t, moved
+
+    for i, (name, layers, p) in enumerate(programs):
+        wt = next((t.tier for t in p.tensors if t.role == "weight"), "hbm")
+        t, moved = seconds(costs[i], wt, next((t.tier for t in p.tensors if t.name in set(p.carried)), "sram"), target)
+        per_program[name] = {"flops": costs[i]["flops"], "bytes": moved, "link_bytes": costs[i]["link"],
+                             "seconds": t, "instances": len(layers) if layers is not None else 1}
+        if layers is None:
+            add(i, wt, "sram")
+    counts: dict[tuple[int, str, str], int] = {}
+    for l, k in enumerate(layer_kinds):
+        key = (k, *layer_tiers[l])
+        counts[key] = counts.get(key, 0) + 1
+    for (k, wt, st), n in counts.items():
+        add(k, wt, st, n)
+    compute = step["flops"] / target.peak_bf16
+    return {
+        "target": target.name,
+        "programs": per_program,
+        "step": step,
+        "tokens_per_step": tokens_per_step,
+        "tokens_per_second": tokens_per_step / step["seconds"] if step["seconds"] else None,
+        "bound": "compute" if compute >= step["seconds"] * 0.5 else "memory",
+    }

@@ -1,0 +1,135 @@
+"""Targets as data: a ``SpatialTarget`` is one TOML file per chip, shipped in ``targets/`` or the user's own.
+
+Sizes are decimal (1 MB = 10⁶ bytes, 1 GB = 10⁹), as vendors quote them. Every key is required except
+``description``, ``peak_fp8_tflops`` (default twice BF16) and the bandwidths a chip does not publish (a shipped
+file marks its assumed figures). A bad file is refused with ``TargetError`` naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+MB = 10**6
+GB = 10**9
+TB = 10**12
+
+
+class TargetError(ValueError):
+    """A target that cannot be loaded: which file or name, and why."""
+
+
+@dataclass(frozen=True)
+class SpatialTarget:
+    name: str
+    pcus: int
+    pmus: int
+    sram_bytes: int
+    hbm_bytes: int
+    ddr_bytes: int
+    sram_bandwidth: float  # bytes/s
+    hbm_bandwidth: float
+    ddr_bandwidth: float
+    link_bandwidth: float  # chip-to-chip, bytes/s
+    peak_bf16: float  # FLOP/s
+    peak_fp8: float
+    description: str = ""
+
+    @property
+    def pmu_bytes(self) -> int:
+        """The SRAM of one PMU: what one memory unit holds."""
+        return self.sram_bytes // max(self.pmus, 1)
+
+    def capacity(self, tier: str) -> int:
+        return {"sram": self.sram_bytes, "hbm": self.hbm_bytes, "ddr": self.ddr_bytes}[tier]
+
+    def bandwidth(self, tier: str) -> float:
+        return {"sram": self.sram_bandwidth, "hbm": self.hbm_bandwidth, "ddr": self.ddr_bandwidth}[tier]
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "pcus": self.pcus, "pmus": self.pmus, "sram_bytes": self.sram_bytes,
+            "hbm_bytes": self.hbm_bytes, "ddr_bytes": self.ddr_bytes, "peak_bf16_flops": self.peak_bf16,
+            "peak_fp8_flops": self.peak_fp8, "hbm_bandwidth": self.hbm_bandwidth,
+        }
+
+
+BUILTIN = ("sn50", "sn40l")
+DEFAULT = "sn50"
+
+_SCHEMA = {  # key: (type, required, scale)
+    "name": (str, True, None),
+    "pcus": (int, True, None),
+    "pmus": (int, True, None),
+    "sram_mb": ((int, float), True, MB),
+    "hbm_gb": ((int, float), True, GB),
+    "ddr_gb": ((int, float), True, GB),
+    "hbm_tb_s": ((int, float), True, TB),
+    "ddr_tb_s": ((int, float), True, TB),
+    "sram_tb_s": ((int, float), True, TB),
+    "link_gb_s": ((int, float), True, GB),
+    "peak_bf16_tflops": ((int, float), True, TB),
+    "peak_fp8_tflops": ((int, float), False, TB),
+    "description": (str, False, None),
+}
+
+
+def parse_target(text: str, where: str) -> SpatialTarget:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise TargetError(f"{where}: not valid TOML ({e})") from None
+    unknown = sorted(set(data) - set(_SCHEMA))
+    if unknown:
+        raise TargetError(f"{where}: unknown key `{unknown[0]}` (a target has {', '.join(_SCHEMA)})")
+    values: dict = {}
+    for key, (typ, required, scale) in _SCHEMA.items():
+        if key not in data:
+            if required:
+                raise TargetError(f"{where}: missing `{key}`")
+            continue
+        v = data[key]
+        if isinstance(v, bool) or not isinstance(v, typ):
+            kind = "a string" if typ is str else "a whole number" if typ is int else "a number"
+            raise TargetError(f"{where}: `{key}` must be {kind}, not {v!r}")
+        if typ is not str and v <= 0:
+            raise TargetError(f"{where}: `{key}` must be positive, not {v!r}")
+        values[key] = v * scale if scale else v
+    bf16 = float(values["peak_bf16_tflops"])
+    return SpatialTarget(
+        name=values["name"], pcus=values["pcus"], pmus=values["pmus"], sram_bytes=int(values["sram_mb"]),
+        hbm_bytes=int(values["hbm_gb"]), ddr_bytes=int(values["ddr_gb"]), sram_bandwidth=float(values["sram_tb_s"]),
+        hbm_bandwidth=float(values["hbm_tb_s"]), ddr_bandwidth=float(values["ddr_tb_s"]),
+        link_bandwidth=float(values["link_gb_s"]), peak_bf16=bf16,
+        peak_fp8=float(values.get("peak_fp8_tflops", 2 * bf16)), description=values.get("description", ""),
+    )
+
+
+_LOADED: dict[str, SpatialTarget] = {}
+
+
+def load_target(name_or_path: str | Path | SpatialTarget | None = None) -> SpatialTarget:
+    """A shipped target by name (``sn50``, the default; ``sn40l``), or a TOML file by path."""
+    if isinstance(name_or_path, SpatialTarget):
+        return name_or_path
+    key = str(name_or_path or DEFAULT)
+    if key in _LOADED:
+        return _LOADED[key]
+    if key in BUILTIN:
+        text = resources.files("streamed.spatial").joinpath("targets", f"{key}.toml").read_text("utf-8")
+        target = parse_target(text, f"the shipped target {key}")
+    else:
+        path = Path(key)
+        if not path.suffix == ".toml" and not path.exists():
+            raise TargetError(f"unknown target `{key}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
+        if not path.is_file():
+            raise TargetError(f"{key}: no such target file")
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise TargetError(f"{key}: cannot be read ({e})") from None
+        target = parse_target(text, key)
+    _LOADED[key] = target
+    return target

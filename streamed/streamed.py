@@ -1,0 +1,431 @@
+"""A model as the RDU runs it: one lowered, certified program per LAYER KIND, an embed program, a head, and how every
+layer binds to its kind.
+
+Two layers of one kind are one program up to the names they give (``streamed.kinds``), so they lower to one spatial
+program: only each kind's representative (its first layer) is lowered; every other layer is a *binding* — the kind
+program's tensor names mapped to that layer's names through the renaming between the two layers' token streams, and
+for a name the lowering derives (``xn0__1``, ``Kc0_s1``, ``Wq0_c1__q8``) through the authored name it starts with
+(or ``rebind_via`` for a name no layer binds). **Lowering cost is independent of depth**: a 64-layer model of two
+kinds lowers two layer programs; the rest is linear arithmetic over the layers (bindings and residency).
+
+★ A WEIGHT MOVES AS IT IS STORED: a product over a weight the checkpoint stores Q8_0 reads int8 planes and block
+scales on chip (``streamed.kinds.stored_q8`` decides which); every other weight is read dense.
+
+Deployments (``Deployment.mode``) are the cuts of ARCHITECTURE.md: ``forward`` (rows = ctx = the sequence, no embed,
+no state carried), ``decode`` (rows 1), ``prefill`` (rows = chunk; the head reads the last row), ``batched`` (rows =
+batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (rows 1 over ``tp`` chips) and
+``batched-tp``. A bundle that cannot exist is refused before anything is lowered, as ``StreamedReject(program=
+"bundle")``; a program that does not lower is refused naming that program and the statement that caused it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from .analysis import Analysis
+from .kinds import layer_input, rebind_via, shape_digest, stored_q8
+from .lang.syntax import Severity
+from .model.checkpoint import Storage, bind
+from .spatial.ir import SpatialProgram
+from .spatial.lower import Cut, LoweringError, TPError, lower_program, tp_slices
+from .spatial.residency import ResidencyError, estimate, plan
+from .spatial.target import SpatialTarget, TargetError, load_target
+
+MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the bundle serves: ``mode`` and its sizes. ``ctx`` is the KV-cache length (the sequence, for
+    ``forward``); ``chunk`` the prefill rows; ``batch`` the sequences of a batched step; ``tp`` the chips."""
+
+    mode: str = "decode"
+    ctx: int = 4096
+    chunk: int = 0
+    batch: int = 1
+    tp: int = 1
+
+    @property
+    def rows(self) -> int:
+        return {"forward": self.ctx, "decode": 1, "prefill": self.chunk, "batched": self.batch, "tp": 1,
+                "batched-tp": self.batch}[self.mode]
+
+    @property
+    def batched(self) -> bool:
+        return self.mode in ("batched", "batched-tp")
+
+    @property
+    def chips(self) -> int:
+        return self.tp if self.mode in ("tp", "batched-tp") else 1
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.rows
+
+    def refusal(self) -> str | None:
+        """Why no bundle of this deployment can exist, or ``None``."""
+        if self.mode not in MODES:
+            return f"unknown deployment `{self.mode}` (one of {', '.join(MODES)})"
+        if self.ctx <= 0:
+            return ("a forward bundle over an empty sequence" if self.mode == "forward"
+                    else f"a {self.mode} bundle with an empty KV cache (ctx {self.ctx})")
+        if self.batched and self.batch <= 0:
+            return f"a batched decode bundle serving no sequence (batch {self.batch})"
+        if self.mode == "prefill" and (self.chunk <= 0 or self.chunk > self.ctx):
+            return f"a prefill chunk of {self.chunk} tokens in a context of {self.ctx}"
+        if self.mode in ("tp", "batched-tp") and self.tp <= 0:
+            return f"tensor parallel over {self.tp} chips"
+        return None
+
+    def cut(self, program: str) -> Cut:
+        """The cut each program of the deployment is lowered at: ``embed``, ``layer`` or ``head``."""
+        rows, ctx = self.rows, self.ctx
+        if program == "layer":
+            return Cut(rows, ctx, batch=self.batch if self.batched else 1, batched=self.batched, tp=self.chips,
+                       forward=self.mode == "forward")
+        return Cut(rows, ctx, forward=self.mode == "forward", last_row=program == "head" and self.mode == "prefill")
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "ctx": self.ctx, "chunk": self.chunk, "batch": self.batch, "tp": self.tp}
+
+
+@dataclass
+class StreamedReject(Exception):
+    """A program of the bundle that did not lower: which (``embed``, ``layer 3 (attention)``, ``head``, or
+    ``bundle`` for a request no program is lowered for), why, and where when a statement caused it."""
+
+    program: str
+    why: str
+    statement: int | None = None
+    binder: str | None = None
+    layer: int | None = None
+
+    def __str__(self) -> str:
+        return f"the {self.program} program does not lower: {self.why}"
+
+    def __hash__(self):
+        return hash((self.program, self.why, self.statement))
+
+
+class Cancelled(Exception):
+    """The caller's ``cancelled()`` said stop: raised between programs, nothing half-made is returned."""
+
+
+@dataclass(frozen=True)
+class LayerKindProgram:
+    """One lowered, certified layer program standing for every layer of its kind, in its representative's names.
+    ``carried``: the state a step hands to the next. ``tp``: the tensor-parallel manifest (chips and the slices of
+    each declared weight each chip loads), or ``None``."""
+
+    name: str
+    representative: int
+    layers: tuple[int, ...]
+    program: SpatialProgram
+    carried: tuple[str, ...]
+    tp: dict | None = None
+
+
+@dataclass(frozen=True)
+class LayerBinding:
+    """How layer ``layer`` runs: its kind (by name), and every name of the kind program mapped to this layer's."""
+
+    layer: int
+    kind: str
+    tensors: dict
+
+
+@dataclass(frozen=True)
+class StreamedModel:
+    embed: SpatialProgram | None
+    kinds: tuple[LayerKindProgram, ...]
+    head: SpatialProgram
+    layers: tuple[LayerBinding, ...]
+    residency: dict
+    estimate: dict
+    deployment: Deployment
+    target: SpatialTarget
+    title: str | None = None
+
+    def kind(self, name: str) -> LayerKindProgram:
+        return next(k for k in self.kinds if k.name == name)
+
+    def programs(self) -> list[tuple[str, SpatialProgram]]:
+        out = [("embed", self.embed)] if self.embed is not None else []
+        out += [(k.name, k.program) for k in self.kinds]
+        return out + [("head", self.head)]
+
+
+# ---- binding -------------------------------------------------------------------------------------------------
+
+
+def _binder_positions(tokens) -> dict[str, int]:
+    """Each binder of a program and the index of its first token: where any program of its kind names it."""
+    texts = [t.text for t in tokens]
+    binders = {texts[i + 1] for i in range(len(texts) - 1) if texts[i] == "Let"}
+    first: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        if t in binders and t not in first:
+            first[t] = i
+    return first
+
+
+class _Template:
+    """A kind program's names, each split once into the authored binder it starts with and the suffix the lowering
+    added — so binding a layer costs one lookup per name, whatever the program."""
+
+    def __init__(self, names, binders: dict[str, int], rep: int, input_fn):
+        self.rep = rep
+        self.positions = binders
+        self.input_fn = input_fn
+        self.parts: list[tuple[str, str | None, str]] = []
+        for n in names:
+            stem, suffix = self.split(n, binders)
+            self.parts.append((n, stem, suffix))
+
+    @staticmethod
+    def split(name: str, binders) -> tuple[str | None, str]:
+        if name in binders:
+            return name, ""
+        cuts = [i for i, ch in enumerate(name) if ch == "_"]
+        for i in reversed(cuts):
+            if name[:i] in binders:
+                return name[:i], name[i:]
+        return None, name
+
+    def bind(self, layer: int, tokens) -> dict[str, str]:
+        ren = {b: tokens[i].text for b, i in self.positions.items()}
+        out = {}
+        for n, stem, suffix in self.parts:
+            out[n] = ren[stem] + suffix if stem is not None else rebind_via(n, self.rep, layer, self.input_fn)
+        return out
+
+
+def program_names(p: SpatialProgram) -> list[str]:
+    """Every name a program refers to: its tensors, and the declared weights its slices and Q8_0 parts come from."""
+    names = [t.name for t in p.tensors]
+    seen = set(names)
+    for t in p.tensors:
+        if t.of and t.of not in seen:
+            seen.add(t.of)
+            names.append(t.of)
+    return names
+
+
+def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> SpatialProgram:
+    """The same program under other names (a cached kind program served to a renamed representative)."""
+    tensors = tuple(replace(t, name=fn(t.name), of=fn(t.of) if t.of else None) for t in p.tensors)
+    ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)))
+
+
+# ---- the deployment ----------------------------------------------------------------------------------------------
+
+
+def _first_error(analysis: Analysis) -> StreamedReject:
+    d = analysis.errors[0]
+    program = "document"
+    for s in analysis.document.sections:
+        if s.range.start.offset <= d.range.start.offset <= s.range.end.offset and s.kind.value in ("embed", "layer", "head"):
+            program = s.label
+    return StreamedReject(program, f"line {d.range.start.line + 1}: {d.message}")
+
+
+def _reject(program: str, e: LoweringError, layer: int | None = None) -> StreamedReject:
+    return StreamedReject(program, e.why, e.statement, e.binder, layer)
+
+
+def shared_tables(analysis: Analysis, programs) -> frozenset[str]:
+    """★ THE PROGRAMS AGREE ON EVERY TABLE THEY SHARE. A host table (``Rcos1``) is every program's that reads it,
+    and the hidden state one program writes is the next one's input: the embedding writes the first hidden state
+    and never reads it, so the deployment — not any one program — decides their layout, over all programs. Each
+    shared table must be declared alike (shape and fill) everywhere; returns the shared names."""
+    seen: dict[str, tuple] = {}
+    where: dict[str, str] = {}
+    for label, p in programs:
+        for d in p.decls.values():
+            if d.role != "table":
+                continue
+            spec = (d.shape, d.fill)
+            if d.name in seen and seen[d.name] != spec:
+                raise StreamedReject(label, f"`{d.name}` is {_table(spec)} here but {_table(seen[d.name])} in "
+                                            f"{where[d.name]}: programs share a table, so they declare it alike",
+                                     d.statement, d.name)
+            seen.setdefault(d.name, spec)
+            where.setdefault(d.name, label)
+    boundary = set()
+    chain = [p for _, p in programs]
+    for a, b in zip(chain, chain[1:]):
+        if a.output and b.input:
+            boundary.add(b.input)
+    return frozenset(seen) | frozenset(boundary)
+
+
+def _table(spec) -> str:
+    shape, fill = spec
+    text = " by ".join(str(d) for d in shape)
+    return f"{text}, {fill[0]} of base {fill[1]:g}" if fill else text
+
+
+def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
+    if p.tp <= 1:
+        return None
+    entries = analysis.document.checkpoint
+    slices = tp_slices(p)
+    for s in slices:
+        ref = bind(entries, s["of"]) if entries else None
+        s["checkpoint"] = ref.tensor if ref else None
+    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
+
+
+def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,
+                   storage: Storage | None = None, cache: dict | None = None,
+                   progress: Callable[[str, int, int], None] | None = None,
+                   cancelled: Callable[[], bool] | None = None) -> StreamedModel:
+    """Lower ``analysis``'s model for ``deployment``: the embed (except ``forward``), one program per layer kind, the
+    head; every layer bound to its kind; residency and the estimate. Raises ``StreamedReject``, or ``Cancelled``.
+
+    ``cache`` (a dict the caller keeps) serves a kind program lowered before for the same digest, deployment,
+    target, constants and shared tables — renamed to the representative's names if they changed."""
+    why = deployment.refusal()
+    if why:
+        raise StreamedReject("bundle", why)
+    if analysis.errors:
+        raise _first_error(analysis)
+    try:
+        target = load_target(target)
+    except TargetError as e:
+        raise StreamedReject("bundle", str(e)) from None
+    storage = storage or analysis.storage
+    progs = analysis.programs
+    if not progs.layers:
+        raise StreamedReject("bundle", "the model has no layers")
+    if progs.head is None:
+        raise StreamedReject("head", "the document has no `## Head` section")
+    with_embed = deployment.mode != "forward"
+    if with_embed and progs.embed is None:
+        raise StreamedReject("embed", f"the document has no `## Embed` section; a {deployment.mode} bundle starts "
+                                      f"from token ids")
+    by_layer = {p.section.index: p for p in progs.layers}
+    kinds = analysis.kinds
+    reps = [(f"layer {k.representative} ({k.name})", by_layer[k.representative]) for k in kinds]
+    chain = ([("embed", progs.embed)] if with_embed else []) + reps + [("head", progs.head)]
+    shared = shared_tables(analysis, chain)
+    constants = tuple(sorted(progs.constants.items()))
+    cache = cache if cache is not None else {}
+    total = len(chain)
+    done = 0
+
+    def step(label: str):
+        nonlocal done
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        if progress is not None:
+            progress(label, done, total)
+        done += 1
+
+    def lower_whole(label: str, p, cut: Cut) -> SpatialProgram:
+        step(label)
+        q8 = stored_q8(progs, p, storage)
+        key = ("program", label, tuple(t.text for t in p.tokens), q8, cut, target, constants, shared)
+        if key not in cache:
+            try:
+                cache[key] = lower_program(p, progs.constants, cut, target, label, q8)
+            except LoweringError as e:
+                raise _reject(label, e) from None
+        return cache[key]
+
+    embed = lower_whole("embed", progs.embed, deployment.cut("embed")) if with_embed else None
+
+    layer_cut = deployment.cut("layer")
+    kind_programs: list[LayerKindProgram] = []
+    templates: list[_Template] = []
+    for k, (label, rep) in zip(kinds, reps):
+        step(label)
+        q8 = stored_q8(progs, rep, storage)
+        key = ("kind", k.digest, layer_cut, target, constants, shared)
+        tokens = rep.tokens
+        hit = cache.get(key)
+        if hit is not None:
+            program, old_rep, old_tokens = hit
+            if old_rep != k.representative or [t.text for t in old_tokens] != [t.text for t in tokens]:
+                template = _Template(program_names(program), _binder_positions(old_tokens), old_rep, layer_input)
+                names = template.bind(k.representative, tokens)
+                program = rename_program(program, names.__getitem__, label)
+        else:
+            try:
+                program = lower_program(rep, progs.constants, layer_cut, target, label, q8)
+            except TPError as e:
+                raise StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {e.why}", e.statement,
+                                     e.binder, k.representative) from None
+            except LoweringError as e:
+                raise _reject(label, e, k.representative) from None
+            cache[key] = (program, k.representative, tokens)
+        kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
+                                              _tp_manifest(program, analysis)))
+        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
+
+    head = lower_whole("head", progs.head, deployment.cut("head"))
+
+    kind_of = {}
+    for i, k in enumerate(kinds):
+        for l in k.layers:
+            kind_of[l] = i
+    layers = tuple(
+        LayerBinding(l, kinds[kind_of[l]].name, templates[kind_of[l]].bind(l, by_layer[l].tokens))
+        for l in sorted(by_layer))
+
+    entries = ([("embed", None, embed)] if embed is not None else []) + \
+              [(kp.name, list(kp.layers), kp.program) for kp in kind_programs] + [("head", None, head)]
+    offset = 1 if embed is not None else 0
+    layer_kinds = [offset + kind_of[l] for l in sorted(by_layer)]
+    try:
+        residency, placed, layer_tiers = plan(entries, layer_kinds, target)
+    except ResidencyError as e:
+        raise StreamedReject("bundle", str(e)) from None
+    est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, layer_tiers,
+                   deployment.tokens_per_step, target)
+    if embed is not None:
+        embed = placed[0]
+    kind_programs = [replace(kp, program=p) for kp, p in zip(kind_programs, placed[offset:offset + len(kinds)])]
+    head = placed[-1]
+    if progress is not None:
+        progress("bound", total, total)
+    return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
+                         analysis.document.title)
+
+
+# ---- the six deployments, by name ------------------------------------------------------------------------------
+
+
+def lower_forward_streamed(analysis: Analysis, ctx: int, **kw) -> StreamedModel:
+    """One program per layer kind plus the head over a whole sequence of ``ctx`` rows; no state carried."""
+    return lower_streamed(analysis, Deployment("forward", ctx=ctx), **kw)
+
+
+def lower_decode_streamed(analysis: Analysis, ctx: int, **kw) -> StreamedModel:
+    """The embedding lookup, one program per layer kind over KV caches of ``ctx`` positions, and a head emitting the
+    next token; ``tok`` and ``pos`` are runtime inputs, so the bundle serves every step."""
+    return lower_streamed(analysis, Deployment("decode", ctx=ctx), **kw)
+
+
+def lower_prefill_streamed(analysis: Analysis, ctx: int, chunk: int, **kw) -> StreamedModel:
+    """``chunk`` tokens of one sequence per step over the decode step's own state; the head reads the last row."""
+    return lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=chunk), **kw)
+
+
+def lower_batched_decode_streamed(analysis: Analysis, ctx: int, batch: int, **kw) -> StreamedModel:
+    """``batch`` sequences per step, each with its own token, position ``pos_s{b}`` and state ``Kc3_s{b}``, every
+    weight read once for all of them."""
+    return lower_streamed(analysis, Deployment("batched", ctx=ctx, batch=batch), **kw)
+
+
+def lower_tp_decode_streamed(analysis: Analysis, ctx: int, tp: int, **kw) -> StreamedModel:
+    """Decode over ``tp`` chips: each chip its own heads and FFN columns, two all-reduces a layer; embed and head on
+    the replicated spine; each kind carries the slices each chip loads."""
+    return lower_streamed(analysis, Deployment("tp", ctx=ctx, tp=tp), **kw)
+
+
+def lower_batched_tp_decode_streamed(analysis: Analysis, ctx: int, batch: int, tp: int, **kw) -> StreamedModel:
+    """The serving shape: batched decode with every layer kind over ``tp`` chips."""
+    return lower_streamed(analysis, Deployment("batched-tp", ctx=ctx, batch=batch, tp=tp), **kw)
