@@ -22,6 +22,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from . import numerics as nx
+from .kinds import rebind
 from .q8 import BLOCK, Planes
 from .spatial.ir import Op, SpatialProgram, Tensor
 from .weights import Weights
@@ -211,9 +212,17 @@ class Bound:
     program: SpatialProgram
     names: Mapping[str, str]
     label: str
+    layer: int | None = None
+    representative: int | None = None
 
     def bound(self, name: str) -> str:
-        return self.names.get(name, name)
+        """The layer's name for the program's ``name``: the binding's, else ``kinds.rebind`` from the kind's
+        representative (intermediates are computed, not bound, so a manifest need not list them)."""
+        if name in self.names:
+            return self.names[name]
+        if self.representative is None or self.layer is None or self.representative == self.layer:
+            return name
+        return rebind(name, self.representative, self.layer)
 
 
 class Session:
@@ -268,3 +277,88 @@ def _table(t: Tensor, tables: Mapping[str, np.ndarray]) -> np.ndarray:
     if t.fill is None:
         raise KeyError(f"no fill for table `{t.name}`")
     return nx.rotary_table(t.fill[0], t.fill[1], t.shape[0], t.shape[1])
+
+
+# ---- a bundle, step by step ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What a bundle runs each step, in order: the embed program (``None`` in a forward bundle, whose first hidden
+    state is an input), one bound program per layer, the head."""
+
+    embed: Bound | None
+    layers: list[Bound]
+    head: Bound
+
+
+@dataclass
+class Executed:
+    """One executed step: ``values[label]`` every tensor each program held after its last op, keyed by the name the
+    LAYER gives it (its binding, or ``kinds.rebind`` for intermediates); ``hidden`` each layer's output; ``logits``
+    what the head's argmax read; ``next`` the head's output."""
+
+    values: dict[str, dict[str, np.ndarray]]
+    x: np.ndarray
+    hidden: list[np.ndarray]
+    logits: np.ndarray | None
+    next: np.ndarray
+
+
+def _inputs(p: SpatialProgram, tokens: np.ndarray, positions: list[int], hidden: np.ndarray | None,
+            bound: Callable[[str], str]) -> dict[str, np.ndarray]:
+    """A program's host inputs by what they are: int32 ``(rows,)`` the token ids; an int32 scalar a position (in a
+    batched program ``…_s{b}``, sequence b's); anything else the hidden state."""
+    out: dict[str, np.ndarray] = {}
+    for t in p.inputs:
+        if t.dtype == "int32" and t.shape == ():
+            name = bound(t.name)
+            b = int(name.rsplit("_s", 1)[1]) if "_s" in name and name.rsplit("_s", 1)[1].isdigit() else 0
+            out[t.name] = np.int32(positions[b])
+        elif t.dtype == "int32":
+            out[t.name] = np.asarray(tokens, dtype=np.int32)
+        else:
+            if hidden is None:
+                raise ExecuteError(p.name, None, f"its input `{t.name}` needs a hidden state and none was given")
+            out[t.name] = hidden
+    return out
+
+
+def _argmax_input(p: SpatialProgram) -> str | None:
+    return next((op.inputs[0] for op in p.ops if op.kind == "argmax"), None)
+
+
+class Executor:
+    """A deployment's bundle run step by step over one ``Session`` of carried state. ``step`` takes this step's token
+    ids (one per row), the position of each sequence (one for an unbatched step) and, for a forward bundle, the first
+    hidden state."""
+
+    def __init__(self, weights: Weights, tables: Mapping[str, np.ndarray], session: Session | None = None,
+                 rename: Callable[[Bound, str], str] | None = None):
+        self.weights = weights
+        self.tables = tables
+        self.session = session or Session()
+        self.rename = rename or (lambda b, n: b.bound(n))  # how a program's names read at its layer
+
+    def run(self, b: Bound, tokens, positions, hidden) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        p = b.program
+        env = run_bound(b, self.weights, self.tables, _inputs(p, tokens, positions, hidden, b.bound), self.session)
+        return env, {self.rename(b, n): v for n, v in env.items()}
+
+    def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
+        tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int32))
+        values: dict[str, dict[str, np.ndarray]] = {}
+        if plan.embed is not None:
+            env, values["embed"] = self.run(plan.embed, tokens, positions, None)
+            x = env[plan.embed.program.output]
+        if x is None:
+            raise ExecuteError("embed", None, "the bundle has no embed program and no first hidden state was given")
+        h = x
+        hidden = []
+        for b in plan.layers:
+            env, values[b.label] = self.run(b, tokens, positions, h)
+            h = env[b.program.output]
+            hidden.append(h)
+        env, values["head"] = self.run(plan.head, tokens, positions, h)
+        a = _argmax_input(plan.head.program)
+        return Executed(values, np.asarray(x), hidden, env.get(a) if a else None, env[plan.head.program.output])
