@@ -1,0 +1,721 @@
+"""The author: a ``ModelSpec`` written out as a document of the language — every section, every layer.
+
+What it guarantees, and what the whole system measures (LANGUAGE §7): layers of equal ``LayerSpec`` are written as the
+same program up to their names. Each layer is produced by one function of its spec and its index only; the index
+appears only as the suffix of the names it binds (``Wq3``, ``xn3``, ``Kc3``; stems never end in a digit), the
+hidden state it reads is ``x`` or ``xo{l-1}`` and it returns ``xo{l}``. Rotation tables are shared by every layer,
+indexed by their (width, base), never by a layer.
+
+Every declared weight is bound by one ``## Checkpoint`` entry to the tensor that holds it: llama.cpp's GGUF names
+(``blk.3.attn_q.weight``) or transformers' (``model.layers.3.self_attn.q_proj.weight``), with the column slices
+that carve packed tensors (Qwen3-Next's gated queries, DeepSeek's ``kv_a_proj_with_mqa``). Every projection is
+declared ``q8``; norms' gains, biases, routers and convolution kernels are not.
+
+The text is written as a person would: declarations and computations aligned, numbers that need a reason (a logit
+scale, an embedding scale, a rotation scaling the language does not model) commented — once, in the first layer of
+each kind; comments are not part of a program, so every layer still reads as its siblings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gguf.constants import MODEL_ARCH, MODEL_ARCH_NAMES, MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
+
+from ..lang.ops import KEYWORDS
+from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
+
+__all__ = ["author", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
+
+
+# ---- tensor names ---------------------------------------------------------------------------------------------
+
+#: slot → (llama.cpp tensor, suffix). Slots with no ``MODEL_TENSOR`` of their own use a suffix of one that has.
+_GGUF_SLOTS: dict[str, tuple[MODEL_TENSOR, str]] = {
+    "token_embd": (MODEL_TENSOR.TOKEN_EMBD, "weight"),
+    "output_norm": (MODEL_TENSOR.OUTPUT_NORM, "weight"),
+    "output": (MODEL_TENSOR.OUTPUT, "weight"),
+    "attn_norm": (MODEL_TENSOR.ATTN_NORM, "weight"),
+    "attn_q": (MODEL_TENSOR.ATTN_Q, "weight"),
+    "attn_k": (MODEL_TENSOR.ATTN_K, "weight"),
+    "attn_v": (MODEL_TENSOR.ATTN_V, "weight"),
+    "attn_q_bias": (MODEL_TENSOR.ATTN_Q, "bias"),
+    "attn_k_bias": (MODEL_TENSOR.ATTN_K, "bias"),
+    "attn_v_bias": (MODEL_TENSOR.ATTN_V, "bias"),
+    "attn_output": (MODEL_TENSOR.ATTN_OUT, "weight"),
+    "attn_output_bias": (MODEL_TENSOR.ATTN_OUT, "bias"),
+    "attn_q_norm": (MODEL_TENSOR.ATTN_Q_NORM, "weight"),
+    "attn_k_norm": (MODEL_TENSOR.ATTN_K_NORM, "weight"),
+    "attn_sinks": (MODEL_TENSOR.ATTN_SINKS, "weight"),
+    "attn_post_norm": (MODEL_TENSOR.ATTN_POST_NORM, "weight"),
+    "ffn_norm": (MODEL_TENSOR.FFN_NORM, "weight"),
+    "ffn_post_norm": (MODEL_TENSOR.FFN_POST_NORM, "weight"),
+    "ffn_gate": (MODEL_TENSOR.FFN_GATE, "weight"),
+    "ffn_up": (MODEL_TENSOR.FFN_UP, "weight"),
+    "ffn_down": (MODEL_TENSOR.FFN_DOWN, "weight"),
+    "ffn_gate_inp": (MODEL_TENSOR.FFN_GATE_INP, "weight"),
+    "ffn_gate_inp_bias": (MODEL_TENSOR.FFN_GATE_INP, "bias"),
+    "exp_probs_b": (MODEL_TENSOR.FFN_EXP_PROBS_B, "bias"),
+    "ffn_gate_exps": (MODEL_TENSOR.FFN_GATE_EXP, "weight"),
+    "ffn_up_exps": (MODEL_TENSOR.FFN_UP_EXP, "weight"),
+    "ffn_down_exps": (MODEL_TENSOR.FFN_DOWN_EXP, "weight"),
+    "ffn_gate_exps_bias": (MODEL_TENSOR.FFN_GATE_EXP, "bias"),
+    "ffn_up_exps_bias": (MODEL_TENSOR.FFN_UP_EXP, "bias"),
+    "ffn_down_exps_bias": (MODEL_TENSOR.FFN_DOWN_EXP, "bias"),
+    "ffn_gate_shexp": (MODEL_TENSOR.FFN_GATE_SHEXP, "weight"),
+    "ffn_up_shexp": (MODEL_TENSOR.FFN_UP_SHEXP, "weight"),
+    "ffn_down_shexp": (MODEL_TENSOR.FFN_DOWN_SHEXP, "weight"),
+    "ffn_gate_inp_shexp": (MODEL_TENSOR.FFN_GATE_INP_SHEXP, "weight"),
+    "ssm_qkv": (MODEL_TENSOR.ATTN_QKV, "weight"),
+    "ssm_z": (MODEL_TENSOR.ATTN_GATE, "weight"),
+    "ssm_ba": (MODEL_TENSOR.SSM_BETA_ALPHA, "weight"),
+    "ssm_beta": (MODEL_TENSOR.SSM_BETA, "weight"),
+    "ssm_alpha": (MODEL_TENSOR.SSM_ALPHA, "weight"),
+    "ssm_conv1d": (MODEL_TENSOR.SSM_CONV1D, "weight"),
+    "ssm_dt": (MODEL_TENSOR.SSM_DT, "bias"),
+    "ssm_a": (MODEL_TENSOR.SSM_A, ""),
+    "ssm_norm": (MODEL_TENSOR.SSM_NORM, "weight"),
+    "ssm_out": (MODEL_TENSOR.SSM_OUT, "weight"),
+    "attn_q_a": (MODEL_TENSOR.ATTN_Q_A, "weight"),
+    "attn_q_a_norm": (MODEL_TENSOR.ATTN_Q_A_NORM, "weight"),
+    "attn_q_b": (MODEL_TENSOR.ATTN_Q_B, "weight"),
+    "attn_kv_a_mqa": (MODEL_TENSOR.ATTN_KV_A_MQA, "weight"),
+    "attn_kv_a_norm": (MODEL_TENSOR.ATTN_KV_A_NORM, "weight"),
+    "attn_k_b": (MODEL_TENSOR.ATTN_K_B, "weight"),
+    "attn_v_b": (MODEL_TENSOR.ATTN_V_B, "weight"),
+}
+
+
+def gguf_arch(name: str) -> MODEL_ARCH | None:
+    """The ``MODEL_ARCH`` whose ``general.architecture`` is ``name`` (``qwen3next``), or ``None``."""
+    for arch, n in MODEL_ARCH_NAMES.items():
+        if n == name:
+            return arch
+    return None
+
+
+def gguf_tensor(slot: str, architecture: str) -> str:
+    """llama.cpp's name of ``slot`` in every layer (``blk.{l}.attn_q.weight``).
+
+    ★ The norm before the feed-forward block is ``ffn_norm`` in most architectures but ``post_attention_norm`` in
+    those that list no ``ffn_norm`` (Qwen3-Next, Qwen3.5): which one is read from the architecture's tensor list."""
+    arch = gguf_arch(architecture)
+    if slot == "ffn_norm" and arch is not None:
+        listed = MODEL_TENSORS.get(arch, [])
+        if MODEL_TENSOR.FFN_NORM not in listed and MODEL_TENSOR.FFN_PRE_NORM not in listed:
+            slot = "attn_post_norm"
+    tensor, suffix = _GGUF_SLOTS[slot]
+    base = TENSOR_NAMES[tensor].format(bid="{l}")
+    return f"{base}.{suffix}" if suffix else base
+
+
+def hf_tensor(slot: str, architecture: str, prefix: str = "model.") -> str:
+    """transformers' parameter name of ``slot`` for a model of ``architecture`` (its ``model_type`` family).
+
+    ``prefix`` is where the text model's layers live (``model.`` or ``model.language_model.``). Experts are named as
+    transformers holds them, stacked per layer (``mlp.experts.gate_up_proj``): a checkpoint that stores one tensor
+    per expert is stacked on load."""
+    fam = _family(architecture)
+    layer = f"{prefix}layers.{{l}}."
+    mlp = "feed_forward." if fam == "llama4" else "mlp."
+    if slot == "token_embd":
+        return f"{prefix}embed_tokens.weight"
+    if slot == "output_norm":
+        return f"{prefix}norm.weight"
+    if slot == "output":
+        return "lm_head.weight"
+    attn = "linear_attn." if slot.startswith("ssm_") else "self_attn."
+    names = {
+        "attn_norm": "input_layernorm.weight",
+        "attn_q": "q_proj.weight", "attn_k": "k_proj.weight", "attn_v": "v_proj.weight", "attn_output": "o_proj.weight",
+        "attn_q_bias": "q_proj.bias", "attn_k_bias": "k_proj.bias", "attn_v_bias": "v_proj.bias",
+        "attn_output_bias": "o_proj.bias", "attn_q_norm": "q_norm.weight", "attn_k_norm": "k_norm.weight",
+        "attn_sinks": "sinks",
+        "attn_q_a": "q_a_proj.weight", "attn_q_a_norm": "q_a_layernorm.weight", "attn_q_b": "q_b_proj.weight",
+        "attn_kv_a_mqa": "kv_a_proj_with_mqa.weight", "attn_kv_a_norm": "kv_a_layernorm.weight",
+        "attn_k_b": "kv_b_proj.weight", "attn_v_b": "kv_b_proj.weight",
+        "ssm_qkv": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_qkv.weight",
+        "ssm_z": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_z.weight",
+        "ssm_ba": "in_proj_ba.weight", "ssm_beta": "in_proj_b.weight", "ssm_alpha": "in_proj_a.weight",
+        "ssm_conv1d": "conv1d.weight", "ssm_dt": "dt_bias", "ssm_a": "A_log", "ssm_norm": "norm.weight",
+        "ssm_out": "out_proj.weight",
+    }
+    if slot in names:
+        if slot == "attn_norm":
+            return layer + names[slot]
+        return layer + attn + names[slot]
+    # Norms around the feed-forward block: Gemma's sandwich names its pre-FFN norm apart from the post-attention one.
+    if slot == "attn_post_norm":
+        return layer + "post_attention_layernorm.weight"
+    if slot == "ffn_norm":
+        return layer + ("pre_feedforward_layernorm.weight" if fam == "gemma3" else "post_attention_layernorm.weight")
+    if slot == "ffn_post_norm":
+        return layer + "post_feedforward_layernorm.weight"
+    router = {"gpt_oss": "router", "llama4": "router"}.get(fam, "gate")
+    shared = {"deepseek": "shared_experts", "llama4": "shared_expert"}.get(fam, "shared_expert")
+    ffn = {
+        "ffn_gate": "gate_proj.weight", "ffn_up": "up_proj.weight", "ffn_down": "down_proj.weight",
+        "ffn_gate_inp": f"{router}.weight", "ffn_gate_inp_bias": f"{router}.bias",
+        "exp_probs_b": f"{router}.e_score_correction_bias",
+        "ffn_gate_exps": "experts.gate_up_proj", "ffn_up_exps": "experts.gate_up_proj",
+        "ffn_down_exps": "experts.down_proj",
+        "ffn_gate_exps_bias": "experts.gate_up_proj_bias", "ffn_up_exps_bias": "experts.gate_up_proj_bias",
+        "ffn_down_exps_bias": "experts.down_proj_bias",
+        "ffn_gate_shexp": f"{shared}.gate_proj.weight", "ffn_up_shexp": f"{shared}.up_proj.weight",
+        "ffn_down_shexp": f"{shared}.down_proj.weight", "ffn_gate_inp_shexp": "shared_expert_gate.weight",
+    }
+    return layer + mlp + ffn[slot]
+
+
+def _family(architecture: str) -> str:
+    a = architecture
+    if a.startswith("deepseek"):
+        return "deepseek"
+    if a.startswith("llama4"):
+        return "llama4"
+    if a.startswith("gemma3"):
+        return "gemma3"
+    if a.startswith("qwen3_next"):
+        return "qwen3_next"
+    return a
+
+
+# ---- numbers ----------------------------------------------------------------------------------------------------
+
+
+def number(v: float) -> str:
+    """A number as the language reads it: whole numbers plainly, small ones with an exponent (``1e-6``), others with
+    up to 7 significant digits. Never ``e+``: the lexer reads ``1e-6`` and ``0.125`` but a plain integer is clearer."""
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    if abs(v) < 1e-3:
+        mant, exp = f"{v:.6e}".split("e")
+        mant = mant.rstrip("0").rstrip(".")
+        return f"{mant}e{int(exp)}"
+    return f"{v:.7g}"
+
+
+# ---- one layer ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Binding:
+    tensor: str
+    columns: tuple[int, int, int | None] | None = None
+    rows: tuple[int, int] | None = None
+
+    def entry(self, pattern: str) -> str:
+        out = f'"{self.tensor}"'
+        if self.columns is not None:
+            a, b, every = self.columns
+            out += f", columns {a} to {b}" + (f" of every {every}" if every else "")
+        if self.rows is not None:
+            out += f", rows {self.rows[0]} to {self.rows[1]}"
+        return out
+
+
+COMMENT_COLUMN = 72
+
+
+class _Writer:
+    """One program's lines. Names are ``stem + suffix`` (the layer index, or nothing for the embed and the head);
+    ``comments`` is False for every layer but the first of its kind, so reasons are said once."""
+
+    def __init__(self, author: "_Author", suffix: str, comments: bool):
+        self.a = author
+        self.suffix = suffix
+        self.comments = comments
+        self.lines: list[tuple[str, str, str, str | None]] = []  # (verb, binder, rest, comment); verb Decl is a Let
+        self.a_input = "x"  # the hidden state the program reads
+
+    def n(self, stem: str) -> str:
+        """``stem`` + the layer index. ★ A stem that is a word of the language with a digit appended (``q`` at layer
+        8 is ``q8``, the quantisation keyword) would not be a name: stems are chosen so that none is."""
+        name = f"{stem}{self.suffix}"
+        assert name not in KEYWORDS and not stem[-1].isdigit(), name
+        return name
+
+    def say(self, comment: str | None) -> str | None:
+        return comment if self.comments else None
+
+    def weight(self, stem: str, shape: str, slot: str | None, *, q8: bool = False, columns=None, rows=None,
+               comment: str | None = None) -> str:
+        name = self.n(stem)
+        article = "a q8" if q8 else "a"
+        self.lines.append(("Decl", name, f"be {article} weight of {shape}", self.say(comment)))
+        if slot is not None:
+            self.a.bind(stem, self.suffix, slot, columns, rows)
+        return name
+
+    def declare(self, name: str, what: str, comment: str | None = None) -> str:
+        self.lines.append(("Decl", name, f"be {what}", self.say(comment)))
+        return name
+
+    def state(self, stem: str, shape: str) -> str:
+        return self.declare(self.n(stem), f"a state of {shape}")
+
+    def table(self, rot: Rotation) -> tuple[str, str]:
+        i = self.a.rotation_index(rot)
+        why = f"{rot.scaling}: not modelled, plain base-{number(rot.base)} frequencies" if rot.scaling else None
+        c = self.declare(f"Rcos{i}", f"a table of ctx by {rot.table_width}, cosines of base {number(rot.base)}", why)
+        s = self.declare(f"Rsin{i}", f"a table of ctx by {rot.table_width}, sines of base {number(rot.base)}")
+        return c, s
+
+    def let(self, stem: str, expr: str, comment: str | None = None) -> str:
+        name = self.n(stem)
+        self.lines.append(("Let", name, f"be {expr}", self.say(comment)))
+        return name
+
+    def set(self, text: str, comment: str | None = None) -> None:
+        self.lines.append(("Set", "", text, self.say(comment)))
+
+    def ret(self, name: str) -> None:
+        self.lines.append(("Return", "", name, None))
+
+    def text(self) -> str:
+        # Declarations come first, as a person writes a program: what it reads, then what it computes.
+        self.lines = [x for x in self.lines if x[0] == "Decl"] + [x for x in self.lines if x[0] != "Decl"]
+        width = max((len(b) for v, b, _, _ in self.lines if v in ("Let", "Decl")), default=0)
+        body = []
+        for verb, binder, rest, _ in self.lines:
+            if verb in ("Let", "Decl"):
+                body.append(f"Let {binder.ljust(width)} {rest}.")
+            else:
+                body.append(f"{verb} {rest}.")
+        # Comments start in one column, past the commented lines that are not unusually long.
+        commented = [len(b) for b, x in zip(body, self.lines) if x[3] and len(b) <= COMMENT_COLUMN]
+        col = max(commented, default=0)
+        out = []
+        for line, (_, _, _, comment) in zip(body, self.lines):
+            out.append(f"{line.ljust(col)}  -- {comment}" if comment else line)
+        return "\n".join(out)
+
+
+def _norm(x: str, g: str, norm: Norm, heads: int | None = None) -> str:
+    out = f"rmsnorm of {x} with {g}, epsilon {number(norm.eps)}"
+    if norm.offset:
+        out += f", offset {number(norm.offset)}"
+    if heads is not None:
+        out += f", heads {heads}"
+    return out
+
+
+def _atom(expr: str) -> str:
+    """An expression as an operand: parenthesised unless it is one word."""
+    return expr if expr.replace("_", "").isalnum() else f"({expr})"
+
+
+def kind_label(layer: LayerSpec) -> str:
+    """What a layer does, as ``streamed.kinds.describe`` will name its kind — for the layer heading's note."""
+    m = layer.mixer
+    if isinstance(m, Attention):
+        name = "attention"
+        if m.window:
+            name += f", window {m.window}"
+        if m.chunk:
+            name += f", chunks of {m.chunk}"
+        if m.rotation is None:
+            name += " (no rotation)"
+    else:
+        name = m.kind
+    if isinstance(layer.ffn, Experts):
+        name += ", experts"
+    return name
+
+
+class _Author:
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.bindings: dict[str, dict[Binding, list[str]]] = {}  # stem → binding → suffixes
+        self.order: list[str] = []
+        self.rotations: dict[tuple[int, float], int] = {}
+        self.constants: dict[str, int] = {"d": spec.d, "vocab": spec.vocab}
+        dense = {l.ffn.width for l in spec.layers if isinstance(l.ffn, Dense)}
+        if len(dense) == 1:
+            self.constants["ffn"] = dense.pop()
+        experts = {l.ffn.width for l in spec.layers if isinstance(l.ffn, Experts)}
+        if len(experts) == 1:
+            self.constants["eff"] = experts.pop()
+
+    # -- names --
+    def tensor(self, slot: str) -> str:
+        if self.spec.naming == "gguf":
+            return gguf_tensor(slot, self.spec.architecture)
+        return hf_tensor(slot, self.spec.architecture, self.spec.hf_prefix)
+
+    def bind(self, stem: str, suffix: str, slot: str, columns, rows) -> None:
+        b = Binding(self.tensor(slot), columns, rows)
+        if stem not in self.bindings:
+            self.bindings[stem] = {}
+            self.order.append(stem)
+        self.bindings[stem].setdefault(b, []).append(suffix)
+
+    def rotation_index(self, rot: Rotation) -> int:
+        key = (rot.table_width, rot.base)
+        return self.rotations.setdefault(key, len(self.rotations) + 1)
+
+    def dim(self, n: int, prefer: str | None = None) -> str:
+        """A width as a constant's name when the document has one for it."""
+        if prefer and self.constants.get(prefer) == n:
+            return prefer
+        return str(n)
+
+    # -- sections --
+    def checkpoint(self) -> str:
+        rows: list[tuple[str, str]] = []
+        for stem in self.order:
+            variants = self.bindings[stem]
+            if len(variants) == 1:
+                (b, suffixes), = variants.items()
+                per_layer = suffixes != [""]
+                if per_layer:
+                    rows.append((f"{stem}{{l}}", b.entry("")))
+                else:
+                    rows.append((stem, b.entry("")))
+            else:
+                # ★ One stem bound to different tensors in different layers cannot share a `{l}` entry (the first
+                # matching entry wins): such a stem is bound layer by layer.
+                for b, suffixes in variants.items():
+                    for s in suffixes:
+                        rows.append((f"{stem}{s}", b.entry("").replace("{l}", s)))
+        width = max(len(p) for p, _ in rows)
+        return "\n".join(f"{p.ljust(width)} is {t}." for p, t in rows)
+
+    def embed(self) -> str:
+        w = _Writer(self, "", True)
+        w.declare("tok", "a token")
+        w.weight("Emb", "vocab by d", "token_embd")
+        if self.spec.embed_scale is not None:
+            w.let("x", "row tok of Emb scaled by escale", "Gemma scales the embedding by √d")
+        else:
+            w.let("x", "row tok of Emb")
+        w.ret("x")
+        return w.text()
+
+    def head(self) -> str:
+        spec = self.spec
+        w = _Writer(self, "", True)
+        last = f"xo{len(spec.layers) - 1}"
+        w.declare(last, "an input of rows by d")
+        w.weight("gf", "d", "output_norm")
+        if spec.tied:
+            w.weight("Wout", "d by vocab", "token_embd", q8=True, comment="tied: the embedding, read as d by vocab")
+        else:
+            w.weight("Wout", "d by vocab", "output", q8=True)
+        w.let("xf", _norm(last, "gf", spec.final_norm))
+        w.let("logits", "xf times Wout")
+        w.let("next", "index of the largest of logits")
+        w.ret("next")
+        return w.text()
+
+    def layer(self, l: int, first_of_kind: bool) -> str:
+        spec = self.spec
+        layer = spec.layers[l]
+        w = _Writer(self, str(l), first_of_kind)
+        xin = "x" if l == 0 else f"xo{l - 1}"
+        w.a_input = xin
+        w.declare(xin, "an input of rows by d")
+        m = layer.mixer
+        if not isinstance(m, GatedDeltaNet):
+            w.declare("pos", "a position")
+        g = w.weight("g", "d", "attn_norm")
+        if isinstance(m, Attention):
+            o = self.attention(w, m, layer)
+        elif isinstance(m, GatedDeltaNet):
+            o = self.deltanet(w, m, layer)
+        else:
+            o = self.latent(w, m, layer)
+        self.feed_forward(w, layer, xin, g, o)
+        return w.text()
+
+    # -- mixers --
+    def attention(self, w: _Writer, m: Attention, layer: LayerSpec) -> str:
+        spec = self.spec
+        qd, kd = m.heads * m.head_dim, m.kv_heads * m.head_dim
+        gated = m.gated
+        qcols = (0, m.head_dim, 2 * m.head_dim) if gated else None
+        Wq = w.weight("Wq", f"d by {qd}", "attn_q", q8=True, columns=qcols,
+                      comment=f"{m.heads} query heads of {m.head_dim}" + (", packed with their gates" if gated else ""))
+        Wqg = w.weight("Wqg", f"d by {qd}", "attn_q", q8=True, columns=(m.head_dim, 2 * m.head_dim, 2 * m.head_dim),
+                       comment="the output gate of each head") if gated else None
+        Wk = w.weight("Wk", f"d by {kd}", "attn_k", q8=True, comment=f"{m.kv_heads} key/value heads")
+        Wv = w.weight("Wv", f"d by {kd}", "attn_v", q8=True)
+        if m.bias:
+            bq = w.weight("bq", str(qd), "attn_q_bias")
+            bk = w.weight("bk", str(kd), "attn_k_bias")
+            bv = w.weight("bv", str(kd), "attn_v_bias")
+        Wo = w.weight("Wo", f"{qd} by d", "attn_output", q8=True)
+        if m.out_bias:
+            bo = w.weight("bo", "d", "attn_output_bias")
+        if m.qk_norm is not None:
+            gq = w.weight("gq", str(m.head_dim), "attn_q_norm")
+            gk = w.weight("gk", str(m.head_dim), "attn_k_norm")
+        if m.sinks:
+            sk = w.weight("sk", str(m.heads), "attn_sinks")
+        if layer.sandwich:
+            gpa = w.weight("gpa", "d", "attn_post_norm")
+        Kc = w.state("Kc", f"ctx by {kd}")
+        Vc = w.state("Vc", f"ctx by {kd}")
+        tables = w.table(m.rotation) if m.rotation is not None else None
+
+        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        q = w.let("qp", f"xn{w.suffix} times {Wq}" + (f" plus {bq}" if m.bias else ""))
+        k = w.let("kp", f"xn{w.suffix} times {Wk}" + (f" plus {bk}" if m.bias else ""))
+        if m.qk_norm is not None:
+            q = w.let("qn", _norm(q, gq, m.qk_norm, m.heads))
+            k = w.let("kn", _norm(k, gk, m.qk_norm, m.kv_heads))
+        if tables is not None:
+            rot = m.rotation
+            part = "" if rot.dims == m.head_dim else f", rotating {rot.dims}"
+            q = w.let("qr", f"rope of {q} at pos with {tables[0]} and {tables[1]}, heads {m.heads}{part}")
+            k = w.let("kr", f"rope of {k} at pos with {tables[0]} and {tables[1]}, heads {m.kv_heads}{part}")
+        if m.qk_l2:
+            q = w.let("ql", f"l2norm of {q}, epsilon {number(spec.final_norm.eps)}, heads {m.heads}",
+                      "Llama 4 normalises rotated queries and keys, without a gain")
+            k = w.let("kl", f"l2norm of {k}, epsilon {number(spec.final_norm.eps)}, heads {m.kv_heads}")
+        w.set(f"row pos of {Kc} to {k}")
+        w.set(f"row pos of {Vc} to xn{w.suffix} times {Wv}" + (f" plus {bv}" if m.bias else ""))
+        opts = f", heads {m.heads} sharing {m.kv_heads}"
+        if m.window:
+            opts += f", window {m.window}"
+        if m.chunk:
+            opts += f", chunks of {m.chunk}"
+        if m.scale is not None:
+            opts += f", scale {number(m.scale)}"
+        if m.sinks:
+            opts += f", sinks {sk}"
+        a = w.let("a", f"attention of {q} over {Kc} and {Vc} at pos{opts}", m.scale_why)
+        for note in m.notes:
+            w.lines[-1] = w.lines[-1][:3] + (w.say(note) if w.lines[-1][3] is None else w.lines[-1][3] + "; " + note,)
+        if gated:
+            a = w.let("ag", f"{a} multiplied by (sigmoid of (xn{w.suffix} times {Wqg}))", "each head gated by σ(x·Wqg)")
+        o = w.let("o", f"{a} times {Wo}" + (f" plus {bo}" if m.out_bias else ""))
+        if layer.sandwich:
+            o = w.let("on", _norm(o, gpa, layer.norm))
+        return o
+
+    def deltanet(self, w: _Writer, m: GatedDeltaNet, layer: LayerSpec) -> str:
+        fam = self.spec.architecture
+        K, V = m.key_heads * m.key_dim, m.value_heads * m.value_dim
+        per = m.value_heads // m.key_heads
+        hf_next = self.spec.naming == "hf" and fam.startswith("qwen3_next")
+        if hf_next:
+            # transformers' in_proj_qkvz interleaves per key head: [q | k | v of its value heads | z of them].
+            group = 2 * m.key_dim + 2 * per * m.value_dim
+            cq, ck = (0, m.key_dim, group), (m.key_dim, 2 * m.key_dim, group)
+            cv = (2 * m.key_dim, 2 * m.key_dim + per * m.value_dim, group)
+            cz = (2 * m.key_dim + per * m.value_dim, group, group)
+        else:
+            cq, ck, cv, cz = (0, K, None), (K, 2 * K, None), (2 * K, 2 * K + V, None), None
+        Wq = w.weight("Wlq", f"d by {K}", "ssm_qkv", q8=True, columns=cq, comment=f"{m.key_heads} key heads of {m.key_dim}")
+        Wk = w.weight("Wlk", f"d by {K}", "ssm_qkv", q8=True, columns=ck)
+        Wv = w.weight("Wlv", f"d by {V}", "ssm_qkv", q8=True, columns=cv, comment=f"{m.value_heads} value heads of {m.value_dim}")
+        Wz = w.weight("Wlz", f"d by {V}", "ssm_z", q8=True, columns=cz)
+        if self._packed_ba():
+            Wb = w.weight("Wlb", f"d by {m.value_heads}", "ssm_ba", q8=True, columns=(0, per, 2 * per))
+            Wa = w.weight("Wla", f"d by {m.value_heads}", "ssm_ba", q8=True, columns=(per, 2 * per, 2 * per))
+        else:
+            Wb = w.weight("Wlb", f"d by {m.value_heads}", "ssm_beta", q8=True)
+            Wa = w.weight("Wla", f"d by {m.value_heads}", "ssm_alpha", q8=True)
+        k = m.conv_kernel
+        Cq = w.weight("Cq", f"{k} by {K}", "ssm_conv1d", columns=(0, K, None), comment="the short convolution over q, k and v")
+        Ck = w.weight("Ck", f"{k} by {K}", "ssm_conv1d", columns=(K, 2 * K, None))
+        Cv = w.weight("Cv", f"{k} by {V}", "ssm_conv1d", columns=(2 * K, 2 * K + V, None))
+        dt = w.weight("dtb", str(m.value_heads), "ssm_dt")
+        A = w.weight("Alog", str(m.value_heads), "ssm_a",
+                     comment="llama.cpp stores −exp(A_log)" if self.spec.naming == "gguf" else "A_log")
+        gn = w.weight("gn", str(m.value_dim), "ssm_norm")
+        Wo = w.weight("Wlo", f"{V} by d", "ssm_out", q8=True)
+        Sq = w.state("Sq", f"{k - 1} by {K}")
+        Sk = w.state("Sk", f"{k - 1} by {K}")
+        Sv = w.state("Sv", f"{k - 1} by {V}")
+        St = w.state("St", f"{m.value_heads} by {m.key_dim} by {m.value_dim}")
+
+        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        qc = w.let("qc", f"silu of (short convolution of ({xn} times {Wq}) with state {Sq} and {Cq})")
+        kc = w.let("kc", f"silu of (short convolution of ({xn} times {Wk}) with state {Sk} and {Ck})")
+        vc = w.let("vc", f"silu of (short convolution of ({xn} times {Wv}) with state {Sv} and {Cv})")
+        scale = 1 / math.sqrt(m.key_dim)
+        qh = w.let("qh", f"(l2norm of {qc}, epsilon 1e-6, heads {m.key_heads}) scaled by {number(scale)}",
+                   f"1/√{m.key_dim}: queries scaled by the key head width")
+        kh = w.let("kh", f"l2norm of {kc}, epsilon 1e-6, heads {m.key_heads}")
+        bt = w.let("bt", f"sigmoid of ({xn} times {Wb})")
+        if self.spec.naming == "gguf":
+            gt = w.let("gt", f"softplus of ({xn} times {Wa} plus {dt}) multiplied by {A}")
+            dc = w.let("dc", f"exp of {gt}", "the decay exp(−exp(A_log)·softplus(x·Wa + dt))")
+        else:
+            gt = w.let("gt", f"softplus of ({xn} times {Wa} plus {dt}) multiplied by (exp of {A})")
+            dc = w.let("dc", f"exp of ({gt} scaled by -1)", "the decay exp(−exp(A_log)·softplus(x·Wa + dt))")
+        sharing = f", sharing {m.key_heads}" if m.key_heads != m.value_heads else ""
+        u = w.let("u", f"gated delta of {qh}, {kh} and {vc} with state {St}, decay {dc} and beta {bt}, heads {m.value_heads}{sharing}")
+        un = w.let("un", f"{_norm(u, gn, m.norm, m.value_heads)} multiplied by (silu of ({xn} times {Wz}))",
+                   "a gated RMS norm per value head")
+        return w.let("o", f"{un} times {Wo}")
+
+    def _packed_ba(self) -> bool:
+        fam = self.spec.architecture
+        if self.spec.naming == "gguf":
+            arch = gguf_arch(fam)
+            return arch is None or MODEL_TENSOR.SSM_BETA_ALPHA in MODEL_TENSORS.get(arch, [])
+        return fam.startswith("qwen3_next")
+
+    def latent(self, w: _Writer, m: LatentAttention, layer: LayerSpec) -> str:
+        H, N, M, V, r = m.heads, m.nope_dim, m.rope_dim, m.v_dim, m.kv_rank
+        qd = H * (N + M)
+        if m.q_rank is None:
+            Wq = w.weight("Wq", f"d by {qd}", "attn_q", q8=True, comment=f"{H} heads of {N} + {M} (rotated) dims")
+        else:
+            Wqa = w.weight("Wqa", f"d by {m.q_rank}", "attn_q_a", q8=True, comment=f"queries through rank {m.q_rank}")
+            gqa = w.weight("gqa", str(m.q_rank), "attn_q_a_norm")
+            Wqb = w.weight("Wqb", f"{m.q_rank} by {qd}", "attn_q_b", q8=True, comment=f"{H} heads of {N} + {M} (rotated) dims")
+        Wkv = w.weight("Wkv", f"d by {r}", "attn_kv_a_mqa", q8=True, columns=(0, r, None), comment=f"the latent, rank {r}")
+        Wkr = w.weight("Wkr", f"d by {M}", "attn_kv_a_mqa", q8=True, columns=(r, r + M, None), comment="the shared rotated key")
+        gkv = w.weight("gkv", str(r), "attn_kv_a_norm")
+        if self.spec.naming == "gguf":
+            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_k_b", q8=True)
+            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_v_b", q8=True)
+        else:
+            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_k_b", q8=True, columns=(0, N, N + V),
+                           comment="kv_b_proj's key rows, absorbed into the queries")
+            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_v_b", q8=True, columns=(N, N + V, N + V),
+                           comment="kv_b_proj's value rows")
+        Wo = w.weight("Wo", f"{H * V} by d", "attn_output", q8=True)
+        Cl = w.state("Cl", f"ctx by {r}")
+        Kr = w.state("Kr", f"ctx by {M}")
+        c, s = w.table(m.rotation)
+        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        if m.q_rank is None:
+            q = w.let("qp", f"{xn} times {Wq}")
+        else:
+            qa = w.let("qa", _norm(f"({xn} times {Wqa})", gqa, layer.norm))
+            q = w.let("qp", f"{qa} times {Wqb}")
+        qr = w.let("qr", f"rope of {q} at pos with {c} and {s}, heads {H}, rotating {M}, after {N}",
+                   f"each head's last {M} dims rotate")
+        w.set(f"row pos of {Cl} to {_norm(f'({xn} times {Wkv})', gkv, layer.norm)}")
+        w.set(f"row pos of {Kr} to rope of ({xn} times {Wkr}) at pos with {c} and {s}, heads 1")
+        scale = f", scale {number(m.scale)}" if m.scale is not None else ""
+        a = w.let("a", f"latent attention of {qr} over {Cl} and {Kr} at pos with {Wkb} and {Wvb}, heads {H}, nope {N}, rope {M}{scale}",
+                  m.scale_why)
+        return w.let("o", f"{a} times {Wo}")
+
+    # -- feed-forward --
+    def feed_forward(self, w: _Writer, layer: LayerSpec, xin: str, g: str, o: str) -> None:
+        gm = w.weight("gm", "d", "ffn_norm")
+        f = layer.ffn
+        if layer.sandwich:
+            gpf = w.weight("gpf", "d", "ffn_post_norm")
+        h = w.let("h", f"{xin} plus {o}")
+        hn = w.let("hn", _norm(h, gm, layer.norm))
+        if isinstance(f, Dense):
+            width = self.dim(f.width, "ffn")
+            Wg = w.weight("Wg", f"d by {width}", "ffn_gate", q8=True)
+            Wu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True)
+            Wd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True)
+            act = "gelu" if f.activation == "gelu" else "silu"
+            fg = w.let("f", f"{act} of ({hn} times {Wg}) multiplied by ({hn} times {Wu})",
+                       "GELU, tanh approximation" if act == "gelu" else None)
+            fo = w.let("fo", f"{fg} times {Wd}")
+        else:
+            fo = self.experts(w, f, hn)
+        if layer.sandwich:
+            fo = w.let("fn", _norm(fo, gpf, layer.norm))
+        xo = w.let("xo", f"{h} plus {fo}")
+        w.ret(xo)
+
+    def experts(self, w: _Writer, e: Experts, hn: str) -> str:
+        E, F = e.count, self.dim(e.width, "eff")
+        hf = self.spec.naming == "hf"
+        fam = self.spec.architecture
+        interleaved = hf and fam.startswith("gpt_oss")
+        if hf:
+            gcols = (0, 1, 2) if interleaved else (0, e.width, None)
+            ucols = (1, 2, 2) if interleaved else (e.width, 2 * e.width, None)
+        else:
+            gcols = ucols = None
+        R = w.weight("Wr", f"d by {E}", "ffn_gate_inp", comment=f"the router: {E} experts, top {e.top_k}")
+        Eg = w.weight("Eg", f"{E} by d by {F}", "ffn_gate_exps", q8=True, columns=gcols)
+        Eu = w.weight("Eu", f"{E} by d by {F}", "ffn_up_exps", q8=True, columns=ucols)
+        Ed = w.weight("Ed", f"{E} by {F} by d", "ffn_down_exps", q8=True)
+        opts = ""
+        if e.scoring == "sigmoid":
+            opts += ", scored by sigmoid"
+        if e.normalized:
+            opts += ", normalized"
+        if e.routed_scale is not None and e.routed_scale != 1:
+            opts += f", routed scale {number(e.routed_scale)}"
+        if e.selection_bias:
+            eb = w.weight("eb", str(E), "exp_probs_b")
+            opts += f", selection bias {eb}"
+        if e.groups and e.groups > 1:
+            opts += f", groups {e.groups} keeping {e.keep_groups}"
+        if e.router_bias:
+            rb = w.weight("rb", str(E), "ffn_gate_inp_bias")
+            opts += f", router bias {rb}"
+        if e.expert_biases:
+            bg = w.weight("Ebg", f"{E} by {F}", "ffn_gate_exps_bias", columns=gcols)
+            bu = w.weight("Ebu", f"{E} by {F}", "ffn_up_exps_bias", columns=ucols)
+            bd = w.weight("Ebd", f"{E} by d", "ffn_down_exps_bias")
+            opts += f", expert biases {bg}, {bu} and {bd}"
+        if e.clamp is not None:
+            opts += f", clamped swiglu at {number(e.clamp)}"
+        if e.weighting_inputs:
+            opts += ", weighting inputs"
+        if e.shared_width:
+            S = self.dim(e.shared_width, "eff")
+            g2 = w.weight("Wgs", f"d by {S}", "ffn_gate_shexp", q8=True, comment="the shared expert")
+            u2 = w.weight("Wus", f"d by {S}", "ffn_up_shexp", q8=True)
+            d2 = w.weight("Wds", f"{S} by d", "ffn_down_shexp", q8=True)
+            opts += f", shared {g2}, {u2} and {d2}"
+            if e.shared_gate:
+                sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp")
+                opts += f", shared gate {sg}"
+        return w.let("fo", f"experts of {hn} with router {R}, top {e.top_k}, using {Eg}, {Eu} and {Ed}{opts}")
+
+    # -- the document --
+    def document(self) -> str:
+        spec = self.spec
+        embed = self.embed()
+        layers: list[str] = []
+        seen: set[LayerSpec] = set()
+        for l, layer in enumerate(spec.layers):
+            first = layer not in seen
+            seen.add(layer)
+            body = self.layer(l, first)
+            layers.append(f"## Layer {l}: {kind_label(layer)}\n{body}\n")
+        head = self.head()
+        consts = [("d", spec.d, "the hidden width"), ("vocab", spec.vocab, None)]
+        for k in ("ffn", "eff"):
+            if k in self.constants:
+                consts.append((k, self.constants[k], "the dense feed-forward width" if k == "ffn" else "each expert's width"))
+        if spec.embed_scale is not None:
+            consts.append(("escale", spec.embed_scale, f"√{spec.d}"))
+        lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
+        col = max(len(s) for s in lines)
+        model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))
+        top = [f"# {spec.name}"]
+        if spec.source:
+            top.append(f"-- Authored by `streamed author` from {spec.source}.")
+        summary = _summary(spec)
+        top.append(f"-- {summary}")
+        for note in spec.notes:
+            top.append(f"-- {note}")
+        parts = ["\n".join(top), f"## Model\n{model}", f"## Checkpoint\n{self.checkpoint()}",
+                 f"## Embed\n{embed}", *[s.rstrip("\n") for s in layers], f"## Head\n{head}"]
+        return "\n\n".join(parts) + "\n"
+
+
+def _summary(spec: ModelSpec) -> str:
+    counts: dict[str, int] = {}
+    for layer in spec.layers:
+        label = kind_label(layer)
+        counts[label] = counts.get(label, 0) + 1
+    kinds = "; ".join(f"{n} × {k}" for k, n in counts.items())
+    return f"{len(spec.layers)} layers, d = {spec.d}, vocabulary {spec.vocab}: {kinds}."
+
+
+def author(spec: ModelSpec) -> str:
+    """The document of ``spec``: title, ``## Model``, ``## Checkpoint``, ``## Embed``, every ``## Layer``, ``## Head``.
+
+    Pure: the same spec gives the same text, byte for byte."""
+    return _Author(spec).document()

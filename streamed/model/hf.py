@@ -1,0 +1,513 @@
+"""Import a Hugging Face ``config.json`` as a ``ModelSpec``, reading each field exactly as transformers defines it.
+
+Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
+(text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
+gpt_oss.
+
+Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
+configuration class derives it (``full_attention_interval``, ``sliding_window_pattern``, ``first_k_dense_replace``
+with ``moe_layer_freq``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``decoder_sparse_step`` with
+``mlp_only_layers``, ``use_sliding_window`` with ``max_window_layers``…).
+
+Invariant: a config either gives the model it describes or one ``SpecError`` naming the field and what is wrong —
+never a traceback, never a silently different model. The dimensions that make the model (widths, layer and head
+counts, vocabulary) are required even where transformers has a default: a config without ``hidden_size`` is a
+mistake, not a request for the default model. Minor fields (epsilons, rotation bases) take transformers' defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .spec import (
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+)
+
+__all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
+
+SUPPORTED = (
+    "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
+    "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
+    "llama4_text", "gpt_oss",
+)
+
+_REQUIRED = object()
+LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+class _Config:
+    """A config's fields, read with their types checked: every failure names the field and what it holds."""
+
+    def __init__(self, data: dict, where: str, model_type: str):
+        self.data = data
+        self.where = where
+        self.model_type = model_type
+
+    def fail(self, field: str, why: str) -> SpecError:
+        return SpecError(f"{self.where}: `{field}` {why}")
+
+    def has(self, field: str) -> bool:
+        return self.data.get(field) is not None
+
+    def raw(self, field: str, default: Any = _REQUIRED) -> Any:
+        v = self.data.get(field)
+        if v is None:
+            if default is _REQUIRED:
+                raise SpecError(f"{self.where}: a {self.model_type} config needs `{field}`, which is missing")
+            return default
+        return v
+
+    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
+        v = self.raw(field, default)
+        if v is default and default is not _REQUIRED:
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+            raise self.fail(field, f"must be a whole number, not {json.dumps(v)}")
+        v = int(v)
+        if v < minimum:
+            raise self.fail(field, f"is {v}; it must be at least {minimum}")
+        return v
+
+    def float(self, field: str, default: Any = _REQUIRED) -> float:
+        v = self.raw(field, default)
+        if v is default and default is not _REQUIRED:
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.fail(field, f"must be a number, not {json.dumps(v)}")
+        return float(v)
+
+    def bool(self, field: str, default: Any = _REQUIRED) -> bool:
+        v = self.raw(field, default)
+        if not isinstance(v, bool):
+            raise self.fail(field, f"must be true or false, not {json.dumps(v)}")
+        return v
+
+    def str(self, field: str, default: Any = _REQUIRED) -> str:
+        v = self.raw(field, default)
+        if not isinstance(v, str):
+            raise self.fail(field, f"must be a string, not {json.dumps(v)}")
+        return v
+
+    def int_list(self, field: str, default: Any = _REQUIRED) -> list[int]:
+        v = self.raw(field, default)
+        if v is default and default is not _REQUIRED:
+            return v
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise self.fail(field, f"must be a list of whole numbers, not {json.dumps(v)[:60]}")
+        return v
+
+    def dict(self, field: str) -> dict | None:
+        v = self.data.get(field)
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise self.fail(field, f"must be an object, not {json.dumps(v)[:60]}")
+        return v
+
+
+# ---- the rotation ------------------------------------------------------------------------------------------------
+
+
+def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 10000.0) -> tuple[float, str | None, dict]:
+    """The rotation base, the scaling scheme the config asks for (as a phrase, or None) and its parameters.
+
+    transformers ≥ 5 keeps them in ``rope_parameters`` (per layer type for Gemma 3); earlier ones in ``rope_theta``
+    and ``rope_scaling``. Both are read."""
+    params = c.dict("rope_parameters")
+    if params is not None and layer_type in params and isinstance(params[layer_type], dict):
+        params = params[layer_type]
+    scaling = c.dict("rope_scaling") or {}
+    if params is not None:
+        base = params.get("rope_theta", c.data.get("rope_theta", default_base))
+        kind = params.get("rope_type") or params.get("type") or "default"
+        scaling = {**scaling, **params} if kind != "default" else scaling
+    else:
+        base = c.data.get("rope_theta", default_base)
+        kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
+        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)}")
+    if kind in ("default", None):
+        return float(base), None, {}
+    factor = scaling.get("factor")
+    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if isinstance(factor, (int, float)) else "")
+    return float(base), phrase, scaling
+
+
+def _partial(c: _Config, head_dim: int) -> int:
+    params = c.dict("rope_parameters") or {}
+    f = params.get("partial_rotary_factor", c.data.get("partial_rotary_factor", 1.0))
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
+        raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], not {json.dumps(f)}")
+    dims = int(head_dim * f)
+    if dims % 2:
+        raise c.fail("partial_rotary_factor", f"rotates {dims} dims of a head of {head_dim}: an odd number")
+    return dims
+
+
+# ---- layer types ---------------------------------------------------------------------------------------------------
+
+
+def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
+    """The config's ``layer_types``, checked, or derived as the model's configuration class derives it."""
+    if c.has("layer_types"):
+        v = c.raw("layer_types")
+        if not isinstance(v, list):
+            raise c.fail("layer_types", f"must be a list of layer types, not {json.dumps(v)[:60]}")
+        if len(v) != n:
+            raise c.fail("layer_types", f"lists {len(v)} layers but `num_hidden_layers` is {n}")
+        for i, t in enumerate(v):
+            if t not in LAYER_TYPES:
+                raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a layer type is one of {', '.join(LAYER_TYPES)}")
+        return list(v)
+    if family in ("qwen3_next", "qwen3_5"):
+        interval = c.int("full_attention_interval", 4)
+        return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
+    if family == "gemma3":
+        pattern = c.int("sliding_window_pattern", c.data.get("_sliding_window_pattern", 6))
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if family == "gpt_oss":
+        return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    if family == "llama4":
+        return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
+    if family in ("qwen2", "qwen3"):
+        use = c.bool("use_sliding_window", False)
+        window = c.data.get("sliding_window") if use else None
+        first = c.int("max_window_layers", n, minimum=0)
+        return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
+    if family == "mistral":
+        return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
+    return ["full_attention"] * n
+
+
+def _llama4_rope_layers(c: _Config, n: int) -> list[int]:
+    rope = c.int_list("no_rope_layers", []) if c.has("no_rope_layers") else []
+    if not rope:
+        interval = c.int("no_rope_layer_interval", 4)
+        rope = [int((i + 1) % interval != 0) for i in range(n)]
+    if len(rope) < n:
+        raise c.fail("no_rope_layers", f"lists {len(rope)} layers but `num_hidden_layers` is {n}")
+    return rope
+
+
+def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
+    """Which layers' feed-forward block is a mixture of experts, by the model's own rule."""
+    if family == "deepseek":
+        if not c.has("n_routed_experts"):
+            return [False] * n
+        first = c.int("first_k_dense_replace", 0, minimum=0)
+        freq = c.int("moe_layer_freq", 1)
+        return [i >= first and i % freq == 0 for i in range(n)]
+    if family == "llama4":
+        if c.has("moe_layers"):
+            moe = set(c.int_list("moe_layers"))
+        else:
+            step = c.int("interleave_moe_layer_step", 1)
+            moe = set(range(step - 1, n, step))
+        return [i in moe for i in range(n)]
+    if family in ("qwen_moe", "qwen3_next", "qwen3_5_moe"):
+        only = set(c.int_list("mlp_only_layers", [])) if c.has("mlp_only_layers") else set()
+        step = c.int("decoder_sparse_step", 1)
+        experts = c.int("num_experts")
+        return [i not in only and experts > 0 and (i + 1) % step == 0 for i in range(n)]
+    if family == "gpt_oss":
+        return [True] * n
+    return [False] * n
+
+
+# ---- the import ----------------------------------------------------------------------------------------------------
+
+
+_FAMILY = {
+    "llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2_moe": "qwen_moe",
+    "qwen3_moe": "qwen_moe", "qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5",
+    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe", "gemma3": "gemma3", "gemma3_text": "gemma3",
+    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "llama4": "llama4", "llama4_text": "llama4",
+    "gpt_oss": "gpt_oss",
+}
+_TEXT_NESTED = ("qwen3_5", "qwen3_5_moe", "gemma3", "llama4")
+
+
+def spec_from_config(config: Any, where: str = "config.json", name: str | None = None) -> ModelSpec:
+    """The ``ModelSpec`` a parsed ``config.json`` describes. Pure; raises ``SpecError`` naming the field."""
+    if not isinstance(config, dict):
+        raise SpecError(f"{where}: a config is a JSON object, not {type(config).__name__}")
+    model_type = config.get("model_type")
+    if model_type is None:
+        raise SpecError(f"{where}: `model_type` is missing; it names the architecture (one of {', '.join(SUPPORTED)})")
+    if not isinstance(model_type, str):
+        raise SpecError(f"{where}: `model_type` must be a string, not {json.dumps(model_type)}")
+    if model_type not in _FAMILY:
+        raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
+    data = config
+    prefix = "model."
+    text_where = where
+    if model_type in _TEXT_NESTED and "text_config" in config:
+        text = config["text_config"]
+        if not isinstance(text, dict):
+            raise SpecError(f"{where}: `text_config` must be an object, not {json.dumps(text)[:60]}")
+        # The text model's fields; the outer config's tie_word_embeddings applies when the text one does not say.
+        data = {**{k: v for k, v in config.items() if k == "tie_word_embeddings"}, **text}
+        text_where = f"{where}: text_config"
+        prefix = "model.language_model."
+    family = _FAMILY[model_type]
+    c = _Config(data, text_where, model_type)
+    n = c.int("num_hidden_layers")
+    d = c.int("hidden_size")
+    vocab = c.int("vocab_size")
+    eps = c.float("rms_norm_eps", 1e-6)
+    layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
+    moe = _moe_layers(c, n, family)
+    build = {
+        "llama": _llama, "mistral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
+        "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next, "gemma3": _gemma3,
+        "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss,
+    }[family]
+    layers, extra = build(c, model_type, family, d, eps, layer_types, moe)
+    tied_default = family == "gemma3"
+    tied = c.bool("tie_word_embeddings", tied_default)
+    notes = list(extra.get("notes", ()))
+    return ModelSpec(
+        name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
+        final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
+        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes),
+    )
+
+
+def _heads(c: _Config, d: int) -> tuple[int, int, int]:
+    heads = c.int("num_attention_heads")
+    kv = c.int("num_key_value_heads", heads)
+    if heads % kv:
+        raise c.fail("num_key_value_heads", f"is {kv}, which does not divide `num_attention_heads` ({heads})")
+    if c.has("head_dim"):
+        return heads, kv, c.int("head_dim")
+    if d % heads:
+        raise c.fail("head_dim", f"is missing and `hidden_size` ({d}) is not a multiple of `num_attention_heads` ({heads})")
+    return heads, kv, d // heads
+
+
+def _window(c: _Config) -> int:
+    return c.int("sliding_window")
+
+
+def _activation(c: _Config, field: str, default: str) -> str:
+    act = c.str(field, default)
+    if act in ("silu", "swish"):
+        return "silu"
+    if act in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
+        return "gelu"
+    raise c.fail(field, f"is {json.dumps(act)}; the language has silu and gelu (tanh approximation)")
+
+
+def _no(c: _Config, field: str, why: str) -> None:
+    """A flag the language cannot express when set: refuse rather than write a different model."""
+    if c.data.get(field) not in (None, False):
+        raise c.fail(field, f"is {json.dumps(c.data[field])}: {why}, which the language does not express")
+
+
+def _llama(c, model_type, family, d, eps, layer_types, moe):
+    heads, kv, hd = _heads(c, d)
+    base, scaling, _ = _rope(c)
+    rot = Rotation(_partial(c, hd), base, scaling)
+    qwen = family in ("qwen2", "qwen3", "qwen_moe")
+    bias = True if model_type in ("qwen2", "qwen2_moe") else c.bool("attention_bias", False)
+    out_bias = False if model_type in ("qwen2", "qwen2_moe") else bias
+    if family == "llama":
+        _no(c, "mlp_bias", "biases on the feed-forward projections")
+    qk_norm = Norm(eps) if model_type in ("qwen3", "qwen3_moe") else None
+    act = _activation(c, "hidden_act", "silu")
+    norm = Norm(eps)
+    layers = []
+    for i in range(len(layer_types)):
+        t = layer_types[i]
+        window = _window(c) if t == "sliding_attention" else None
+        if t not in ("full_attention", "sliding_attention"):
+            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}, which a {model_type} layer cannot be")
+        mixer = Attention(heads, kv, hd, rot, window=window, qk_norm=qk_norm, bias=bias, out_bias=out_bias)
+        if moe[i]:
+            ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
+                          normalized=c.bool("norm_topk_prob", False),
+                          shared_width=c.int("shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None,
+                          shared_gate=model_type == "qwen2_moe")
+        else:
+            ffn = Dense(c.int("intermediate_size"), act)
+        layers.append(LayerSpec(mixer, ffn, norm))
+    notes = [f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies."] if scaling else []
+    return layers, {"notes": notes}
+
+
+def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
+    heads, kv, hd = _heads(c, d)
+    base, scaling, _ = _rope(c)
+    rot = Rotation(_partial(c, hd), base, scaling)
+    norm = Norm(eps, 1.0)  # Qwen3-Next's RMSNorm multiplies by 1 + weight
+    gdn = GatedDeltaNet(c.int("linear_num_key_heads"), c.int("linear_num_value_heads"), c.int("linear_key_head_dim"),
+                        c.int("linear_value_head_dim"), c.int("linear_conv_kernel_dim"), Norm(eps))
+    if gdn.value_heads % gdn.key_heads:
+        raise c.fail("linear_num_value_heads", f"is {gdn.value_heads}, not a multiple of `linear_num_key_heads` ({gdn.key_heads})")
+    layers = []
+    for i, t in enumerate(layer_types):
+        if t == "linear_attention":
+            mixer = gdn
+        elif t == "full_attention":
+            mixer = Attention(heads, kv, hd, rot, qk_norm=norm, gated=True, bias=c.bool("attention_bias", False),
+                              out_bias=c.bool("attention_bias", False))
+        else:
+            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a {model_type} layer is linear_attention or full_attention")
+        if family == "qwen3_5" or not moe[i]:
+            ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
+        else:
+            shared = c.int("shared_expert_intermediate_size", None) if c.has("shared_expert_intermediate_size") else None
+            ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
+                          normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
+        layers.append(LayerSpec(mixer, ffn, norm))
+    notes = []
+    if scaling:
+        notes.append(f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
+    if c.has("mrope_section") or "mrope_section" in (c.dict("rope_parameters") or {}) or "mrope_section" in (c.dict("rope_scaling") or {}):
+        notes.append("Multimodal rotation (mrope) reduces to this rotation for text, where its three positions agree.")
+    return layers, {"notes": notes, "final_norm": norm}
+
+
+def _gemma3(c, model_type, family, d, eps, layer_types, moe):
+    heads, kv, hd = _heads(c, d)
+    for f in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if c.data.get(f) is not None:
+            raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
+    norm = Norm(eps, 1.0)  # Gemma's RMSNorm multiplies by 1 + weight
+    scalar = c.float("query_pre_attn_scalar", 256.0)
+    scale = scalar ** -0.5
+    why = f"1/√{scalar:g}: Gemma scales logits by query_pre_attn_scalar, not the head width" if scale != hd ** -0.5 else None
+    gbase, gscaling, _ = _rope(c, "full_attention", 1_000_000.0)
+    lparams = (c.dict("rope_parameters") or {}).get("sliding_attention")
+    if isinstance(lparams, dict):
+        lbase, lscaling, _ = _rope(c, "sliding_attention", 10_000.0)
+    else:
+        lbase, lscaling = c.float("rope_local_base_freq", 10_000.0), None
+    act = _activation(c, "hidden_activation", "gelu_pytorch_tanh") if c.has("hidden_activation") else _activation(c, "hidden_act", "gelu_pytorch_tanh")
+    layers = []
+    for i, t in enumerate(layer_types):
+        if t == "sliding_attention":
+            mixer = Attention(heads, kv, hd, Rotation(hd, lbase, lscaling), window=_window(c), qk_norm=norm,
+                              scale=scale if why else None, scale_why=why)
+        elif t == "full_attention":
+            mixer = Attention(heads, kv, hd, Rotation(hd, gbase, gscaling), qk_norm=norm,
+                              scale=scale if why else None, scale_why=why)
+        else:
+            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
+        layers.append(LayerSpec(mixer, Dense(c.int("intermediate_size"), act), norm, sandwich=True))
+    notes = []
+    if gscaling:
+        notes.append(f"Global layers: {gscaling} is not modelled: plain base-{gbase:g} frequencies.")
+    return layers, {"notes": notes, "final_norm": norm, "embed_scale": math.sqrt(d)}
+
+
+def _yarn_mscale(scale: float, mscale: float) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _deepseek(c, model_type, family, d, eps, layer_types, moe):
+    heads = c.int("num_attention_heads")
+    q_rank = c.int("q_lora_rank") if c.has("q_lora_rank") else None
+    nope, rope_dim, v = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
+    base, scaling, params = _rope(c)
+    scale, why = None, None
+    mall = params.get("mscale_all_dim") if params else None
+    if params and mall:
+        m = _yarn_mscale(float(params.get("factor", 1.0)), float(mall))
+        scale = (nope + rope_dim) ** -0.5 * m * m
+        why = f"1/√{nope + rope_dim} × {m:.4f}²: yarn's attention scale (mscale_all_dim {mall:g})"
+    mla = LatentAttention(heads, q_rank, c.int("kv_lora_rank"), nope, rope_dim, v, Rotation(rope_dim, base, scaling, skip=nope),
+                          scale, why)
+    norm = Norm(eps)
+    layers = []
+    for i in range(len(layer_types)):
+        if moe[i]:
+            scoring = c.str("scoring_func", "softmax")
+            if scoring not in ("softmax", "sigmoid"):
+                raise c.fail("scoring_func", f"is {json.dumps(scoring)}; experts are scored by softmax or sigmoid")
+            method = c.str("topk_method", "greedy" if model_type == "deepseek_v2" else "noaux_tc")
+            groups = c.int("n_group", 1) if method in ("group_limited_greedy", "noaux_tc") else 1
+            keep = c.int("topk_group", 1) if groups > 1 else None
+            shared = c.int("n_shared_experts", 0, minimum=0)
+            width = c.int("moe_intermediate_size")
+            ffn = Experts(c.int("n_routed_experts"), c.int("num_experts_per_tok"), width, scoring=scoring,
+                          normalized=c.bool("norm_topk_prob", model_type == "deepseek_v3"),
+                          routed_scale=c.float("routed_scaling_factor", 1.0), selection_bias=method == "noaux_tc",
+                          groups=groups if groups > 1 else None, keep_groups=keep,
+                          shared_width=width * shared if shared else None)
+        else:
+            ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
+        layers.append(LayerSpec(mla, ffn, norm))
+    notes = [f"{scaling} frequencies are not modelled: plain base-{base:g} rotation."] if scaling else []
+    notes.append("DeepSeek rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's rotated "
+                 "columns must be read de-interleaved.")
+    return layers, {"notes": notes}
+
+
+def _llama4(c, model_type, family, d, eps, layer_types, moe):
+    heads, kv, hd = _heads(c, d)
+    base, scaling, _ = _rope(c, default_base=500_000.0)
+    rope_layers = _llama4_rope_layers(c, len(layer_types))
+    qk_l2 = c.bool("use_qk_norm", True)
+    tuning = c.bool("attn_temperature_tuning", True)
+    norm = Norm(eps)
+    layers = []
+    for i, t in enumerate(layer_types):
+        if t not in ("full_attention", "chunked_attention"):
+            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Llama 4 layer is chunked_attention or full_attention")
+        rope = bool(rope_layers[i])
+        chunk = c.int("attention_chunk_size", 8192) if t == "chunked_attention" else None
+        notes = () if rope or not tuning else (
+            "NoPE layer: Llama 4's position-dependent query temperature (attn_temperature_tuning) is not modelled",)
+        mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling) if rope else None, chunk=chunk,
+                          qk_l2=qk_l2 and rope, bias=c.bool("attention_bias", False),
+                          out_bias=c.bool("attention_bias", False), notes=notes)
+        if moe[i]:
+            ffn = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok", 1), c.int("intermediate_size"),
+                          scoring="sigmoid", weighting_inputs=True, shared_width=c.int("intermediate_size"))
+        else:
+            ffn = Dense(c.int("intermediate_size_mlp"), _activation(c, "hidden_act", "silu"))
+        layers.append(LayerSpec(mixer, ffn, norm))
+    notes = [f"{scaling} is not modelled: plain base-{base:g} frequencies."] if scaling else []
+    notes.append("Llama 4 rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's q and k "
+                 "columns must be read de-interleaved.")
+    return layers, {"notes": notes}
+
+
+def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
+    heads, kv, hd = _heads(c, d)
+    base, scaling, _ = _rope(c, default_base=150_000.0)
+    bias = c.bool("attention_bias", True)
+    norm = Norm(c.float("rms_norm_eps", 1e-5))
+    experts = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok", c.data.get("experts_per_token", 4)),
+                      c.int("intermediate_size"), normalized=True, router_bias=True, expert_biases=True,
+                      clamp=c.float("swiglu_limit", 7.0))
+    layers = []
+    for i, t in enumerate(layer_types):
+        if t not in ("full_attention", "sliding_attention"):
+            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a gpt-oss layer is sliding_attention or full_attention")
+        window = _window(c) if t == "sliding_attention" else None
+        mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling), window=window, bias=bias, out_bias=bias, sinks=True)
+        layers.append(LayerSpec(mixer, experts, norm))
+    notes = [f"{scaling} is not modelled: plain base-{base:g} frequencies."] if scaling else []
+    notes.append("The router's top-k logits are softmaxed among themselves: softmax over all experts, normalized.")
+    return layers, {"notes": notes, "final_norm": norm}
+
+
+def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """The spec of the ``config.json`` at ``path``; a ``SpecError`` naming the file and the field on any fault."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a config.json: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    return spec_from_config(config, str(path), name)

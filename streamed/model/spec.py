@@ -1,0 +1,187 @@
+"""ModelSpec: a model's architecture as data — what the author writes out as a document.
+
+A spec says, for the whole model, its dimensions, vocabulary and norms, and for each layer its mixer (attention with
+its rotation and window, Gated DeltaNet, or latent attention), its feed-forward block (dense, or a mixture of experts)
+and the norms around them. It names no tensor and holds no weight: the naming is the author's (``author.py``), the
+values the importers' (``hf.py`` from a ``config.json``, ``gguf.py`` from a GGUF's metadata).
+
+Invariant: two layers whose ``LayerSpec`` are equal are written by the author as one program up to their names, and
+so fall into one kind (LANGUAGE §7). Everything that makes a layer's program differ is therefore in its
+``LayerSpec``, and nothing in a ``LayerSpec`` that the program does not show (an index, a name) — frozen dataclasses,
+compared by value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """Rotary position embedding of a head: ``dims`` of it rotate (rotate-half form), at frequencies of ``base``.
+
+    ``skip`` dims of each head come first and are left as they are (DeepSeek's heads are ``[nope | rope]``).
+    ``scaling`` is the scheme the source asks for (``llama3``, ``yarn``, ``linear`` with its factor) — said in a
+    comment, not modelled: the language's tables are plain ``base^(-i/w)`` frequencies."""
+
+    dims: int
+    base: float
+    scaling: str | None = None
+    skip: int = 0
+
+    @property
+    def table_width(self) -> int:
+        return self.dims // 2
+
+
+@dataclass(frozen=True)
+class Norm:
+    """An RMS norm: ``x/√(mean x²+ε)·(g+offset)``. Gemma and Qwen3-Next store ``g`` so that ``offset`` is 1."""
+
+    eps: float = 1e-6
+    offset: float = 0.0
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Grouped-query attention. ``rotation`` None is NoPE; ``window`` a sliding window of W keys; ``chunk`` Llama 4's
+    chunked attention; ``qk_norm`` an RMS norm per head of queries and keys (Qwen3, Gemma 3), ``qk_l2`` a weightless
+    L2 norm (Llama 4); ``gated`` Qwen3-Next's sigmoid output gate packed with the queries; ``bias`` biases on q, k, v,
+    ``out_bias`` on the output projection; ``sinks`` one learned logit per head (gpt-oss); ``scale`` the logit scale
+    when it is not ``1/√head_dim``, with the reason in ``scale_why``."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rotation: Rotation | None
+    window: int | None = None
+    chunk: int | None = None
+    qk_norm: Norm | None = None
+    qk_l2: bool = False
+    gated: bool = False
+    bias: bool = False
+    out_bias: bool = False
+    sinks: bool = False
+    scale: float | None = None
+    scale_why: str | None = None
+    notes: tuple[str, ...] = ()
+
+    kind = "attention"
+
+
+@dataclass(frozen=True)
+class GatedDeltaNet:
+    """Gated DeltaNet (Qwen3-Next's linear attention): ``key_heads`` heads of ``key_dim`` for q and k, ``value_heads``
+    of ``value_dim`` for v, a causal short convolution of ``conv_kernel`` over q, k and v, and a gated RMS norm of the
+    output per value head."""
+
+    key_heads: int
+    value_heads: int
+    key_dim: int
+    value_dim: int
+    conv_kernel: int
+    norm: Norm = Norm()
+
+    kind = "gated deltanet"
+
+
+@dataclass(frozen=True)
+class LatentAttention:
+    """DeepSeek-V2 multi-head latent attention: queries directly (``q_rank`` None) or through a rank-``q_rank``
+    bottleneck, keys and values from a ``kv_rank`` latent with ``rope_dim`` shared rotated key dims; per head
+    ``nope_dim`` + ``rope_dim`` query dims and ``v_dim`` value dims."""
+
+    heads: int
+    q_rank: int | None
+    kv_rank: int
+    nope_dim: int
+    rope_dim: int
+    v_dim: int
+    rotation: Rotation
+    scale: float | None = None
+    scale_why: str | None = None
+
+    kind = "latent attention"
+
+
+Mixer = Union[Attention, GatedDeltaNet, LatentAttention]
+
+
+@dataclass(frozen=True)
+class Dense:
+    """A gated feed-forward block ``(act(x·G) ⊙ x·U)·D`` of ``width``; ``activation`` is ``silu`` or ``gelu``."""
+
+    width: int
+    activation: str = "silu"
+
+
+@dataclass(frozen=True)
+class Experts:
+    """A mixture of ``count`` SwiGLU experts of ``width``, ``top_k`` per token.
+
+    ``scoring`` softmax or sigmoid; ``normalized`` divides the top-k weights by their sum; ``routed_scale`` multiplies
+    the routed sum; ``selection_bias`` (DeepSeek-V3) and ``groups``/``keep_groups`` choose experts; ``router_bias``
+    and ``expert_biases`` and ``clamp`` are gpt-oss's; ``weighting_inputs`` Llama 4's; ``shared_width`` one always-on
+    expert of that width, ``shared_gate`` its sigmoid gate (Qwen2-MoE, Qwen3-Next)."""
+
+    count: int
+    top_k: int
+    width: int
+    scoring: str = "softmax"
+    normalized: bool = False
+    routed_scale: float | None = None
+    selection_bias: bool = False
+    groups: int | None = None
+    keep_groups: int | None = None
+    router_bias: bool = False
+    expert_biases: bool = False
+    clamp: float | None = None
+    weighting_inputs: bool = False
+    shared_width: int | None = None
+    shared_gate: bool = False
+
+
+FeedForward = Union[Dense, Experts]
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer: its mixer, its feed-forward block, its norms. ``sandwich`` is Gemma's post-norms: the mixer's and
+    the feed-forward block's outputs are normed before they join the residual."""
+
+    mixer: Mixer
+    ffn: FeedForward
+    norm: Norm
+    sandwich: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A whole model. ``layers`` in order; ``embed_scale`` multiplies the embedding (Gemma's √d, with its reason in a
+    comment); ``tied`` means the output projection is the embedding; ``source`` names where the spec came from (for
+    the document's title comment); ``notes`` are facts of the source the language does not model, said in comments.
+
+    ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers')."""
+
+    name: str
+    architecture: str
+    d: int
+    vocab: int
+    layers: tuple[LayerSpec, ...]
+    final_norm: Norm
+    tied: bool = False
+    embed_scale: float | None = None
+    naming: str = "hf"
+    hf_prefix: str = "model."
+    source: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        if not self.layers:
+            raise ValueError("a model has at least one layer")
+
+
+class SpecError(Exception):
+    """A source that does not describe a model this tool can write: the message names the field and what is wrong
+    with it, and where it came from (``config.json: num_hidden_layers is 0``)."""
