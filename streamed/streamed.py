@@ -86,6 +86,11 @@ class Deployment:
                        forward=self.mode == "forward")
         return Cut(rows, ctx, forward=self.mode == "forward", last_row=program == "head" and self.mode == "prefill")
 
+    def normal(self) -> "Deployment":
+        """The same deployment with the sizes its mode does not read at their defaults (one key per bundle)."""
+        return Deployment(self.mode, self.ctx, self.chunk if self.mode == "prefill" else 0,
+                          self.batch if self.batched else 1, self.tp if self.mode in ("tp", "batched-tp") else 1)
+
     def to_json(self) -> dict:
         return {"mode": self.mode, "ctx": self.ctx, "chunk": self.chunk, "batch": self.batch, "tp": self.tp}
 
@@ -290,6 +295,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     why = deployment.refusal()
     if why:
         raise StreamedReject("bundle", why)
+    deployment = deployment.normal()
     if analysis.errors:
         raise _first_error(analysis)
     try:
