@@ -1,0 +1,476 @@
+"""Incremental analysis: the same answer as ``analysis.analyze``, recomputing only the sections an edit touched.
+
+A document is cut into **chunks** at its heading lines; each chunk is parsed *on its own*, as if it began at line 0,
+byte 0, and the result is cached by the chunk's text. A section's ranges are therefore **relative to its chunk**; the
+chunk's base ``(line, offset)`` turns them into document ranges. Because a chunk starts at a line start, a relative
+range and its absolute one differ only in line and byte offset, never in UTF-16 column. Typing inside layer 5 changes
+the text of one chunk: one section is re-lexed, re-parsed, re-checked and re-digested; every other section is served
+from the caches, however far its position moved.
+
+Invariant (tested against ``analyze`` on every example and on random edits): ``IncrementalAnalyzer().analyze(text)``
+has exactly the diagnostics, kinds and divergences of ``analyze(text)``, in document coordinates. Section-relative
+values (``document.sections``, ``programs``) are mapped with ``to_document``/``to_section``.
+
+Also here, because the editor's text is this module's input: ``apply_change``, the LSP edit rule on a text addressed
+by (line, UTF-16 column), total over any position a client may send.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from .analysis import Analysis, divergence_diagnostic
+from .kinds import Divergence, LayerKind, describe, divergences, shape_digest, stored_q8
+from .lang.lexer import Pos, Range, lex
+from .lang.parser import _heading, _section, _stray
+from .lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
+from .model.checkpoint import ALL_Q8, Storage
+from .model.program import Program, Programs, check_program, show
+
+# ---- the editor's text ---------------------------------------------------------------------------------------------
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean(text: str) -> str:
+    """Text a client may send (JSON allows lone UTF-16 surrogates) as text the core can encode: each lone surrogate
+    becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _index(line: str, character: int) -> int:
+    """The ``str`` index of UTF-16 column ``character`` in ``line``: clamped to the line's end, and a column that
+    falls inside a surrogate pair moves to the character's start."""
+    if character <= 0:
+        return 0
+    if line.isascii():
+        return min(character, len(line))
+    units = 0
+    for i, ch in enumerate(line):
+        w = 2 if ord(ch) > 0xFFFF else 1
+        if units + w > character:
+            return i
+        units += w
+    return len(line)
+
+
+def offset_at(text: str, line: int, character: int) -> int:
+    """The ``str`` index of an editor position. Lines are cut at ``\\n`` (the lexer's rule); a line past the end
+    is the end of the text, a column past a line's end is that line's end (LSP's rule)."""
+    if line < 0:
+        return 0
+    start = 0
+    for _ in range(line):
+        nl = text.find("\n", start)
+        if nl < 0:
+            return len(text)
+        start = nl + 1
+    nl = text.find("\n", start)
+    end = len(text) if nl < 0 else nl
+    return start + _index(text[start:end], character)
+
+
+def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] | None, new: str) -> str:
+    """``text`` with the range ``start``–``end`` (editor positions) replaced by ``new``; no range replaces the whole
+    text. A reversed range is read in order. Never raises."""
+    new = clean(new)
+    if start is None or end is None:
+        return new
+    a, b = offset_at(text, *start), offset_at(text, *end)
+    if b < a:
+        a, b = b, a
+    return text[:a] + new + text[b:]
+
+
+# ---- chunks --------------------------------------------------------------------------------------------------------
+
+_NONSPACE = re.compile(r"\S")
+
+
+def _is_heading(raw: str) -> bool:
+    """Whether a line is a heading: its first token (comments dropped) is ``#`` — the parser's rule."""
+    cut = raw.find("--")
+    m = _NONSPACE.search(raw if cut < 0 else raw[:cut])
+    return m is not None and m.group() == "#"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str
+    line: int  # the document line of the chunk's first line
+    offset: int  # the byte offset of the chunk's first line
+
+
+def chunks(text: str) -> list[Chunk]:
+    """The document cut before each heading line; text before the first heading is a chunk of its own."""
+    raws = text.split("\n")
+    out: list[Chunk] = []
+    start, start_off, off = 0, 0, 0
+    for i, raw in enumerate(raws):
+        if i > start and _is_heading(raw):
+            out.append(Chunk("\n".join(raws[start:i]), start, start_off))
+            start, start_off = i, off
+        off += (len(raw) if raw.isascii() else len(raw.encode("utf-8"))) + 1
+    out.append(Chunk("\n".join(raws[start:]), start, start_off))
+    return out
+
+
+@dataclass(frozen=True)
+class ChunkParse:
+    """One chunk parsed on its own: its section (``None`` for text before the first heading), its heading level and
+    the parser's diagnostics, all relative to the chunk."""
+
+    section: Section | None
+    level: int
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def _utf16(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-16-le")) // 2
+
+
+@lru_cache(maxsize=8192)
+def parse_chunk(text: str) -> ChunkParse:
+    """Parse one chunk exactly as ``parse`` parses it within a whole document."""
+    lines = lex(text)
+    diags: list[Diagnostic] = []
+    h = _heading(lines[0])
+    if h is None:
+        pre = [ln for ln in lines if ln.tokens]
+        if pre:
+            rng = Range(pre[0].tokens[0].range.start, pre[-1].tokens[-1].range.end)
+            diags.append(Diagnostic(rng, Severity.ERROR, "text before the first heading belongs to no section; start with `# Title`", "syntax"))
+        return ChunkParse(None, 0, tuple(diags))
+    level, head_text = h
+    line = lines[0]
+    end_of = lambda ln: Pos(ln.number, _utf16(ln.text), ln.offset + len(ln.text.encode("utf-8")))
+    heading = Range(line.tokens[0].range.start, end_of(line))
+    body = lines[1:]
+    full = Range(heading.start, end_of(body[-1] if body else line))
+    if level == 1:
+        section = Section(SectionKind.TITLE, heading, head_text, None, None, full)
+        _stray(body, diags, "the title")
+        return ChunkParse(section, 1, tuple(diags))
+    return ChunkParse(_section(head_text, line, heading, body, full, diags), 2, tuple(diags))
+
+
+# ---- moving ranges between a chunk and the document ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    line: int
+    offset: int
+
+    def pos(self, p: Pos) -> Pos:
+        return Pos(p.line + self.line, p.character, p.offset + self.offset)
+
+    def range(self, r: Range) -> Range:
+        return Range(self.pos(r.start), self.pos(r.end))
+
+    def diagnostic(self, d: Diagnostic, related: "Base | None" = None) -> Diagnostic:
+        rb = related or self
+        return replace(d, range=self.range(d.range), related=tuple(Related(rb.range(x.range), x.message) for x in d.related))
+
+
+_BOUND_AT_LINE = re.compile(r"(is already bound at line )(\d+)(;)")
+
+
+def _relocated(d: Diagnostic, base: "Base") -> Diagnostic:
+    """The one checker message that names a line (``already bound at line N``) computed on a chunk-relative section,
+    with N made a document line."""
+    if d.code != "rebound" or base.line == 0:
+        return d
+    msg = _BOUND_AT_LINE.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + base.line}{m.group(3)}", d.message)
+    return replace(d, message=msg)
+
+
+# ---- the analysis ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncrementalAnalysis:
+    """An analysis whose sections and programs are chunk-relative; ``diagnostics``, ``divergences`` and ``kinds`` are
+    in document coordinates, equal to ``analyze(text)``'s."""
+
+    text: str
+    document: Document  # sections relative to their chunks
+    bases: tuple[Base, ...]  # per section of ``document.sections``
+    programs: Programs  # programs over the relative sections
+    kinds: tuple[LayerKind, ...]
+    divergences: tuple[Divergence, ...]  # document coordinates
+    diagnostics: tuple[Diagnostic, ...]  # document coordinates
+    storage: Storage
+    chunk_texts: tuple[str, ...]  # per section
+    digests: dict[int, str]  # layer index → shape digest
+
+    # -- where things are --
+    def section_at(self, line: int) -> int | None:
+        """The index (into ``document.sections``) of the section holding document line ``line``."""
+        lines = [b.line for b in self.bases]
+        i = bisect.bisect_right(lines, line) - 1
+        return i if i >= 0 else None
+
+    def index_of(self, section: Section) -> int:
+        for i, s in enumerate(self.document.sections):
+            if s is section:
+                return i
+        raise ValueError("not a section of this analysis")
+
+    def base_of(self, section: Section) -> Base:
+        return self.bases[self.index_of(section)]
+
+    def to_document(self, section: Section, r: Range) -> Range:
+        return self.base_of(section).range(r)
+
+    def program_of(self, section: Section) -> Program | None:
+        for p in self.programs.all():
+            if p.section is section:
+                return p
+        return None
+
+    def layer_section(self, layer: int) -> Section | None:
+        p = self.programs.layer(layer)
+        return p.section if p is not None else None
+
+    def kind_of(self, layer: int) -> LayerKind | None:
+        for k in self.kinds:
+            if layer in k.layers:
+                return k
+        return None
+
+    def divergence_of(self, layer: int) -> Divergence | None:
+        return next((d for d in self.divergences if d.layer == layer), None)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity is Severity.ERROR]
+
+    def absolute(self) -> Analysis:
+        """The plain ``Analysis`` of the same text (a full parse: for tools that want document coordinates
+        everywhere, not for the editor's hot path)."""
+        from .analysis import analyze
+
+        return analyze(self.text, self.storage)
+
+
+class IncrementalAnalyzer:
+    """Analyses successive texts of one document, reusing every section whose text did not change.
+
+    Caches: parsed chunks (module-wide, by text), checked programs by (text, constants), digests by (text, how the
+    checkpoint stores its weights). The caches are bounded and keyed by value, so a stale entry is never wrong, only
+    unused."""
+
+    def __init__(self, storage: Storage = ALL_Q8, max_entries: int = 4096):
+        self.storage = storage
+        self.max_entries = max_entries
+        self._checked: dict[tuple, tuple[Program, tuple[Diagnostic, ...]]] = {}
+        self._digests: dict[tuple, str] = {}
+        self.parsed = 0  # sections parsed (a cache miss) — for tests and benchmarks
+        self.digested = 0
+
+    def _bounded(self, cache: dict) -> None:
+        if len(cache) > self.max_entries:
+            for k in list(cache)[: len(cache) // 2]:
+                del cache[k]
+
+    def analyze(self, text: str) -> IncrementalAnalysis:
+        text = clean(text)
+        storage = self.storage
+        parts = []
+        before = parse_chunk.cache_info().misses
+        for c in chunks(text):
+            parts.append((c, parse_chunk(c.text)))
+        self.parsed += parse_chunk.cache_info().misses - before
+
+        diags: list[Diagnostic] = []
+        sections: list[Section] = []
+        bases: list[Base] = []
+        texts: list[str] = []
+        title = None
+        for c, p in parts:
+            base = Base(c.line, c.offset)
+            if p.section is None:
+                diags += [base.diagnostic(d) for d in p.diagnostics]
+                continue
+            if p.level == 1:
+                if title is None and not sections:
+                    title = p.section.title
+                else:
+                    diags.append(Diagnostic(base.range(p.section.heading), Severity.ERROR,
+                                            "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …", "syntax"))
+            diags += [base.diagnostic(d) for d in p.diagnostics]
+            sections.append(p.section)
+            bases.append(base)
+            texts.append(c.text)
+        if title is None:
+            diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
+        doc = Document(text, title, tuple(sections), tuple(diags))
+        where = {id(s): (b, t) for s, b, t in zip(sections, bases, texts)}
+        programs, program_diags = self._programs(doc, where)
+
+        # Kinds: digests cached by the layer's text and how the checkpoint stores what it reads.
+        ckpt = tuple(t for s, t in zip(sections, texts) if s.kind is SectionKind.CHECKPOINT)
+        groups: dict[str, list[Program]] = {}
+        digests: dict[int, str] = {}
+        for p in programs.layers:
+            key = (where[id(p.section)][1], ckpt, id(storage))
+            d = self._digests.get(key)
+            if d is None:
+                d = shape_digest(p.tokens, stored_q8(programs, p, storage))
+                self._digests[key] = d
+                self.digested += 1
+            digests[p.section.index] = d
+            groups.setdefault(d, []).append(p)
+        self._bounded(self._digests)
+        names = [describe(m[0], programs.constants) for m in groups.values()]
+        kinds = []
+        for (digest, members), name in zip(groups.items(), names):
+            layers = tuple(m.section.index for m in members)
+            kinds.append(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers[0]})", layers, digest))
+
+        divs_rel = divergences(programs, kinds, storage) if len(kinds) > 1 else []
+        divs: list[Divergence] = []
+        for d in divs_rel:
+            lb = where[id(programs.layer(d.layer).section)][0]
+            rb = where[id(programs.layer(d.representative).section)][0]
+            diags_d = divergence_diagnostic(programs, d)
+            program_diags.append(lb.diagnostic(diags_d, related=rb))
+            divs.append(replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
+
+        all_diags = list(diags) + program_diags
+        all_diags.sort(key=lambda d: (d.range.start.offset, d.severity.value))
+        return IncrementalAnalysis(text, doc, tuple(bases), programs, tuple(kinds), tuple(divs), tuple(all_diags),
+                                   storage, tuple(texts), digests)
+
+    def _check(self, section: Section, chunk_text: str, constants: dict[str, float]) -> tuple[Program, tuple[Diagnostic, ...]]:
+        key = (chunk_text, tuple(constants.items()))
+        hit = self._checked.get(key)
+        if hit is None or hit[0].section is not section:
+            p, d = check_program(section, constants, chunk_text.encode("utf-8"))
+            hit = (p, tuple(d))
+            self._checked[key] = hit
+            self._bounded(self._checked)
+        return hit
+
+    def _programs(self, doc: Document, where: dict) -> tuple[Programs, list[Diagnostic]]:
+        """``programs_of`` over chunk-relative sections: each program checked alone (cached), then the links between
+        programs, with every diagnostic placed in document coordinates. Mirrors ``programs_of`` message for message
+        (the equality test holds the two together)."""
+        diagnostics: list[Diagnostic] = []
+        constants = doc.constants
+        at = lambda s, r: where[id(s)][0].range(r)
+        seen: dict[str, Range] = {}
+        for s in doc.of_kind(SectionKind.MODEL):
+            for k in s.constants:
+                r = at(s, k.name.range)
+                if k.name.text in seen:
+                    diagnostics.append(Diagnostic(r, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen[k.name.text].start.line + 1})", "rebound"))
+                seen.setdefault(k.name.text, r)
+        for kind in (SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD):
+            found = doc.of_kind(kind)
+            for extra in found[1:]:
+                diagnostics.append(Diagnostic(at(extra, extra.heading), Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {at(found[0], found[0].heading).start.line + 1})", "section"))
+
+        def check(section: Section | None) -> Program | None:
+            if section is None:
+                return None
+            p, d = self._check(section, where[id(section)][1], constants)
+            base = where[id(section)][0]
+            diagnostics.extend(_relocated(base.diagnostic(x), base) for x in d)
+            return p
+
+        embed = check(doc.embed)
+        layers: list[Program] = []
+        expected = 0
+        first_at: dict[int, Range] = {}
+        for s in doc.layers:
+            if s.index is None:
+                continue
+            w = at(s, s.index_range or s.heading)
+            if s.index in first_at:
+                diagnostics.append(Diagnostic(w, Severity.ERROR, f"layer {s.index} is written twice (first at line {first_at[s.index].start.line + 1})", "layers"))
+                continue
+            if s.index != expected:
+                if s.index > expected:
+                    missing = f"layer {expected}" if s.index == expected + 1 else f"layers {expected}–{s.index - 1}"
+                    diagnostics.append(Diagnostic(w, Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
+                else:
+                    diagnostics.append(Diagnostic(w, Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
+                    continue
+            first_at[s.index] = at(s, s.heading)
+            expected = s.index + 1
+            p = check(s)
+            if p is not None:
+                layers.append(p)
+        head = check(doc.head)
+        if not doc.layers and doc.title is not None:
+            diagnostics.append(Diagnostic(at(doc.sections[0], doc.sections[0].heading), Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
+
+        chain = [p for p in (embed, *layers, head) if p is not None]
+        for prev, nxt in zip(chain, chain[1:]):
+            if prev.output is None:
+                continue
+            if nxt.input is None:
+                if nxt.section.kind is not SectionKind.EMBED:
+                    diagnostics.append(Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
+                continue
+            r = at(nxt.section, nxt.decls[nxt.input].range)
+            if nxt.input != prev.output:
+                diagnostics.append(Diagnostic(r, Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
+            else:
+                a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
+                if a is not None and b is not None and a != b:
+                    diagnostics.append(Diagnostic(r, Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
+        programs = Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))
+        return programs, diagnostics
+
+
+# ---- what is at an editor position ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spot:
+    """What an editor position falls on: its section (chunk-relative), the section's base, the program (for
+    embed, layers and head), and the token under the position (``token_index`` into ``section.tokens``) or the
+    heading."""
+
+    section: Section
+    base: Base
+    program: Program | None
+    token_index: int | None
+    on_heading: bool
+
+    @property
+    def token(self):
+        return None if self.token_index is None else self.section.tokens[self.token_index]
+
+    def to_document(self, r: Range) -> Range:
+        return self.base.range(r)
+
+
+def token_at(section: Section, line: int, character: int) -> int | None:
+    """The index of the token of ``section`` at a chunk-relative position: the token that contains it, else one that
+    ends exactly there (the cursor just after a word)."""
+    toks = section.tokens
+    keys = [(t.range.start.line, t.range.start.character) for t in toks]
+    i = bisect.bisect_right(keys, (line, character)) - 1
+    if i < 0:
+        return None
+    r = toks[i].range
+    if (line, character) <= (r.end.line, r.end.character):
+        return i
+    return None
+
+
+def spot(a: IncrementalAnalysis, line: int, character: int) -> Spot | None:
+    i = a.section_at(line)
+    if i is None:
+        return None
+    section, base = a.document.sections[i], a.bases[i]
+    rel = line - base.line
+    on_heading = rel == section.heading.start.line
+    return Spot(section, base, a.program_of(section), None if on_heading else token_at(section, rel, character), on_heading)

@@ -1,0 +1,62 @@
+"""Formatting of statement spacing: within program and model lines, one space between tokens, none before `,` `.`
+`)` or after `(`; words that touch stay touching (a number's `0.125`). Indentation, comments and line breaks are
+the author's. A line is reformatted only if the result lexes and splits into statements exactly as before."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from ..incremental import chunks, parse_chunk
+from ..lang.lexer import lex_line
+from ..lang.syntax import SectionKind
+from .scheduler import Snapshot
+
+_TIGHT_BEFORE = {",", ".", ")"}
+_TIGHT_AFTER = {"("}
+_FORMATTED = (SectionKind.MODEL, SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+
+
+def format_line(text: str) -> str:
+    line = lex_line(0, 0, text)
+    if not line.tokens:
+        return text.rstrip()
+    toks = line.tokens
+    indent = text[: len(text) - len(text.lstrip())]
+    out = [toks[0].text]
+    for prev, t in zip(toks, toks[1:]):
+        touching = prev.range.end.offset == t.range.start.offset
+        if touching or t.text in _TIGHT_BEFORE or prev.text in _TIGHT_AFTER:
+            out.append(t.text if touching or not (t.text == "." and prev.text[-1].isdigit()) else " " + t.text)
+        else:
+            out.append(" " + t.text)
+    body = indent + "".join(out)
+    if line.comment is not None:
+        cstart = line.comment.start.character
+        comment = text.encode("utf-16-le")[cstart * 2:].decode("utf-16-le", "replace")
+        body = body + " " + comment
+    return body.rstrip()
+
+
+def _same_program(old: str, new: str) -> bool:
+    a, b = parse_chunk(old), parse_chunk(new)
+    if a.section is None or b.section is None:
+        return False
+    return ([t.text for t in a.section.tokens] == [t.text for t in b.section.tokens]
+            and a.section.spans == b.section.spans and len(a.diagnostics) == len(b.diagnostics))
+
+
+def formatting(snap: Snapshot) -> list[lsp.TextEdit]:
+    edits: list[lsp.TextEdit] = []
+    for c in chunks(snap.text):
+        p = parse_chunk(c.text)
+        if p.section is None or p.section.kind not in _FORMATTED:
+            continue
+        lines = c.text.split("\n")
+        new = [lines[0]] + [format_line(l[:-1] if l.endswith("\r") else l) + ("\r" if l.endswith("\r") else "") for l in lines[1:]]
+        if new == lines or not _same_program(c.text, "\n".join(new)):
+            continue
+        for i, (o, n) in enumerate(zip(lines, new)):
+            if o != n:
+                end = len(o.encode("utf-16-le")) // 2
+                edits.append(lsp.TextEdit(lsp.Range(lsp.Position(c.line + i, 0), lsp.Position(c.line + i, end)), n))
+    return edits

@@ -1,0 +1,158 @@
+"""When documents are analysed: edits debounced behind a generation counter, results swapped in as immutable snapshots.
+
+Every edit bumps its document's generation and (re)starts a debounce timer; when the timer fires, the text of that
+generation is analysed off the event loop, and the result is kept only if no edit came meanwhile — a burst of
+keystrokes is one analysis, and a stale result is dropped, never locked out. Handlers read the current snapshot;
+``fresh`` lets a request wait (briefly) for the snapshot of the text it was sent against.
+
+Invariant: a published snapshot's ``version`` is the client's version of exactly the text it describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change
+from ..model.checkpoint import ALL_Q8, Storage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One document's text at one version and everything the core says about it. Never mutated."""
+
+    uri: str
+    version: int | None
+    generation: int
+    analysis: IncrementalAnalysis
+
+    @property
+    def text(self) -> str:
+        return self.analysis.text
+
+
+@dataclass
+class _Doc:
+    text: str
+    version: int | None
+    generation: int = 0
+    snapshot: Snapshot | None = None
+    timer: asyncio.Task | None = None
+    running: int | None = None  # the generation being analysed
+    waiters: list = field(default_factory=list)  # (generation, future)
+
+
+class Scheduler:
+    def __init__(self, on_snapshot: Callable[[Snapshot], None], storage: Storage = ALL_Q8, debounce_ms: int = 150):
+        self.on_snapshot = on_snapshot
+        self.debounce_ms = debounce_ms
+        self.analyzer = IncrementalAnalyzer(storage)
+        self.docs: dict[str, _Doc] = {}
+        self.analyses = 0
+        # One worker: analyses of one analyzer never overlap (its caches are not shared between threads).
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="analysis")
+
+    # ---- text ----
+    def open(self, uri: str, text: str, version: int | None) -> None:
+        self.docs[uri] = doc = _Doc(apply_change("", None, None, text), version)
+        self._schedule(uri, doc, 0)
+
+    def change(self, uri: str, version: int | None, changes) -> None:
+        """Apply LSP content changes (objects with ``text`` and optionally ``range``) in order."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return
+        text = doc.text
+        for c in changes:
+            r = getattr(c, "range", None)
+            if r is None:
+                text = apply_change(text, None, None, c.text)
+            else:
+                text = apply_change(text, (r.start.line, r.start.character), (r.end.line, r.end.character), c.text)
+        doc.text, doc.version = text, version
+        self._schedule(uri, doc, self.debounce_ms / 1000)
+
+    def close(self, uri: str) -> None:
+        doc = self.docs.pop(uri, None)
+        if doc is not None and doc.timer is not None:
+            doc.timer.cancel()
+        for _, fut in (doc.waiters if doc else []):
+            if not fut.done():
+                fut.set_result(None)
+
+    def set_storage(self, storage: Storage) -> None:
+        """A new checkpoint: every open document is analysed again under it."""
+        self.analyzer = IncrementalAnalyzer(storage)
+        for uri, doc in self.docs.items():
+            self._schedule(uri, doc, 0)
+
+    def reanalyze_all(self) -> None:
+        for uri, doc in self.docs.items():
+            self._schedule(uri, doc, 0)
+
+    # ---- reading ----
+    def snapshot(self, uri: str) -> Snapshot | None:
+        doc = self.docs.get(uri)
+        return doc.snapshot if doc else None
+
+    async def fresh(self, uri: str, timeout: float = 0.8) -> Snapshot | None:
+        """The snapshot of the document's current text, analysing it now rather than after the debounce; the latest
+        snapshot there is if that takes longer than ``timeout`` (a request is answered, however large the text)."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return None
+        if doc.snapshot is not None and doc.snapshot.generation == doc.generation:
+            return doc.snapshot
+        gen = doc.generation
+        if doc.running != gen:
+            self._schedule(uri, doc, 0)
+        fut = asyncio.get_running_loop().create_future()
+        doc.waiters.append((gen, fut))
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return doc.snapshot
+
+    # ---- the machinery ----
+    def _schedule(self, uri: str, doc: _Doc, delay: float) -> None:
+        doc.generation += 1
+        if doc.timer is not None and not doc.timer.done() and doc.running is None:
+            doc.timer.cancel()
+        doc.timer = asyncio.get_event_loop().create_task(self._run(uri, doc, doc.generation, delay))
+
+    async def _run(self, uri: str, doc: _Doc, gen: int, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if gen != doc.generation or self.docs.get(uri) is not doc:
+            return  # a newer edit owns the next analysis
+        text, version, analyzer = doc.text, doc.version, self.analyzer
+        doc.running = gen
+        try:
+            analysis = await asyncio.get_running_loop().run_in_executor(self._pool, analyzer.analyze, text)
+        except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot
+            log.exception("analysis of %s failed", uri)
+            return
+        finally:
+            if doc.running == gen:
+                doc.running = None
+        self.analyses += 1
+        if analyzer is not self.analyzer or self.docs.get(uri) is not doc:
+            return
+        if gen != doc.generation:
+            # Stale: dropped. If nobody scheduled the newer text yet (its timer was left running), do so.
+            if doc.timer is None or doc.timer.done():
+                self._schedule(uri, doc, 0)
+            return
+        snap = Snapshot(uri, version, gen, analysis)
+        doc.snapshot = snap
+        for g, fut in list(doc.waiters):
+            if g <= gen and not fut.done():
+                fut.set_result(snap)
+        doc.waiters = [(g, f) for g, f in doc.waiters if not f.done()]
+        self.on_snapshot(snap)

@@ -1,0 +1,322 @@
+"""The streamed language server: a list of small handlers, each converting LSP types, calling one capability
+module and converting back. Started by ``streamed serve`` and ``python -m streamed.server`` (stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from . import code_actions, code_lens, commands, completion, definition, diagnostics, folding, formatting, hover
+from . import inlay_hints, rename, semantic_tokens, symbols
+from .scheduler import Scheduler, Snapshot
+from .settings import Settings
+
+log = logging.getLogger("streamed.server")
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls's protocol, except that document text lives in the scheduler alone: the built-in copy is not kept, so
+    an edit pygls could not apply (a position past the end) cannot stop the server's own handler from running."""
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield h, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield h, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield h, (params,), None
+
+
+class StreamedServer(LanguageServer):
+    def __init__(self):
+        super().__init__("streamed", "0.1.0", protocol_cls=Protocol,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.scheduler: Scheduler | None = None
+        self.tokens = semantic_tokens.TokenHistory()
+        self.folders: list[Path] = []
+
+    def sched(self) -> Scheduler:
+        if self.scheduler is None:
+            self.scheduler = Scheduler(self.on_snapshot, debounce_ms=self.settings.debounce_ms)
+        return self.scheduler
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        self.text_document_publish_diagnostics(diagnostics.publish_params(snap))
+        a = snap.analysis
+        self.protocol.notify("streamed/analysisDone", {
+            "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
+            "rejects": 0,
+        })
+
+    def apply_settings(self, raw) -> None:
+        new, problems = self.settings.merged(raw)
+        for p in problems:
+            self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, f"streamed: {p}"))
+        old, self.settings = self.settings, new
+        s = self.sched()
+        s.debounce_ms = new.debounce_ms
+        if new.checkpoint != old.checkpoint:
+            from ..cli import UserError, load_storage
+
+            try:
+                s.set_storage(load_storage(new.checkpoint))
+            except UserError as e:
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: {e}"))
+                self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
+            except Exception as e:  # a checkpoint reader missing from this build, or one that failed unexpectedly
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: cannot read checkpoint {new.checkpoint}: {e}"))
+                self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
+
+
+server = StreamedServer()
+
+
+async def _snap(ls: StreamedServer, uri: str) -> Snapshot | None:
+    return await ls.sched().fresh(uri)
+
+
+def _invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message=message)
+
+
+# ---- lifecycle and settings ----------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: StreamedServer, params: lsp.InitializeParams):
+    ls.folders = [p for p in (commands.path_of(f.uri) for f in (params.workspace_folders or [])) if p is not None]
+    if not ls.folders and params.root_uri and commands.path_of(params.root_uri):
+        ls.folders = [commands.path_of(params.root_uri)]
+    ls.apply_settings(params.initialization_options)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: StreamedServer, params: lsp.DidChangeConfigurationParams):
+    ls.apply_settings(params.settings)
+    ls.sched().reanalyze_all()
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+def did_change_folders(ls: StreamedServer, params: lsp.DidChangeWorkspaceFoldersParams):
+    removed = {commands.path_of(f.uri) for f in params.event.removed}
+    ls.folders = [f for f in ls.folders if f not in removed] + [p for p in (commands.path_of(f.uri) for f in params.event.added) if p]
+
+
+# ---- text -----------------------------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: StreamedServer, params: lsp.DidOpenTextDocumentParams):
+    d = params.text_document
+    ls.sched().open(d.uri, d.text, d.version)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: StreamedServer, params: lsp.DidChangeTextDocumentParams):
+    ls.sched().change(params.text_document.uri, params.text_document.version, params.content_changes)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: StreamedServer, params: lsp.DidCloseTextDocumentParams):
+    ls.sched().close(params.text_document.uri)
+    ls.tokens.forget(params.text_document.uri)
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(params.text_document.uri, []))
+
+
+# ---- features -------------------------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DIAGNOSTIC, lsp.DiagnosticOptions(identifier="streamed", inter_file_dependencies=False, workspace_diagnostics=False))
+async def pull_diagnostics(ls: StreamedServer, params: lsp.DocumentDiagnosticParams):
+    return diagnostics.pull_report(await _snap(ls, params.text_document.uri), params.previous_result_id)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+async def lens(ls: StreamedServer, params: lsp.CodeLensParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return code_lens.code_lenses(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+async def goto_definition(ls: StreamedServer, params: lsp.DefinitionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return definition.definition(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+async def on_hover(ls: StreamedServer, params: lsp.HoverParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return hover.hover(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+async def hints(ls: StreamedServer, params: lsp.InlayHintParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return inlay_hints.inlay_hints(snap, params.range) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, semantic_tokens.LEGEND)
+async def tokens_full(ls: StreamedServer, params: lsp.SemanticTokensParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return ls.tokens.full(snap) if snap else lsp.SemanticTokens(data=[])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, semantic_tokens.LEGEND)
+async def tokens_delta(ls: StreamedServer, params: lsp.SemanticTokensDeltaParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return ls.tokens.delta(snap, params.previous_result_id) if snap else lsp.SemanticTokens(data=[])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+async def doc_symbols(ls: StreamedServer, params: lsp.DocumentSymbolParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return symbols.document_symbols(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_FOLDING_RANGE)
+async def folds(ls: StreamedServer, params: lsp.FoldingRangeParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return folding.folding_ranges(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[",", " "]))
+async def complete(ls: StreamedServer, params: lsp.CompletionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return completion.completions(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+async def actions(ls: StreamedServer, params: lsp.CodeActionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return code_actions.code_actions(snap, params.range) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+async def prepare_rename(ls: StreamedServer, params: lsp.PrepareRenameParams):
+    snap = await _snap(ls, params.text_document.uri)
+    if snap is None:
+        return None
+    try:
+        return rename.prepare_rename(snap, params.position.line, params.position.character)
+    except rename.RenameError as e:
+        raise JsonRpcInvalidRequest(message=str(e)) from None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_RENAME, lsp.RenameOptions(prepare_provider=True))
+async def do_rename(ls: StreamedServer, params: lsp.RenameParams):
+    snap = await _snap(ls, params.text_document.uri)
+    if snap is None:
+        return None
+    try:
+        return rename.rename(snap, params.position.line, params.position.character, params.new_name)
+    except rename.RenameError as e:
+        raise JsonRpcInvalidRequest(message=str(e)) from None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+async def format_document(ls: StreamedServer, params: lsp.DocumentFormattingParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return formatting.formatting(snap) if snap else []
+
+
+# ---- commands ------------------------------------------------------------------------------------------------------
+
+
+async def _document(ls: StreamedServer, command: str, obj: dict, example: str) -> Snapshot:
+    uri = commands.uri_arg(command, obj, example)
+    snap = await _snap(ls, uri)
+    if snap is None:
+        raise commands.CommandError(f"`{command}`: {uri} is not open in the editor")
+    return snap
+
+
+def _command(name: str):
+    """Register a command whose handler takes the raw arguments; a ``CommandError`` becomes "invalid params"."""
+
+    def wrap(fn):
+        async def handler(ls: StreamedServer, *args):
+            try:
+                return await fn(ls, list(args))
+            except commands.CommandError as e:
+                raise _invalid(str(e)) from None
+
+        server.command(name)(handler)
+        return fn
+
+    return wrap
+
+
+@_command("streamed.showKinds")
+async def cmd_show_kinds(ls: StreamedServer, args):
+    obj = commands.one_object("streamed.showKinds", args, '{"uri": …}')
+    return commands.show_kinds(await _document(ls, "streamed.showKinds", obj, '{"uri": …}'))
+
+
+@_command("streamed.goToRepresentative")
+async def cmd_go_to_representative(ls: StreamedServer, args):
+    example = '{"uri": …, "position": {"line": 0, "character": 0}}'
+    obj = commands.one_object("streamed.goToRepresentative", args, example)
+    snap = await _document(ls, "streamed.goToRepresentative", obj, example)
+    line, character = commands.position_arg("streamed.goToRepresentative", obj)
+    return definition.go_to_representative(snap, line, character)
+
+
+@_command("streamed.openManifest")
+async def cmd_open_manifest(ls: StreamedServer, args):
+    obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
+    return commands.open_manifest(obj, ls.sched().snapshot)
+
+
+@_command("streamed.lowerBundle")
+async def cmd_lower_bundle(ls: StreamedServer, args):
+    obj = commands.one_object("streamed.lowerBundle", args, commands.LOWER_EXAMPLE)
+    snap = await _document(ls, "streamed.lowerBundle", obj, commands.LOWER_EXAMPLE)
+    token = str(uuid.uuid4())
+    progress = ls.work_done_progress
+    cancelled = False
+    try:
+        await progress.create_async(token)
+        progress.begin(token, lsp.WorkDoneProgressBegin(title="Lowering SN50 bundle", cancellable=True, percentage=0))
+        have_progress = True
+    except Exception:
+        have_progress = False
+    loop = asyncio.get_running_loop()
+
+    def report(message: str, pct: int) -> None:
+        if have_progress:
+            loop.call_soon_threadsafe(progress.report, token, lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct))))
+
+    def is_cancelled() -> bool:
+        fut = progress.tokens.get(token) if have_progress else None
+        return cancelled or (fut is not None and fut.cancelled())
+
+    try:
+        return await loop.run_in_executor(None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, report, is_cancelled)
+    finally:
+        if have_progress:
+            progress.end(token, lsp.WorkDoneProgressEnd(message="done"))
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="streamed-server: %(levelname)s %(message)s")
+    server.start_io()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Helpers of the end-to-end tests: the real server process (``python -m streamed.server``) driven over stdio by
+pytest-lsp. Imported by name: ``conftest`` puts this folder on ``sys.path`` (pytest runs in importlib mode)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities, make_test_lsp_client
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = (ROOT / "examples" / "tiny-llama.lgm").read_text()
+
+
+def deep(src: str, n: int) -> str:
+    """``src`` (tiny-llama) with its layer 0 written out ``n`` times, each renamed into its own layer's names."""
+    head, rest = src.split("## Layer 0", 1)
+    body0 = rest.split("## Layer 1")[0].replace("q0", "qr0")
+    tail = "## Head" + src.split("## Head")[1]
+    out = []
+    for l in range(n):
+        t = re.sub(r"\b([A-Za-z]+?)0\b", lambda m: m.group(1) + str(l), body0)
+        if l > 0:
+            t = re.sub(r"\bx\b", f"xo{l - 1}", t)
+        out.append(f"## Layer {l}" + t)
+    return head + "".join(out) + tail.replace("xo3", f"xo{n - 1}")
+
+
+def make_client() -> LanguageClient:
+    client = make_test_lsp_client()
+    client.analyses = []
+
+    @client.feature("streamed/analysisDone")
+    def analysis_done(ls, params):
+        ls.analyses.append(params)
+
+    return client
+
+
+def _get(p, k):
+    return p[k] if isinstance(p, dict) else getattr(p, k)
+
+
+class Editor:
+    """A test's view of the editor: opens documents, edits them, waits for the analysis of a version."""
+
+    def __init__(self, client: LanguageClient, root: Path):
+        self.client, self.root = client, root
+        self.versions: dict[str, int] = {}
+
+    def open(self, text: str, name: str = "model.lgm") -> str:
+        path = self.root / name
+        path.write_text(text)
+        uri = path.as_uri()
+        self.versions[uri] = 1
+        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "streamed", 1, text)))
+        return uri
+
+    def edit(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> int:
+        self.versions[uri] += 1
+        v = self.versions[uri]
+        self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+            lsp.VersionedTextDocumentIdentifier(uri, v), changes))
+        return v
+
+    def replace(self, uri: str, start: tuple[int, int], end: tuple[int, int], text: str) -> int:
+        return self.edit(uri, [lsp.TextDocumentContentChangePartial(
+            range=lsp.Range(lsp.Position(*start), lsp.Position(*end)), text=text)])
+
+    async def analysed(self, uri: str, version: int | None = None, timeout: float = 10.0):
+        """The ``streamed/analysisDone`` of ``uri`` at ``version`` (the latest sent by default)."""
+        version = self.versions[uri] if version is None else version
+        for _ in range(int(timeout / 0.01)):
+            for p in self.client.analyses:
+                if _get(p, "uri") == uri and _get(p, "version") == version:
+                    return p
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"no analysis of {uri} at version {version}")
+
+    def diagnostics(self, uri: str) -> list[lsp.Diagnostic]:
+        return list(self.client.diagnostics.get(uri, []))
+
+
+def server_config() -> ClientServerConfig:
+    return ClientServerConfig(server_command=[sys.executable, "-m", "streamed.server"], client_factory=make_client)
+
+
+def init_params(root: Path, options: dict | None = None) -> lsp.InitializeParams:
+    return lsp.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"),
+        root_uri=root.as_uri(),
+        workspace_folders=[lsp.WorkspaceFolder(root.as_uri(), "work")],
+        initialization_options={"streamed": {"debounceMs": 0, **(options or {})}},
+    )
+
+
+
+
+def position_of(text: str, needle: str, nth: int = 0, after: str | None = None) -> tuple[int, int]:
+    """The (line, column) of the ``nth`` occurrence of ``needle`` (after the first ``after``, if given)."""
+    start = text.index(after) if after else 0
+    i = start - 1
+    for _ in range(nth + 1):
+        i = text.index(needle, i + 1)
+    line = text.count("\n", 0, i)
+    return line, i - (text.rfind("\n", 0, i) + 1)
