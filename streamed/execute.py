@@ -362,3 +362,20 @@ class Executor:
         env, values["head"] = self.run(plan.head, tokens, positions, h)
         a = _argmax_input(plan.head.program)
         return Executed(values, np.asarray(x), hidden, env.get(a) if a else None, env[plan.head.program.output])
+
+
+def plan_of(model, via_json: bool = True) -> Plan:
+    """The plan a ``streamed.streamed.StreamedModel`` says: its embed, each layer's kind program bound through the
+    layer's binding (the manifest's ``tensors``), its head. With ``via_json`` every program is first written to and
+    read back from the JSON a bundle holds, so what runs is what the bundle serialises."""
+
+    def ir(p: SpatialProgram) -> SpatialProgram:
+        return SpatialProgram.from_json(p.to_json()) if via_json else p
+
+    kinds = {k.name: (ir(k.program), k.representative) for k in model.kinds}
+    layers = []
+    for b in sorted(model.layers, key=lambda b: b.layer):
+        program, rep = kinds[b.kind]
+        layers.append(Bound(program, dict(b.tensors), f"layer {b.layer}", b.layer, rep))
+    embed = Bound(ir(model.embed), {}, "embed") if model.embed is not None else None
+    return Plan(embed, layers, Bound(ir(model.head), {}, "head"))

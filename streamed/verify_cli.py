@@ -1,0 +1,105 @@
+"""``streamed verify DOC --mode …``: run the reference interpreter and the lowered bundle side by side and print the
+largest absolute and relative error of every output and every layer's hidden state; exit 1 naming the first layer
+and tensor that differ beyond tolerance. The command line is the edge: it reads the document and the checkpoint,
+lowers, and prints; the comparison itself is ``streamed.verify``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .cli import UserError, read_document
+
+MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
+
+
+def add_commands(sub) -> None:
+    v = sub.add_parser("verify", help="certify a bundle: execute it and the authored document, compare every tensor")
+    v.add_argument("doc", metavar="DOC")
+    v.add_argument("--mode", choices=MODES, default="decode", help="the deployment (default decode)")
+    v.add_argument("--ctx", type=int, default=32, help="KV-cache length; the sequence for forward (default 32)")
+    v.add_argument("--chunk", type=int, default=4, help="prefill rows before the decode steps (default 4)")
+    v.add_argument("--batch", type=int, default=2, help="sequences of a batched step (default 2)")
+    v.add_argument("--tp", type=int, default=2, help="chips of a tensor-parallel deployment (default 2)")
+    src = v.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
+    v.add_argument("--steps", type=int, default=8, help="steps to run (default 8)")
+    v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")
+    v.set_defaults(run=cmd_verify)
+
+
+def deployment_of(args):
+    from .streamed import Deployment
+
+    mode = args.mode
+    for flag in ("ctx", "chunk", "batch", "tp", "steps"):
+        if getattr(args, flag) <= 0:
+            raise UserError(f"--{flag} {getattr(args, flag)}: must be a positive number")
+    return Deployment(mode, ctx=args.ctx, chunk=args.chunk if mode == "prefill" else 0,
+                      batch=args.batch if mode in ("batched", "batched-tp") else 1,
+                      tp=args.tp if mode in ("tp", "batched-tp") else 1)
+
+
+def cmd_verify(args) -> int:
+    from .analysis import analyze
+    from .execute import plan_of
+    from .model.checkpoint import ALL_Q8
+    from .streamed import Deployment, StreamedReject, lower_streamed
+    from .verify import RTOL, Deployment as Run, run
+    from .weights import WeightError, from_gguf, gguf_storage, seeded
+
+    text = read_document(args.doc)
+    dep = deployment_of(args)
+    storage = ALL_Q8
+    if args.checkpoint is not None:
+        if not Path(args.checkpoint).is_file():
+            raise UserError(f"{args.checkpoint}: no such checkpoint")
+        try:
+            storage = gguf_storage(args.checkpoint)
+        except Exception as e:  # the gguf reader's own refusal of a file that is not GGUF
+            raise UserError(f"{args.checkpoint}: not a GGUF checkpoint ({e})") from None
+    a = analyze(text, storage)
+    if a.errors:
+        d = a.errors[0]
+        raise UserError(f"{args.doc}:{d.range.start.line + 1}:{d.range.start.character + 1}: {d.message}")
+    try:
+        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
+    except WeightError as e:
+        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    try:
+        plans = {"step": plan_of(lower_streamed(a, dep, args.target, storage))}
+        if dep.mode == "prefill":
+            plans["prefill"] = plans["step"]
+            plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
+    except StreamedReject as e:
+        raise UserError(f"{args.doc}: {e}") from None
+    report = run(a.programs, weights, Run(dep.mode, dep.ctx, max(dep.chunk, 1), dep.batch, dep.tp), plans, args.steps)
+    print(render(report, weights.source, [p.label for p in a.programs.layers]))
+    if report.error:
+        print(f"streamed verify: {report.error}", file=sys.stderr)
+        return 1
+    bad = report.first_failure
+    if bad is not None:
+        print(f"FAIL: {bad.program}, tensor `{bad.tensor}` differs at step {bad.step}: max abs {bad.max_abs:.3g}, "
+              f"max rel {bad.max_rel:.3g} (tolerance {RTOL:g} relative)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def render(report, source: str, layers: list[str]) -> str:
+    """The per-output and per-layer table: the worst of every step."""
+    rows = []
+    for program, tensor in [(l, "hidden state") for l in layers] + [("head", "logits"), ("head", "next token")]:
+        m = report.worst(program, tensor)
+        if m is not None:
+            rows.append((program, tensor, f"{m.max_abs:.3g}", f"{m.max_rel:.3g}", "ok" if m.ok else "DIFFERS"))
+    compared = len({(m.program, m.tensor) for m in report.measures})
+    head = (f"{report.deployment.label}, {source}: {report.steps} steps, {compared} tensors compared, "
+            f"{len(report.measures)} measures")
+    widths = [max(len(r[i]) for r in rows + [("program", "tensor", "max abs", "max rel", "")]) for i in range(5)]
+    lines = [head, "  ".join(h.ljust(w) for h, w in zip(("program", "tensor", "max abs", "max rel", ""), widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    verdict = "agree" if report.ok else "DIFFER"
+    lines.append(f"bundle and reference {verdict}")
+    return "\n".join(lines)
