@@ -1,0 +1,147 @@
+"""``streamed lower DOC --mode … -o DIR``: lower a document to a bundle and write it.
+
+Exit status 0 with a short summary on stdout; 1 when a program does not lower (``the <program> program does not
+lower: <why>`` on stderr, then where); 2 for bad input (a missing file, a missing size, a bad target file). A progress
+bar goes to stderr only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..analysis import analyze, layer_ranges
+from ..cli import UserError, load_storage, read_document
+from ..streamed import MODES, Deployment, StreamedReject, lower_streamed
+from .target import BUILTIN, TargetError, load_target
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def _rate(x: float | None) -> str:
+    if x is None:
+        return "?"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def summary(model, out_dir: str) -> str:
+    d = model.deployment
+    sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
+            ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
+    lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
+    kinds = "; ".join(f"{k.name}: layers {layer_ranges(k.layers)}" for k in model.kinds)
+    lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
+    lines.append(f"  layers bound   {len(model.layers)}")
+    r = model.residency
+    states = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
+    weights = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
+    lines.append(f"  residency      states {states}; weights {weights}; {_bytes(r['reserved_sram_bytes'])} SRAM "
+                 f"reserved for the largest program (per chip)")
+    e = model.estimate
+    lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
+                 f"{e['step']['seconds'] * 1e6:.3g} µs, {e['bound']}-bound)")
+    return "\n".join(lines)
+
+
+class _Bar:
+    def __init__(self, stream):
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def __call__(self, message: str, done: int, total: int) -> None:
+        if not self.tty:
+            return
+        width = 24
+        filled = width * done // max(total, 1)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {message[:40]:<40}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.flush()
+
+
+def cmd_lower(args) -> int:
+    from ..bundle import BundleError, write_bundle
+
+    mode = args.mode
+    for flag, needed in (("chunk", mode == "prefill"), ("batch", mode in ("batched", "batched-tp")),
+                         ("tp", mode in ("tp", "batched-tp"))):
+        if needed and getattr(args, flag) is None:
+            raise UserError(f"--mode {mode} needs --{flag} N")
+    try:
+        target = load_target(args.target)
+    except TargetError as e:
+        raise UserError(str(e)) from None
+    text = read_document(args.doc)
+    storage = load_storage(args.checkpoint)
+    started = time.perf_counter()
+    analysis = analyze(text, storage)
+    deployment = Deployment(mode, ctx=args.ctx, chunk=args.chunk or 0, batch=args.batch if args.batch is not None else 1,
+                            tp=args.tp if args.tp is not None else 1)
+    bar = _Bar(sys.stderr)
+    try:
+        model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)
+    except StreamedReject as r:
+        bar.close()
+        print(str(r), file=sys.stderr)
+        where = _where(analysis, r)
+        if where:
+            print(f"  at {args.doc}:{where}", file=sys.stderr)
+        return 1
+    bar.close()
+    try:
+        write_bundle(model, args.output, source=args.doc)
+    except BundleError as e:
+        raise UserError(str(e)) from None
+    print(summary(model, args.output))
+    if not sys.stderr.isatty():
+        print(f"lowered {len(model.kinds)} kind{'s' if len(model.kinds) != 1 else ''} in "
+              f"{time.perf_counter() - started:.2f} s", file=sys.stderr)
+    return 0
+
+
+def _where(analysis, r: StreamedReject) -> str | None:
+    """``line:column (statement N, `binder`)`` of a reject's statement, when it names one."""
+    if r.statement is None:
+        return None
+    progs = analysis.programs
+    program = None
+    if r.layer is not None:
+        program = progs.layer(r.layer)
+    elif r.program == "embed":
+        program = progs.embed
+    elif r.program == "head":
+        program = progs.head
+    if program is None:
+        return None
+    for st in program.statements:
+        if st.index == r.statement:
+            s = st.range.start
+            binder = f", `{r.binder}`" if r.binder else ""
+            return f"{s.line + 1}:{s.character + 1} (statement {r.statement + 1} of {program.label}{binder})"
+    return None
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("lower", help="lower a document to a certified SN50 bundle: one program per layer kind")
+    p.add_argument("doc", metavar="DOC")
+    p.add_argument("--mode", choices=MODES, default="decode", help="the deployment (default: decode)")
+    p.add_argument("--ctx", type=int, default=4096, metavar="N", help="KV-cache length; the sequence for forward")
+    p.add_argument("--chunk", type=int, metavar="N", help="prefill rows per step")
+    p.add_argument("--batch", type=int, metavar="N", help="sequences per batched step")
+    p.add_argument("--tp", type=int, metavar="N", help="tensor-parallel chips")
+    p.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides Q8_0 folding")
+    p.add_argument("--target", default="sn50", metavar="TARGET",
+                   help=f"{' or '.join(BUILTIN)} (default sn50), or a .toml file")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle directory")
+    p.set_defaults(run=cmd_lower)

@@ -1,0 +1,82 @@
+"""Lowering rejects as diagnostics: each kind's refusal on the statement that caused it, in its representative layer.
+
+``streamed check`` and the editor call ``reject_diagnostics``. Only the representative of each kind is lowered (the
+other layers of a kind are that program renamed), so a reject costs one lowering per kind however deep the model,
+and a ``cache`` kept by the caller makes an unchanged kind free. A document with errors gets no reject diagnostics:
+its errors are the diagnostics, and a program that does not check cannot be lowered.
+"""
+
+from __future__ import annotations
+
+from ..analysis import Analysis
+from ..kinds import stored_q8
+from ..lang.syntax import Diagnostic, Related, Severity
+from ..streamed import Deployment, StreamedReject, shared_tables
+from .lower import Cut, LoweringError, lower_program
+from .target import TargetError, load_target
+
+DEFAULT = Deployment(mode="decode", ctx=4096)
+
+
+def _at(program, statement: int | None):
+    """The range of ``statement`` in ``program`` (its heading when the reject names no statement)."""
+    statements = program.section.statements
+    if statement is not None:
+        for st in statements:
+            if st.index == statement:
+                return st.range
+    return program.section.heading
+
+
+def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, target=None,
+                       cache: dict | None = None) -> list[Diagnostic]:
+    if analysis.errors or deployment.refusal():
+        return []
+    try:
+        target = load_target(target)
+    except TargetError:
+        return []
+    progs = analysis.programs
+    by_layer = {p.section.index: p for p in progs.layers}
+    cache = cache if cache is not None else {}
+    constants = tuple(sorted(progs.constants.items()))
+    out: list[Diagnostic] = []
+    chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
+    for k in analysis.kinds:
+        chain.append((f"layer {k.representative} ({k.name})", by_layer[k.representative], deployment.cut("layer"), k))
+    if progs.head is not None:
+        chain.append(("head", progs.head, deployment.cut("head"), None))
+    try:
+        shared = shared_tables(analysis, [(label, p) for label, p, _, _ in chain])
+    except StreamedReject as r:
+        where = next((p for label, p, _, _ in chain if label == r.program), None)
+        if where is not None:
+            out.append(Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"))
+        return out
+    for label, program, cut, kind in chain:
+        q8 = stored_q8(progs, program, analysis.storage)
+        if kind is not None:
+            key = ("reject", kind.digest, cut, target, constants, shared)
+        else:
+            key = ("reject", label, tuple(t.text for t in program.tokens), q8, cut, target, constants, shared)
+        if key not in cache:
+            try:
+                lower_program(program, progs.constants, cut, target, label, q8)
+                cache[key] = None
+            except LoweringError as e:
+                cache[key] = (e.why, e.statement, e.binder)
+        found = cache[key]
+        if found is None:
+            continue
+        why, statement, binder = found
+        related = ()
+        data = {"program": label, "statement": statement, "binder": binder}
+        if kind is not None:
+            related = tuple(Related(by_layer[l].section.heading, f"layer {l} is of kind `{kind.name}` and is refused with it")
+                            for l in kind.layers if l in by_layer)
+            data["layers"] = list(kind.layers)
+        message = f"{StreamedReject(label, why)}"
+        if kind is not None and len(kind.layers) > 1:
+            message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
+        out.append(Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data))
+    return out
