@@ -67,8 +67,11 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``)."""
-    return (f32(x) @ f32(w)).astype(F32)
+    """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``). Accumulated in float64 and rounded
+    once to float32: a row's product then does not depend on how many rows are multiplied with it (BLAS picks a
+    different kernel, and summation order, for 1 row than for 3), so a batched step equals its sequences one by one
+    to the rounding of the result, not of the accumulation."""
+    return (np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64)).astype(F32)
 
 
 def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
