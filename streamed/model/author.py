@@ -84,6 +84,7 @@ _GGUF_SLOTS: dict[str, tuple[MODEL_TENSOR, str]] = {
     "attn_kv_a_norm": (MODEL_TENSOR.ATTN_KV_A_NORM, "weight"),
     "attn_k_b": (MODEL_TENSOR.ATTN_K_B, "weight"),
     "attn_v_b": (MODEL_TENSOR.ATTN_V_B, "weight"),
+    "attn_kv_b": (MODEL_TENSOR.ATTN_KV_B, "weight"),
 }
 
 
@@ -134,7 +135,7 @@ def hf_tensor(slot: str, architecture: str, prefix: str = "model.") -> str:
         "attn_sinks": "sinks",
         "attn_q_a": "q_a_proj.weight", "attn_q_a_norm": "q_a_layernorm.weight", "attn_q_b": "q_b_proj.weight",
         "attn_kv_a_mqa": "kv_a_proj_with_mqa.weight", "attn_kv_a_norm": "kv_a_layernorm.weight",
-        "attn_k_b": "kv_b_proj.weight", "attn_v_b": "kv_b_proj.weight",
+        "attn_k_b": "kv_b_proj.weight", "attn_v_b": "kv_b_proj.weight", "attn_kv_b": "kv_b_proj.weight",
         "ssm_qkv": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_qkv.weight",
         "ssm_z": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_z.weight",
         "ssm_ba": "in_proj_ba.weight", "ssm_beta": "in_proj_b.weight", "ssm_alpha": "in_proj_a.weight",
@@ -572,14 +573,15 @@ class _Author:
         Wkv = w.weight("Wkv", f"d by {r}", "attn_kv_a_mqa", q8=True, columns=(0, r, None), comment=f"the latent, rank {r}")
         Wkr = w.weight("Wkr", f"d by {M}", "attn_kv_a_mqa", q8=True, columns=(r, r + M, None), comment="the shared rotated key")
         gkv = w.weight("gkv", str(r), "attn_kv_a_norm")
-        if self.spec.naming == "gguf":
-            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_k_b", q8=True)
-            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_v_b", q8=True)
+        if m.kv_b_packed:
+            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_kv_b", q8=True, columns=(0, N, N + V),
+                           comment="the keys' up-projection, absorbed into the queries")
+            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_kv_b", q8=True, columns=(N, N + V, N + V),
+                           comment="the values' up-projection")
         else:
-            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_k_b", q8=True, columns=(0, N, N + V),
-                           comment="kv_b_proj's key rows, absorbed into the queries")
-            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_v_b", q8=True, columns=(N, N + V, N + V),
-                           comment="kv_b_proj's value rows")
+            Wkb = w.weight("Wkb", f"{H} by {N} by {r}", "attn_k_b", q8=True,
+                           comment="the keys' up-projection, absorbed into the queries")
+            Wvb = w.weight("Wvb", f"{H} by {r} by {V}", "attn_v_b", q8=True, comment="the values' up-projection")
         Wo = w.weight("Wo", f"{H * V} by d", "attn_output", q8=True)
         Cl = w.state("Cl", f"ctx by {r}")
         Kr = w.state("Kr", f"ctx by {M}")

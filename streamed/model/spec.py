@@ -101,6 +101,7 @@ class LatentAttention:
     rotation: Rotation
     scale: float | None = None
     scale_why: str | None = None
+    kv_b_packed: bool = True  # keys' and values' up-projections in one tensor (kv_b_proj), or split (attn_k_b, attn_v_b)
 
     kind = "latent attention"
 

@@ -1,0 +1,373 @@
+"""Read a GGUF checkpoint with the ``gguf`` package (the format's reference reader): the storage of every tensor,
+and the ``ModelSpec`` its metadata and tensor list describe.
+
+``read_storage(path) -> Storage`` answers, for each tensor, the GGUF type it is stored as (``Q8_0``, ``F16``…) — the
+fact that decides, for a weight the author declares ``q8``, whether it is read as stored (LANGUAGE §1.6).
+``read_gguf(path) -> GgufCheckpoint`` adds the spec, for the author.
+
+The spec is read from metadata (``general.architecture``, ``<arch>.block_count``, ``<arch>.attention.head_count``…)
+and, for what a layer *is*, from the tensors it has: a layer with ``ssm_conv1d`` is Gated DeltaNet, one with
+``attn_kv_a_mqa`` latent attention, one with ``ffn_gate_exps`` a mixture of experts — widths from the tensors'
+shapes. Invariant: metadata and tensors agree, or the file is refused; every fault is a ``CheckpointError`` naming the
+file and what is wrong (truncated, not GGUF, a tensor the metadata does not allow), never a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gguf.constants import GGML_QUANT_SIZES, MODEL_TENSOR, TENSOR_NAMES, Keys
+
+from .checkpoint import Storage
+from .author import gguf_tensor
+from .spec import (
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+)
+
+__all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "read_gguf", "SUPPORTED"]
+
+#: The architectures whose GGUF metadata this reader turns into a spec (``general.architecture``).
+SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "qwen3next", "qwen35", "qwen35moe", "gemma3",
+             "deepseek2", "llama4", "gpt-oss")
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used: the message names the file and what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as the file lists it: GGUF ``ne`` order (``[in, out]`` for a projection), its type's name."""
+
+    name: str
+    type: str
+    shape: tuple[int, ...]
+    offset: int
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class GgufCheckpoint:
+    path: str
+    architecture: str
+    metadata: Mapping[str, Any]
+    tensors: Mapping[str, TensorInfo]
+    storage: Storage
+    spec: ModelSpec
+
+
+def _reader(path: str):
+    from gguf import GGUFReader
+
+    if not os.path.exists(path):
+        raise CheckpointError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a directory, not a GGUF file")
+    size = os.path.getsize(path)
+    if size < 24:
+        raise CheckpointError(f"{path}: not a GGUF file: {size} bytes, shorter than a GGUF header")
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise CheckpointError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
+    try:
+        reader = GGUFReader(path)
+    except Exception as e:  # the reader is the format's reference; anything it cannot read is a corrupt file
+        why = str(e) or type(e).__name__
+        raise CheckpointError(f"{path}: a corrupt or truncated GGUF file ({why})") from None
+    return reader, size
+
+
+def _tensors(path: str, reader, size: int) -> dict[str, TensorInfo]:
+    out: dict[str, TensorInfo] = {}
+    for t in reader.tensors:
+        shape = tuple(int(x) for x in t.shape)
+        block, type_size = GGML_QUANT_SIZES[t.tensor_type]
+        n = math.prod(shape)
+        if n % block:
+            raise CheckpointError(f"{path}: tensor {t.name} holds {n} values, not whole {t.tensor_type.name} blocks of {block}")
+        n_bytes = n // block * type_size
+        end = int(t.data_offset) + n_bytes
+        if end > size:
+            raise CheckpointError(f"{path}: truncated: tensor {t.name} ends at byte {end} but the file has {size}")
+        out[t.name] = TensorInfo(t.name, t.tensor_type.name, shape, int(t.data_offset), n_bytes)
+    return out
+
+
+def read_storage(path: str | os.PathLike) -> Storage:
+    """How the GGUF at ``path`` stores every tensor: ``types`` tensor → GGUF type name, ``shapes`` tensor → ``ne``."""
+    path = str(path)
+    reader, size = _reader(path)
+    tensors = _tensors(path, reader, size)
+    return Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
+
+
+def _metadata(reader) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name.startswith("tokenizer.ggml.") and name not in ("tokenizer.ggml.tokens",):
+            continue
+        try:
+            out[name] = field.contents()
+        except Exception:
+            continue
+    return out
+
+
+def read_gguf(path: str | os.PathLike, name: str | None = None) -> GgufCheckpoint:
+    """The checkpoint at ``path``: its storage, its tensors, and the ``ModelSpec`` they describe (named by
+    llama.cpp's tensor names). ``CheckpointError`` when the file is unreadable or describes no model this reads."""
+    path = str(path)
+    reader, size = _reader(path)
+    tensors = _tensors(path, reader, size)
+    meta = _metadata(reader)
+    storage = Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
+    try:
+        spec = _spec(path, meta, tensors, name)
+    except SpecError as e:
+        raise CheckpointError(str(e)) from None
+    return GgufCheckpoint(path, spec.architecture, meta, tensors, storage, spec)
+
+
+# ---- the spec from metadata and tensors ---------------------------------------------------------------------------
+
+
+class _Meta:
+    def __init__(self, path: str, meta: Mapping[str, Any], arch: str):
+        self.path, self.meta, self.arch = path, meta, arch
+
+    def key(self, k: str) -> str:
+        return k.format(arch=self.arch)
+
+    def has(self, k: str) -> bool:
+        return self.key(k) in self.meta
+
+    def get(self, k: str, default: Any = None, required: bool = False) -> Any:
+        kk = self.key(k)
+        if kk not in self.meta:
+            if required:
+                raise SpecError(f"{self.path}: metadata `{kk}` is missing; a {self.arch} GGUF needs it")
+            return default
+        return self.meta[kk]
+
+    def int(self, k: str, default: Any = None, required: bool = False, layer: int | None = None) -> int | None:
+        v = self.get(k, default, required)
+        if isinstance(v, list):
+            if layer is None:
+                v = v[0] if v else default
+            elif layer < len(v):
+                v = v[layer]
+            else:
+                raise SpecError(f"{self.path}: metadata `{self.key(k)}` lists {len(v)} layers; layer {layer} has none")
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a whole number, not {v!r}")
+        return int(v)
+
+    def float(self, k: str, default: float | None = None) -> float | None:
+        v = self.get(k, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a number, not {v!r}")
+        return float(v)
+
+
+def _t(slot: str, arch: str, layer: int | None = None) -> str:
+    name = gguf_tensor(slot, arch)
+    return name.replace("{l}", str(layer)) if layer is not None else name
+
+
+def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo], name: str | None) -> ModelSpec:
+    arch = meta.get(Keys.General.ARCHITECTURE)
+    if not isinstance(arch, str):
+        raise SpecError(f"{path}: metadata `general.architecture` is missing; it names the model's architecture")
+    if arch not in SUPPORTED:
+        raise SpecError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED)})")
+    m = _Meta(path, meta, arch)
+    n = m.int(Keys.LLM.BLOCK_COUNT, required=True)
+    d = m.int(Keys.LLM.EMBEDDING_LENGTH, required=True)
+    if n < 1:
+        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.BLOCK_COUNT)}` is {n}: a model has at least one layer")
+    if d < 1:
+        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
+
+    def shape(t: str) -> tuple[int, ...] | None:
+        info = tensors.get(t)
+        return info.shape if info else None
+
+    def need(t: str, why: str) -> tuple[int, ...]:
+        s = shape(t)
+        if s is None:
+            raise SpecError(f"{path}: tensor {t} is missing, but the metadata says {why}")
+        return s
+
+    # Every block tensor belongs to a layer the metadata declares.
+    for t in tensors:
+        mm = re.match(r"blk\.(\d+)\.", t)
+        if mm and int(mm.group(1)) >= n:
+            raise SpecError(f"{path}: tensor {t} belongs to layer {mm.group(1)}, but `{m.key(Keys.LLM.BLOCK_COUNT)}` is {n}")
+    emb = need(_t("token_embd", arch), "the model has an embedding")
+    if emb[0] != d:
+        raise SpecError(f"{path}: tensor token_embd.weight is {emb[0]} wide, but `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
+    vocab = m.int(Keys.LLM.VOCAB_SIZE, emb[1])
+    if vocab != emb[1]:
+        raise SpecError(f"{path}: tensor token_embd.weight holds {emb[1]} tokens, but `{m.key(Keys.LLM.VOCAB_SIZE)}` is {vocab}")
+    eps = m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)
+    norm = Norm(eps)
+    notes: list[str] = []
+
+    base = m.float(Keys.Rope.FREQ_BASE, 10000.0)
+    scaling_type = m.get(Keys.Rope.SCALING_TYPE)
+    factor = m.float(Keys.Rope.SCALING_FACTOR)
+    scaling = None
+    if isinstance(scaling_type, str) and scaling_type not in ("none", ""):
+        scaling = f"rope scaling `{scaling_type}`" + (f" (factor {factor:g})" if factor else "")
+        notes.append(f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
+
+    layers: list[LayerSpec] = []
+    swa = _swa_layers(m, n)
+    for l in range(n):
+        mixer = _mixer(path, m, arch, l, d, tensors, need, shape, base, scaling, swa, n)
+        ffn = _ffn(path, m, arch, l, d, tensors, need, shape)
+        sandwich = shape(_t("ffn_post_norm", arch, l)) is not None
+        layers.append(LayerSpec(mixer, ffn, norm, sandwich))
+    tied = shape(_t("output", arch)) is None
+    embed_scale = math.sqrt(d) if arch == "gemma3" else None
+    if arch in ("gemma3", "qwen3next", "qwen35", "qwen35moe"):
+        notes.append("llama.cpp stores these norms' gains with the +1 already added: no offset.")
+    if arch in ("llama", "llama4", "deepseek2"):
+        notes.append("llama.cpp stores q and k of this architecture for interleaved rotation; the language rotates "
+                     "halves: the rotated columns must be read de-interleaved.")
+    title = name or meta.get(Keys.General.NAME) or os.path.splitext(os.path.basename(path))[0]
+    return ModelSpec(str(title), arch, d, vocab, tuple(layers), norm, tied=tied, embed_scale=embed_scale,
+                     naming="gguf", source=path, notes=tuple(notes))
+
+
+def _swa_layers(m: _Meta, n: int) -> list[bool]:
+    """Which layers attend through a sliding window (or Llama 4's chunks): the metadata's pattern, else llama.cpp's
+    own per-architecture pattern (Gemma 3: five of every six; gpt-oss: every other, from the first)."""
+    pattern = m.get(Keys.Attention.SLIDING_WINDOW_PATTERN)
+    if isinstance(pattern, list):
+        return [bool(pattern[i]) if i < len(pattern) else False for i in range(n)]
+    if isinstance(pattern, int) and pattern > 0:
+        return [bool((i + 1) % pattern) for i in range(n)]
+    every = {"gemma3": 6, "gpt-oss": 2, "llama4": 4}.get(m.arch)
+    if every is None:
+        return [m.has(Keys.Attention.SLIDING_WINDOW)] * n
+    return [bool((i + 1) % every) for i in range(n)]
+
+
+def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa, n):
+    T = lambda slot: _t(slot, arch, l)  # noqa: E731
+    if shape(T("ssm_conv1d")) is not None:
+        conv = shape(T("ssm_conv1d"))
+        kernel = m.int(Keys.SSM.CONV_KERNEL, conv[0])
+        dk = m.int(Keys.SSM.STATE_SIZE, required=True)
+        nk = m.int(Keys.SSM.GROUP_COUNT, required=True)
+        nv = m.int(Keys.SSM.TIME_STEP_RANK, required=True)
+        inner = m.int(Keys.SSM.INNER_SIZE, required=True)
+        if inner % nv:
+            raise SpecError(f"{path}: metadata `{m.key(Keys.SSM.INNER_SIZE)}` ({inner}) is not a multiple of `{m.key(Keys.SSM.TIME_STEP_RANK)}` ({nv})")
+        if conv[1] != 2 * nk * dk + inner:
+            raise SpecError(f"{path}: tensor {T('ssm_conv1d')} convolves {conv[1]} channels, but the metadata's heads make {2 * nk * dk + inner}")
+        return GatedDeltaNet(nk, nv, dk, inner // nv, kernel, Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)))
+    heads = m.int(Keys.Attention.HEAD_COUNT, required=True, layer=l)
+    if shape(T("attn_kv_a_mqa")) is not None:
+        kv_rank = m.int(Keys.Attention.KV_LORA_RANK, required=True)
+        q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0) or None
+        rope = m.int(Keys.Rope.DIMENSION_COUNT, required=True)
+        if m.has(Keys.Attention.KEY_LENGTH_MLA):
+            qk, v = m.int(Keys.Attention.KEY_LENGTH_MLA), m.int(Keys.Attention.VALUE_LENGTH_MLA, required=True)
+        else:
+            qk, v = m.int(Keys.Attention.KEY_LENGTH, required=True), m.int(Keys.Attention.VALUE_LENGTH, required=True)
+        kva = shape(T("attn_kv_a_mqa"))
+        if kva[1] != kv_rank + rope:
+            raise SpecError(f"{path}: tensor {T('attn_kv_a_mqa')} has {kva[1]} outputs, but kv_lora_rank + rope dims is {kv_rank + rope}")
+        scale, why = None, None
+        mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL)
+        fac = m.float(Keys.Rope.SCALING_FACTOR)
+        if mul and fac and fac > 1:
+            ms = mul * math.log(fac) + 1.0
+            scale = qk ** -0.5 * ms * ms
+            why = f"1/√{qk} × {ms:.4f}²: yarn's attention scale"
+        return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, Rotation(rope, base, scaling, skip=qk - rope),
+                               scale, why, kv_b_packed=shape(T("attn_k_b")) is None)
+    q = need(T("attn_q"), f"layer {l} has attention")
+    kv = m.int(Keys.Attention.HEAD_COUNT_KV, heads, layer=l)
+    hd = m.int(Keys.Attention.KEY_LENGTH, d // heads if d % heads == 0 else None)
+    if hd is None:
+        raise SpecError(f"{path}: metadata `{m.key(Keys.Attention.KEY_LENGTH)}` is missing and {d} is not a multiple of {heads} heads")
+    if q[0] != d:
+        raise SpecError(f"{path}: tensor {T('attn_q')} reads {q[0]} inputs, but `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
+    gated = q[1] == 2 * heads * hd
+    if not gated and q[1] != heads * hd:
+        raise SpecError(f"{path}: tensor {T('attn_q')} has {q[1]} outputs, but {heads} heads of {hd} make {heads * hd}")
+    k = need(T("attn_k"), f"layer {l} has attention")
+    if k[1] != kv * hd:
+        raise SpecError(f"{path}: tensor {T('attn_k')} has {k[1]} outputs, but {kv} key/value heads of {hd} make {kv * hd}")
+    rope_dims = m.int(Keys.Rope.DIMENSION_COUNT, hd)
+    window = chunk = None
+    rotation: Rotation | None = Rotation(rope_dims, base, scaling)
+    notes: tuple[str, ...] = ()
+    if arch == "llama4":
+        # llama.cpp: chunked attention with rotation on three layers of four; the fourth is global NoPE.
+        if swa[l]:
+            chunk = m.int(Keys.Attention.SLIDING_WINDOW, 8192) or 8192
+        else:
+            rotation = None
+            notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
+    elif swa[l] and m.has(Keys.Attention.SLIDING_WINDOW):
+        window = m.int(Keys.Attention.SLIDING_WINDOW)
+        if arch == "gemma3":
+            rotation = Rotation(rope_dims, m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0))
+    scale, why = None, None
+    if m.has(Keys.Attention.SCALE):
+        scale = m.float(Keys.Attention.SCALE)
+        why = "the checkpoint's attention scale"
+    elif arch == "gemma3" and n == 62 and d // heads != hd:
+        # llama.cpp's rule: Gemma 3 27B scales by query_pre_attn_scalar = d / heads, the others by the head width.
+        scale = (d // heads) ** -0.5
+        why = f"1/√{d // heads}: Gemma 3 27B's query_pre_attn_scalar"
+    qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if shape(T("attn_q_norm")) is not None else None
+    return Attention(heads, kv, hd, rotation, window=window, chunk=chunk, qk_norm=qk_norm,
+                     qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None,
+                     gated=gated, bias=shape(T("attn_q_bias")) is not None,
+                     out_bias=shape(T("attn_output_bias")) is not None, sinks=shape(T("attn_sinks")) is not None,
+                     scale=scale, scale_why=why, notes=notes)
+
+
+def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
+    T = lambda slot: _t(slot, arch, l)  # noqa: E731
+    gate_exps = shape(T("ffn_gate_exps")) or shape(T("ffn_up_exps"))
+    if gate_exps is not None:
+        count = m.int(Keys.LLM.EXPERT_COUNT, required=True)
+        if gate_exps[2] != count:
+            raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} holds {gate_exps[2]} experts, but `{m.key(Keys.LLM.EXPERT_COUNT)}` is {count}")
+        if gate_exps[0] != d:
+            raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} reads {gate_exps[0]} inputs, but the model is {d} wide")
+        top = m.int(Keys.LLM.EXPERT_USED_COUNT, required=True)
+        gating = m.int(Keys.LLM.EXPERT_GATING_FUNC, 1)
+        shared = shape(T("ffn_gate_shexp"))
+        groups = m.int(Keys.LLM.EXPERT_GROUP_COUNT, 1) or 1
+        scale = m.float(Keys.LLM.EXPERT_WEIGHTS_SCALE)
+        llama4 = arch == "llama4"
+        return Experts(count, top, gate_exps[1], scoring="sigmoid" if gating == 2 or llama4 else "softmax",
+                       normalized=bool(m.get(Keys.LLM.EXPERT_WEIGHTS_NORM, arch in ("qwen3moe", "qwen3next", "qwen35moe", "gpt-oss"))),
+                       routed_scale=scale if scale and scale != 1 else None,
+                       selection_bias=shape(T("exp_probs_b")) is not None,
+                       groups=groups if groups > 1 else None,
+                       keep_groups=m.int(Keys.LLM.EXPERT_GROUP_USED_COUNT) if groups > 1 else None,
+                       router_bias=shape(T("ffn_gate_inp_bias")) is not None,
+                       expert_biases=shape(T("ffn_gate_exps_bias")) is not None,
+                       clamp=7.0 if arch == "gpt-oss" else None, weighting_inputs=llama4,
+                       shared_width=shared[1] if shared else None,
+                       shared_gate=shape(T("ffn_gate_inp_shexp")) is not None)
+    gate = need(T("ffn_gate"), f"layer {l} has a feed-forward block")
+    if gate[0] != d:
+        raise SpecError(f"{path}: tensor {T('ffn_gate')} reads {gate[0]} inputs, but the model is {d} wide")
+    return Dense(gate[1], "gelu" if arch == "gemma3" else "silu")
