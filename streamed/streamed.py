@@ -21,6 +21,7 @@ batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (row
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable
 
 from .analysis import Analysis
@@ -131,13 +132,35 @@ class LayerKindProgram:
     tp: dict | None = None
 
 
-@dataclass(frozen=True)
 class LayerBinding:
-    """How layer ``layer`` runs: its kind (by name), and every name of the kind program mapped to this layer's."""
+    """How layer ``layer`` runs: its kind (by name), and every name of the kind program mapped to this layer's.
 
-    layer: int
-    kind: str
-    tensors: dict
+    A lowering binds a layer by its renaming alone and materialises ``tensors`` (one lookup per name of the kind
+    program) the first time it is read — when the manifest is written, or a test asks — so lowering a deep model
+    costs the kinds' lowering plus a constant per layer. Immutable once made."""
+
+    __slots__ = ("layer", "kind", "_tensors", "_make")
+
+    def __init__(self, layer: int, kind: str, tensors: dict | None = None, make: Callable[[], dict] | None = None):
+        self.layer = layer
+        self.kind = kind
+        self._tensors = tensors
+        self._make = make
+
+    @property
+    def tensors(self) -> dict:
+        if self._tensors is None:
+            self._tensors = self._make()
+            self._make = None
+        return self._tensors
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LayerBinding):
+            return NotImplemented
+        return (self.layer, self.kind, self.tensors) == (other.layer, other.kind, other.tensors)
+
+    def __repr__(self) -> str:
+        return f"LayerBinding(layer={self.layer}, kind={self.kind!r}, tensors={self.tensors!r})"
 
 
 @dataclass(frozen=True)
@@ -373,18 +396,18 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
 
     head = lower_whole("head", progs.head, deployment.cut("head"))
 
-    kind_of = {}
+    bindings: list[LayerBinding | None] = [None] * len(by_layer)
+    layer_kinds = [0] * len(by_layer)
+    offset = 1 if embed is not None else 0
     for i, k in enumerate(kinds):
+        bind_layer, name = templates[i].bind, k.name
         for l in k.layers:
-            kind_of[l] = i
-    layers = tuple(
-        LayerBinding(l, kinds[kind_of[l]].name, templates[kind_of[l]].bind(l, by_layer[l].tokens))
-        for l in sorted(by_layer))
+            bindings[l] = LayerBinding(l, name, make=partial(bind_layer, l, by_layer[l].section.tokens))
+            layer_kinds[l] = offset + i
+    layers = tuple(bindings)
 
     entries = ([("embed", None, embed)] if embed is not None else []) + \
               [(kp.name, list(kp.layers), kp.program) for kp in kind_programs] + [("head", None, head)]
-    offset = 1 if embed is not None else 0
-    layer_kinds = [offset + kind_of[l] for l in sorted(by_layer)]
     try:
         residency, placed, layer_tiers = plan(entries, layer_kinds, target)
     except ResidencyError as e:

@@ -65,6 +65,11 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
     weights = {"hbm": 0, "ddr": 0}
     states = {"sram": 0, "hbm": 0, "ddr": 0}
 
+    def refuse_weights(n: int, what: str):
+        raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; the "
+                             f"{target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
+                             f"{target.ddr_bytes / 1e9:g} GB of DDR")
+
     def put_weight(n: int, what: str) -> str:
         nonlocal hbm_free, ddr_free
         if n <= hbm_free:
@@ -75,48 +80,54 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
             ddr_free -= n
             weights["ddr"] += n
             return "ddr"
-        raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; the "
-                             f"{target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
-                             f"{target.ddr_bytes / 1e9:g} GB of DDR")
-
-    def put_state(n: int, what: str) -> str:
-        nonlocal sram_free, hbm_free, ddr_free
-        for tier in TIER_ORDER:
-            free = {"sram": sram_free, "hbm": hbm_free, "ddr": ddr_free}[tier]
-            if n <= free:
-                if tier == "sram":
-                    sram_free -= n
-                elif tier == "hbm":
-                    hbm_free -= n
-                else:
-                    ddr_free -= n
-                states[tier] += n
-                return tier
-        raise ResidencyError(f"the states of {what} do not fit: {sum(states.values()) + n:,} bytes per chip of state; "
-                             f"the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, "
-                             f"{target.hbm_bytes / 1e9:g} GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
+        refuse_weights(n, what)
 
     wbytes = [weight_bytes(p) for _, _, p in programs]
     sbytes = [state_bytes(p) for _, _, p in programs]
-    fixed_tiers: dict[int, tuple[str, str]] = {}
+    fixed_tiers: dict[int, str] = {}
     for i, (name, layers, p) in enumerate(programs):
         if layers is None:
-            fixed_tiers[i] = ("sram", put_weight(wbytes[i], f"the {name} program"))
+            fixed_tiers[i] = put_weight(wbytes[i], f"the {name} program")
+    # One pass over the layers, plain arithmetic: weights first (every token reads every weight each step), then
+    # states (a state's reads grow with its context) — SRAM, then HBM, then DDR.
     layer_tiers: list[tuple[str, str]] = []
     for l, k in enumerate(layer_kinds):
-        w = put_weight(wbytes[k], f"layer {l}")
-        layer_tiers.append((w, "sram"))
-    # States after weights: a weight is read every step by every token; a state's reads grow with its context.
+        n = wbytes[k]
+        if n <= hbm_free:
+            hbm_free -= n
+            wt = "hbm"
+        elif n <= ddr_free:
+            ddr_free -= n
+            wt = "ddr"
+        else:
+            refuse_weights(n, f"layer {l}")
+        weights[wt] += n
+        layer_tiers.append(wt)
     for l, k in enumerate(layer_kinds):
-        s = put_state(sbytes[k], f"layer {l}") if sbytes[k] else "sram"
-        layer_tiers[l] = (layer_tiers[l][0], s)
+        n = sbytes[k]
+        if n <= sram_free:
+            sram_free -= n
+            st = "sram"
+        elif n <= hbm_free:
+            hbm_free -= n
+            st = "hbm"
+        elif n <= ddr_free:
+            ddr_free -= n
+            st = "ddr"
+        else:
+            raise ResidencyError(
+                f"the states of layer {l} do not fit: {sum(states.values()) + n:,} bytes per chip of state; the "
+                f"{target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, {target.hbm_bytes / 1e9:g} GB "
+                f"of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
+        states[st] += n
+        layer_tiers[l] = (layer_tiers[l], st)
 
     slowest = lambda tiers: max(tiers, key=TIER_ORDER.index) if tiers else "sram"
     placed = []
     groups = []
     for i, (name, layers, p) in enumerate(programs):
         if layers is None:
-            wt, st = fixed_tiers[i][1], "sram"
+            wt, st = fixed_tiers[i], "sram"
         else:
             wt = slowest([layer_tiers[l][0] for l in layers])
             st = slowest([layer_tiers[l][1] for l in layers])
