@@ -27,9 +27,9 @@ def code_lenses(snap: Snapshot) -> list[lsp.CodeLens]:
                 continue
             # The command maps this heading to the representative's (``definition.representative_location``).
             arg = {"uri": snap.uri, "position": {"line": heading.start.line, "character": heading.start.character}}
-            out.append(lsp.CodeLens(to_range(heading), lsp.Command(lens_title(kind), "streamed.goToRepresentative", [arg])))
+            out.append(lsp.CodeLens(range=to_range(heading), command=lsp.Command(title=lens_title(kind), command="streamed.goToRepresentative", arguments=[arg])))
         elif section.kind is SectionKind.MODEL:
             n = len(a.kinds)
             title = f"{n} kind{'s' if n != 1 else ''} · Lower SN50 bundle…"
-            out.append(lsp.CodeLens(to_range(heading), lsp.Command(title, "streamed.lowerBundle", [{"uri": snap.uri}])))
+            out.append(lsp.CodeLens(range=to_range(heading), command=lsp.Command(title=title, command="streamed.lowerBundle", arguments=[{"uri": snap.uri}])))
     return out

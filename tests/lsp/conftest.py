@@ -14,8 +14,9 @@ from pytest_lsp import LanguageClient  # noqa: E402
 from lsphelp import Editor, init_params, server_config  # noqa: E402
 
 
-@pytest_lsp.fixture(config=server_config())
+@pytest_lsp.fixture(config=server_config(), scope="module")
 async def client(lsp_client: LanguageClient, tmp_path_factory):
+    """One server per test module (starting one costs a second); each test opens its own documents."""
     root = tmp_path_factory.mktemp("ws")
     lsp_client.root = root
     await lsp_client.initialize_session(init_params(root))
@@ -24,5 +25,5 @@ async def client(lsp_client: LanguageClient, tmp_path_factory):
 
 
 @pytest.fixture
-def editor(client) -> Editor:
-    return Editor(client, client.root)
+def editor(client, request) -> Editor:
+    return Editor(client, client.root, request.node.name)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities, make_test_lsp_client
+from pygls.protocol import default_converter
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = (ROOT / "examples" / "tiny-llama.lgm").read_text()
@@ -32,8 +34,14 @@ def deep(src: str, n: int) -> str:
 
 
 def make_client() -> LanguageClient:
-    client = make_test_lsp_client()
+    def published(ls, params: lsp.PublishDiagnosticsParams):
+        ls.published.append(params)
+        ls.diagnostics[params.uri] = params.diagnostics
+
+    client = LanguageClient(converter_factory=default_converter)
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: published})
     client.analyses = []
+    client.published = []
 
     @client.feature("streamed/analysisDone")
     def analysis_done(ls, params):
@@ -49,23 +57,24 @@ def _get(p, k):
 class Editor:
     """A test's view of the editor: opens documents, edits them, waits for the analysis of a version."""
 
-    def __init__(self, client: LanguageClient, root: Path):
+    def __init__(self, client: LanguageClient, root: Path, test: str = "model"):
         self.client, self.root = client, root
+        self.test = re.sub(r"\W", "_", test)
         self.versions: dict[str, int] = {}
 
-    def open(self, text: str, name: str = "model.lgm") -> str:
-        path = self.root / name
+    def open(self, text: str, name: str | None = None) -> str:
+        path = self.root / (name or f"{self.test}.lgm")
         path.write_text(text)
         uri = path.as_uri()
         self.versions[uri] = 1
-        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri, "streamed", 1, text)))
+        self.client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id="streamed", version=1, text=text)))
         return uri
 
     def edit(self, uri: str, changes: list[lsp.TextDocumentContentChangeEvent]) -> int:
         self.versions[uri] += 1
         v = self.versions[uri]
         self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
-            lsp.VersionedTextDocumentIdentifier(uri, v), changes))
+            lsp.VersionedTextDocumentIdentifier(version=v, uri=uri), changes))
         return v
 
     def replace(self, uri: str, start: tuple[int, int], end: tuple[int, int], text: str) -> int:
@@ -109,3 +118,23 @@ def position_of(text: str, needle: str, nth: int = 0, after: str | None = None) 
         i = text.index(needle, i + 1)
     line = text.count("\n", 0, i)
     return line, i - (text.rfind("\n", 0, i) + 1)
+
+
+SIX = deep(TINY, 6)
+#: Six layers; layer 4 writes its first norm's epsilon differently, so it is not one program with layers 0–3 and 5.
+DIVERGENT = SIX.replace("Let xn4 be rmsnorm of xo3 with g4, epsilon 0.00001.", "Let xn4 be rmsnorm of xo3 with g4, epsilon 0.001.")
+assert DIVERGENT != SIX
+
+
+async def request(coro, timeout: float = 5.0):
+    import asyncio
+
+    return await asyncio.wait_for(coro, timeout)
+
+
+def doc(uri: str) -> lsp.TextDocumentIdentifier:
+    return lsp.TextDocumentIdentifier(uri)
+
+
+def pos(line_col: tuple[int, int]) -> lsp.Position:
+    return lsp.Position(*line_col)

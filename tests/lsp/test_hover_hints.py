@@ -1,0 +1,61 @@
+"""Hover and inlay hints, end to end."""
+
+import pytest
+from lsprotocol import types as lsp
+
+from lsphelp import DIVERGENT, TINY, doc, pos, position_of, request
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+LAYER_1 = TINY.split("## Layer 1")[1].split("## Layer 2")[0]
+
+
+async def hover_at(client, uri, at):
+    return await request(client.text_document_hover_async(lsp.HoverParams(doc(uri), pos(at))))
+
+
+async def test_hover_on_a_header_shows_the_kind_its_members_and_digest(editor, client):
+    uri = editor.open(DIVERGENT)
+    await editor.analysed(uri)
+    h = await hover_at(client, uri, position_of(DIVERGENT, "Layer 2"))
+    text = h.contents.value
+    assert "attention (layer 0)" in text and "0-3, 5" in text and "digest" in text
+    h4 = await hover_at(client, uri, position_of(DIVERGENT, "Layer 4"))
+    assert "diverges from" in h4.contents.value
+
+
+async def test_hover_on_a_weight_shows_role_shape_storage_and_tensor(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    h = await hover_at(client, uri, position_of(TINY, "Wq1", after="Let q1 be"))
+    text = h.contents.value
+    assert "q8 weight" in text and "64×64" in text and "Q8_0" in text and "blk.1.attn_q.weight" in text
+
+
+async def test_hover_on_a_computed_name_keeps_rows_symbolic(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    h = await hover_at(client, uri, position_of(TINY, "q1", after="Let a1 be attention of"))
+    assert "rows×64" in h.contents.value and "computed" in h.contents.value
+    k = await hover_at(client, uri, position_of(TINY, "Kc1", after="Let a1 be"))
+    assert "state" in k.contents.value and "ctx×32" in k.contents.value
+
+
+async def test_hover_on_an_operation_shows_its_definition(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    h = await hover_at(client, uri, position_of(TINY, "attention", after="Let a1 be"))
+    assert "attention of $Q over $K and $V at $P" in h.contents.value and "heads" in h.contents.value
+    t = await hover_at(client, uri, position_of(TINY, "times", after="Let h1 be"))
+    assert "matrix product" in t.contents.value
+
+
+async def test_inlay_hints_show_the_shape_of_each_bound_name(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    start, end = position_of(TINY, "## Layer 1"), position_of(TINY, "## Layer 2")
+    hints = await request(client.text_document_inlay_hint_async(lsp.InlayHintParams(doc(uri), lsp.Range(pos(start), pos(end)))))
+    by_pos = {(h.position.line, h.position.character): h.label for h in hints}
+    line, col = position_of(TINY, "q1 be rope")
+    assert by_pos[(line, col + 2)] == ": rows×64"
+    assert all(start[0] <= h.position.line <= end[0] for h in hints)
+    assert len(hints) == LAYER_1.count("Let ")  # every Let of layer 1 binds a name with a known shape
