@@ -77,7 +77,9 @@ rope           X, P, C, S → Y                   rotate-half rotary embedding o
                                                 position ``P + r``: with w the head width, ``R = rotating`` (default
                                                 w), half = R/2, for i < half: ``y[i] = x[i]·c − x[i+half]·s``,
                                                 ``y[i+half] = x[i+half]·c + x[i]·s`` with ``c = C[P+r, i]``,
-                                                ``s = S[P+r, i]``; dims ≥ R pass through.
+                                                ``s = S[P+r, i]``; dims ≥ R pass through. With
+                                                ``after`` N (default 0) the R rotated dims are those from N on
+                                                (indices shifted by N); the first N pass through.
 attention      Q, K, V, P [, sinks] → Y         causal grouped-query attention: ``heads`` H query heads, ``groups``
                                                 G KV heads (query head h reads KV head ``h // (H/G)``); row r (at
                                                 position ``P + r``) attends over rows j of K, V with j ≤ P + r;

@@ -396,8 +396,10 @@ class _Lifter:
         if op == "rope":
             x = t("X")
             heads = int(n("H"))
-            rot = int(n("R")) if "rotating" in c.options else self.shape(x)[1] // heads
-            return self.emit("rope", (x, self.position(c), t("C"), t("S")), (("heads", heads), ("rotating", rot)), dest)
+            after = int(n("N")) if "after" in c.options else 0
+            rot = int(n("R")) if "rotating" in c.options else self.shape(x)[1] // heads - after
+            attrs = (("heads", heads), ("rotating", rot)) + ((("after", after),) if after else ())
+            return self.emit("rope", (x, self.position(c), t("C"), t("S")), attrs, dest)
         if op == "attention":
             q, k, v = t("Q"), t("K"), t("V")
             self.cache(k, "keys")
