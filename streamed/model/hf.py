@@ -256,7 +256,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     c = _Config(data, text_where, model_type)
     n = c.int("num_hidden_layers")
     d = c.int("hidden_size")
-    vocab = c.int("vocab_size")
+    # Gemma 3's published configs leave the vocabulary to the class default (262208, Gemma 3's tokenizer).
+    vocab = c.int("vocab_size", 262_208) if family == "gemma3" else c.int("vocab_size")
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -452,7 +453,10 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
     base, scaling, _ = _rope(c, default_base=500_000.0)
     rope_layers = _llama4_rope_layers(c, len(layer_types))
     qk_l2 = c.bool("use_qk_norm", True)
-    tuning = c.bool("attn_temperature_tuning", True)
+    # Published Llama 4 configs write `attn_temperature_tuning: 4`; transformers 4.x reads it as truthy.
+    tuning = c.raw("attn_temperature_tuning", True)
+    if not isinstance(tuning, (bool, int)):
+        raise c.fail("attn_temperature_tuning", f"must be true or false, not {json.dumps(tuning)}")
     norm = Norm(eps)
     layers = []
     for i, t in enumerate(layer_types):
