@@ -232,9 +232,11 @@ function normalizeUri(u: string): string {
   }
 }
 
+/** The model program in the active editor; when a webview or panel has the focus, the visible one. */
 function activeModelDocument(): vscode.TextDocument | undefined {
-  const d = vscode.window.activeTextEditor?.document;
-  return d && d.languageId === LANG ? d : undefined;
+  const active = vscode.window.activeTextEditor;
+  if (active) return active.document.languageId === LANG ? active.document : undefined;
+  return vscode.window.visibleTextEditors.find((e) => e.document.languageId === LANG)?.document;
 }
 
 async function executeServerCommand<T>(
