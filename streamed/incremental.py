@@ -474,3 +474,41 @@ def spot(a: IncrementalAnalysis, line: int, character: int) -> Spot | None:
     rel = line - base.line
     on_heading = rel == section.heading.start.line
     return Spot(section, base, a.program_of(section), None if on_heading else token_at(section, rel, character), on_heading)
+
+
+# ---- lowering rejects -----------------------------------------------------------------------------------------------
+
+
+def as_analysis(a: IncrementalAnalysis) -> Analysis:
+    """The incremental analysis in ``Analysis``'s shape (sections still chunk-relative): for core functions that read
+    programs, kinds and errors but place nothing by document position."""
+    return Analysis(a.document, a.programs, a.kinds, a.divergences, a.diagnostics, a.storage)
+
+
+def reject_diagnostics_of(a: IncrementalAnalysis, deployment, target=None, cache: dict | None = None) -> tuple[Diagnostic, ...]:
+    """Each kind's lowering reject (``spatial.diagnose.reject_diagnostics``) in document coordinates. ``cache`` is
+    keyed by kind digest there, so a kind lowered before — however its layers were renamed since — is not lowered
+    again. Empty when the lowering is not part of this build."""
+    try:
+        from .spatial.diagnose import reject_diagnostics
+    except ImportError:
+        return ()
+    found = reject_diagnostics(as_analysis(a), deployment, target, cache)
+    if not found:
+        return ()
+    # Every range a reject carries is a statement's range or a heading of some program's section (the very objects):
+    # place each by the section it came from.
+    where: dict[int, Base] = {}
+    for p in a.programs.all():
+        base = a.base_of(p.section)
+        where[id(p.section.heading)] = base
+        for st in p.section.statements:
+            where[id(st.range)] = base
+    out = []
+    for d in found:
+        base = where.get(id(d.range))
+        if base is None:
+            continue
+        related = tuple(Related(where[id(r.range)].range(r.range), r.message) for r in d.related if id(r.range) in where)
+        out.append(replace(d, range=base.range(d.range), related=related))
+    return tuple(out)

@@ -58,13 +58,18 @@ def position_arg(command: str, obj: dict) -> tuple[int, int]:
 # ---- showKinds ------------------------------------------------------------------------------------------------------
 
 
-def show_kinds(snap: Snapshot, rejects: dict[str, str] | None = None) -> list[dict]:
-    """One entry per kind, for a tree view: ``{name, layers, representative, reject?}``."""
+def show_kinds(snap: Snapshot) -> list[dict]:
+    """One entry per kind, for a tree view: ``{name, layers, representative, reject?}`` — ``reject`` the message of
+    the kind's lowering reject under the current deployment, when it has one."""
+    rejects = {}
+    for d in snap.rejects:
+        for layer in (d.data or {}).get("layers", ()):
+            rejects.setdefault(layer, d.message)
     out = []
     for k in snap.analysis.kinds:
         entry = {"name": k.name, "layers": list(k.layers), "representative": k.representative}
-        if rejects and k.name in rejects:
-            entry["reject"] = rejects[k.name]
+        if k.representative in rejects:
+            entry["reject"] = rejects[k.representative]
         out.append(entry)
     return out
 
@@ -114,71 +119,111 @@ def deployment_args(obj: dict, defaults: dict) -> dict:
     return dep
 
 
+def deployment_of(dep: dict):
+    from ..streamed import Deployment
+
+    return Deployment(dep["mode"], dep.get("ctx") or 4096, dep.get("chunk") or 0, dep.get("batch") or 1, dep.get("tp") or 1)
+
+
 def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], report: Callable[[str, int], None],
-                 cancelled: Callable[[], bool]) -> dict:
-    """Lower every kind of the document under the deployment and write the bundle. Runs off the event loop."""
+                 cancelled: Callable[[], bool], cache: dict | None = None) -> dict:
+    """Lower every kind of the document under the deployment and write the bundle; runs off the event loop.
+    ``cache`` is the server's kind cache (by digest): a kind lowered before, for diagnostics or a bundle, is reused."""
     doc = path_of(snap.uri)
     if doc is None:
         raise CommandError(f"{snap.uri} is not a file on disk; save it first so the bundle has a folder to go beside")
     dep_args = deployment_args(obj, settings.deployment)
     out = output_folder(obj, doc, folders)
-    if snap.analysis.errors:
-        first = snap.analysis.errors[0]
-        raise CommandError(f"the document has {len(snap.analysis.errors)} error(s); the first, line {first.range.start.line + 1}: {first.message}")
+    errors = snap.analysis.errors
+    if errors:
+        first = errors[0]
+        raise CommandError(f"the document has {len(errors)} error{'s' if len(errors) != 1 else ''}; the first, at line "
+                           f"{first.range.start.line + 1}: {first.message}")
     if not lowering_available():
-        raise CommandError("lowering is not part of this build yet (streamed.streamed / streamed.bundle are missing)")
-    from ..bundle import write_bundle
-    from ..streamed import Deployment, StreamedReject, lower_streamed
+        raise CommandError("lowering is not part of this build (streamed.streamed / streamed.bundle are missing)")
+    from ..bundle import BundleError, write_bundle
+    from ..incremental import as_analysis
+    from ..streamed import Cancelled, StreamedReject, lower_streamed
 
     target = obj.get("target", settings.target)
-    report(f"lowering {len(snap.analysis.kinds)} kinds", 5)
-    analysis = snap.analysis.absolute()
-    model = lower_streamed(analysis, Deployment(**dep_args), target=target, storage=analysis.storage,
-                           progress=lambda msg, pct=None: report(str(msg), int(pct) if pct is not None else 50),
-                           cancelled=cancelled)
-    if isinstance(model, StreamedReject):
-        raise CommandError(f"{model.program} does not lower: {model.why}")
+    if not isinstance(target, str) or not target:
+        raise CommandError(f"`target` must be \"sn50\", \"sn40l\" or a path to a target file, not {target!r}")
+    checkpoint = obj.get("checkpoint", settings.checkpoint)
+    storage = snap.analysis.storage
+    if checkpoint != settings.checkpoint:
+        from ..cli import UserError, load_storage
+
+        if checkpoint is not None and not isinstance(checkpoint, str):
+            raise CommandError(f"`checkpoint` must be a path or null, not {checkpoint!r}")
+        try:
+            storage = load_storage(checkpoint)
+        except UserError as e:
+            raise CommandError(str(e)) from None
+        if storage is not snap.analysis.storage:
+            from ..incremental import IncrementalAnalyzer
+
+            snap = Snapshot(snap.uri, snap.version, snap.generation, IncrementalAnalyzer(storage).analyze(snap.text))
+    analysis = as_analysis(snap.analysis)
+    kinds, layers = len(analysis.kinds), len(analysis.programs.layers)
+    report(f"lowering {kinds} kind{'s' if kinds != 1 else ''} for {layers} layers", 0)
+
+    def progress(label: str, done: int, total: int) -> None:
+        report(f"lowering {label}", int(90 * done / max(total, 1)))
+
+    try:
+        model = lower_streamed(analysis, deployment_of(dep_args), target=target, storage=storage, cache=cache,
+                               progress=progress, cancelled=cancelled)
+    except Cancelled:
+        raise CommandError("the lowering was cancelled") from None
+    except StreamedReject as r:
+        where = ""
+        if r.layer is not None and r.statement is not None:
+            p = snap.analysis.programs.layer(r.layer)
+            st = next((x for x in (p.statements if p else ()) if x.index == r.statement), None)
+            if st is not None:
+                where = f" (line {snap.analysis.to_document(p.section, st.range).start.line + 1})"
+        raise CommandError(f"{r}{where}") from None
     if cancelled():
-        raise CommandError("cancelled")
-    report(f"writing {out.name}", 90)
-    manifest = write_bundle(model, out, source=str(doc))
-    return {"manifest": str(manifest), "kinds": len(snap.analysis.kinds), "layers": len(snap.analysis.programs.layers),
-            "estimate": getattr(model, "estimate", None)}
+        raise CommandError("the lowering was cancelled")
+    report(f"writing {out.name}/", 95)
+    try:
+        manifest = write_bundle(model, out, source=str(doc))
+    except BundleError as e:
+        raise CommandError(str(e)) from None
+    return {"manifest": str(manifest), "kinds": kinds, "layers": layers, "estimate": model.estimate}
 
 
-def open_manifest(obj: dict, scheduler_snapshot: Callable[[str], Snapshot | None]) -> dict:
-    """``{uri}`` (the document's default bundle) or ``{bundle}`` (a bundle folder) → the manifest's path and a summary."""
+def open_manifest(obj: dict) -> dict:
+    """``{uri}`` (the document's default bundle, ``<stem>.bundle/``) or ``{bundle}`` (a bundle folder or its
+    manifest) → the manifest's path and a summary: title, deployment, target, kinds, layers, estimate."""
     if "bundle" in obj:
         b = obj["bundle"]
         if not isinstance(b, str) or not b:
             raise CommandError(f"`bundle` must be the path of a bundle folder, not {b!r}")
         folder = Path(b)
+        if folder.name == "manifest.json":
+            folder = folder.parent
     else:
         uri = uri_arg("streamed.openManifest", obj, '{"uri": "file:///…/model.lgm"} or {"bundle": "/…/model.bundle"}')
         doc = path_of(uri)
         if doc is None:
             raise CommandError(f"{uri} is not a file on disk")
         folder = doc.with_name(doc.stem + ".bundle")
-    manifest = folder / "manifest.json" if folder.is_dir() or not folder.suffix == ".json" else folder
+    manifest = folder / "manifest.json"
     if not manifest.exists():
         raise CommandError(f"no manifest at {manifest}: lower the bundle first (streamed.lowerBundle)")
-    try:
-        from ..bundle import read_bundle
-    except ImportError:
-        read_bundle = None
-    summary: dict = {}
-    if read_bundle is not None:
-        try:
-            bundle = read_bundle(manifest.parent)
-            summary = getattr(bundle, "summary", None) or {}
-        except Exception as e:  # a corrupt bundle is the user's to fix; say which and why
-            raise CommandError(f"{manifest} cannot be read: {e}") from None
-    if not summary:
-        import json
+    if not lowering_available():
+        raise CommandError("reading bundles is not part of this build (streamed.bundle is missing)")
+    from ..bundle import BundleError, read_bundle
 
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise CommandError(f"{manifest} cannot be read: {e}") from None
-        summary = {k: data[k] for k in ("model", "deployment", "target", "kinds", "layers") if isinstance(data, dict) and k in data}
+    try:
+        model = read_bundle(folder)
+    except BundleError as e:
+        raise CommandError(str(e)) from None
+    d = model.deployment
+    summary = {
+        "title": model.title, "target": model.target.name, "deployment": d.to_json(),
+        "kinds": [{"name": k.name, "representative": k.representative, "layers": list(k.layers)} for k in model.kinds],
+        "layers": len(model.layers), "estimate": model.estimate,
+    }
     return {"manifest": str(manifest), "summary": summary}

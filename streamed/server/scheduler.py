@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change
+from ..incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change, reject_diagnostics_of
+from ..lang.syntax import Diagnostic
 from ..model.checkpoint import ALL_Q8, Storage
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,17 @@ class Snapshot:
     version: int | None
     generation: int
     analysis: IncrementalAnalysis
+    rejects: tuple[Diagnostic, ...] = ()  # each kind's lowering reject, document coordinates
 
     @property
     def text(self) -> str:
         return self.analysis.text
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        out = [*self.analysis.diagnostics, *self.rejects]
+        out.sort(key=lambda d: (d.range.start.offset, d.severity.value))
+        return out
 
 
 @dataclass
@@ -54,6 +62,10 @@ class Scheduler:
         self.analyzer = IncrementalAnalyzer(storage)
         self.docs: dict[str, _Doc] = {}
         self.analyses = 0
+        self.deployment = None  # a ``streamed.streamed.Deployment`` once lowering is in the build and settings say which
+        self.target = None
+        #: Lowered kinds by digest (and cut, target, constants): an edit that renames inside a layer lowers nothing.
+        self.lowered: dict = {}
         # One worker: analyses of one analyzer never overlap (its caches are not shared between threads).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="analysis")
 
@@ -120,6 +132,17 @@ class Scheduler:
         return doc.snapshot
 
     # ---- the machinery ----
+    def _analyze(self, analyzer: IncrementalAnalyzer, text: str):
+        """Runs on the analysis thread: the incremental analysis, then each kind's lowering reject (cached by
+        digest). A document with errors is not lowered: its errors are its diagnostics."""
+        analysis = analyzer.analyze(text)
+        rejects: tuple = ()
+        if self.deployment is not None and not analysis.errors:
+            if len(self.lowered) > 4096:
+                self.lowered.clear()
+            rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
+        return analysis, rejects
+
     def _schedule(self, uri: str, doc: _Doc, delay: float) -> None:
         doc.generation += 1
         if doc.timer is not None and not doc.timer.done() and doc.running is None:
@@ -134,7 +157,7 @@ class Scheduler:
         text, version, analyzer = doc.text, doc.version, self.analyzer
         doc.running = gen
         try:
-            analysis = await asyncio.get_running_loop().run_in_executor(self._pool, analyzer.analyze, text)
+            analysis, rejects = await asyncio.get_running_loop().run_in_executor(self._pool, self._analyze, analyzer, text)
         except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot
             log.exception("analysis of %s failed", uri)
             return
@@ -149,7 +172,7 @@ class Scheduler:
             if doc.timer is None or doc.timer.done():
                 self._schedule(uri, doc, 0)
             return
-        snap = Snapshot(uri, version, gen, analysis)
+        snap = Snapshot(uri, version, gen, analysis, rejects)
         doc.snapshot = snap
         for g, fut in list(doc.waiters):
             if g <= gen and not fut.done():

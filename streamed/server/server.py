@@ -36,6 +36,14 @@ class Protocol(LanguageServerProtocol):
         if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
             yield h, (params,), None
 
+    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams):
+        handler = COMMANDS.get(params.command)
+        if handler is None:
+            raise JsonRpcInvalidParams(message=f"unknown command `{params.command}`; the commands are {', '.join(sorted(COMMANDS))}")
+        result = yield handler, (self._server, list(params.arguments or []), params.work_done_token), None
+        return result
+
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params):
         if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
@@ -61,7 +69,7 @@ class StreamedServer(LanguageServer):
         a = snap.analysis
         self.protocol.notify("streamed/analysisDone", {
             "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
-            "rejects": 0,
+            "rejects": len(snap.rejects),
         })
 
     def apply_settings(self, raw) -> None:
@@ -71,6 +79,17 @@ class StreamedServer(LanguageServer):
         old, self.settings = self.settings, new
         s = self.sched()
         s.debounce_ms = new.debounce_ms
+        if commands.lowering_available():
+            from ..spatial.target import TargetError, load_target
+
+            try:
+                load_target(new.target)
+                s.target = new.target
+            except TargetError as e:
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: target: {e}"))
+                self.settings = new = Settings(old.target, new.deployment, new.checkpoint, new.debounce_ms)
+                s.target = old.target
+            s.deployment = commands.deployment_of(new.deployment)
         if new.checkpoint != old.checkpoint:
             from ..cli import UserError, load_storage
 
@@ -246,16 +265,22 @@ async def _document(ls: StreamedServer, command: str, obj: dict, example: str) -
     return snap
 
 
+COMMANDS: dict = {}
+
+
 def _command(name: str):
-    """Register a command whose handler takes the raw arguments; a ``CommandError`` becomes "invalid params"."""
+    """A command handler ``fn(ls, args, work_done_token)``. Registered with pygls so the capability lists it, but
+    dispatched by ``Protocol`` so the handler sees the raw arguments and the client's work-done token; a
+    ``CommandError`` becomes a JSON-RPC "invalid params" error carrying its sentence."""
 
     def wrap(fn):
-        async def handler(ls: StreamedServer, *args):
+        async def handler(ls: StreamedServer, args, token=None):
             try:
-                return await fn(ls, list(args))
+                return await fn(ls, args, token)
             except commands.CommandError as e:
                 raise _invalid(str(e)) from None
 
+        COMMANDS[name] = handler
         server.command(name)(handler)
         return fn
 
@@ -263,13 +288,13 @@ def _command(name: str):
 
 
 @_command("streamed.showKinds")
-async def cmd_show_kinds(ls: StreamedServer, args):
+async def cmd_show_kinds(ls: StreamedServer, args, token):
     obj = commands.one_object("streamed.showKinds", args, '{"uri": …}')
     return commands.show_kinds(await _document(ls, "streamed.showKinds", obj, '{"uri": …}'))
 
 
 @_command("streamed.goToRepresentative")
-async def cmd_go_to_representative(ls: StreamedServer, args):
+async def cmd_go_to_representative(ls: StreamedServer, args, token):
     example = '{"uri": …, "position": {"line": 0, "character": 0}}'
     obj = commands.one_object("streamed.goToRepresentative", args, example)
     snap = await _document(ls, "streamed.goToRepresentative", obj, example)
@@ -278,39 +303,54 @@ async def cmd_go_to_representative(ls: StreamedServer, args):
 
 
 @_command("streamed.openManifest")
-async def cmd_open_manifest(ls: StreamedServer, args):
+async def cmd_open_manifest(ls: StreamedServer, args, token):
     obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
-    return commands.open_manifest(obj, ls.sched().snapshot)
+    return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj)
 
 
 @_command("streamed.lowerBundle")
-async def cmd_lower_bundle(ls: StreamedServer, args):
+async def cmd_lower_bundle(ls: StreamedServer, args, token):
     obj = commands.one_object("streamed.lowerBundle", args, commands.LOWER_EXAMPLE)
     snap = await _document(ls, "streamed.lowerBundle", obj, commands.LOWER_EXAMPLE)
-    token = str(uuid.uuid4())
     progress = ls.work_done_progress
-    cancelled = False
-    try:
-        await progress.create_async(token)
-        progress.begin(token, lsp.WorkDoneProgressBegin(title="Lowering SN50 bundle", cancellable=True, percentage=0))
-        have_progress = True
-    except Exception:
-        have_progress = False
+    if token is None and _supports_progress(ls):
+        token = str(uuid.uuid4())
+        try:
+            await asyncio.wait_for(progress.create_async(token), 2)
+        except Exception:
+            token = None
     loop = asyncio.get_running_loop()
+    stop = {"cancelled": False}
+    if token is not None:
+        progress.begin(token, lsp.WorkDoneProgressBegin(title="Lowering SN50 bundle", cancellable=True, percentage=0))
 
     def report(message: str, pct: int) -> None:
-        if have_progress:
+        if token is not None:
             loop.call_soon_threadsafe(progress.report, token, lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct))))
 
-    def is_cancelled() -> bool:
-        fut = progress.tokens.get(token) if have_progress else None
-        return cancelled or (fut is not None and fut.cancelled())
+    def cancelled() -> bool:
+        fut = progress.tokens.get(token) if token is not None else None
+        return stop["cancelled"] or (fut is not None and fut.cancelled())
 
+    outcome = "failed"
     try:
-        return await loop.run_in_executor(None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, report, is_cancelled)
+        result = await loop.run_in_executor(None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, report,
+                                            cancelled, ls.sched().lowered)
+        outcome = f"wrote {Path(result['manifest']).parent.name}/"
+        return result
+    except asyncio.CancelledError:
+        stop["cancelled"] = True
+        outcome = "cancelled"
+        raise
     finally:
-        if have_progress:
-            progress.end(token, lsp.WorkDoneProgressEnd(message="done"))
+        if token is not None:
+            progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
+            progress.tokens.pop(token, None)
+
+
+def _supports_progress(ls: StreamedServer) -> bool:
+    w = ls.client_capabilities.window
+    return bool(w and w.work_done_progress)
 
 
 def main() -> None:

@@ -1,0 +1,104 @@
+"""workspace/executeCommand end to end: showKinds, lowerBundle (with $/progress), openManifest, and what a person
+reads when the arguments are wrong."""
+
+import json
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+
+from lsphelp import DIVERGENT, TINY, position_of, request
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+#: d = 48: every q8 weight reading d has input features that are not whole Q8_0 blocks, so the kind does not lower.
+UNLOWERABLE = TINY.replace("Let d be 64.", "Let d be 48.")
+
+
+async def run(client, command, *args, timeout=20.0):
+    return await request(client.workspace_execute_command_async(lsp.ExecuteCommandParams(command, list(args))), timeout)
+
+
+async def test_show_kinds_lists_each_kind_with_its_layers_and_representative(editor, client):
+    uri = editor.open(DIVERGENT)
+    await editor.analysed(uri)
+    kinds = await run(client, "streamed.showKinds", {"uri": uri})
+    assert kinds == [
+        {"name": "attention (layer 0)", "layers": [0, 1, 2, 3, 5], "representative": 0},
+        {"name": "attention (layer 4)", "layers": [4], "representative": 4},
+    ]
+
+
+async def test_a_kind_that_does_not_lower_is_an_error_on_its_statement_with_every_member_layer_related(editor, client):
+    uri = editor.open(UNLOWERABLE)
+    done = await editor.analysed(uri)
+    assert done.rejects >= 1
+    rejects = [d for d in editor.diagnostics(uri) if d.code == "reject"]
+    layer = next(d for d in rejects if "layer 0 (attention)" in d.message)
+    assert layer.severity == lsp.DiagnosticSeverity.Error and "48 input features" in layer.message
+    assert layer.range.start.line == position_of(UNLOWERABLE, "Let q0 be")[0]
+    headers = {r.location.range.start.line for r in layer.related_information}
+    assert headers == {position_of(UNLOWERABLE, f"## Layer {l}")[0] for l in range(4)}
+    kinds = await run(client, "streamed.showKinds", {"uri": uri})
+    assert "48 input features" in kinds[0]["reject"]
+
+
+async def test_lower_bundle_writes_the_bundle_beside_the_document_and_reports_progress(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    got = await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 256})
+    manifest = Path(got["manifest"])
+    assert manifest == client.root / f"{editor.test}.bundle" / "manifest.json" and manifest.exists()
+    assert got["kinds"] == 1 and got["layers"] == 4 and isinstance(got["estimate"], dict)
+    data = json.loads(manifest.read_text())
+    assert data["mode"] == "decode" and data["ctx"] == 256 and len(data["layers"]) == 4
+    reports = [p for token, ps in client.progress_reports.items() for p in ps]
+    kinds = [getattr(p, "kind", None) for p in reports]
+    assert "begin" in kinds and "end" in kinds and "report" in kinds
+
+    opened = await run(client, "streamed.openManifest", {"uri": uri})
+    assert opened["manifest"] == str(manifest)
+    assert opened["summary"]["layers"] == 4 and opened["summary"]["deployment"]["mode"] == "decode"
+    by_folder = await run(client, "streamed.openManifest", {"bundle": str(manifest.parent)})
+    assert by_folder["manifest"] == str(manifest)
+
+
+async def test_lower_bundle_refuses_to_write_outside_the_workspace(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    with pytest.raises(JsonRpcInvalidParams, match="outside the workspace folders"):
+        await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "out": "/tmp/elsewhere.bundle"})
+
+
+async def test_lower_bundle_of_a_kind_that_does_not_lower_names_the_program_and_why(editor, client):
+    uri = editor.open(UNLOWERABLE)
+    await editor.analysed(uri)
+    with pytest.raises(JsonRpcInvalidParams, match=r"layer 0 \(attention\) program does not lower: .*48 input features"):
+        await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode"})
+
+
+@pytest.mark.parametrize("command, args, says", [
+    ("streamed.lowerBundle", [], "takes one argument"),
+    ("streamed.lowerBundle", ["model.lgm"], "takes an object like"),
+    ("streamed.lowerBundle", [{"mode": "decode"}], "needs `uri`"),
+    ("streamed.lowerBundle", [{"uri": "file:///nowhere/x.lgm", "mode": "decode"}], "is not open in the editor"),
+    ("streamed.showKinds", [{"uri": 7}], "needs `uri`"),
+    ("streamed.goToRepresentative", [{"uri": "OPEN", "position": {"line": -1}}], "needs `position`"),
+    ("streamed.openManifest", [{"bundle": "/nonexistent/x.bundle"}], "no manifest at"),
+    ("streamed.noSuchThing", [{}], "unknown command `streamed.noSuchThing`"),
+])
+async def test_bad_command_arguments_get_an_error_a_person_understands(editor, client, command, args, says):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    args = [{**a, "uri": uri} if isinstance(a, dict) and a.get("uri") == "OPEN" else a for a in args]
+    with pytest.raises(JsonRpcInvalidParams) as e:
+        await run(client, command, *args)
+    assert says in str(e.value)
+
+
+async def test_lower_bundle_with_a_bad_mode_names_the_modes(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    with pytest.raises(JsonRpcInvalidParams, match="`mode` must be one of forward, decode, prefill"):
+        await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "fast"})
