@@ -1,0 +1,184 @@
+"""Each pass of the lowering on its own: targets, lift, fold Q8, place, certify, residency, the IR's JSON."""
+
+from dataclasses import replace
+
+import pytest
+
+from streamed.analysis import analyze
+from streamed.kinds import stored_q8
+from streamed.spatial.ir import Op, SpatialProgram
+from streamed.spatial.lower import Cut, LoweringError, certify, fold_q8, lift, lower_program, place
+from streamed.spatial.synth import two_kind_document
+from streamed.spatial.target import TargetError, load_target, parse_target
+from streamed.streamed import Deployment, StreamedReject, lower_streamed
+
+GOOD = """name = "mine"
+pcus = 100
+pmus = 100
+sram_mb = 1
+hbm_gb = 1
+ddr_gb = 4
+hbm_tb_s = 1
+ddr_tb_s = 0.1
+sram_tb_s = 10
+link_gb_s = 100
+peak_bf16_tflops = 100
+"""
+
+
+def test_shipped_targets_carry_the_public_figures():
+    sn50, sn40l = load_target("sn50"), load_target("sn40l")
+    assert load_target() is sn50
+    assert (sn50.pcus, sn50.pmus, sn50.sram_bytes, sn50.hbm_bytes) == (2080, 2080, 432 * 10**6, 64 * 10**9)
+    assert sn50.hbm_bandwidth == 1.8e12 and sn50.peak_bf16 == 1.6e15 and sn50.peak_fp8 == 3.2e15
+    assert sn50.ddr_bytes == 2048 * 10**9
+    assert (sn40l.pcus, sn40l.sram_bytes, sn40l.peak_bf16) == (1040, 520 * 10**6, 638e12)
+
+
+def test_a_users_toml_target_loads_and_a_bad_one_says_which_key(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text(GOOD)
+    t = load_target(str(f))
+    assert t.name == "mine" and t.sram_bytes == 10**6 and t.peak_fp8 == 2e14
+    with pytest.raises(TargetError, match="missing `pcus`"):
+        parse_target(GOOD.replace("pcus = 100\n", ""), "x.toml")
+    with pytest.raises(TargetError, match="`pmus` must be a whole number"):
+        parse_target(GOOD.replace("pmus = 100", 'pmus = "many"'), "x.toml")
+    with pytest.raises(TargetError, match="not valid TOML"):
+        parse_target("name = ", "x.toml")
+    with pytest.raises(TargetError, match="unknown key `colour`"):
+        parse_target(GOOD + 'colour = "red"\n', "x.toml")
+    with pytest.raises(TargetError, match="must be positive"):
+        parse_target(GOOD.replace("sram_mb = 1", "sram_mb = 0"), "x.toml")
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return analyze(two_kind_document(4))
+
+
+def test_lift_names_every_derived_tensor_after_the_statement_it_comes_from(doc):
+    layer = doc.programs.layer(0)
+    tensors, ops, carried = lift(layer, doc.programs.constants, Cut(1, 64))
+    binders = {s.name.text for s in layer.statements if hasattr(s, "name") and s.__class__.__name__ == "Let"}
+    for op in ops:
+        for out in op.outputs:
+            stem = out.split("__")[0]
+            assert stem in binders or out in binders, out
+    assert carried == ("Kc0", "Vc0")
+    assert [o.kind for o in ops[:3]] == ["rmsnorm", "matmul", "rope"]
+    assert all(o.statement is not None for o in ops)
+
+
+def test_lift_refuses_a_whole_state_replacement_in_a_batched_step_naming_the_statement():
+    text = two_kind_document(4).replace("Let Vc0 be a state of ctx by 32.", "Let Vc0 be a state of ctx by 32.\nLet Z0 be a state of rows by d.")
+    text = text.replace("Let hn0 be rmsnorm of h0", "Set Z0 to h0.\nLet hn0 be rmsnorm of h0")
+    a = analyze(text)
+    assert not a.errors
+    layer = a.programs.layer(0)
+    with pytest.raises(LoweringError) as e:
+        lift(layer, a.programs.constants, Cut(2, 64, batch=2, batched=True))
+    assert e.value.binder == "Z0" and "one `Z0` per sequence" in e.value.why
+    assert layer.statements[e.value.statement].target.text == "Z0"
+
+
+def test_fold_q8_reads_planes_and_scales_and_drops_the_dense_weight(doc):
+    layer = doc.programs.layer(0)
+    tensors, ops, _ = lift(layer, doc.programs.constants, Cut(1, 64))
+    folded, ops = fold_q8(dict(tensors), ops, frozenset({"Wq0"}))
+    mm = [o for o in ops if o.kind.startswith("matmul")]
+    assert mm[0].kind == "matmul_q8" and mm[0].inputs[1:] == ("Wq0__q8", "Wq0__scales")
+    assert all(o.kind == "matmul" for o in mm[1:])
+    assert "Wq0" not in folded and folded["Wq0__q8"].of == "Wq0" and folded["Wq0__scales"].part == "scales"
+    # 34 bytes per 32 values: the Q8_0 block.
+    assert folded["Wq0__q8"].bytes + folded["Wq0__scales"].bytes == 64 * 64 * 34 // 32
+
+
+def test_fold_q8_refuses_a_weight_whose_input_features_are_not_whole_blocks():
+    a = analyze(two_kind_document(2, d=48, heads=3, kv=3))
+    layer = a.programs.layer(0)
+    with pytest.raises(LoweringError, match="48 input features are not whole blocks of 32"):
+        lower_program(layer, a.programs.constants, Cut(1, 64), load_target(), "layer 0",
+                      stored_q8(a.programs, layer))
+
+
+def test_place_gives_every_op_units_within_the_target_and_refuses_too_many_ops(doc, tmp_path):
+    layer = doc.programs.layer(0)
+    p = lower_program(layer, doc.programs.constants, Cut(1, 64), load_target(), "layer 0")
+    assert all(o.pcus >= 1 and o.pmus >= 1 for o in p.ops)
+    assert sum(o.pcus for o in p.ops) <= 2080
+    assert max(p.ops, key=lambda o: o.flops).pcus == max(o.pcus for o in p.ops)
+    small = parse_target(GOOD.replace("pcus = 100", "pcus = 5"), "small.toml")
+    with pytest.raises(LoweringError, match=r"needs \d+ PCUs, one for each of its ops; the MINE has 5"):
+        place(p, small)
+
+
+def test_certify_refuses_a_tensor_written_twice_and_a_shape_that_disagrees(doc):
+    layer = doc.programs.layer(0)
+    p = lower_program(layer, doc.programs.constants, Cut(1, 64), load_target(), "layer 0")
+    assert p.certificate["bound_once"] and p.certificate["sram_bytes"] <= p.certificate["sram_available"]
+    twice = replace(p, ops=p.ops + (Op("copy", ("xn0",), ("h0",)),))
+    with pytest.raises(LoweringError, match="`h0` is written twice"):
+        certify(twice, load_target())
+    wrong = replace(p, tensors=tuple(replace(t, shape=(1, 65)) if t.name == "hn0" else t for t in p.tensors))
+    with pytest.raises(LoweringError, match="`hn0` is \\(1, 65\\)"):
+        certify(wrong, load_target())
+    unread = replace(p, ops=(Op("copy", ("nowhere",), ("h0",)),) + p.ops)
+    with pytest.raises(LoweringError, match="does not hold"):
+        certify(unread, load_target())
+
+
+def test_residency_puts_states_in_sram_while_they_fit_then_hbm_then_ddr(tmp_path, doc):
+    # 1 MB of SRAM: one layer's KV caches at ctx 2048 (2·2048·32·2 B = 256 KB) fit three times beside the reserve.
+    f = tmp_path / "t.toml"
+    f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.0007"))
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=2048), target=str(f))
+    tiers = {}
+    for group in model.residency["layers"]:
+        for l in group["layers"]:
+            tiers[l] = group["states"]
+    order = [tiers[l] for l in range(8)]
+    assert order == sorted(order, key=["sram", "hbm", "ddr"].index)
+    assert order[0] == "sram" and "hbm" in order and order[-1] == "ddr"
+    assert sum(model.residency["states"].values()) == 8 * 2 * 2048 * 32 * 2
+    assert model.residency["weights"]["ddr"] == 0
+    for k in model.kinds:
+        slowest = max((tiers[l] for l in k.layers), key=["sram", "hbm", "ddr"].index)
+        assert {t.tier for t in k.program.tensors if t.role == "state"} == {slowest}
+
+
+def test_weights_spill_from_hbm_to_ddr_when_the_model_is_larger(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.0002"))
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=64), target=str(f))
+    w = model.residency["weights"]
+    assert 0 < w["hbm"] <= 200_000 and w["ddr"] > 0
+    assert {g["weights"] for g in model.residency["layers"]} == {"hbm", "ddr"}
+
+
+def test_states_that_fit_nowhere_refuse_the_bundle(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.001").replace("ddr_gb = 4", "ddr_gb = 0.001"))
+    with pytest.raises(StreamedReject) as e:
+        lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=4096), target=str(f))
+    assert e.value.program == "bundle" and "do not fit" in e.value.why
+
+
+def test_the_estimate_counts_every_layer_and_more_tokens_per_step_for_a_batch(doc):
+    one = lower_streamed(doc, Deployment("decode", ctx=256)).estimate
+    many = lower_streamed(doc, Deployment("batched", ctx=256, batch=8)).estimate
+    assert one["tokens_per_step"] == 1 and many["tokens_per_step"] == 8
+    assert many["tokens_per_second"] > one["tokens_per_second"]
+    kinds = [p for name, p in one["programs"].items() if name not in ("embed", "head")]
+    assert sum(p["instances"] for p in kinds) == 4
+    assert one["step"]["flops"] == sum(p["flops"] * p["instances"] for p in one["programs"].values())
+
+
+@pytest.mark.parametrize("mode", ["decode", "batched-tp"])
+def test_programs_round_trip_through_json_exactly(doc, mode):
+    model = lower_streamed(doc, Deployment(mode, ctx=64, batch=2, tp=2))
+    for _, p in model.programs():
+        again = SpatialProgram.from_json(p.to_json())
+        assert again == p
+        import json
+        assert SpatialProgram.from_json(json.dumps(p.to_json())) == p
