@@ -1,0 +1,220 @@
+"""The certification end to end: every small example document, every deployment, bundle against reference; the
+batched and prefill properties of the bundle itself; a GGUF checkpoint with Q8_0 and F16 weights; and a deliberately
+wrong lowering that verify must catch, naming the layer and the tensor."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamed.analysis import analyze
+from streamed.cli import main
+from streamed.execute import Executor, Session, plan_of
+from streamed.streamed import Deployment as Lowered, LayerBinding, StreamedReject, lower_streamed
+from streamed.verify import Deployment, run
+from streamed.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CTX = 16
+STEPS = 8
+#: Examples with more declared weight values than this are real-shaped: certified by hand, not in this suite.
+SMALL = 4_000_000
+
+
+def weight_count(analysis) -> int:
+    return sum(int(np.prod(concrete(d.shape))) for d in declared_weights(analysis.programs).values())
+
+
+def small_examples():
+    out = []
+    for path in sorted(EXAMPLES.glob("*.lgm")):
+        a = analyze(path.read_text())
+        if not a.errors and weight_count(a) <= SMALL:
+            out.append(path)
+    return out
+
+
+DEPLOYMENTS = [
+    Deployment("forward", CTX),
+    Deployment("decode", CTX),
+    Deployment("prefill", CTX, chunk=4),
+    Deployment("batched", CTX, batch=3),
+    Deployment("tp", CTX, tp=2),
+    Deployment("tp", CTX, tp=4),
+    Deployment("batched-tp", CTX, batch=2, tp=2),
+]
+
+
+def lowered(analysis, dep: Deployment, storage=None):
+    d = Lowered(dep.mode, ctx=dep.ctx, chunk=dep.chunk if dep.mode == "prefill" else 0, batch=dep.batch, tp=dep.tp)
+    return lower_streamed(analysis, d, storage=storage)
+
+
+def plans_for(analysis, dep: Deployment, storage=None):
+    plans = {"step": plan_of(lowered(analysis, dep, storage))}
+    if dep.mode == "prefill":
+        plans["prefill"] = plans["step"]
+        plans["step"] = plan_of(lowered(analysis, Deployment("decode", dep.ctx), storage))
+    return plans
+
+
+def test_every_example_document_is_certified_unless_real_shaped():
+    assert (EXAMPLES / "tiny-llama.lgm") in small_examples()
+
+
+@pytest.mark.parametrize("dep", DEPLOYMENTS, ids=lambda d: d.label)
+@pytest.mark.parametrize("path", small_examples(), ids=lambda p: p.stem)
+def test_the_bundle_computes_what_the_document_computes(path, dep):
+    a = analyze(path.read_text())
+    try:
+        plans = plans_for(a, dep)
+    except StreamedReject as e:
+        if e.program == "bundle" and "tensor parallel" in e.why:
+            pytest.skip(f"{path.stem} does not admit {dep.label}: {e.why}")
+        raise
+    report = run(a.programs, seeded(a.programs, 11), dep, plans, STEPS)
+    assert report.error is None, report.error
+    assert report.first_failure is None, report.first_failure.describe()
+    assert report.steps == STEPS
+    layers = {m.program for m in report.measures if m.tensor == "hidden state"}
+    assert layers == {p.label for p in a.programs.layers}
+
+
+def tiny():
+    return analyze((EXAMPLES / "tiny-llama.lgm").read_text())
+
+
+def test_a_batched_bundle_step_equals_the_decode_bundle_run_once_per_sequence():
+    a = tiny()
+    w = seeded(a.programs, 3)
+    t = tables(a.programs, CTX)
+    batched = plan_of(lowered(a, Deployment("batched", CTX, batch=3)))
+    decode = plan_of(lowered(a, Deployment("decode", CTX)))
+    together = Executor(w, t)
+    alone = [Executor(w, t) for _ in range(3)]
+    tokens, positions = np.array([7, 100, 31]), [0, 2, 5]
+    for _ in range(4):
+        got = together.step(batched, tokens, positions)
+        each = [e.step(decode, [tok], [p]) for e, tok, p in zip(alone, tokens, positions)]
+        np.testing.assert_array_equal(got.logits, np.concatenate([x.logits for x in each]))
+        for b in range(3):
+            for name, value in alone[b].session.states.items():
+                np.testing.assert_array_equal(together.session.states[f"{name}_s{b}"], value)
+        tokens = got.next
+        positions = [p + 1 for p in positions]
+
+
+def test_prefill_of_a_chunk_then_decode_equals_decoding_the_same_tokens_one_by_one():
+    a = tiny()
+    w = seeded(a.programs, 4)
+    t = tables(a.programs, CTX)
+    prefill = plan_of(lowered(a, Deployment("prefill", CTX, chunk=5)))
+    decode = plan_of(lowered(a, Deployment("decode", CTX)))
+    chunk = [9, 8, 200, 4, 51]
+    bulk, single = Executor(w, t), Executor(w, t)
+    first = bulk.step(prefill, chunk, [0])
+    for i, tok in enumerate(chunk):
+        last = single.step(decode, [tok], [i])
+    np.testing.assert_allclose(first.logits, last.logits, rtol=1e-5, atol=1e-6)
+    assert first.next.tolist() == last.next.tolist()
+    for name in single.session.states:
+        np.testing.assert_allclose(bulk.session.states[name], single.session.states[name], rtol=1e-5, atol=1e-6)
+    tok = int(last.next[0])
+    for pos in range(5, 9):
+        a1, b1 = bulk.step(decode, [tok], [pos]), single.step(decode, [tok], [pos])
+        np.testing.assert_allclose(a1.logits, b1.logits, rtol=1e-5, atol=1e-6)
+        tok = int(b1.next[0])
+
+
+def rebound(model, layer: int, tensors: dict):
+    """The test double: ``model`` with layer ``layer`` bound through ``tensors`` instead of its own binding."""
+    layers = tuple(LayerBinding(b.layer, b.kind, tensors) if b.layer == layer else b for b in model.layers)
+    return replace(model, layers=layers)
+
+
+def test_a_swapped_binding_is_caught_with_its_layer_and_tensor_named():
+    a = tiny()
+    model = lowered(a, Deployment("decode", CTX))
+    kind = model.kind(model.layers[2].kind).program
+    assert {t.of for t in kind.tensors if t.part == "planes"} >= {"Wg0", "Wu0"}
+    # The test double: layer 2's binding sends the kind's gate projection to layer 2's up projection and back.
+    tensors = dict(model.layers[2].tensors)
+    assert (tensors["Wg0"], tensors["Wu0"]) == ("Wg2", "Wu2")
+    tensors["Wg0"], tensors["Wu0"] = tensors["Wu0"], tensors["Wg0"]
+    wrong = rebound(model, 2, tensors)
+    report = run(a.programs, seeded(a.programs, 5), Deployment("decode", CTX), {"step": plan_of(wrong)}, STEPS)
+    bad = report.first_failure
+    assert bad is not None and bad.program == "layer 2"
+    assert bad.step == 0
+    # the first tensor that differs is the first computed from the swapped planes, and everything before it agreed
+    assert bad.tensor in a.programs.layer(2).shapes
+    assert all(m.ok for m in report.measures[: report.measures.index(bad)])
+
+
+def write_mixed_checkpoint(tmp_path, checkpoint_writer, analysis):
+    floats = seeded(analysis.programs, 6).dense
+
+    def type_of(name, tensor):
+        if name == "Emb":
+            return "F16", True
+        if name.startswith("Wo") and name == "Wo2":
+            return "F16", False  # one layer's output projection stored F16 among Q8_0 layers
+        return ("Q8_0" if name.startswith("W") else "F32"), False
+
+    return checkpoint_writer(tmp_path / "tiny-mixed.gguf", analysis.programs, floats, type_of)
+
+
+@pytest.mark.parametrize("dep", [Deployment("decode", CTX), Deployment("prefill", CTX, chunk=3),
+                                 Deployment("tp", CTX, tp=2), Deployment("batched", CTX, batch=2)],
+                         ids=lambda d: d.label)
+def test_a_gguf_checkpoint_of_q8_0_and_f16_weights_is_certified_end_to_end(tmp_path, checkpoint_writer, dep):
+    path = write_mixed_checkpoint(tmp_path, checkpoint_writer, tiny())
+    storage = gguf_storage(path)
+    a = analyze((EXAMPLES / "tiny-llama.lgm").read_text(), storage)
+    assert [k.layers for k in a.kinds] == [(0, 1, 3), (2,)]  # the F16 layer is its own kind
+    model = lowered(a, dep, storage)
+    f16_kind = next(k for k in model.kinds if k.layers == (2,)).program
+    reads = {t.of or t.name: t.part for t in f16_kind.tensors if t.role == "weight"}
+    assert reads.get("Wo2") is None and reads.get("Wq2") == "planes" or reads.get("Wq2") == "scales"
+    w = from_gguf(path, a.programs, storage)
+    report = run(a.programs, w, dep, plans_for(a, dep, storage), STEPS)
+    assert report.error is None, report.error
+    assert report.ok, report.first_failure.describe()
+
+
+def test_verify_on_the_command_line_prints_every_layer_and_exits_0_when_they_agree(capsys):
+    assert main(["verify", str(EXAMPLES / "tiny-llama.lgm"), "--mode", "decode", "--ctx", "16", "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    for l in range(4):
+        assert f"layer {l}" in out
+    assert "logits" in out and "agree" in out
+
+
+def test_verify_on_the_command_line_exits_1_naming_the_layer_and_tensor_of_a_wrong_bundle(capsys, monkeypatch):
+    import streamed.streamed as st
+
+    real = st.lower_streamed
+
+    def swapped(analysis, deployment, *args, **kw):
+        m = real(analysis, deployment, *args, **kw)
+        tensors = dict(m.layers[1].tensors)
+        tensors["Wg0"], tensors["Wu0"] = tensors["Wu0"], tensors["Wg0"]
+        return rebound(m, 1, tensors)
+
+    monkeypatch.setattr(st, "lower_streamed", swapped)
+    code = main(["verify", str(EXAMPLES / "tiny-llama.lgm"), "--ctx", "16", "--steps", "2"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "layer 1" in err and "tensor `" in err
+
+
+def test_verify_refuses_a_missing_checkpoint_and_a_bad_size_with_exit_2(tmp_path, capsys):
+    doc = str(EXAMPLES / "tiny-llama.lgm")
+    assert main(["verify", doc, "--checkpoint", str(tmp_path / "none.gguf")]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err
+    assert main(["verify", doc, "--ctx", "0"]) == 2
+    assert "--ctx 0" in capsys.readouterr().err
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
+    assert main(["verify", doc, "--checkpoint", str(tmp_path / "junk.gguf")]) == 2
+    assert "not a GGUF checkpoint" in capsys.readouterr().err
