@@ -32,6 +32,27 @@ def _statement_so_far(text: str, line: int, character: int) -> str:
     return text[start + 1:end]
 
 
+def names_in_scope(section, line: int, character: int) -> list[str]:
+    """The names bound by the statements before the one the (section-relative) position is in."""
+    toks = section.tokens
+    before = [i for i, t in enumerate(toks) if (t.range.end.line, t.range.end.character) <= (line, character)]
+    current = len(section.spans)
+    if before:
+        last = before[-1]
+        at = section.statement_at(last)
+        if at is not None and not (toks[last].text == "." and section.spans[at][1] == last + 1):
+            current = at
+        elif at is not None:
+            current = at + 1
+        else:
+            current = next((i for i, (a, b) in enumerate(section.spans) if a > last), len(section.spans))
+    else:
+        current = 0
+    from ..lang.syntax import Let
+
+    return [st.name.text for st in section.statements[:current] if isinstance(st, Let)]
+
+
 def completions(snap: Snapshot, line: int, character: int) -> lsp.CompletionList:
     a = snap.analysis
     text = a.text
@@ -59,12 +80,10 @@ def completions(snap: Snapshot, line: int, character: int) -> lsp.CompletionList
         items.append(lsp.CompletionItem(w if w not in ("multiplied", "scaled") else f"{w} by", kind=lsp.CompletionItemKind.Operator))
     s = spot(a, line, character)
     if s is not None and s.program is not None:
-        rel = line - s.base.line
-        for name, r in s.program.bound_at.items():
-            if (r.start.line, r.start.character) < (rel, character):
-                decl = s.program.decls.get(name)
-                items.append(lsp.CompletionItem(name, kind=lsp.CompletionItemKind.Variable,
-                                                detail=(f"{'q8 ' if decl and decl.q8 else ''}{decl.role}" if decl else "bound")))
+        for name in names_in_scope(s.section, line - s.base.line, character):
+            decl = s.program.decls.get(name)
+            items.append(lsp.CompletionItem(name, kind=lsp.CompletionItemKind.Variable,
+                                            detail=(f"{'q8 ' if decl and decl.q8 else ''}{decl.role}" if decl else "bound")))
     for name, value in a.programs.constants.items():
         items.append(lsp.CompletionItem(name, kind=lsp.CompletionItemKind.Constant, detail=f"= {value:g}"))
     for w in ("Let", "Set", "Return", "be", "a", "an", "q8", "weight", "input", "state", "table", "token", "position", "rows", "ctx", "by", "of"):

@@ -23,10 +23,15 @@ def format_line(text: str) -> str:
     toks = line.tokens
     indent = text[: len(text) - len(text.lstrip())]
     out = [toks[0].text]
-    for prev, t in zip(toks, toks[1:]):
+    for i in range(1, len(toks)):
+        prev, t = toks[i - 1], toks[i]
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
         touching = prev.range.end.offset == t.range.start.offset
-        if touching or t.text in _TIGHT_BEFORE or prev.text in _TIGHT_AFTER:
-            out.append(t.text if touching or not (t.text == "." and prev.text[-1].isdigit()) else " " + t.text)
+        # ``1 .5`` is a full stop then a number; written ``1.5`` it would be one number: keep that space.
+        makes_number = (t.text == "." and prev.text[-1].isdigit() and nxt is not None and nxt.text[0].isdigit()
+                        and nxt.range.start.offset == t.range.end.offset)
+        if touching or ((t.text in _TIGHT_BEFORE or prev.text in _TIGHT_AFTER) and not makes_number):
+            out.append(t.text)
         else:
             out.append(" " + t.text)
     body = indent + "".join(out)

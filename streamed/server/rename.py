@@ -24,6 +24,8 @@ def _target(snap: Snapshot, line: int, character: int) -> Spot:
     tok = s.token if s is not None else None
     if s is None or s.program is None or tok is None or not tok.is_word or tok.is_number:
         raise RenameError("only a name bound by `Let` in a program can be renamed here")
+    if tok.text in ops_table.KEYWORDS:
+        raise RenameError(f"`{tok.text}` is a word of the language: only a name bound by `Let` can be renamed")
     if tok.text not in s.program.bound_at:
         raise RenameError(f"`{tok.text}` is not bound in {s.section.label}; rename it where it is bound")
     return s

@@ -1,0 +1,122 @@
+"""Completion, quick fixes, rename and formatting, end to end."""
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+
+from lsphelp import DIVERGENT, TINY, doc, pos, position_of, request
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def apply(text: str, edits) -> str:
+    """Apply LSP text edits (non-overlapping) to ``text``."""
+    lines = text.split("\n")
+
+    def off(p):
+        return sum(len(l) + 1 for l in lines[:p.line]) + p.character
+
+    for e in sorted(edits, key=lambda e: off(e.range.start), reverse=True):
+        text = text[:off(e.range.start)] + e.new_text + text[off(e.range.end):]
+    return text
+
+
+async def send_all(editor, uri, text, new):
+    lines = text.split("\n")
+    editor.replace(uri, (0, 0), (len(lines), 0), new)
+    return await editor.analysed(uri)
+
+
+async def test_completion_offers_operations_names_in_scope_and_constants(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    line, col = position_of(TINY, "Let h1 be ")
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, col + len("Let h1 be "))))))
+    labels = {i.label: i for i in got.items}
+    assert "attention" in labels and "latent attention" in labels and "rmsnorm" in labels
+    assert labels["rmsnorm"].insert_text.startswith("rmsnorm of ${1:X} with ${2:G}")
+    assert "xn1" in labels and "a1" in labels and "h1" not in labels and "hn1" not in labels
+    assert "ffn" in labels and labels["ffn"].kind == lsp.CompletionItemKind.Constant
+
+
+async def test_completion_after_a_comma_offers_the_operations_options(editor, client):
+    text = TINY.replace("Let a1 be attention of q1 over Kc1 and Vc1 at pos, heads 4 sharing 2.",
+                        "Let a1 be attention of q1 over Kc1 and Vc1 at pos, heads 4 sharing 2, ")
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    line, col = position_of(text, "sharing 2, ")
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, col + len("sharing 2, "))))))
+    labels = {i.label for i in got.items}
+    assert {"window #W", "chunks of #C", "scale #F", "sinks $S"} <= labels
+    assert "rmsnorm" not in labels
+
+
+async def test_the_quick_fix_makes_a_diverging_layer_one_program_with_its_representative(editor, client):
+    uri = editor.open(DIVERGENT)
+    await editor.analysed(uri)
+    w = next(d for d in editor.diagnostics(uri) if d.code == "divergence")
+    actions = await request(client.text_document_code_action_async(lsp.CodeActionParams(
+        doc(uri), w.range, lsp.CodeActionContext(diagnostics=[w]))))
+    fix = next(a for a in actions if a.title == "make layer 4 one program with layer 0")
+    edits = fix.edit.document_changes[0].edits
+    assert [e.new_text for e in edits] == ["Let xn4 be rmsnorm of xo3 with g4, epsilon 0.00001."]
+    fixed = apply(DIVERGENT, edits)
+    done = await send_all(editor, uri, DIVERGENT, fixed)
+    assert done.kinds == 1
+    assert editor.diagnostics(uri) == []
+
+
+async def test_the_quick_fix_for_an_unknown_operation_is_the_nearest_spelling(editor, client):
+    text = TINY.replace("Let hn2 be rmsnorm of", "Let hn2 be rmsnrom of")
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    err = next(d for d in editor.diagnostics(uri) if "rmsnrom" in d.message)
+    actions = await request(client.text_document_code_action_async(lsp.CodeActionParams(
+        doc(uri), err.range, lsp.CodeActionContext(diagnostics=[err]))))
+    fix = next(a for a in actions if a.title == "change to `rmsnorm`")
+    await send_all(editor, uri, text, apply(text, fix.edit.document_changes[0].edits))
+    assert editor.diagnostics(uri) == []
+
+
+async def test_rename_changes_a_name_within_its_layer_only(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    at = pos(position_of(TINY, "hn1", after="Let f1 be"))
+    prep = await request(client.text_document_prepare_rename_async(lsp.PrepareRenameParams(doc(uri), at)))
+    assert prep.placeholder == "hn1"
+    edit = await request(client.text_document_rename_async(lsp.RenameParams(doc(uri), at, "norm1")))
+    edits = edit.document_changes[0].edits
+    assert len(edits) == 3  # bound once, read twice
+    renamed = apply(TINY, edits)
+    assert "hn1" not in renamed and renamed.count("norm1") == 3 and "hn2" in renamed
+    done = await send_all(editor, uri, TINY, renamed)
+    assert done.kinds == 1 and editor.diagnostics(uri) == []
+
+
+@pytest.mark.parametrize("new, says", [("Let", "word of the language"), ("2x", "is not a name"),
+                                       ("ffn", "constant"), ("h1", "already bound in layer 1")])
+async def test_rename_to_something_that_is_not_a_free_name_is_refused_with_a_reason(editor, client, new, says):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    at = pos(position_of(TINY, "hn1", after="Let f1 be"))
+    with pytest.raises(JsonRpcException, match=says):
+        await request(client.text_document_rename_async(lsp.RenameParams(doc(uri), at, new)))
+
+
+async def test_rename_on_a_word_of_the_language_is_refused(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    with pytest.raises(JsonRpcException, match="only a name bound by `Let`"):
+        await request(client.text_document_prepare_rename_async(lsp.PrepareRenameParams(doc(uri), pos(position_of(TINY, "rmsnorm", after="## Layer 1")))))
+
+
+async def test_formatting_normalises_statement_spacing_and_keeps_the_program(editor, client):
+    messy = TINY.replace("Let h1 be xo0 plus a1 times Wo1.", "Let   h1 be xo0  plus a1 times Wo1 .   ").replace(
+        "Let a1 be attention of q1 over Kc1 and Vc1 at pos, heads 4 sharing 2.",
+        "Let a1 be attention of q1 over Kc1 and Vc1 at pos , heads 4 sharing 2.  -- grouped")
+    uri = editor.open(messy)
+    await editor.analysed(uri)
+    edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
+    formatted = apply(messy, edits)
+    assert formatted == TINY.replace("heads 4 sharing 2.\nLet h1", "heads 4 sharing 2. -- grouped\nLet h1")
+    assert len(edits) == 2
