@@ -871,11 +871,29 @@ def sram_footprint(program: SpatialProgram) -> dict[str, int]:
     return best
 
 
+def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
+    """The part of input ``name`` an op reads per step: all of it, except an expert's weights, of which a step reads
+    the experts its rows choose (at most ``rows · top`` of E)."""
+    if op.kind != "experts" or name not in op.inputs[2:5] and name not in _expert_biases(op):
+        return 1.0
+    experts = tensors[op.inputs[2]].shape[0]
+    rows = tensors[op.inputs[0]].shape[0]
+    return min(1.0, rows * op.attr("top", 1) / experts)
+
+
+def _expert_biases(op: Op) -> tuple[str, ...]:
+    optional = op.attr("optional", ())
+    return tuple(n for n, a in zip(op.inputs[5:], optional) if a in ("bias_gate", "bias_up", "bias_down"))
+
+
 def traffic(op: Op, tensors: dict[str, Tensor]) -> dict[str, int]:
-    """Bytes an op moves per tier: every input read once, every output written once (a state's whole read for a
-    cache op: attention at full context)."""
+    """Bytes an op moves per tier: every input read once (an expert's weights only for the experts chosen), every
+    output written once (a cache op reads its whole state: attention at full context)."""
     moved: dict[str, int] = {}
-    for n in (*op.inputs, *op.outputs):
+    for n in op.inputs:
+        t = tensors[n]
+        moved[t.tier] = moved.get(t.tier, 0) + int(t.bytes * read_fraction(op, n, tensors))
+    for n in op.outputs:
         t = tensors[n]
         moved[t.tier] = moved.get(t.tier, 0) + t.bytes
     return moved

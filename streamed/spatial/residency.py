@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ir import SpatialProgram
-from .lower import sram_footprint
+from .lower import read_fraction, sram_footprint
 from .target import SpatialTarget
 
 TIER_ORDER = ("sram", "hbm", "ddr")
@@ -165,10 +165,10 @@ def program_cost(p: SpatialProgram) -> dict:
         for op in mine:
             if op.kind == "allreduce":
                 cost["link"] += roles[op.outputs[0]].bytes * 2 * (p.tp - 1) // p.tp
-            for n in (*op.inputs, *op.outputs):
+            for i, n in enumerate((*op.inputs, *op.outputs)):
                 t = roles[n]
                 group = "weights" if t.role == "weight" else "states" if n in carried else "sram"
-                cost[group] += t.bytes
+                cost[group] += int(t.bytes * (read_fraction(op, n, roles) if i < len(op.inputs) else 1.0))
         if best is None or cost["flops"] > best["flops"]:
             best = cost
     return best
