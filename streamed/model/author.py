@@ -472,9 +472,12 @@ class _Author:
             q = w.let("qr", f"rope of {q} at pos with {tables[0]} and {tables[1]}, heads {m.heads}{part}")
             k = w.let("kr", f"rope of {k} at pos with {tables[0]} and {tables[1]}, heads {m.kv_heads}{part}")
         if m.qk_l2:
-            q = w.let("ql", f"l2norm of {q}, epsilon {number(spec.final_norm.eps)}, heads {m.heads}",
-                      "Llama 4 normalises rotated queries and keys, without a gain")
-            k = w.let("kl", f"l2norm of {k}, epsilon {number(spec.final_norm.eps)}, heads {m.kv_heads}")
+            # Llama 4's weightless RMS norm of each head, x/√(mean x² + ε), is √n · x/√(Σx² + nε): an L2 norm.
+            n = m.head_dim
+            eps, root = number(layer.norm.eps * n), number(math.sqrt(n))
+            q = w.let("ql", f"(l2norm of {q}, epsilon {eps}, heads {m.heads}) scaled by {root}",
+                      f"Llama 4's RMS norm without a gain: √{n} · x/√(Σx² + {n}ε)")
+            k = w.let("kl", f"(l2norm of {k}, epsilon {eps}, heads {m.kv_heads}) scaled by {root}")
         w.set(f"row pos of {Kc} to {k}")
         w.set(f"row pos of {Vc} to xn{w.suffix} times {Wv}" + (f" plus {bv}" if m.bias else ""))
         opts = f", heads {m.heads} sharing {m.kv_heads}"

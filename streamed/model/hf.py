@@ -136,6 +136,11 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
     return float(base), phrase, scaling
 
 
+def _scaling_note(scaling: str | None, base: float) -> list[str]:
+    """What the document says of a rotation scaling the language does not model (its tables are plain frequencies)."""
+    return [f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies."] if scaling else []
+
+
 def _partial(c: _Config, head_dim: int) -> int:
     params = c.dict("rope_parameters") or {}
     f = params.get("partial_rotary_factor", c.data.get("partial_rotary_factor", 1.0))
@@ -289,6 +294,12 @@ def _heads(c: _Config, d: int) -> tuple[int, int, int]:
     return heads, kv, d // heads
 
 
+def _kind_of_layer(c: _Config, i: int, t: str, allowed: tuple[str, ...], model: str) -> str:
+    if t not in allowed:
+        raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a {model} layer is {' or '.join(allowed)}")
+    return t
+
+
 def _window(c: _Config) -> int:
     return c.int("sliding_window")
 
@@ -322,10 +333,8 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
     norm = Norm(eps)
     layers = []
     for i in range(len(layer_types)):
-        t = layer_types[i]
+        t = _kind_of_layer(c, i, layer_types[i], ("full_attention", "sliding_attention"), model_type)
         window = _window(c) if t == "sliding_attention" else None
-        if t not in ("full_attention", "sliding_attention"):
-            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}, which a {model_type} layer cannot be")
         mixer = Attention(heads, kv, hd, rot, window=window, qk_norm=qk_norm, bias=bias, out_bias=out_bias)
         if moe[i]:
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
@@ -335,8 +344,7 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size"), act)
         layers.append(LayerSpec(mixer, ffn, norm))
-    notes = [f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies."] if scaling else []
-    return layers, {"notes": notes}
+    return layers, {"notes": _scaling_note(scaling, base)}
 
 
 def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
@@ -364,9 +372,7 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
                           normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
-    notes = []
-    if scaling:
-        notes.append(f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
+    notes = _scaling_note(scaling, base)
     if c.has("mrope_section") or "mrope_section" in (c.dict("rope_parameters") or {}) or "mrope_section" in (c.dict("rope_scaling") or {}):
         notes.append("Multimodal rotation (mrope) reduces to this rotation for text, where its three positions agree.")
     return layers, {"notes": notes, "final_norm": norm}
@@ -399,9 +405,7 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
         else:
             raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
         layers.append(LayerSpec(mixer, Dense(c.int("intermediate_size"), act), norm, sandwich=True))
-    notes = []
-    if gscaling:
-        notes.append(f"Global layers: {gscaling} is not modelled: plain base-{gbase:g} frequencies.")
+    notes = ["Global layers: " + n for n in _scaling_note(gscaling, gbase)]
     return layers, {"notes": notes, "final_norm": norm, "embed_scale": math.sqrt(d)}
 
 
@@ -442,7 +446,7 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mla, ffn, norm))
-    notes = [f"{scaling} frequencies are not modelled: plain base-{base:g} rotation."] if scaling else []
+    notes = _scaling_note(scaling, base)
     notes.append("DeepSeek rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's rotated "
                  "columns must be read de-interleaved.")
     return layers, {"notes": notes}
@@ -460,12 +464,12 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
     norm = Norm(eps)
     layers = []
     for i, t in enumerate(layer_types):
-        if t not in ("full_attention", "chunked_attention"):
-            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Llama 4 layer is chunked_attention or full_attention")
+        _kind_of_layer(c, i, t, ("chunked_attention", "full_attention"), "Llama 4")
         rope = bool(rope_layers[i])
         chunk = c.int("attention_chunk_size", 8192) if t == "chunked_attention" else None
         notes = () if rope or not tuning else (
-            "NoPE layer: Llama 4's position-dependent query temperature (attn_temperature_tuning) is not modelled",)
+            "NoPE layer: Llama 4's query temperature (attn_temperature_tuning) is not modelled; it is 1 below "
+            "position floor_scale − 1",)
         mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling) if rope else None, chunk=chunk,
                           qk_l2=qk_l2 and rope, bias=c.bool("attention_bias", False),
                           out_bias=c.bool("attention_bias", False), notes=notes)
@@ -475,7 +479,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size_mlp"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mixer, ffn, norm))
-    notes = [f"{scaling} is not modelled: plain base-{base:g} frequencies."] if scaling else []
+    notes = _scaling_note(scaling, base)
     notes.append("Llama 4 rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's q and k "
                  "columns must be read de-interleaved.")
     return layers, {"notes": notes}
@@ -491,12 +495,11 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
                       clamp=c.float("swiglu_limit", 7.0))
     layers = []
     for i, t in enumerate(layer_types):
-        if t not in ("full_attention", "sliding_attention"):
-            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a gpt-oss layer is sliding_attention or full_attention")
+        _kind_of_layer(c, i, t, ("sliding_attention", "full_attention"), "gpt-oss")
         window = _window(c) if t == "sliding_attention" else None
         mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling), window=window, bias=bias, out_bias=bias, sinks=True)
         layers.append(LayerSpec(mixer, experts, norm))
-    notes = [f"{scaling} is not modelled: plain base-{base:g} frequencies."] if scaling else []
+    notes = _scaling_note(scaling, base)
     notes.append("The router's top-k logits are softmaxed among themselves: softmax over all experts, normalized.")
     return layers, {"notes": notes, "final_norm": norm}
 
