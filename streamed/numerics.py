@@ -317,7 +317,8 @@ def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.nd
     gpt-oss)`` → ``route`` → for each row the weighted sum of its chosen experts' outputs — the weight multiplying
     the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
     routed scaling factor); plus an always-on shared expert, gated by ``σ(X·S)`` when ``shared_gate`` (Qwen2-MoE,
-    Qwen3-Next)."""
+    Qwen3-Next). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
+    whose partial must not add the down bias again."""
     x = f32(x)
     logits = matmul(x, router)
     if router_bias is not None:
@@ -330,7 +331,7 @@ def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.nd
         we = w[sel_rows, sel_k][:, None]
         xe = x[sel_rows]
         if expert_biases is not None:
-            bg, bu, bd = (f32(b)[e] for b in expert_biases)
+            bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
         if weighting_inputs:
             ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp)
         else:

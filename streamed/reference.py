@@ -41,7 +41,7 @@ class ReferenceError(Exception):
 
 def operands(call: Call) -> tuple[dict[str, object], dict[str, object]]:
     """A call's operands keyed ``SLOT`` for the operation's own pattern and ``option:SLOT`` for an option's (two
-    options may reuse a slot letter: ``selection bias $B`` and ``router bias $B``). The parser appends operands in the
+    options may reuse a slot letter, as ``shared $G2…`` and ``shared gate $S`` could). The parser appends operands in the
     order the pattern and then the written options give them, so walking the same order assigns each its key."""
     op = ops_table.op_named(call.op)
     args, numbers = list(call.args), list(call.numbers)
@@ -212,7 +212,7 @@ class Reference:
                 routed_scale=n.get("routed scale:F"),
                 selection_bias=v.get("selection bias:B"),
                 groups=(i("groups:N"), i("groups:M")) if "groups" in o else None,
-                router_bias=v.get("router bias:B"),
+                router_bias=v.get("router bias:RB"),
                 expert_biases=(v["expert biases:BG"], v["expert biases:BU"], v["expert biases:BD"]) if "expert biases" in o else None,
                 clamp=n.get("clamped swiglu at:L"),
                 weighting_inputs="weighting inputs" in o,

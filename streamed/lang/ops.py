@@ -106,7 +106,7 @@ OPS: tuple[Op, ...] = (
         "Mixture of experts: route each row to its top K SwiGLU experts and sum their outputs by weight (Shazeer et al. 2017).",
         _opt("scored by softmax", "softmax over all experts (the default)"), _opt("scored by sigmoid", "sigmoid per expert"), _opt("normalized", "divide the top-K weights by their sum"),
         _opt("routed scale #F", "multiply the routed sum by F"), _opt("selection bias $B", "added to scores to choose experts (DeepSeek-V3)"),
-        _opt("groups #N keeping #M", "group-limited routing (DeepSeek-V3)"), _opt("router bias $B", "added to router logits (gpt-oss)"),
+        _opt("groups #N keeping #M", "group-limited routing (DeepSeek-V3)"), _opt("router bias $RB", "added to router logits (gpt-oss)"),
         _opt("expert biases $BG , $BU and $BD", "per-expert projection biases (gpt-oss)"),
         _opt("clamped swiglu at #L", "gpt-oss activation with clamp L"), _opt("weighting inputs", "weight the expert input, not its output (Llama 4)"),
         _opt("shared $G2 , $U2 and $D2", "an always-on shared SwiGLU expert"), _opt("shared gate $S", "σ(X·S) gates the shared expert")),

@@ -16,6 +16,8 @@ from streamed.verify import Deployment, run
 from streamed.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Documents of this suite's own: every option the examples leave out, and heads wide enough for 4 chips.
+DOCUMENTS = Path(__file__).resolve().parent / "documents"
 CTX = 16
 STEPS = 8
 #: Examples with more declared weight values than this are real-shaped: certified by hand, not in this suite.
@@ -28,7 +30,7 @@ def weight_count(analysis) -> int:
 
 def small_examples():
     out = []
-    for path in sorted(EXAMPLES.glob("*.lgm")):
+    for path in sorted(EXAMPLES.glob("*.lgm")) + sorted(DOCUMENTS.glob("*.lgm")):
         a = analyze(path.read_text())
         if not a.errors and weight_count(a) <= SMALL:
             out.append(path)
@@ -43,6 +45,7 @@ DEPLOYMENTS = [
     Deployment("tp", CTX, tp=2),
     Deployment("tp", CTX, tp=4),
     Deployment("batched-tp", CTX, batch=2, tp=2),
+    Deployment("batched-tp", CTX, batch=2, tp=4),
 ]
 
 
@@ -60,7 +63,18 @@ def plans_for(analysis, dep: Deployment, storage=None):
 
 
 def test_every_example_document_is_certified_unless_real_shaped():
-    assert (EXAMPLES / "tiny-llama.lgm") in small_examples()
+    small = small_examples()
+    assert (EXAMPLES / "tiny-llama.lgm") in small and (DOCUMENTS / "options.lgm") in small
+    for path in EXAMPLES.glob("*.lgm"):
+        if path not in small:
+            assert weight_count(analyze(path.read_text())) > SMALL
+
+
+def test_four_way_tensor_parallelism_is_certified_on_a_document_that_admits_it():
+    a = analyze((DOCUMENTS / "wide-heads.lgm").read_text())
+    for dep in (Deployment("tp", CTX, tp=4), Deployment("batched-tp", CTX, batch=2, tp=4)):
+        report = run(a.programs, seeded(a.programs, 2), dep, plans_for(a, dep), STEPS)
+        assert report.ok and report.steps == STEPS, report.error or report.first_failure.describe()
 
 
 @pytest.mark.parametrize("dep", DEPLOYMENTS, ids=lambda d: d.label)
