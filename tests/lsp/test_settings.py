@@ -1,0 +1,61 @@
+"""Settings through initializationOptions and workspace/didChangeConfiguration, end to end."""
+
+import asyncio
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from lsphelp import TINY, Editor, init_params, server_config
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_lsp.fixture(config=server_config(), scope="module")
+async def tp_client(lsp_client: LanguageClient, tmp_path_factory):
+    """A server started with a tensor-parallel deployment over 4 chips in its initializationOptions."""
+    root = tmp_path_factory.mktemp("tp")
+    lsp_client.root = root
+    await lsp_client.initialize_session(init_params(root, {"deployment": {"mode": "tp", "tp": 4}, "target": "sn50"}))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_the_deployment_in_initialization_options_decides_the_rejects(tp_client):
+    editor = Editor(tp_client, tp_client.root, "tp_init")
+    uri = editor.open(TINY)
+    done = await editor.analysed(uri)
+    assert done.rejects == 1
+    (reject,) = [d for d in editor.diagnostics(uri) if d.code == "reject"]
+    assert "do not split over 4 chips" in reject.message
+
+
+async def test_changing_the_deployment_reanalyses_open_documents(tp_client):
+    editor = Editor(tp_client, tp_client.root, "tp_change")
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    assert any(d.code == "reject" for d in editor.diagnostics(uri))
+    before = len(tp_client.analyses)
+    tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"deployment": {"mode": "tp", "tp": 2}}}))
+    for _ in range(500):
+        if any(a.uri == uri for a in tp_client.analyses[before:]):
+            break
+        await asyncio.sleep(0.01)
+    assert not any(d.code == "reject" for d in editor.diagnostics(uri))
+
+
+async def test_a_bad_setting_is_named_in_a_message_and_the_rest_still_apply(tp_client):
+    tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+        {"streamed": {"debounceMs": -5, "deployment": {"mode": "warp", "ctx": 1024}, "target": "sn9000"}}))
+    for _ in range(300):
+        if len(tp_client.messages) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    texts = [m.message for m in tp_client.messages]
+    assert any("`streamed.debounceMs` must be a number of milliseconds" in t for t in texts)
+    assert any("`streamed.deployment.mode` must be one of" in t and "'warp'" in t for t in texts)
+    assert any("target" in t and "sn9000" in t for t in texts)
+    editor = Editor(tp_client, tp_client.root, "still_works")
+    uri = editor.open(TINY)
+    assert (await editor.analysed(uri)).layers == 4
