@@ -34,20 +34,61 @@ if (grammar.scopeName !== 'source.streamed') { console.error('grammar scopeName 
 run('unit assertions (grammars/tests/unit)', bin('vscode-tmgrammar-test'),
   ['-g', grammarPath, path.relative(repo, path.join(testsDir, 'unit')) + '/*.test.lgm']);
 
-// 2. Snapshots: our samples, and copies of the repository's examples.
+// 2. Snapshots: our samples (grammars/tests/snap/*.lgm), and a digest of each example — its sections with one
+//    layer of each shape (layers that differ only in numbers are dropped), so snapshots stay small. The examples
+//    are edited by others all the time: when an example's digest changed, its snapshot is refreshed (and says so);
+//    when it did not, the snapshot must match, so a grammar change that alters its highlighting fails here.
+import crypto from 'node:crypto';
 const exDir = path.join(repo, 'examples');
 const snapEx = path.join(testsDir, 'snap', 'examples');
 fs.mkdirSync(snapEx, { recursive: true });
 const examples = fs.existsSync(exDir) ? fs.readdirSync(exDir).filter((f) => f.endsWith('.lgm')).sort() : [];
-for (const f of examples) fs.copyFileSync(path.join(exDir, f), path.join(snapEx, f));
-const fresh = examples.filter((f) => !fs.existsSync(path.join(snapEx, f + '.snap')));
+// Lines already seen (comments dropped, numbers erased), across all examples in order: a digest keeps the headings
+// and the lines not seen before, so each snapshot holds what its example adds to the ones before it.
+const seen = new Set();
+function layerDigest(text) {
+  const out = [];
+  const shape = (l) => l.replace(/--.*$/, '').replace(/[0-9]+/g, '#').replace(/\s+/g, ' ').trim();
+  let pendingHeading;
+  for (const line of text.split('\n')) {
+    if (/^#/.test(line)) {
+      if (/^##\s*Layer\s+\d+/.test(line)) pendingHeading = line;
+      else { pendingHeading = undefined; out.push(line); }
+      continue;
+    }
+    const sh = shape(line);
+    if (!sh || seen.has(sh)) continue;
+    seen.add(sh);
+    if (pendingHeading) { out.push(pendingHeading); pendingHeading = undefined; }
+    out.push(line);
+  }
+  return out.join('\n') + '\n';
+}
+const refreshed = [];
+for (const f of examples) {
+  const text = layerDigest(fs.readFileSync(path.join(exDir, f), 'utf8'));
+  const hash = crypto.createHash('sha256').update(text).digest('hex');
+  const hashFile = path.join(snapEx, f + '.sha256');
+  const snap = path.join(snapEx, f + '.snap');
+  fs.writeFileSync(path.join(snapEx, f), text);
+  const old = fs.existsSync(hashFile) ? fs.readFileSync(hashFile, 'utf8').trim() : '';
+  if (old !== hash || !fs.existsSync(snap)) {
+    fs.rmSync(snap, { force: true });
+    fs.writeFileSync(hashFile, hash + '\n');
+    refreshed.push(f);
+  }
+}
+for (const f of fs.readdirSync(snapEx)) {
+  const stem = f.replace(/\.(snap|sha256)$/, '');
+  if (f !== stem && !examples.includes(stem)) fs.rmSync(path.join(snapEx, f));
+}
 console.log(`\nexamples found: ${examples.length}${examples.length ? ' (' + examples.join(', ') + ')' : ''}`);
 const snapArgs = ['-s', 'source.streamed', '-g', grammarPath];
 if (update) snapArgs.push('--updateSnapshot');
 const rel = path.relative(repo, path.join(testsDir, 'snap'));
 run('snapshots (grammars/tests/snap)', bin('vscode-tmgrammar-snap'), [...snapArgs, `${rel}/*.lgm`]);
-if (examples.length) run('snapshots of examples/*.lgm', bin('vscode-tmgrammar-snap'), [...snapArgs, `${rel}/examples/*.lgm`]);
-if (fresh.length) console.log(`new snapshots written for ${fresh.join(', ')}: review and commit grammars/tests/snap/examples/*.snap`);
+if (examples.length) run('snapshots of examples/*.lgm (digests)', bin('vscode-tmgrammar-snap'), [...snapArgs, `${rel}/examples/*.lgm`]);
+if (refreshed.length) console.log(`examples changed since their snapshots, refreshed: ${refreshed.join(', ')} (commit grammars/tests/snap/examples/)`);
 
 // 3. No example (nor sample) tokenizes as invalid.illegal.
 const require = createRequire(path.join(ext, 'node_modules', 'vscode-tmgrammar-test', 'package.json'));
@@ -81,6 +122,29 @@ for (const file of docs) {
   });
 }
 if (bad) { failures++; console.error(`FAILED: ${bad} invalid tokens`); } else { passed++; console.log(`${docs.length} documents clean`); }
+
+// 4. Every reserved word of the language (streamed.lang.ops.KEYWORDS, the parser's own list) is highlighted as a
+//    keyword, an operation, a role or an option — never as a plain name.
+console.log('\n== every reserved word of streamed.lang.ops is a keyword');
+const venvPython = path.join(repo, '.venv', 'bin', 'python');
+const py = process.env.STREAMED_PYTHON || (fs.existsSync(venvPython) ? venvPython : 'python3');
+const kw = spawnSync(py, ['-c', 'import json; from streamed.lang.ops import KEYWORDS; print(json.dumps(sorted(KEYWORDS)))'], { cwd: repo, encoding: 'utf8' });
+if (kw.status !== 0) {
+  console.log(`skipped: streamed.lang.ops is not importable with ${py}`);
+} else {
+  const words = JSON.parse(kw.stdout);
+  const plain = [];
+  let stack = g.tokenizeLine('## Layer 0', vsctm.INITIAL).ruleStack;
+  for (const w of words) {
+    const line = `Let zz0 be ${w} of zz1.`;
+    const r = g.tokenizeLine(line, stack);
+    const tok = r.tokens.find((t) => t.startIndex === 11);
+    const scope = tok.scopes[tok.scopes.length - 1];
+    if (scope.startsWith('variable.other')) plain.push(`${w} (${scope})`);
+  }
+  if (plain.length) { failures++; console.error(`FAILED: reserved words highlighted as names: ${plain.join(', ')}`); }
+  else { passed++; console.log(`${words.length} reserved words`); }
+}
 
 console.log(`\ngrammar: ${passed} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);
