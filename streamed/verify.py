@@ -194,6 +194,13 @@ def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dic
     layers = [p.label for p in programs.layers]
     tables = host_tables(programs, dep.ctx)
     executor = Executor(weights, tables, Session(), _renamer())
+
+    def record(s: int, want: Step, got: Executed) -> bool:
+        """Measure one step; whether to stop here."""
+        report.measures.extend(compare_step(s, want.values, got.values, skip) + _hidden_measures(s, want, got, layers))
+        report.steps += 1
+        return stop_at_first and report.first_failure is not None
+
     try:
         if dep.mode == "batched" or dep.mode == "batched-tp":
             ref = Batch(programs, weights, dep.ctx, dep.batch)
@@ -204,9 +211,7 @@ def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dic
                     break
                 want = stacked(programs, ref.step(tokens, positions))
                 got = executor.step(plans["step"], tokens, positions)
-                report.measures += compare_step(s, want.values, got.values, skip) + _hidden_measures(s, want, got, layers)
-                report.steps += 1
-                if stop_at_first and report.first_failure:
+                if record(s, want, got):
                     break
                 tokens = np.asarray(want.next)
                 positions = [p + 1 for p in positions]
@@ -216,9 +221,7 @@ def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dic
                 tokens = rng.integers(0, vocab, dep.ctx)
                 want = r.step(tokens, 0)
                 got = executor.step(plans["step"], tokens, [0], want.x)
-                report.measures += compare_step(s, want.values, got.values, skip) + _hidden_measures(s, want, got, layers)
-                report.steps += 1
-                if stop_at_first and report.first_failure:
+                if record(s, want, got):
                     break
         else:
             r = Reference(programs, weights, dep.ctx)
@@ -230,9 +233,7 @@ def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dic
                 plan = plans["prefill"] if dep.mode == "prefill" and s == 0 else plans["step"]
                 want = r.step(tokens, pos)
                 got = executor.step(plan, tokens, [pos])
-                report.measures += compare_step(s, want.values, got.values, skip) + _hidden_measures(s, want, got, layers)
-                report.steps += 1
-                if stop_at_first and report.first_failure:
+                if record(s, want, got):
                     break
                 pos += len(tokens)
                 tokens = np.atleast_1d(want.next)[-1:]
