@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gguf.constants import MODEL_ARCH, MODEL_ARCH_NAMES, MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
-
 from ..lang.ops import KEYWORDS
 from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
 
@@ -31,65 +29,68 @@ __all__ = ["author", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_la
 
 # ---- tensor names ---------------------------------------------------------------------------------------------
 
-#: slot → (llama.cpp tensor, suffix). Slots with no ``MODEL_TENSOR`` of their own use a suffix of one that has.
-_GGUF_SLOTS: dict[str, tuple[MODEL_TENSOR, str]] = {
-    "token_embd": (MODEL_TENSOR.TOKEN_EMBD, "weight"),
-    "output_norm": (MODEL_TENSOR.OUTPUT_NORM, "weight"),
-    "output": (MODEL_TENSOR.OUTPUT, "weight"),
-    "attn_norm": (MODEL_TENSOR.ATTN_NORM, "weight"),
-    "attn_q": (MODEL_TENSOR.ATTN_Q, "weight"),
-    "attn_k": (MODEL_TENSOR.ATTN_K, "weight"),
-    "attn_v": (MODEL_TENSOR.ATTN_V, "weight"),
-    "attn_q_bias": (MODEL_TENSOR.ATTN_Q, "bias"),
-    "attn_k_bias": (MODEL_TENSOR.ATTN_K, "bias"),
-    "attn_v_bias": (MODEL_TENSOR.ATTN_V, "bias"),
-    "attn_output": (MODEL_TENSOR.ATTN_OUT, "weight"),
-    "attn_output_bias": (MODEL_TENSOR.ATTN_OUT, "bias"),
-    "attn_q_norm": (MODEL_TENSOR.ATTN_Q_NORM, "weight"),
-    "attn_k_norm": (MODEL_TENSOR.ATTN_K_NORM, "weight"),
-    "attn_sinks": (MODEL_TENSOR.ATTN_SINKS, "weight"),
-    "attn_post_norm": (MODEL_TENSOR.ATTN_POST_NORM, "weight"),
-    "ffn_norm": (MODEL_TENSOR.FFN_NORM, "weight"),
-    "ffn_post_norm": (MODEL_TENSOR.FFN_POST_NORM, "weight"),
-    "ffn_gate": (MODEL_TENSOR.FFN_GATE, "weight"),
-    "ffn_up": (MODEL_TENSOR.FFN_UP, "weight"),
-    "ffn_down": (MODEL_TENSOR.FFN_DOWN, "weight"),
-    "ffn_gate_inp": (MODEL_TENSOR.FFN_GATE_INP, "weight"),
-    "ffn_gate_inp_bias": (MODEL_TENSOR.FFN_GATE_INP, "bias"),
-    "exp_probs_b": (MODEL_TENSOR.FFN_EXP_PROBS_B, "bias"),
-    "ffn_gate_exps": (MODEL_TENSOR.FFN_GATE_EXP, "weight"),
-    "ffn_up_exps": (MODEL_TENSOR.FFN_UP_EXP, "weight"),
-    "ffn_down_exps": (MODEL_TENSOR.FFN_DOWN_EXP, "weight"),
-    "ffn_gate_exps_bias": (MODEL_TENSOR.FFN_GATE_EXP, "bias"),
-    "ffn_up_exps_bias": (MODEL_TENSOR.FFN_UP_EXP, "bias"),
-    "ffn_down_exps_bias": (MODEL_TENSOR.FFN_DOWN_EXP, "bias"),
-    "ffn_gate_shexp": (MODEL_TENSOR.FFN_GATE_SHEXP, "weight"),
-    "ffn_up_shexp": (MODEL_TENSOR.FFN_UP_SHEXP, "weight"),
-    "ffn_down_shexp": (MODEL_TENSOR.FFN_DOWN_SHEXP, "weight"),
-    "ffn_gate_inp_shexp": (MODEL_TENSOR.FFN_GATE_INP_SHEXP, "weight"),
-    "ssm_qkv": (MODEL_TENSOR.ATTN_QKV, "weight"),
-    "ssm_z": (MODEL_TENSOR.ATTN_GATE, "weight"),
-    "ssm_ba": (MODEL_TENSOR.SSM_BETA_ALPHA, "weight"),
-    "ssm_beta": (MODEL_TENSOR.SSM_BETA, "weight"),
-    "ssm_alpha": (MODEL_TENSOR.SSM_ALPHA, "weight"),
-    "ssm_conv1d": (MODEL_TENSOR.SSM_CONV1D, "weight"),
-    "ssm_dt": (MODEL_TENSOR.SSM_DT, "bias"),
-    "ssm_a": (MODEL_TENSOR.SSM_A, ""),
-    "ssm_norm": (MODEL_TENSOR.SSM_NORM, "weight"),
-    "ssm_out": (MODEL_TENSOR.SSM_OUT, "weight"),
-    "attn_q_a": (MODEL_TENSOR.ATTN_Q_A, "weight"),
-    "attn_q_a_norm": (MODEL_TENSOR.ATTN_Q_A_NORM, "weight"),
-    "attn_q_b": (MODEL_TENSOR.ATTN_Q_B, "weight"),
-    "attn_kv_a_mqa": (MODEL_TENSOR.ATTN_KV_A_MQA, "weight"),
-    "attn_kv_a_norm": (MODEL_TENSOR.ATTN_KV_A_NORM, "weight"),
-    "attn_k_b": (MODEL_TENSOR.ATTN_K_B, "weight"),
-    "attn_v_b": (MODEL_TENSOR.ATTN_V_B, "weight"),
-    "attn_kv_b": (MODEL_TENSOR.ATTN_KV_B, "weight"),
+#: slot → (llama.cpp's ``MODEL_TENSOR`` member, suffix). Slots with no tensor of their own use a suffix of one that
+#: has. The ``gguf`` package is imported only when GGUF names are asked for: a config.json needs neither it nor numpy.
+_GGUF_SLOTS: dict[str, tuple[str, str]] = {
+    "token_embd": ("TOKEN_EMBD", "weight"),
+    "output_norm": ("OUTPUT_NORM", "weight"),
+    "output": ("OUTPUT", "weight"),
+    "attn_norm": ("ATTN_NORM", "weight"),
+    "attn_q": ("ATTN_Q", "weight"),
+    "attn_k": ("ATTN_K", "weight"),
+    "attn_v": ("ATTN_V", "weight"),
+    "attn_q_bias": ("ATTN_Q", "bias"),
+    "attn_k_bias": ("ATTN_K", "bias"),
+    "attn_v_bias": ("ATTN_V", "bias"),
+    "attn_output": ("ATTN_OUT", "weight"),
+    "attn_output_bias": ("ATTN_OUT", "bias"),
+    "attn_q_norm": ("ATTN_Q_NORM", "weight"),
+    "attn_k_norm": ("ATTN_K_NORM", "weight"),
+    "attn_sinks": ("ATTN_SINKS", "weight"),
+    "attn_post_norm": ("ATTN_POST_NORM", "weight"),
+    "ffn_norm": ("FFN_NORM", "weight"),
+    "ffn_post_norm": ("FFN_POST_NORM", "weight"),
+    "ffn_gate": ("FFN_GATE", "weight"),
+    "ffn_up": ("FFN_UP", "weight"),
+    "ffn_down": ("FFN_DOWN", "weight"),
+    "ffn_gate_inp": ("FFN_GATE_INP", "weight"),
+    "ffn_gate_inp_bias": ("FFN_GATE_INP", "bias"),
+    "exp_probs_b": ("FFN_EXP_PROBS_B", "bias"),
+    "ffn_gate_exps": ("FFN_GATE_EXP", "weight"),
+    "ffn_up_exps": ("FFN_UP_EXP", "weight"),
+    "ffn_down_exps": ("FFN_DOWN_EXP", "weight"),
+    "ffn_gate_exps_bias": ("FFN_GATE_EXP", "bias"),
+    "ffn_up_exps_bias": ("FFN_UP_EXP", "bias"),
+    "ffn_down_exps_bias": ("FFN_DOWN_EXP", "bias"),
+    "ffn_gate_shexp": ("FFN_GATE_SHEXP", "weight"),
+    "ffn_up_shexp": ("FFN_UP_SHEXP", "weight"),
+    "ffn_down_shexp": ("FFN_DOWN_SHEXP", "weight"),
+    "ffn_gate_inp_shexp": ("FFN_GATE_INP_SHEXP", "weight"),
+    "ssm_qkv": ("ATTN_QKV", "weight"),
+    "ssm_z": ("ATTN_GATE", "weight"),
+    "ssm_ba": ("SSM_BETA_ALPHA", "weight"),
+    "ssm_beta": ("SSM_BETA", "weight"),
+    "ssm_alpha": ("SSM_ALPHA", "weight"),
+    "ssm_conv1d": ("SSM_CONV1D", "weight"),
+    "ssm_dt": ("SSM_DT", "bias"),
+    "ssm_a": ("SSM_A", ""),
+    "ssm_norm": ("SSM_NORM", "weight"),
+    "ssm_out": ("SSM_OUT", "weight"),
+    "attn_q_a": ("ATTN_Q_A", "weight"),
+    "attn_q_a_norm": ("ATTN_Q_A_NORM", "weight"),
+    "attn_q_b": ("ATTN_Q_B", "weight"),
+    "attn_kv_a_mqa": ("ATTN_KV_A_MQA", "weight"),
+    "attn_kv_a_norm": ("ATTN_KV_A_NORM", "weight"),
+    "attn_k_b": ("ATTN_K_B", "weight"),
+    "attn_v_b": ("ATTN_V_B", "weight"),
+    "attn_kv_b": ("ATTN_KV_B", "weight"),
 }
 
 
-def gguf_arch(name: str) -> MODEL_ARCH | None:
+def gguf_arch(name: str):
     """The ``MODEL_ARCH`` whose ``general.architecture`` is ``name`` (``qwen3next``), or ``None``."""
+    from gguf.constants import MODEL_ARCH_NAMES
+
     for arch, n in MODEL_ARCH_NAMES.items():
         if n == name:
             return arch
@@ -101,13 +102,15 @@ def gguf_tensor(slot: str, architecture: str) -> str:
 
     ★ The norm before the feed-forward block is ``ffn_norm`` in most architectures but ``post_attention_norm`` in
     those that list no ``ffn_norm`` (Qwen3-Next, Qwen3.5): which one is read from the architecture's tensor list."""
+    from gguf.constants import MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
+
     arch = gguf_arch(architecture)
     if slot == "ffn_norm" and arch is not None:
         listed = MODEL_TENSORS.get(arch, [])
         if MODEL_TENSOR.FFN_NORM not in listed and MODEL_TENSOR.FFN_PRE_NORM not in listed:
             slot = "attn_post_norm"
     tensor, suffix = _GGUF_SLOTS[slot]
-    base = TENSOR_NAMES[tensor].format(bid="{l}")
+    base = TENSOR_NAMES[getattr(MODEL_TENSOR, tensor)].format(bid="{l}")
     return f"{base}.{suffix}" if suffix else base
 
 
@@ -560,6 +563,8 @@ class _Author:
     def _packed_ba(self) -> bool:
         fam = self.spec.architecture
         if self.spec.naming == "gguf":
+            from gguf.constants import MODEL_TENSOR, MODEL_TENSORS
+
             arch = gguf_arch(fam)
             return arch is None or MODEL_TENSOR.SSM_BETA_ALPHA in MODEL_TENSORS.get(arch, [])
         return fam.startswith("qwen3_next")

@@ -7,6 +7,7 @@ not JSON, a truncated GGUF, an unsupported architecture — is one message and e
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -28,7 +29,6 @@ def model_name(path: Path, config: dict | None = None) -> str:
 def spec_of(source: str, name: str | None = None):
     """The ``ModelSpec`` of a ``config.json`` or a ``.gguf``, told apart by the GGUF magic, not the extension."""
     from ..cli import UserError
-    from .gguf import CheckpointError, read_gguf
     from .hf import read_config
     from .spec import SpecError
 
@@ -42,17 +42,20 @@ def spec_of(source: str, name: str | None = None):
             magic = f.read(4)
     except OSError as e:
         raise UserError(f"{source}: cannot be read ({e.strerror})") from None
-    try:
-        if magic == GGUF_MAGIC or p.suffix.lower() == ".gguf":
-            return read_gguf(source, name=name).spec
-        import json
+    if magic == GGUF_MAGIC or p.suffix.lower() == ".gguf":
+        from .gguf import CheckpointError, read_gguf  # numpy and gguf only for a checkpoint
 
         try:
-            cfg = json.loads(p.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            cfg = None  # read_config says what is wrong with it
+            return read_gguf(source, name=name).spec
+        except CheckpointError as e:
+            raise UserError(str(e)) from None
+    try:
+        cfg = json.loads(p.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        cfg = None  # read_config says what is wrong with it
+    try:
         return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))
-    except (SpecError, CheckpointError) as e:
+    except SpecError as e:
         raise UserError(str(e)) from None
 
 
