@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import os
 import platform
 import statistics
@@ -54,6 +55,23 @@ def timed(fn, runs: int) -> float:
     return statistics.median(samples)
 
 
+def interleaved(fns: dict, runs: int) -> dict:
+    """Medians of each function's time, the runs interleaved (depth 8, 32, 128, 8, …) so that a change in the
+    machine's load falls on every depth alike."""
+    samples: dict = {k: [] for k in fns}
+    for _ in range(runs):
+        for k, fn in fns.items():
+            gc.collect()
+            gc.disable()  # as timeit does: a collection's cost is the whole heap's, not the call's
+            try:
+                t = time.perf_counter()
+                fn()
+                samples[k].append(time.perf_counter() - t)
+            finally:
+                gc.enable()
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -69,11 +87,11 @@ def measure(runs: int) -> dict:
     analyses = {n: analyze(two_kind_document(n, **WIDTHS)) for n in DEPTHS}
     for n, a in analyses.items():
         assert not a.errors and len(a.kinds) == 2, (n, a.errors[:1], a.kinds)
+    lower = interleaved({n: (lambda a=a: lower_streamed(a, DEPLOYMENT)) for n, a in analyses.items()}, runs)
+    full = interleaved({n: (lambda a=a: manifest(lower_streamed(a, DEPLOYMENT))) for n, a in analyses.items()}, runs)
+    base = interleaved({n: (lambda a=a: naive(a)) for n, a in analyses.items()}, max(3, runs // 4))
     for n, a in analyses.items():
-        lower = timed(lambda: lower_streamed(a, DEPLOYMENT), runs)
-        full = timed(lambda: manifest(lower_streamed(a, DEPLOYMENT)), runs)
-        base = timed(lambda: naive(a), max(3, runs // 4))
-        rows.append({"layers": n, "kinds": len(a.kinds), "lower": lower, "manifest": full, "naive": base})
+        rows.append({"layers": n, "kinds": len(a.kinds), "lower": lower[n], "manifest": full[n], "naive": base[n]})
     qwen = ROOT / "examples" / "qwen3.8.lgm"
     if qwen.exists():
         text = qwen.read_text("utf-8")
@@ -98,7 +116,7 @@ def report(m: dict) -> str:
         "",
         f"Measured by `benchmarks/bench_lowering.py` on {datetime.date.today().isoformat()}: {os.cpu_count()} cores "
         f"(`nproc`), {cpu_model()}; Python {platform.python_version()}. The machine is shared with other work, so "
-        f"every figure is a median ({m['runs']} runs; the naive baseline {max(3, m['runs'] // 4)}), all in one run.",
+        f"every figure is a median ({m['runs']} runs; the naive baseline {max(3, m['runs'] // 4)}) with the depths' runs interleaved and the garbage collector paused during each (as `timeit` does), all in one run.",
         "",
         f"Depth independence: one generated two-kind model (sliding-window and global attention; d 2048, 8 heads "
         f"sharing 4 KV heads of 256, FFN 8192), decode at ctx 4096, analysed once and lowered with a fresh kind "

@@ -21,11 +21,10 @@ batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (row
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Callable
 
 from .analysis import Analysis
-from .kinds import layer_input, rebind_via, shape_digest, stored_q8
+from .kinds import layer_input, rebind_via, stored_q8
 from .lang.syntax import Severity
 from .model.checkpoint import Storage, bind
 from .spatial.ir import SpatialProgram
@@ -139,19 +138,21 @@ class LayerBinding:
     program) the first time it is read — when the manifest is written, or a test asks — so lowering a deep model
     costs the kinds' lowering plus a constant per layer. Immutable once made."""
 
-    __slots__ = ("layer", "kind", "_tensors", "_make")
+    __slots__ = ("layer", "kind", "_tensors", "_template", "_tokens")
 
-    def __init__(self, layer: int, kind: str, tensors: dict | None = None, make: Callable[[], dict] | None = None):
+    def __init__(self, layer: int, kind: str, tensors: dict | None = None, template: "_Template | None" = None,
+                 tokens=None):
         self.layer = layer
         self.kind = kind
         self._tensors = tensors
-        self._make = make
+        self._template = template
+        self._tokens = tokens
 
     @property
     def tensors(self) -> dict:
         if self._tensors is None:
-            self._tensors = self._make()
-            self._make = None
+            self._tensors = self._template.bind(self.layer, self._tokens)
+            self._template = self._tokens = None
         return self._tensors
 
     def __eq__(self, other) -> bool:
@@ -248,6 +249,14 @@ def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> Sp
 
 
 # ---- the deployment ----------------------------------------------------------------------------------------------
+
+
+def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
+    """``stored_q8``, without reading the checkpoint section when there is no checkpoint (every q8 weight stored
+    Q8_0): the same answer, at a cost that does not grow with the document."""
+    if storage.all_q8:
+        return frozenset(d.name for d in program.decls.values() if d.role == "weight" and d.q8)
+    return stored_q8(progs, program, storage)
 
 
 def _first_error(analysis: Analysis) -> StreamedReject:
@@ -355,7 +364,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
 
     def lower_whole(label: str, p, cut: Cut) -> SpatialProgram:
         step(label)
-        q8 = stored_q8(progs, p, storage)
+        q8 = q8_weights(progs, p, storage)
         key = ("program", label, tuple(t.text for t in p.tokens), q8, cut, target, constants, shared)
         if key not in cache:
             try:
@@ -371,7 +380,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     templates: list[_Template] = []
     for k, (label, rep) in zip(kinds, reps):
         step(label)
-        q8 = stored_q8(progs, rep, storage)
+        q8 = q8_weights(progs, rep, storage)
         key = ("kind", k.digest, layer_cut, target, constants, shared)
         tokens = rep.tokens
         hit = cache.get(key)
@@ -400,10 +409,10 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     layer_kinds = [0] * len(by_layer)
     offset = 1 if embed is not None else 0
     for i, k in enumerate(kinds):
-        bind_layer, name = templates[i].bind, k.name
+        template, name, index = templates[i], k.name, offset + i
         for l in k.layers:
-            bindings[l] = LayerBinding(l, name, make=partial(bind_layer, l, by_layer[l].section.tokens))
-            layer_kinds[l] = offset + i
+            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.tokens)
+            layer_kinds[l] = index
     layers = tuple(bindings)
 
     entries = ([("embed", None, embed)] if embed is not None else []) + \

@@ -9,7 +9,7 @@ its errors are the diagnostics, and a program that does not check cannot be lowe
 from __future__ import annotations
 
 from ..analysis import Analysis
-from ..kinds import stored_q8
+from ..streamed import q8_weights
 from ..lang.syntax import Diagnostic, Related, Severity
 from ..streamed import Deployment, StreamedReject, shared_tables
 from .lower import Cut, LoweringError, lower_program
@@ -54,7 +54,7 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
             out.append(Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"))
         return out
     for label, program, cut, kind in chain:
-        q8 = stored_q8(progs, program, analysis.storage)
+        q8 = q8_weights(progs, program, analysis.storage)
         if kind is not None:
             key = ("reject", kind.digest, cut, target, constants, shared)
         else:

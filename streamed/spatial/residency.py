@@ -59,68 +59,43 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
     the index in ``programs`` of layer l's kind. Returns (residency dict, programs with tiers set, per-layer tiers)."""
     own = [sram_footprint(p) for _, _, p in programs]
     reserved = max((u["activations"] + u["tables"] for u in own), default=0)
-    sram_free = target.sram_bytes - reserved
-    hbm_free = target.hbm_bytes
-    ddr_free = target.ddr_bytes
+    free = {"sram": target.sram_bytes - reserved, "hbm": target.hbm_bytes, "ddr": target.ddr_bytes}
     weights = {"hbm": 0, "ddr": 0}
     states = {"sram": 0, "hbm": 0, "ddr": 0}
 
-    def refuse_weights(n: int, what: str):
-        raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; the "
-                             f"{target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
-                             f"{target.ddr_bytes / 1e9:g} GB of DDR")
+    def take(n: int, tiers: tuple[str, ...], placed: dict) -> str | None:
+        """The first of ``tiers`` with room for ``n`` bytes, which it then holds."""
+        for tier in tiers:
+            if n <= free[tier]:
+                free[tier] -= n
+                placed[tier] += n
+                return tier
+        return None
 
-    def put_weight(n: int, what: str) -> str:
-        nonlocal hbm_free, ddr_free
-        if n <= hbm_free:
-            hbm_free -= n
-            weights["hbm"] += n
-            return "hbm"
-        if n <= ddr_free:
-            ddr_free -= n
-            weights["ddr"] += n
-            return "ddr"
-        refuse_weights(n, what)
+    def weight_tier(n: int, what: str) -> str:
+        tier = take(n, ("hbm", "ddr"), weights)
+        if tier is None:
+            raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; "
+                                 f"the {target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
+                                 f"{target.ddr_bytes / 1e9:g} GB of DDR")
+        return tier
 
     wbytes = [weight_bytes(p) for _, _, p in programs]
     sbytes = [state_bytes(p) for _, _, p in programs]
-    fixed_tiers: dict[int, str] = {}
-    for i, (name, layers, p) in enumerate(programs):
-        if layers is None:
-            fixed_tiers[i] = put_weight(wbytes[i], f"the {name} program")
+    fixed_tiers = {i: weight_tier(wbytes[i], f"the {name} program")
+                   for i, (name, layers, _) in enumerate(programs) if layers is None}
     # One pass over the layers, plain arithmetic: weights first (every token reads every weight each step), then
     # states (a state's reads grow with its context) — SRAM, then HBM, then DDR.
+    weight_tiers = [weight_tier(wbytes[k], f"layer {l}") for l, k in enumerate(layer_kinds)]
     layer_tiers: list[tuple[str, str]] = []
     for l, k in enumerate(layer_kinds):
-        n = wbytes[k]
-        if n <= hbm_free:
-            hbm_free -= n
-            wt = "hbm"
-        elif n <= ddr_free:
-            ddr_free -= n
-            wt = "ddr"
-        else:
-            refuse_weights(n, f"layer {l}")
-        weights[wt] += n
-        layer_tiers.append(wt)
-    for l, k in enumerate(layer_kinds):
-        n = sbytes[k]
-        if n <= sram_free:
-            sram_free -= n
-            st = "sram"
-        elif n <= hbm_free:
-            hbm_free -= n
-            st = "hbm"
-        elif n <= ddr_free:
-            ddr_free -= n
-            st = "ddr"
-        else:
+        st = take(sbytes[k], TIER_ORDER, states)
+        if st is None:
             raise ResidencyError(
-                f"the states of layer {l} do not fit: {sum(states.values()) + n:,} bytes per chip of state; the "
-                f"{target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, {target.hbm_bytes / 1e9:g} GB "
-                f"of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
-        states[st] += n
-        layer_tiers[l] = (layer_tiers[l], st)
+                f"the states of layer {l} do not fit: {sum(states.values()) + sbytes[k]:,} bytes per chip of state; "
+                f"the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, {target.hbm_bytes / 1e9:g} "
+                f"GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
+        layer_tiers.append((weight_tiers[l], st))
 
     slowest = lambda tiers: max(tiers, key=TIER_ORDER.index) if tiers else "sram"
     placed = []
