@@ -8,9 +8,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .cli import UserError, read_document
 
 MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
+#: Both runs hold every weight as float32 in memory: 400 million values are 1.6 GB.
+MAX_WEIGHTS = 400_000_000
 
 
 def add_commands(sub) -> None:
@@ -26,6 +30,9 @@ def add_commands(sub) -> None:
     src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
     v.add_argument("--steps", type=int, default=8, help="steps to run (default 8)")
     v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")
+    v.add_argument("--max-weights", type=int, default=MAX_WEIGHTS, metavar="N",
+                   help=f"refuse documents declaring more weight values than this (default {MAX_WEIGHTS:,}: "
+                        "both paths hold every weight as float32)")
     v.set_defaults(run=cmd_verify)
 
 
@@ -47,7 +54,7 @@ def cmd_verify(args) -> int:
     from .model.checkpoint import ALL_Q8
     from .streamed import Deployment, StreamedReject, lower_streamed
     from .verify import RTOL, Deployment as Run, run
-    from .weights import WeightError, from_gguf, gguf_storage, seeded
+    from .weights import WeightError, concrete, declared_weights, from_gguf, gguf_storage, seeded
 
     text = read_document(args.doc)
     dep = deployment_of(args)
@@ -63,6 +70,11 @@ def cmd_verify(args) -> int:
     if a.errors:
         d = a.errors[0]
         raise UserError(f"{args.doc}:{d.range.start.line + 1}:{d.range.start.character + 1}: {d.message}")
+    count = sum(int(np.prod(concrete(d.shape))) for d in declared_weights(a.programs).values())
+    if count > args.max_weights:
+        raise UserError(f"{args.doc} declares {count:,} weight values ({count * 4 / 1e9:.1f} GB as float32); "
+                        f"certification holds them all in memory, so it runs on documents of at most "
+                        f"{args.max_weights:,} (--max-weights) — certify a small document of the same kinds")
     try:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:
@@ -76,6 +88,8 @@ def cmd_verify(args) -> int:
         raise UserError(f"{args.doc}: {e}") from None
     report = run(a.programs, weights, Run(dep.mode, dep.ctx, max(dep.chunk, 1), dep.batch, dep.tp), plans, args.steps)
     print(render(report, weights.source, [p.label for p in a.programs.layers]))
+    if report.steps < args.steps and report.ok:
+        print(f"note: {report.steps} of {args.steps} steps ran: the positions after them do not fit ctx {dep.ctx}")
     if report.error:
         print(f"streamed verify: {report.error}", file=sys.stderr)
         return 1

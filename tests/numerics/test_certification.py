@@ -232,3 +232,9 @@ def test_verify_refuses_a_missing_checkpoint_and_a_bad_size_with_exit_2(tmp_path
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
     assert main(["verify", doc, "--checkpoint", str(tmp_path / "junk.gguf")]) == 2
     assert "not a GGUF checkpoint" in capsys.readouterr().err
+
+
+def test_verify_refuses_a_real_shaped_document_it_cannot_hold_in_memory(capsys):
+    assert main(["verify", str(EXAMPLES / "tiny-llama.lgm"), "--max-weights", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "180,800 weight values" in err and "--max-weights" in err
