@@ -1,0 +1,71 @@
+"""The executor's own ops — the ones that move data rather than compute a language operation — each against the
+definition ir.py gives it, and weight reads as the tensor declares them."""
+
+import numpy as np
+import pytest
+
+from streamed.execute import ExecuteError, run_op, run_program, weight_value
+from streamed.q8 import quantize_weight
+from streamed.spatial.ir import Op, SpatialProgram, Tensor
+from streamed.weights import Weights
+
+R = np.random.default_rng(0)
+
+
+def op(kind, n_in=1, **attrs):
+    return Op(kind, tuple(f"i{k}" for k in range(n_in)), ("y",), tuple(attrs.items()))
+
+
+def test_write_rows_writes_the_rows_from_the_position_and_leaves_the_rest():
+    s, v = np.zeros((6, 3), np.float32), R.standard_normal((2, 3)).astype(np.float32)
+    (y,) = run_op(op("write_rows", 3), [s, np.int32(3), v])
+    assert np.array_equal(y[3:5], v) and not y[:3].any() and not y[5:].any() and not s.any()
+
+
+def test_row_and_column_moves_follow_their_definitions():
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    assert np.array_equal(run_op(op("take_rows", start=1, count=2), [x])[0], x[1:3])
+    assert np.array_equal(run_op(op("take_cols", start=2, stop=5), [x])[0], x[:, 2:5])
+    assert np.array_equal(run_op(op("stack_rows", 2), [x[:1], x[3:]])[0], x[[0, 3]])
+    assert np.array_equal(run_op(op("allgather", 2), [x[:, :2], x[:, 2:]])[0], x)
+    assert np.array_equal(run_op(op("allreduce", 3), [x, x, x])[0], 3 * x)
+
+
+def test_scalar_forms_of_add_sub_mul_keep_their_side():
+    x = np.array([[1.0, 2.0]], np.float32)
+    assert run_op(op("sub", scalar=5.0, side="left"), [x])[0].tolist() == [[4.0, 3.0]]
+    assert run_op(op("sub", scalar=5.0, side="right"), [x])[0].tolist() == [[-4.0, -3.0]]
+    assert run_op(op("add", scalar=1.0), [x])[0].tolist() == [[2.0, 3.0]]
+    assert run_op(op("mul", scalar=3.0), [x])[0].tolist() == [[3.0, 6.0]]
+
+
+def test_matmul_q8_is_the_product_with_planes_times_block_scales():
+    w = R.standard_normal((64, 8)).astype(np.float32)
+    p = quantize_weight(w)
+    x = R.standard_normal((2, 64)).astype(np.float32)
+    (y,) = run_op(op("matmul_q8", 3), [x, p.values, p.scales])
+    want = x.astype(np.float64) @ (p.values.astype(np.float64) * np.repeat(p.scales.astype(np.float64), 32, axis=0))
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_a_sliced_q8_weight_reads_whole_rows_of_scales_for_a_row_split():
+    w = Weights({"W": np.zeros((64, 8), np.float32)}, {"W": quantize_weight(R.standard_normal((64, 8)))})
+    t = Tensor("W_c1__scales", (1, 8), "f16", "weight", "hbm", 16, chip=1, of="W", part="scales", slice=(0, 32, 64))
+    assert np.array_equal(weight_value(t, "W", w), w.planes["W"].scales[1:2])
+    t = Tensor("W_c1__q8", (64, 4), "int8", "weight", "hbm", 256, chip=1, of="W", part="planes", slice=(1, 4, 8))
+    assert np.array_equal(weight_value(t, "W", w), w.planes["W"].values[:, 4:8])
+
+
+def test_planes_of_a_weight_not_stored_q8_are_refused_not_requantised():
+    w = Weights({"W": np.ones((32, 2), np.float32)}, {}, "checkpoint x.gguf")
+    t = Tensor("W__q8", (32, 2), "int8", "weight", "hbm", 64, of="W", part="planes")
+    with pytest.raises(KeyError, match="does not store it Q8_0"):
+        weight_value(t, "W", w)
+
+
+def test_a_program_reading_a_tensor_nothing_wrote_is_refused_naming_the_op():
+    p = SpatialProgram("layer 0", 1, 4, (Tensor("x", (1, 2), "bf16", "input", "sram", 4),
+                                          Tensor("y", (1, 2), "bf16", "output", "sram", 4)),
+                       (Op("add", ("x", "ghost"), ("y",)),))
+    with pytest.raises(ExecuteError, match="op 0 .add.: reads `ghost`"):
+        run_program(p, {"x": np.ones((1, 2), np.float32)})
