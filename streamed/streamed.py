@@ -224,10 +224,9 @@ class _Template:
 
     def bind(self, layer: int, tokens) -> dict[str, str]:
         ren = {b: tokens[i].text for b, i in self.positions.items()}
-        out = {}
-        for n, stem, suffix in self.parts:
-            out[n] = ren[stem] + suffix if stem is not None else rebind_via(n, self.rep, layer, self.input_fn)
-        return out
+        rep, input_fn = self.rep, self.input_fn
+        return {n: ren[stem] + suffix if stem is not None else rebind_via(n, rep, layer, input_fn)
+                for n, stem, suffix in self.parts}
 
 
 def program_names(p: SpatialProgram) -> list[str]:

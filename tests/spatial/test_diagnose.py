@@ -1,0 +1,72 @@
+"""Rejects in the editor and `streamed check`: each kind's refusal on its statement; progress and cancellation."""
+
+import pytest
+
+from streamed.analysis import analyze
+from streamed.lang.syntax import Severity
+from streamed.spatial.diagnose import reject_diagnostics
+from streamed.spatial.synth import two_kind_document
+from streamed.streamed import Cancelled, Deployment, lower_streamed
+
+
+def not_a_cache(layers: int, only: set[int] | None = None) -> str:
+    """Attention over freshly computed keys and values — fine for a forward step, refused for decode."""
+    text = two_kind_document(layers)
+    for l in range(layers):
+        if only is None or l in only:
+            text = text.replace(f"Let a{l} be attention of qp{l} over Kc{l} and Vc{l}",
+                                f"Let k{l} be xn{l} times Wk{l}.\nLet v{l} be xn{l} times Wv{l}.\n"
+                                f"Let a{l} be attention of qp{l} over k{l} and v{l}")
+    return text
+
+
+def test_each_kinds_reject_is_an_error_on_its_representatives_statement_with_every_member_related():
+    a = analyze(not_a_cache(8))
+    found = reject_diagnostics(a)
+    assert len(found) == len(a.kinds) == 2
+    for d, kind in zip(found, a.kinds):
+        rep = a.programs.layer(kind.representative)
+        stmt = next(s for s in rep.statements if getattr(getattr(s, "name", None), "text", None) == f"a{kind.representative}")
+        assert d.severity is Severity.ERROR and d.code == "reject"
+        assert d.range == stmt.range
+        assert d.message.startswith(f"the layer {kind.representative} ({kind.name}) program does not lower:")
+        assert [r.range for r in d.related] == [a.programs.layer(l).section.heading for l in kind.layers]
+        assert d.data["layers"] == list(kind.layers)
+
+
+def test_a_kind_that_lowers_has_no_reject_and_a_forward_deployment_accepts_computed_keys():
+    a = analyze(not_a_cache(8, only={3, 7}))  # only the global kind reads computed keys
+    found = reject_diagnostics(a)
+    assert [d.data["program"] for d in found] == ["layer 3 (attention)"]
+    assert reject_diagnostics(a, Deployment("forward", ctx=16)) == []
+
+
+def test_a_document_with_errors_gets_no_reject_diagnostics():
+    a = analyze(not_a_cache(4).replace("Let hn1 be rmsnorm of h1", "Let hn1 be rmsnorm of hh1"))
+    assert a.errors and reject_diagnostics(a) == []
+
+
+def test_reject_diagnostics_reuse_the_callers_cache():
+    cache: dict = {}
+    a = analyze(not_a_cache(8))
+    first = reject_diagnostics(a, cache=cache)
+    size = len(cache)
+    assert reject_diagnostics(analyze(not_a_cache(8)), cache=cache) == first
+    assert len(cache) == size
+
+
+def test_progress_is_reported_per_program_and_cancellation_stops_between_programs():
+    a = analyze(two_kind_document(8))
+    seen = []
+    lower_streamed(a, Deployment("decode", ctx=64), progress=lambda m, done, total: seen.append((m, done, total)))
+    assert [m for m, _, _ in seen[:-1]] == ["embed", "layer 0 (attention, window 8)", "layer 3 (attention)", "head"]
+    assert [d for _, d, _ in seen] == [0, 1, 2, 3, 4] and {t for _, _, t in seen} == {4}
+    calls = []
+
+    def cancelled():
+        calls.append(1)
+        return len(calls) > 2
+
+    with pytest.raises(Cancelled):
+        lower_streamed(a, Deployment("decode", ctx=64), cancelled=cancelled)
+    assert len(calls) == 3
