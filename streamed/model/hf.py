@@ -272,6 +272,9 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss,
     }[family]
     layers, extra = build(c, model_type, family, d, eps, layer_types, moe)
+    for layer in layers:
+        if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
+            raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied_default = family == "gemma3"
     tied = c.bool("tie_word_embeddings", tied_default)
     notes = list(extra.get("notes", ()))

@@ -89,3 +89,82 @@ def llama_like(path: Path, layers: int = 4, d: int = 64, heads: int = 4, kv_head
         **(extra_kv or {}),
     }
     return write(path, "llama", kv, tensors)
+
+
+# ---- a GGUF for any authored document ------------------------------------------------------------------------------
+
+GGUF_ARCH = {"llama": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
+             "qwen3_5": "qwen35", "qwen3_next": "qwen3next", "deepseek_v2": "deepseek2", "llama4": "llama4",
+             "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe"}
+
+
+def metadata(spec) -> dict:
+    """llama.cpp's metadata for ``spec``: the keys ``streamed.model.gguf`` reads back."""
+    from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention
+
+    kv = {"general.name": spec.name, "{arch}.block_count": len(spec.layers), "{arch}.embedding_length": spec.d,
+          "{arch}.vocab_size": spec.vocab, "{arch}.attention.layer_norm_rms_epsilon": float(spec.final_norm.eps)}
+    for layer in spec.layers:
+        m, f = layer.mixer, layer.ffn
+        if isinstance(m, Attention):
+            kv["{arch}.attention.head_count"] = m.heads
+            kv["{arch}.attention.head_count_kv"] = m.kv_heads
+            kv["{arch}.attention.key_length"] = m.head_dim
+            kv["{arch}.attention.value_length"] = m.head_dim
+            if m.rotation is not None:
+                kv.setdefault("{arch}.rope.dimension_count", m.rotation.dims)
+                kv.setdefault("{arch}.rope.freq_base", float(m.rotation.base))
+            if m.window or m.chunk:
+                kv["{arch}.attention.sliding_window"] = m.window or m.chunk
+        elif isinstance(m, GatedDeltaNet):
+            kv.update({"{arch}.ssm.conv_kernel": m.conv_kernel, "{arch}.ssm.state_size": m.key_dim,
+                       "{arch}.ssm.group_count": m.key_heads, "{arch}.ssm.time_step_rank": m.value_heads,
+                       "{arch}.ssm.inner_size": m.value_heads * m.value_dim})
+        elif isinstance(m, LatentAttention):
+            kv.update({"{arch}.attention.head_count": m.heads, "{arch}.attention.kv_lora_rank": m.kv_rank,
+                       "{arch}.attention.key_length_mla": m.nope_dim + m.rope_dim,
+                       "{arch}.attention.value_length_mla": m.v_dim, "{arch}.rope.dimension_count": m.rope_dim,
+                       "{arch}.rope.freq_base": float(m.rotation.base)})
+            if m.q_rank:
+                kv["{arch}.attention.q_lora_rank"] = m.q_rank
+        if isinstance(f, Experts):
+            kv.update({"{arch}.expert_count": f.count, "{arch}.expert_used_count": f.top_k,
+                       "{arch}.expert_weights_norm": f.normalized,
+                       "{arch}.expert_gating_func": 2 if f.scoring == "sigmoid" else 1})
+    return kv
+
+
+def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every checkpoint tensor an authored document binds, with its GGUF shape (``ne``) and type: projections the
+    document declares ``q8`` stored Q8_0 (where their rows are whole blocks), the rest F32, ``types`` overriding.
+    A tensor several weights carve by columns is as wide as its columns say."""
+    from streamed.lang.parser import parse
+    from streamed.model.checkpoint import bind
+    from streamed.model.program import programs_of
+
+    p = programs_of(parse(text))
+    entries = p.document.checkpoint
+    out: dict[str, list] = {}
+    q8: dict[str, bool] = {}
+    for prog in p.all():
+        for w in prog.weights():
+            ref = bind(entries, w.name)
+            shape = list(w.shape)
+            if len(shape) == 2 and prog.section.kind.value == "embed":
+                ne = [shape[1], shape[0]]  # a lookup table is read in the stored orientation, vocab by d
+            elif len(shape) == 3:
+                ne = [shape[1], shape[2], shape[0]]
+            else:
+                ne = shape[:]
+            if ref.columns is not None:
+                a, b, every = ref.columns
+                axis = 1 if len(ne) >= 2 else 0
+                ne[axis] = every * ne[axis] // (b - a) if every else b
+            old = out.get(ref.tensor)
+            if old is not None:
+                axis = 1 if len(ne) >= 2 else 0
+                ne[axis] = max(ne[axis], old[axis])
+            out[ref.tensor] = ne
+            q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0
+    types = types or {}
+    return {t: (tuple(ne), types.get(t, "Q8_0" if q8[t] else "F32")) for t, ne in out.items()}

@@ -214,6 +214,7 @@ def test_a_rope_scaling_the_language_cannot_express_is_said_not_silently_dropped
     ({k: v for k, v in config("qwen3-next-80b-a3b").items() if k != "linear_num_value_heads"}, "linear_num_value_heads"),
     ({**config("qwen3.8"), "text_config": [1, 2]}, "text_config"),
     ({**config("deepseek-v2-lite"), "kv_lora_rank": -1}, "kv_lora_rank"),
+    ({**config("gpt-oss-20b"), "num_experts_per_tok": 33}, "num_experts_per_tok"),
 ])
 def test_a_bad_config_is_one_error_naming_the_field(cfg, field):
     with pytest.raises(SpecError) as e:
