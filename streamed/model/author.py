@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..lang.ops import KEYWORDS
 from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
 
-__all__ = ["author", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
+__all__ = ["author", "summary", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
 
 
 # ---- tensor names ---------------------------------------------------------------------------------------------
@@ -706,8 +706,8 @@ class _Author:
         top = [f"# {spec.name}"]
         if spec.source:
             top.append(f"-- Authored by `streamed author` from {spec.source}.")
-        summary = _summary(spec)
-        top.append(f"-- {summary}")
+        summary_line = summary(spec)
+        top.append(f"-- {summary_line}")
         for note in spec.notes:
             top.append(f"-- {note}")
         parts = ["\n".join(top), f"## Model\n{model}", f"## Checkpoint\n{self.checkpoint()}",
@@ -715,7 +715,8 @@ class _Author:
         return "\n\n".join(parts) + "\n"
 
 
-def _summary(spec: ModelSpec) -> str:
+def summary(spec: ModelSpec) -> str:
+    """``48 layers, d = 2048, vocabulary 151936: 36 × gated deltanet, experts; 12 × attention, experts.``"""
     counts: dict[str, int] = {}
     for layer in spec.layers:
         label = kind_label(layer)

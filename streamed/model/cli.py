@@ -36,7 +36,11 @@ def spec_of(source: str, name: str | None = None):
     if not p.exists():
         raise UserError(f"{source}: no such file")
     if p.is_dir():
-        raise UserError(f"{source}: is a directory; give its config.json or a .gguf")
+        # A model's folder as it is downloaded: its config.json.
+        if not (p / "config.json").is_file():
+            raise UserError(f"{source}: a folder without a config.json; give a config.json or a .gguf")
+        p = p / "config.json"
+        source = str(p)
     try:
         with p.open("rb") as f:
             magic = f.read(4)
@@ -78,7 +82,7 @@ def write_atomically(path: str, text: str) -> None:
 
 def cmd_author(args) -> int:
     from ..cli import UserError
-    from .author import author
+    from .author import author, summary
 
     spec = spec_of(args.src, args.name)
     text = author(spec)
@@ -94,13 +98,13 @@ def cmd_author(args) -> int:
         write_atomically(args.output, text)
     except OSError as e:
         raise UserError(f"{args.output}: cannot be written ({e.strerror})") from None
-    print(f"{args.output}: {len(spec.layers)} layers written", file=sys.stderr)
+    print(f"{args.output}: {summary(spec)}", file=sys.stderr)
     return 0
 
 
 def add_commands(sub) -> None:
     a = sub.add_parser("author", help="write the model program of a Hugging Face config.json or a GGUF checkpoint")
-    a.add_argument("src", metavar="SRC", help="a config.json or a .gguf")
+    a.add_argument("src", metavar="SRC", help="a config.json (or the folder holding it) or a .gguf")
     a.add_argument("-o", "--output", metavar="OUT.lgm", help="where to write the document (default: standard output)")
     a.add_argument("--name", help="the document's title (default: from the config or the file name)")
     a.set_defaults(run=cmd_author)

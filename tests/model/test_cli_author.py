@@ -127,3 +127,16 @@ def test_a_bad_checkpoint_for_kinds_is_exit_2(run, tmp_path):
 def test_a_missing_source_is_exit_2(run, tmp_path):
     code, _, err = run("author", tmp_path / "nope.json")
     assert code == 2 and "no such file" in err
+
+
+def test_a_model_folder_is_read_through_its_config_json_and_named_after_the_folder(run, tmp_path):
+    folder = tmp_path / "Qwen3-Next-80B-A3B-Instruct"
+    folder.mkdir()
+    (folder / "config.json").write_text((CONFIGS / "qwen3-next-80b-a3b.json").read_text())
+    out = tmp_path / "m.lgm"
+    code, _, err = run("author", folder, "-o", out)
+    assert code == 0
+    assert out.read_text().startswith("# Qwen3-Next-80B-A3B-Instruct\n")
+    assert "36 × gated deltanet, experts; 12 × attention, experts" in err
+    code, _, err = run("author", tmp_path, "-o", tmp_path / "x.lgm")
+    assert code == 2 and "without a config.json" in err

@@ -38,7 +38,26 @@ def tiny_qwen3_next():
     return cfg
 
 
+def tiny_qwen3_5():
+    cfg = config("qwen3.8")
+    cfg["text_config"].update(hidden_size=64, head_dim=32, num_attention_heads=2, num_key_value_heads=1,
+                              linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+                              linear_value_head_dim=32, num_hidden_layers=8, intermediate_size=64, vocab_size=256,
+                              layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 2)
+    return cfg
+
+
+def small(model_type, **fields):
+    return {"model_type": model_type, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 64, "vocab_size": 256, **fields}
+
+
 CASES = {
+    "qwen3.8": tiny_qwen3_5,
+    "qwen2": lambda: small("qwen2"),
+    "qwen3": lambda: small("qwen3"),
+    "qwen3-moe": lambda: small("qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                               decoder_sparse_step=2, norm_topk_prob=True),
     "tiny-llama": lambda: config("tiny-llama"),
     "small-gemma3": lambda: config("small-gemma3"),
     "small-qwen35": lambda: config("small-qwen35"),
