@@ -19,7 +19,7 @@ each kind; comments are not part of a program, so every layer still reads as its
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..lang.ops import KEYWORDS
 from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
@@ -435,7 +435,6 @@ class _Author:
 
     # -- mixers --
     def attention(self, w: _Writer, m: Attention, layer: LayerSpec) -> str:
-        spec = self.spec
         qd, kd = m.heads * m.head_dim, m.kv_heads * m.head_dim
         gated = m.gated
         qcols = (0, m.head_dim, 2 * m.head_dim) if gated else None
@@ -464,8 +463,8 @@ class _Author:
         tables = w.table(m.rotation) if m.rotation is not None else None
 
         xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
-        q = w.let("qp", f"xn{w.suffix} times {Wq}" + (f" plus {bq}" if m.bias else ""))
-        k = w.let("kp", f"xn{w.suffix} times {Wk}" + (f" plus {bk}" if m.bias else ""))
+        q = w.let("qp", f"{xn} times {Wq}" + (f" plus {bq}" if m.bias else ""))
+        k = w.let("kp", f"{xn} times {Wk}" + (f" plus {bk}" if m.bias else ""))
         if m.qk_norm is not None:
             q = w.let("qn", _norm(q, gq, m.qk_norm, m.heads))
             k = w.let("kn", _norm(k, gk, m.qk_norm, m.kv_heads))
@@ -482,7 +481,7 @@ class _Author:
                       f"Llama 4's RMS norm without a gain: √{n} · x/√(Σx² + {n}ε)")
             k = w.let("kl", f"(l2norm of {k}, epsilon {eps}, heads {m.kv_heads}) scaled by {root}")
         w.set(f"row pos of {Kc} to {k}")
-        w.set(f"row pos of {Vc} to xn{w.suffix} times {Wv}" + (f" plus {bv}" if m.bias else ""))
+        w.set(f"row pos of {Vc} to {xn} times {Wv}" + (f" plus {bv}" if m.bias else ""))
         opts = f", heads {m.heads} sharing {m.kv_heads}"
         if m.window:
             opts += f", window {m.window}"
@@ -496,7 +495,7 @@ class _Author:
         for note in m.notes:
             w.lines[-1] = w.lines[-1][:3] + (w.say(note) if w.lines[-1][3] is None else w.lines[-1][3] + "; " + note,)
         if gated:
-            a = w.let("ag", f"{a} multiplied by (sigmoid of (xn{w.suffix} times {Wqg}))", "each head gated by σ(x·Wqg)")
+            a = w.let("ag", f"{a} multiplied by (sigmoid of ({xn} times {Wqg}))", "each head gated by σ(x·Wqg)")
         o = w.let("o", f"{a} times {Wo}" + (f" plus {bo}" if m.out_bias else ""))
         if layer.sandwich:
             o = w.let("on", _norm(o, gpa, layer.norm))

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gguf.constants import GGML_QUANT_SIZES, MODEL_TENSOR, TENSOR_NAMES, Keys
+from gguf.constants import GGML_QUANT_SIZES, Keys
 
 from .checkpoint import Storage
 from .author import gguf_tensor

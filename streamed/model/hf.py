@@ -326,7 +326,6 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
     base, scaling, _ = _rope(c)
     rot = Rotation(_partial(c, hd), base, scaling)
-    qwen = family in ("qwen2", "qwen3", "qwen_moe")
     bias = True if model_type in ("qwen2", "qwen2_moe") else c.bool("attention_bias", False)
     out_bias = False if model_type in ("qwen2", "qwen2_moe") else bias
     if family == "llama":

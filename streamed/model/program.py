@@ -326,7 +326,7 @@ class _Checker:
         if rot is None:
             return x
         if rot > width or rot % 2:
-            self.error(c.number("R").range, f"a head of {width} cannot rotate {rot} dims (an even number, at most {width})", "shape")
+            self.error((c.number("R") or c.arg("X")).range, f"a head of {width} cannot rotate {rot} dims (an even number, at most {width})", "shape")
             return x
         for slot, t in (("C", cos), ("S", sin)):
             self.want(c, slot, t, (None, rot // 2), "a table")

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import CONFIGS, EXAMPLES, config
+from conftest import EXAMPLES, config
 from streamed.analysis import analyze
 from streamed.kinds import renaming
 from streamed.model.author import author, number

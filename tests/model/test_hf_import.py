@@ -1,16 +1,13 @@
 """config.json → ModelSpec → document: every supported model_type, layer_types as transformers derives them, and one
 clear error for every bad config."""
 
-import copy
-import json
-
 import pytest
 
 from conftest import config
 from streamed.analysis import analyze
 from streamed.model.author import author
 from streamed.model.hf import spec_from_config
-from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention, SpecError
+from streamed.model.spec import Experts, GatedDeltaNet, LatentAttention, SpecError
 
 
 def kinds_of(cfg: dict) -> dict[str, list[int]]:
