@@ -309,8 +309,14 @@ def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
     entries = analysis.document.checkpoint
     slices = tp_slices(p)
     for s in slices:
+        # The slice is in the declared weight's coordinates; an entry that itself keeps part of its tensor
+        # (``columns A to B [of every N]``, ``rows A to B``) says where those coordinates sit in the checkpoint.
         ref = bind(entries, s["of"]) if entries else None
         s["checkpoint"] = ref.tensor if ref else None
+        if ref is not None and ref.columns is not None:
+            s["checkpoint_columns"] = list(ref.columns)
+        if ref is not None and ref.rows is not None:
+            s["checkpoint_rows"] = list(ref.rows)
     return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
 
 

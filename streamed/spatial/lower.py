@@ -574,9 +574,10 @@ class _Splitter:
         self.need = _needs_whole(tensors, ops)
         self.weight_axis: dict[str, int] = {}
         self.statement = None
+        self.current: Op | None = None
 
     def refuse(self, why: str):
-        raise TPError(f"{self.label}: {why}", self.statement)
+        raise TPError(f"{self.label}: {why}", self.statement, self.binder)
 
     def part(self, n: int, what: str) -> int:
         if n % self.tp:
@@ -670,6 +671,7 @@ class _Splitter:
         """Heads and expert widths first: they say why a width is refused better than a column count does."""
         for op in ops:
             self.statement = op.statement
+            self.current = op
             if op.kind == "attention":
                 self.part(op.attr("heads"), "the query heads of attention")
                 self.part(op.attr("groups"), "the key/value heads of attention")
@@ -681,10 +683,17 @@ class _Splitter:
             elif op.kind == "experts":
                 self.part(self.src[op.inputs[2]].shape[2], "the FFN columns of each expert")
 
+    @property
+    def binder(self) -> str | None:
+        """The authored name the current op's output comes from (``h0`` for ``h0__1``)."""
+        op = self.current
+        return op.outputs[0].split("__")[0] if op is not None and op.outputs else None
+
     def run(self, ops: list[Op]) -> None:
         self.admits(ops)
         for op in ops:
             self.phase += 1
+            self.current = op
             self.statement = op.statement
             self.one(op)
 

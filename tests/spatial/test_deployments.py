@@ -301,3 +301,27 @@ def test_tables_shared_by_kinds_must_agree():
     with pytest.raises(StreamedReject) as e:
         lower_streamed(a, Deployment("decode", ctx=64))
     assert "`Rcos1`" in e.value.why and "declare it alike" in e.value.why
+
+
+def test_tp_states_are_split_by_heads_and_the_chips_parts_make_the_whole(analyses):
+    for name, a in analyses.items():
+        model = lower_streamed(a, Deployment("tp", ctx=64, tp=2))
+        for k in model.kinds:
+            rep = a.programs.layer(k.representative)
+            for state in rep.carried:
+                full = tuple(64 if d == "ctx" else 1 if d == "rows" else d for d in rep.decls[state].shape)
+                parts = [k.program.tensor(n) for n in k.carried if n != state and n.rsplit("_c", 1)[0] == state]
+                if not parts:  # a state the chips keep whole
+                    assert k.program.tensor(state).chip is None
+                    continue
+                assert sorted(t.chip for t in parts) == [0, 1], f"{name}: {state}"
+                (axis,) = [i for i, (x, y) in enumerate(zip(parts[0].shape, full)) if x != y]
+                assert sum(t.shape[axis] for t in parts) == full[axis], f"{name}: {state}"
+
+
+def test_a_tp_reject_names_the_statement_and_binder_that_cannot_split():
+    a = analyze(two_kind_document(4, ffn=99, q8=False))
+    with pytest.raises(StreamedReject) as e:
+        lower_streamed(a, Deployment("tp", ctx=64, tp=2))
+    assert e.value.binder == "f0" and e.value.layer == 0
+    assert a.programs.layer(0).statements[e.value.statement].name.text == "f0"
