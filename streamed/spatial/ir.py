@@ -154,7 +154,11 @@ replicated one. ``phase`` numbers the pipeline stages: the chips' slices of one 
 at once; phases run in order. Weight slices carry ``of`` and ``slice``: a column split gives chip c output features
 ``[c·n/tp, (c+1)·n/tp)`` (whole heads, as heads are contiguous), a row split the same range of input features (its
 product a partial sum, followed by an ``allreduce``). A Q8_0 row slice is whole 32-element blocks, so its scales are
-whole rows of the full weight's scales.
+whole rows of the full weight's scales. Within one phase a chip runs its ops in list order (a ``take_cols`` that
+feeds an op shares its phase). ``experts`` over chips: every chip holds columns ``[c·f/tp, (c+1)·f/tp)`` of each
+expert's G and U (axis 2), the same rows of D (axis 1), the same part of the gate/up biases and of the shared
+expert; the router and the shared gate are replicated; only chip 0 receives ``bias_down`` (its ``optional`` omits it
+on the other chips), so the all-reduced sum adds it once.
 
 Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
 earlier op; every intermediate and output is written exactly once; shapes agree op by op.
