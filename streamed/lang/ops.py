@@ -8,8 +8,8 @@ follow them, and the reference interpreter implements each ``name``. A pattern i
 - ``#H`` — a number: a literal number or a ``## Model`` constant.
 
 An operation is its ``words`` (how it starts), then its ``pattern``, then any of its ``options``, each introduced by
-a comma. Options marked required must appear. Invariant: no two operations start with the same word sequence, and
-within one operation no option's literal words are a prefix of another's — so the words read decide the pattern.
+a comma. Options marked required must appear. Invariant: no two operations start with the same word sequence. Options of one operation may share their leading
+words (``heads H sharing G`` and ``heads H``): the parser tries them longest first and keeps the first that reads.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ OPS: tuple[Op, ...] = (
         _opt("rope #M", "per-head rotated dims", required=True), _opt("scale #F", "logit scale, default 1/√(N+M)")),
     _op("gated delta", "gated delta of $Q , $K and $V with state $S , decay $A and beta $B",
         "Gated DeltaNet recurrence (Yang et al. 2024): S ← a·S; S ← S + b·k(v − Sᵀk)ᵀ; o = Sᵀq, row by row. Updates S.",
-        _opt("heads #H", "value heads", required=True), _opt("sharing #G", "key heads shared by the value heads")),
+        _opt("heads #H sharing #G", "H value heads sharing G key heads", required=True), _opt("heads #H", "H value heads, as many key heads")),
     _op("short convolution", "short convolution of $X with state $S and $W",
         "Causal depthwise convolution over the last k rows (Mamba/GDN short conv); S holds the k−1 rows before this step. Updates S."),
     _op("experts", "experts of $X with router $R , top #K , using $G , $U and $D",

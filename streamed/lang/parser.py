@@ -10,6 +10,7 @@ Invariant: every diagnostic's range lies inside the text, and every node's range
 from __future__ import annotations
 
 import difflib
+import math
 import re
 
 from . import ops as ops_table
@@ -117,7 +118,7 @@ class _Statement:
 
 
 def _adjacent(a: Token, b: Token) -> bool:
-    return a.range.end.offset == b.range.start.offset
+    return a.end_offset == b.start_offset
 
 
 def _number(s: _Statement) -> Number | None:
@@ -144,8 +145,11 @@ def _number(s: _Statement) -> Number | None:
     if not text or not _NUMBER.fullmatch(text):
         return None
     rng = Range(first.range.start, s.toks[j - 1].range.end)
+    value = float(text)
+    if not math.isfinite(value) or abs(value) > 1e30:
+        raise _Fail(rng, f"`{text[:40]}` is too large a number")
     s.i = j
-    return Number(float(text), text, rng)
+    return Number(value, text, rng)
 
 
 def _is_name(t: Token | None) -> bool:
@@ -263,24 +267,34 @@ def _call(s: _Statement) -> Call:
     options: list[str] = []
     while s.at(","):
         nxt = s.peek(1)
-        chosen = None
-        for opt in op.options:
-            lits = opt.key.split()
-            if nxt is not None and all((t := s.peek(1 + k)) is not None and t.text == w for k, w in enumerate(lits)):
-                if chosen is None or len(lits) > len(chosen.key.split()):
-                    chosen = opt
-        if chosen is None:
+        fitting = [opt for opt in op.options
+                   if all((t := s.peek(1 + k)) is not None and t.text == w for k, w in enumerate(opt.key.split()))]
+        if not fitting:
             if nxt is not None and _is_name(nxt) and nxt.text not in ops_table.OP_BY_FIRST_WORD:
-                known = ", ".join(f"`{o.key}`" for o in op.options) or "none"
+                known = ", ".join(dict.fromkeys(f"`{o.key}`" for o in op.options)) or "none"
                 guess = nearest(nxt.text, [o.word for o in op.options])
                 hint = f"; did you mean `{guess}`?" if guess else ""
                 raise _Fail(nxt.range, f"`{nxt.text}` is not an option of `{op.name}` (its options: {known}){hint}")
             break
-        if chosen.key in options:
-            raise _Fail(nxt.range, f"the option `{chosen.key}` is given twice")
-        s.take()
-        _match(s, chosen.pattern, op, args, numbers)
-        options.append(chosen.key)
+        key = fitting[0].key
+        if key in options:
+            raise _Fail(nxt.range, f"the option `{key}` is given twice")
+        start_i, start_args, start_numbers = s.i, len(args), len(numbers)
+        failure = None
+        for opt in sorted(fitting, key=lambda o: -len(o.pattern)):
+            s.i = start_i + 1
+            del args[start_args:], numbers[start_numbers:]
+            try:
+                _match(s, opt.pattern, op, args, numbers)
+            except _Fail as f:
+                failure = failure or f
+                continue
+            # A shorter form must not leave words of the longer one behind (``heads 4 sharing`` is not ``heads 4``).
+            failure = None
+            break
+        if failure is not None:
+            raise failure
+        options.append(key)
     for opt in op.options:
         if opt.required and opt.key not in options:
             raise _Fail(Range(start.range.start, s.last().range.end),

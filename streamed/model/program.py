@@ -382,7 +382,7 @@ class _Checker:
         q, k, v, st, a, b = (s.get(x) for x in ("Q", "K", "V", "S", "A", "B"))
         self.role(c, "S", ("state",), "a declared state")
         heads = self.count(c, "H")
-        groups = self.count(c, "G") if "sharing" in c.options else heads
+        groups = self.count(c, "G") if c.number("G") is not None else heads
         if None in (q, k, v, st, a, b, heads, groups):
             return None
         if heads % groups:
