@@ -242,6 +242,9 @@ try {
   await check('the Layer Kinds view lists the kinds', async () => {
     const header = page.locator('.pane-header', { hasText: 'Layer Kinds' });
     await header.waitFor({ timeout: 20000 });
+    // Give the view the sidebar: collapse the folder's pane.
+    const folderHeader = page.locator('.pane-header', { hasText: /^workspace/i }).first();
+    if ((await folderHeader.getAttribute('aria-expanded')) === 'true') await folderHeader.click();
     if ((await header.getAttribute('aria-expanded')) !== 'true') await header.click();
     const pane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Layer Kinds' }) });
     const kindRows = pane.locator('.monaco-list-row[aria-level="1"]');
@@ -280,20 +283,50 @@ try {
   });
 
   await check('a divergence inserted in a layer appears in the Problems panel', async () => {
-    // Change one number in the last-but-one layer whose program is like the others: `heads 4` → `heads 8`.
+    // Change the epsilon of one rmsnorm in the fourth layer (a layer like its siblings): `epsilon 1e-6` → `1e-5`;
+    // without an epsilon, `heads H` of a rope → `heads 2H`.
     const layerIdx = layerHeadings.length >= 4 ? 3 : layerHeadings.length - 1;
     const from = layerHeadings[layerIdx];
-    const ln = lineOf(/\brope of .* heads \d+/, from);
-    const m = /heads (\d+)/.exec(docLines[ln]);
-    const col = m.index + 'heads '.length;
+    const until = layerHeadings[layerIdx + 1] ?? docLines.length;
+    let ln = lineOf(/\brmsnorm of .*epsilon [0-9.e-]+/, from);
+    let re = /(epsilon )([0-9.e-]+?)(\.?\s*(--.*)?)$/;
+    let replace = (v) => (v === '1e-5' ? '1e-4' : '1e-5');
+    if (ln < 0 || ln >= until) {
+      ln = lineOf(/\brope of .* heads \d+/, from);
+      re = /(heads )(\d+)(.*)$/;
+      replace = (v) => String(Number(v) * 2);
+    }
+    const m = re.exec(docLines[ln]);
+    const col = m.index + m[1].length;
+    const kindsBefore = Number(/(\d+) kinds?/.exec(await page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).first().innerText())[1]);
     await page.locator('.monaco-editor .view-lines').first().click();
     await goToLine(ln + 1, col + 1);
     await page.keyboard.press('Shift+End');
-    await page.keyboard.type(docLines[ln].slice(col).replace(/^\d+/, (d) => String(Number(d) * 2)));
+    await page.keyboard.insertText(replace(m[2]) + m[3]);
+    log(`  edited line ${ln + 1}: ${docLines[ln].trim()} → ${m[1]}${replace(m[2])}`);
     await page.keyboard.press('Control+Shift+M');
     const marker = page.locator('.markers-panel .monaco-list-row', { hasText: /diverg|differ/i }).first();
     await marker.waitFor({ timeout: 30000 });
     log(`  problem: ${(await marker.innerText()).replace(/\s+/g, ' ').trim().slice(0, 200)}`);
+    // Shown once: the diagnostics are not duplicated (push and pull).
+    const rows = await page.locator('.markers-panel .monaco-list-row[aria-level="2"]').allInnerTexts();
+    const dupes = rows.filter((r, i) => rows.indexOf(r) !== i);
+    if (dupes.length) throw new Error(`diagnostics shown twice: ${dupes[0].replace(/\s+/g, ' ').slice(0, 120)}`);
+    // The Layer Kinds view and the status bar follow the analysis: the edited layer is a kind of its own now.
+    const kindsPane = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Layer Kinds' }) });
+    const status = page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).first();
+    const statusKinds = async () => Number(/(\d+) kinds?/.exec(await status.innerText())[1]);
+    await waitFor('the status bar to count one more kind', async () => (await statusKinds()) === kindsBefore + 1, 20000);
+    // The code lens of the edited layer names its new kind.
+    const editedHeading = docLines[from];
+    await waitFor('the code lens of the edited layer to change', async () => {
+      const lenses = await page.locator('.codelens-decoration').allInnerTexts();
+      return lenses.some((t) => /\(layer \d+\)|· 1 layer ·/.test(t));
+    }, 20000);
+    log(`  code lenses refreshed (${editedHeading.trim()})`);
+    // (rows are virtualised: a kind row's aria-setsize is the number of kinds)
+    await waitFor('the Layer Kinds view to list one more kind', async () =>
+      Number(await kindsPane.locator('.monaco-list-row[aria-level="1"]').first().getAttribute('aria-setsize')) === kindsBefore + 1, 20000);
     await shot('divergence-in-problems');
     // Undo, and the problem goes away.
     await page.locator('.monaco-editor .view-lines').first().click();

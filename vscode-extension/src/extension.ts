@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import * as crypto from 'node:crypto';
 import {
   CloseAction,
+  CodeLensRequest,
   ErrorAction,
   ExecuteCommandRequest,
   LanguageClient,
@@ -156,7 +157,9 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
     documentSelector: [{ language: LANG }],
     outputChannel: output,
     initializationOptions: currentInitOptions(),
-    synchronize: { fileEvents: vscode.workspace.createFileSystemWatcher('**/*.lgm') },
+    // The contract's diagnostics are pushed (textDocument/publishDiagnostics). A server that also answers pulls
+    // would show every problem twice, so the client never pulls.
+    diagnosticPullOptions: { onChange: false, onSave: false, onTabs: false, filter: () => true },
     errorHandler: {
       error: () => ({ action: ErrorAction.Continue }),
       closed: () => {
@@ -197,14 +200,26 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
     const key = normalizeUri(a.uri);
     analyses.set(key, { ...a, uri: key });
     updateStatus();
-    const active = vscode.window.activeTextEditor?.document;
+    const active = activeModelDocument();
     if (active && normalizeUri(active.uri.toString()) === key) void kindsProvider.refresh(active.uri);
+    refreshCodeLenses(key);
   });
   await client.start();
   output.appendLine('[client] server started');
   context.subscriptions.push({ dispose: () => void client?.stop() });
   const active = activeModelDocument();
   if (active) void kindsProvider.refresh(active.uri);
+}
+
+/** Code lenses name kinds, which change with every analysis: ask VS Code for them again when one is done. */
+function refreshCodeLenses(uri: string): void {
+  const doc = vscode.workspace.textDocuments.find((d) => normalizeUri(d.uri.toString()) === uri);
+  if (!doc || !client) return;
+  try {
+    client.getFeature(CodeLensRequest.method)?.getProvider(doc)?.onDidChangeCodeLensEmitter.fire();
+  } catch (e) {
+    output.appendLine(`[client] code lens refresh: ${errorText(e)}`);
+  }
 }
 
 async function restartServer(): Promise<void> {
@@ -363,6 +378,16 @@ function findColumn(doc: vscode.TextDocument): vscode.ViewColumn | undefined {
 // ---------------------------------------------------------------------------------------------------- manifest view
 
 let manifestPanel: vscode.WebviewPanel | undefined;
+
+/** The document a bundle was lowered from: `source` may be absolute, or relative to the bundle or the workspace. */
+function resolveManifestSource(source: string | undefined, manifestPath: string): string | undefined {
+  if (!source) return undefined;
+  const bundleDir = path.dirname(manifestPath);
+  const candidates = path.isAbsolute(source)
+    ? [source]
+    : [path.resolve(bundleDir, '..', source), path.resolve(bundleDir, source), ...(workspaceDir() ? [path.resolve(workspaceDir()!, source)] : [])];
+  return candidates.find((c) => fs.existsSync(c)) ?? candidates[0];
+}
 let manifestSource: string | undefined;
 
 function showManifest(manifestPath: string, fallbackSource?: string): void {
@@ -373,7 +398,7 @@ function showManifest(manifestPath: string, fallbackSource?: string): void {
     void vscode.window.showErrorMessage(`Streamed: cannot read ${manifestPath}: ${errorText(e)}`);
     return;
   }
-  manifestSource = manifest.source ?? fallbackSource;
+  manifestSource = fallbackSource ?? resolveManifestSource(manifest.source, manifestPath);
   if (!manifestPanel) {
     manifestPanel = vscode.window.createWebviewPanel('streamed.manifest', 'Manifest', { viewColumn: vscode.ViewColumn.Beside, preserveFocus: false }, {
       enableScripts: true,

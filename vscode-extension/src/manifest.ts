@@ -12,7 +12,8 @@ export interface ManifestKind {
 
 export interface ManifestLayer {
   layer?: number;
-  kind?: number;
+  /** the kind's name (streamed-bundle/1), or its index in `kinds` */
+  kind?: number | string;
   tensors?: Record<string, string>;
 }
 
@@ -34,10 +35,41 @@ export interface Manifest {
   programs?: { embed?: string | null; head?: string | null };
   kinds?: ManifestKind[];
   layers?: ManifestLayer[];
-  residency?: { states?: ResidencyState[]; sram_reserved?: number; [k: string]: unknown };
-  estimate?: { tokens_per_second?: number; step_seconds?: number; flops?: number; [k: string]: unknown };
+  /**
+   * Either per-tier totals with one entry per kind (streamed-bundle/1: `states`/`weights` as {tier: bytes},
+   * `layers` as [{kind, layers, states: tier, weights: tier, state_bytes_per_layer, weight_bytes_per_layer}]),
+   * or one entry per carried state (`states` as [{name, layer, tier, bytes}]).
+   */
+  residency?: {
+    states?: ResidencyState[] | Record<string, number>;
+    weights?: Record<string, number>;
+    capacity?: Record<string, number>;
+    layers?: ResidencyKind[];
+    sram_reserved?: number;
+    reserved_sram_bytes?: number;
+    [k: string]: unknown;
+  };
+  estimate?: {
+    tokens_per_second?: number | null;
+    tokens_per_step?: number;
+    step_seconds?: number;
+    flops?: number;
+    step?: { flops?: number; seconds?: number; bytes?: Record<string, number>; link_bytes?: number };
+    bound?: string;
+    [k: string]: unknown;
+  };
+  title?: string;
   source?: string;
   [k: string]: unknown;
+}
+
+export interface ResidencyKind {
+  kind?: string;
+  layers?: number[];
+  states?: string;
+  weights?: string;
+  state_bytes_per_layer?: number;
+  weight_bytes_per_layer?: number;
 }
 
 export function escapeHtml(v: unknown): string {
@@ -61,6 +93,14 @@ export function formatBytes(n: unknown): string {
   return u === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[u]}`;
 }
 
+export function formatSeconds(s: number): string {
+  if (!Number.isFinite(s)) return '—';
+  if (s >= 1) return `${s.toPrecision(4)} s`;
+  if (s >= 1e-3) return `${(s * 1e3).toPrecision(4)} ms`;
+  if (s >= 1e-6) return `${(s * 1e6).toPrecision(4)} µs`;
+  return `${(s * 1e9).toPrecision(4)} ns`;
+}
+
 export function formatNumber(n: unknown): string {
   if (typeof n !== 'number' || !Number.isFinite(n)) return n === undefined || n === null ? '—' : escapeHtml(n);
   if (n !== 0 && (Math.abs(n) >= 1e6 || Math.abs(n) < 1e-3)) return n.toExponential(3);
@@ -73,20 +113,72 @@ export interface ResidencySummary {
   tier: string;
   states: number;
   bytes: number;
+  weights?: number;
+  capacity?: number;
 }
 
+function stateList(m: Manifest): ResidencyState[] {
+  return Array.isArray(m.residency?.states) ? (m.residency!.states as ResidencyState[]) : [];
+}
+
+function tierMap(v: unknown): Record<string, number> {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return {};
+  const out: Record<string, number> = {};
+  for (const [k, n] of Object.entries(v)) if (typeof n === 'number') out[k] = n;
+  return out;
+}
+
+/** Bytes of carried state (and of weights, and capacity, when known) by memory tier. */
 export function residencyByTier(m: Manifest): ResidencySummary[] {
-  const states = Array.isArray(m.residency?.states) ? m.residency!.states! : [];
   const by = new Map<string, ResidencySummary>();
   for (const t of TIERS) by.set(t, { tier: t, states: 0, bytes: 0 });
-  for (const s of states) {
-    const t = typeof s.tier === 'string' ? s.tier : 'unknown';
+  const get = (t: string) => {
     const e = by.get(t) ?? { tier: t, states: 0, bytes: 0 };
+    by.set(t, e);
+    return e;
+  };
+  for (const s of stateList(m)) {
+    const e = get(typeof s.tier === 'string' ? s.tier : 'unknown');
     e.states++;
     e.bytes += typeof s.bytes === 'number' ? s.bytes : 0;
-    by.set(t, e);
   }
-  return [...by.values()].filter((e) => e.states > 0 || TIERS.includes(e.tier));
+  const r = m.residency ?? {};
+  for (const [t, n] of Object.entries(tierMap(r.states))) get(t).bytes += n;
+  for (const k of Array.isArray(r.layers) ? r.layers : []) {
+    if (typeof k?.states === 'string') get(k.states).states += Array.isArray(k.layers) ? k.layers.length * Math.max(1, carriedCount(m, k.kind)) : 0;
+  }
+  for (const [t, n] of Object.entries(tierMap(r.weights))) get(t).weights = (get(t).weights ?? 0) + n;
+  for (const [t, n] of Object.entries(tierMap(r.capacity))) get(t).capacity = n;
+  return [...by.values()];
+}
+
+function carriedCount(m: Manifest, kindName: string | undefined): number {
+  const k = (Array.isArray(m.kinds) ? m.kinds : []).find((x) => x.name === kindName);
+  return Array.isArray(k?.carried) ? k!.carried!.length : 0;
+}
+
+/** The kind of a manifest layer: by index or by name. */
+export function kindOfLayer(m: Manifest, l: ManifestLayer): ManifestKind | undefined {
+  const kinds = Array.isArray(m.kinds) ? m.kinds : [];
+  if (typeof l.kind === 'number') return kinds[l.kind];
+  if (typeof l.kind === 'string') return kinds.find((k) => k.name === l.kind) ?? { name: l.kind };
+  if (typeof l.layer === 'number') return kinds.find((k) => Array.isArray(k.layers) && k.layers.includes(l.layer!));
+  return undefined;
+}
+
+/** Where a layer's carried state (and weights) live: one entry per state, or per tier for its kind. */
+export function layerResidency(m: Manifest, l: ManifestLayer): Array<{ label: string; tier: string; bytes?: number }> {
+  if (typeof l.layer !== 'number') return [];
+  const own = stateList(m).filter((s) => s.layer === l.layer);
+  if (own.length) return own.map((s) => ({ label: String(s.name ?? 'state'), tier: String(s.tier ?? '?'), bytes: s.bytes }));
+  const perKind = (Array.isArray(m.residency?.layers) ? m.residency!.layers! : []).find(
+    (k) => Array.isArray(k.layers) && k.layers.includes(l.layer!),
+  );
+  if (!perKind) return [];
+  const out: Array<{ label: string; tier: string; bytes?: number }> = [];
+  if (perKind.states) out.push({ label: 'states', tier: perKind.states, bytes: perKind.state_bytes_per_layer });
+  if (perKind.weights) out.push({ label: 'weights', tier: perKind.weights, bytes: perKind.weight_bytes_per_layer });
+  return out;
 }
 
 export interface RenderOptions {
@@ -98,8 +190,8 @@ export interface RenderOptions {
 export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
   const kinds = Array.isArray(m.kinds) ? m.kinds : [];
   const layers = Array.isArray(m.layers) ? m.layers : [];
-  const states = Array.isArray(m.residency?.states) ? m.residency!.states! : [];
-  const est = m.estimate && typeof m.estimate === 'object' ? m.estimate : {};
+  const est: NonNullable<Manifest['estimate']> = m.estimate && typeof m.estimate === 'object' ? m.estimate : {};
+  const stepSeconds = typeof est.step_seconds === 'number' ? est.step_seconds : typeof est.step?.seconds === 'number' ? est.step.seconds : undefined;
   const n = escapeHtml(opts.nonce);
   const csp = [
     `default-src 'none'`,
@@ -108,15 +200,6 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
     `script-src 'nonce-${n}'`,
     `font-src ${opts.cspSource}`,
   ].join('; ');
-
-  const statesByLayer = new Map<number, ResidencyState[]>();
-  for (const s of states) {
-    if (typeof s.layer === 'number') {
-      const a = statesByLayer.get(s.layer) ?? [];
-      a.push(s);
-      statesByLayer.set(s.layer, a);
-    }
-  }
 
   const deployment: Array<[string, unknown]> = [
     ['target', m.target],
@@ -133,14 +216,16 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
 
   const knownEst: Array<[string, string, unknown]> = [
     ['tokens_per_second', 'tokens / s', est.tokens_per_second],
-    ['step_seconds', 'step', typeof est.step_seconds === 'number' ? `${formatNumber(est.step_seconds * 1e3)} ms` : undefined],
-    ['flops', 'FLOPs / step', est.flops],
+    ['tokens_per_step', 'tokens / step', est.tokens_per_step],
+    ['step_seconds', 'step', stepSeconds !== undefined ? formatSeconds(stepSeconds) : undefined],
+    ['flops', 'FLOPs / step', typeof est.flops === 'number' ? est.flops : est.step?.flops],
+    ['bound', 'bound', est.bound],
   ];
   const estRows = knownEst
     .filter(([, , v]) => v !== undefined && v !== null)
     .map(([, label, v]) => `<div class="fact"><span class="k">${escapeHtml(label)}</span><span class="v">${typeof v === 'number' ? formatNumber(v) : escapeHtml(v)}</span></div>`);
   for (const [k, v] of Object.entries(est)) {
-    if (knownEst.some(([key]) => key === k)) continue;
+    if (knownEst.some(([key]) => key === k) || k === 'target') continue;
     if (typeof v === 'number' || typeof v === 'string' || typeof v === 'boolean') {
       estRows.push(`<div class="fact"><span class="k">${escapeHtml(k.replace(/_/g, ' '))}</span><span class="v">${typeof v === 'number' ? formatNumber(v) : escapeHtml(v)}</span></div>`);
     }
@@ -148,12 +233,12 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
 
   const layerRows = layers
     .map((l) => {
-      const k = typeof l.kind === 'number' ? kinds[l.kind] : undefined;
+      const k = kindOfLayer(m, l);
       const kindName = k?.name ?? (l.kind !== undefined ? `kind ${l.kind}` : '—');
       const isRep = k && k.representative === l.layer;
-      const st = typeof l.layer === 'number' ? statesByLayer.get(l.layer) ?? [] : [];
-      const resid = st.length
-        ? st.map((s) => `<span class="tier tier-${escapeHtml(s.tier)}" title="${escapeHtml(formatBytes(s.bytes))}">${escapeHtml(s.name)}: ${escapeHtml(s.tier ?? '?')}</span>`).join(' ')
+      const res = layerResidency(m, l);
+      const resid = res.length
+        ? res.map((r) => `<span class="tier tier-${escapeHtml(r.tier)}" title="${escapeHtml(formatBytes(r.bytes))}">${escapeHtml(r.label)}: ${escapeHtml(r.tier)}${typeof r.bytes === 'number' ? ` · ${escapeHtml(formatBytes(r.bytes))}` : ''}</span>`).join(' ')
         : '<span class="muted">—</span>';
       const tensors = l.tensors && typeof l.tensors === 'object' ? Object.keys(l.tensors).length : 0;
       const layerCell =
@@ -176,13 +261,14 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
     .join('\n');
 
   const tierRows = residencyByTier(m)
-    .map((t) => `<tr><td><span class="tier tier-${escapeHtml(t.tier)}">${escapeHtml(t.tier)}</span></td><td class="num">${t.states}</td><td class="num">${escapeHtml(formatBytes(t.bytes))}</td></tr>`)
+    .map((t) => `<tr><td><span class="tier tier-${escapeHtml(t.tier)}">${escapeHtml(t.tier)}</span></td><td class="num">${t.states}</td><td class="num">${escapeHtml(formatBytes(t.bytes))}</td><td class="num">${t.weights !== undefined ? escapeHtml(formatBytes(t.weights)) : '—'}</td><td class="num">${t.capacity !== undefined ? escapeHtml(formatBytes(t.capacity)) : '—'}</td></tr>`)
     .join('\n');
-  const reserved = typeof m.residency?.sram_reserved === 'number'
-    ? `<p class="muted">SRAM reserved: ${escapeHtml(formatBytes(m.residency.sram_reserved))}</p>`
+  const reservedBytes = typeof m.residency?.reserved_sram_bytes === 'number' ? m.residency.reserved_sram_bytes : m.residency?.sram_reserved;
+  const reserved = typeof reservedBytes === 'number'
+    ? `<p class="muted">SRAM reserved for programs: ${escapeHtml(formatBytes(reservedBytes))}</p>`
     : '';
 
-  const title = m.source ? m.source.split(/[\\/]/).pop() : 'bundle';
+  const title = m.title ?? (m.source ? m.source.split(/[\\/]/).pop() : 'bundle');
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -231,7 +317,7 @@ ${kindRows}
 ${layerRows}
 </tbody></table>
 <h2>Residency by tier</h2>
-<table id="residency"><thead><tr><th>tier</th><th class="num">states</th><th class="num">bytes</th></tr></thead>
+<table id="residency"><thead><tr><th>tier</th><th class="num">carried states</th><th class="num">state bytes</th><th class="num">weight bytes</th><th class="num">capacity</th></tr></thead>
 <tbody>
 ${tierRows}
 </tbody></table>

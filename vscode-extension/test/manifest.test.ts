@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapeHtml, formatBytes, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
+import { escapeHtml, formatBytes, kindOfLayer, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
 
 const full: Manifest = {
   format: 'streamed-bundle/1',
@@ -50,11 +50,11 @@ test('manifest → HTML: deployment, estimate and residency by tier', () => {
   assert.match(html, /<span class="k">mode<\/span><span class="v">decode<\/span>/);
   assert.match(html, /<span class="k">ctx<\/span><span class="v">4096<\/span>/);
   assert.match(html, /tokens \/ s<\/span><span class="v">1235<\/span>/);
-  assert.match(html, /step<\/span><span class="v">0\.8100 ms/);
+  assert.match(html, /step<\/span><span class="v">810\.0 µs/);
   assert.match(html, /bound<\/span><span class="v">memory/);
   assert.match(html, /Kc0: sram/);
   assert.match(html, /tier-hbm">hbm<\/span><\/td><td class="num">1<\/td><td class="num">1\.00 MiB/);
-  assert.match(html, /SRAM reserved: 4\.00 KiB/);
+  assert.match(html, /SRAM reserved for programs: 4\.00 KiB/);
 });
 
 test('manifest → HTML: a strict Content Security Policy, no remote resources', () => {
@@ -92,4 +92,33 @@ test('residency by tier and byte formatting', () => {
   assert.equal(formatBytes(512), '512 B');
   assert.equal(formatBytes(1536), '1.50 KiB');
   assert.equal(formatBytes(undefined), '—');
+});
+
+test('manifest → HTML: a manifest written by `streamed lower` (kinds by name, residency per kind and tier)', async () => {
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const m: Manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'test', 'fixtures', 'manifest-streamed-bundle-1.json'), 'utf8'));
+  const html = renderManifestHtml(m, opts);
+  assert.equal((html.match(/<tr class="layer-row"/g) ?? []).length, m.layers!.length);
+  assert.match(html, /Layer 0<\/a><\/td><td>attention, window 32 <span class="badge">representative<\/span>/);
+  assert.match(html, /Layer 2<\/a><\/td><td>attention <span class="badge">representative<\/span>/);
+  assert.match(html, /Layer 5<\/a><\/td><td>attention<\/td>/);
+  assert.match(html, /states: sram · 512 KiB/);
+  assert.match(html, /weights: hbm · 38\.5 KiB/);
+  assert.match(html, /<h1>Manifest — Tiny windowed model<\/h1>/);
+  assert.match(html, /tokens \/ s<\/span><span class="v">3\.706e\+6/);
+  assert.match(html, /step<\/span><span class="v">269\.8 ns/);
+  assert.match(html, /bound<\/span><span class="v">memory/);
+  assert.match(html, /SRAM reserved for programs: 130 KiB/);
+  const tiers = residencyByTier(m);
+  assert.deepEqual(tiers.find((t) => t.tier === 'sram'), { tier: 'sram', states: 12, bytes: 3145728, capacity: 432000000 });
+  assert.equal(tiers.find((t) => t.tier === 'hbm')!.weights, 286848);
+});
+
+test('the kind of a layer: by index, by name, or from the kinds\' layer lists', () => {
+  const m: Manifest = { kinds: [{ name: 'a', layers: [0, 2] }, { name: 'b', layers: [1] }] };
+  assert.equal(kindOfLayer(m, { layer: 1, kind: 1 })!.name, 'b');
+  assert.equal(kindOfLayer(m, { layer: 1, kind: 'b' })!.name, 'b');
+  assert.equal(kindOfLayer(m, { layer: 2 })!.name, 'a');
+  assert.equal(kindOfLayer(m, { layer: 1, kind: 'zz' })!.name, 'zz');
 });
