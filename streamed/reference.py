@@ -91,7 +91,6 @@ class Reference:
     def run(self, program: Program, tokens: np.ndarray, pos: int, x: np.ndarray | None) -> dict[str, np.ndarray]:
         """Execute ``program``'s statements in order; returns every bound name and ``__output__``."""
         env: dict[str, object] = {}
-        rows = len(tokens)
         label = program.label
         for st in program.statements:
             try:
@@ -115,11 +114,8 @@ class Reference:
                     env[name] = new
                 elif isinstance(st, Return):
                     env["__output__"] = env[st.name.text]
-            except ReferenceError:
-                raise
             except (ValueError, IndexError, KeyError) as e:
                 raise ReferenceError(label, st.index, str(e)) from e
-        del rows
         return env  # type: ignore[return-value]
 
     def _declared(self, program: Program, name: str, role: str, tokens, pos, x):
