@@ -983,6 +983,10 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     per_chip_ops = max((sum(1 for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0)
     pmus = sum(math.ceil(t.bytes / target.pmu_bytes) for t in tensors.values()
                if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0))
+    if pmus > target.pmus:
+        raise LoweringError(
+            f"needs {pmus:,} PMUs for its on-chip buffers (each PMU holds {target.pmu_bytes / 1e3:,.0f} KB); the "
+            f"{target.name.upper()} has {target.pmus:,}")
     certificate = {
         "tensors": len(tensors), "ops": len(program.ops), "bound_once": True, "shapes_agree": True,
         "pcus": max((sum(op.pcus for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0),

@@ -182,3 +182,11 @@ def test_programs_round_trip_through_json_exactly(doc, mode):
         assert again == p
         import json
         assert SpatialProgram.from_json(json.dumps(p.to_json())) == p
+
+
+def test_certify_refuses_a_program_with_more_buffers_than_pmus(doc):
+    layer = doc.programs.layer(0)
+    few = parse_target(GOOD.replace("pmus = 100", "pmus = 20"), "few.toml")
+    with pytest.raises(LoweringError, match=r"needs \d+ PMUs for its on-chip buffers .*; the MINE has 20"):
+        lower_program(layer, doc.programs.constants, Cut(1, 64), few, "layer 0")
+    assert lower_program(layer, doc.programs.constants, Cut(1, 64), load_target("sn40l"), "layer 0").certificate
