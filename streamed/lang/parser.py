@@ -72,8 +72,13 @@ def _quote(t: Token | str) -> str:
 
 
 def nearest(word: str, choices) -> str | None:
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return found[0] if found else None
+    """The choice a person most likely meant: the closest spelling, ties going to one that starts alike."""
+    best, score = None, 0.6
+    for c in choices:
+        r = difflib.SequenceMatcher(None, word, c).ratio() + (0.05 if c[:1] == word[:1] else 0.0)
+        if r > score:
+            best, score = c, r
+    return best
 
 
 # ---- statements --------------------------------------------------------------------------------------------------
