@@ -6,11 +6,10 @@ lowers, and prints; the comparison itself is ``streamed.verify``."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from .cli import UserError, read_document
+from .cli import UserError, load_storage, read_document
 
 MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
 #: Both runs hold every weight as float32 in memory: 400 million values are 1.6 GB.
@@ -51,21 +50,13 @@ def deployment_of(args):
 def cmd_verify(args) -> int:
     from .analysis import analyze
     from .execute import plan_of
-    from .model.checkpoint import ALL_Q8
     from .streamed import Deployment, StreamedReject, lower_streamed
     from .verify import RTOL, Deployment as Run, run
-    from .weights import WeightError, concrete, declared_weights, from_gguf, gguf_storage, seeded
+    from .weights import WeightError, concrete, declared_weights, from_gguf, seeded
 
     text = read_document(args.doc)
     dep = deployment_of(args)
-    storage = ALL_Q8
-    if args.checkpoint is not None:
-        if not Path(args.checkpoint).is_file():
-            raise UserError(f"{args.checkpoint}: no such checkpoint")
-        try:
-            storage = gguf_storage(args.checkpoint)
-        except Exception as e:  # the gguf reader's own refusal of a file that is not GGUF
-            raise UserError(f"{args.checkpoint}: not a GGUF checkpoint ({e})") from None
+    storage = load_storage(args.checkpoint)
     a = analyze(text, storage)
     if a.errors:
         d = a.errors[0]

@@ -205,12 +205,11 @@ def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, 
 
 
 def gguf_storage(path: str | Path) -> Storage:
-    """How a GGUF checkpoint stores each tensor (``Q8_0``, ``F16``…) — the ``Storage`` the kinds read."""
-    from gguf import GGUFReader
+    """How a GGUF checkpoint stores each tensor (``Q8_0``, ``F16``…) — ``streamed.model.gguf.read_storage``, which
+    refuses a file that is not GGUF or is truncated with a ``CheckpointError`` naming it."""
+    from .model.gguf import read_storage
 
-    r = GGUFReader(str(path))
-    return Storage({t.name: t.tensor_type.name for t in r.tensors}, f"checkpoint {Path(path).name}",
-                   {t.name: tuple(int(x) for x in t.shape) for t in r.tensors})
+    return read_storage(path)
 
 
 def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None) -> Weights:
@@ -220,10 +219,9 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
     from gguf import GGMLQuantizationType, GGUFReader
     from gguf.quants import dequantize
 
+    storage = storage or gguf_storage(path)
     reader = GGUFReader(str(path))
     tensors = {t.name: t for t in reader.tensors}
-    storage = storage or Storage({t.name: t.tensor_type.name for t in reader.tensors}, f"checkpoint {Path(path).name}",
-                                 {t.name: tuple(int(x) for x in t.shape) for t in reader.tensors})
     q8_names = read_as_q8(programs, storage)
     entries = programs.document.checkpoint
     dense: dict[str, np.ndarray] = {}
@@ -261,4 +259,4 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
         if cols is not None:
             full = full[..., cols]
         dense[name] = np.ascontiguousarray(full, dtype=np.float32)
-    return Weights(dense, planes, storage.source, storage)
+    return Weights(dense, planes, f"checkpoint {storage.source}", storage)

@@ -230,12 +230,12 @@ def test_verify_on_the_command_line_exits_1_naming_the_layer_and_tensor_of_a_wro
 def test_verify_refuses_a_missing_checkpoint_and_a_bad_size_with_exit_2(tmp_path, capsys):
     doc = str(EXAMPLES / "tiny-llama.lgm")
     assert main(["verify", doc, "--checkpoint", str(tmp_path / "none.gguf")]) == 2
-    assert "no such checkpoint" in capsys.readouterr().err
+    assert "none.gguf: no such file" in capsys.readouterr().err
     assert main(["verify", doc, "--ctx", "0"]) == 2
     assert "--ctx 0" in capsys.readouterr().err
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf file at all")
     assert main(["verify", doc, "--checkpoint", str(tmp_path / "junk.gguf")]) == 2
-    assert "not a GGUF checkpoint" in capsys.readouterr().err
+    assert "junk.gguf: not a GGUF file" in capsys.readouterr().err
 
 
 def test_verify_refuses_a_real_shaped_document_it_cannot_hold_in_memory(capsys):
