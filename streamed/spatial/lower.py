@@ -426,7 +426,7 @@ class _Lifter:
         if op == "gated delta":
             s = t("S")
             heads = int(n("H"))
-            attrs = [("heads", heads), ("groups", int(n("G")) if "sharing" in c.options else heads)]
+            attrs = [("heads", heads), ("groups", int(n("G")) if c.number("G") is not None else heads)]
             dest = dest or self.fresh()
             return self.emit(kind, (t("Q"), t("K"), t("V"), s, t("A"), t("B")), attrs, dest, outputs=(dest, s))
         if op == "short convolution":
