@@ -14,33 +14,36 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def write_checkpoint(path: Path, programs, arrays: dict, type_of) -> Path:
-    """Write every declared weight (``arrays[name]``, declared orientation) to a GGUF file under its bound tensor
-    name, as ``type_of(name, tensor)`` says (``Q8_0``, ``F16``, ``F32``). A matrix is written in product
-    orientation — GGUF ``ne = [in, out]``, numpy ``out × in`` — unless its lookup use wants it stored ``vocab × d``
-    (``stored=True`` from ``type_of``)."""
+def write_gguf(path: Path, tensors: dict) -> Path:
+    """A GGUF file of ``tensors``: name → (numpy array in GGUF's numpy order, ``Q8_0``/``F16``/``F32``)."""
     w = GGUFWriter(str(path), "llama")
-    entries = programs.document.checkpoint
-    done = set()
-    for name, a in arrays.items():
-        ref = bind(entries, name)
-        assert ref is not None and ref.columns is None and ref.rows is None, name
-        if ref.tensor in done:
-            continue
-        done.add(ref.tensor)
-        qtype, stored = type_of(name, ref.tensor)
-        data = np.ascontiguousarray(a if (stored or a.ndim == 1) else np.swapaxes(a, -1, -2), dtype=np.float32)
+    for name, (data, qtype) in tensors.items():
         if qtype == "Q8_0":
-            w.add_tensor(ref.tensor, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
         elif qtype == "F16":
-            w.add_tensor(ref.tensor, data.astype(np.float16))
+            w.add_tensor(name, np.asarray(data, dtype=np.float16))
         else:
-            w.add_tensor(ref.tensor, data)
+            w.add_tensor(name, np.asarray(data, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def write_checkpoint(path: Path, programs, arrays: dict, type_of) -> Path:
+    """Write every declared weight (``arrays[name]``, declared orientation) to a GGUF file under its bound tensor
+    name, as ``type_of(name, tensor)`` says: (``Q8_0``/``F16``/``F32``, stored). A matrix is written in product
+    orientation — GGUF ``ne = [in, out]``, numpy ``out × in`` — unless ``stored`` (an embedding's ``vocab × d``)."""
+    entries = programs.document.checkpoint
+    tensors = {}
+    for name, a in arrays.items():
+        ref = bind(entries, name)
+        assert ref is not None and ref.columns is None and ref.rows is None, name
+        qtype, stored = type_of(name, ref.tensor)
+        data = np.ascontiguousarray(a if (stored or a.ndim == 1) else np.swapaxes(a, -1, -2), dtype=np.float32)
+        tensors.setdefault(ref.tensor, (data, qtype))
+    return write_gguf(path, tensors)
 
 
 @pytest.fixture
@@ -51,3 +54,8 @@ def tiny_llama_text() -> str:
 @pytest.fixture
 def checkpoint_writer():
     return write_checkpoint
+
+
+@pytest.fixture
+def gguf_writer():
+    return write_gguf

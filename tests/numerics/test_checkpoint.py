@@ -3,7 +3,7 @@ experts, and refusals that name the weight."""
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 
 from streamed.analysis import analyze
@@ -47,27 +47,13 @@ Return next.
 """
 
 
-def write(path, tensors):
-    w = GGUFWriter(str(path), "test")
-    for name, (data, qtype) in tensors.items():
-        if qtype == "Q8_0":
-            w.add_tensor(name, quantize(data, Q8_0), raw_dtype=Q8_0)
-        else:
-            w.add_tensor(name, data)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
 @pytest.fixture
-def stored(tmp_path):
+def stored(tmp_path, gguf_writer):
     r = np.random.default_rng(0)
     a = r.standard_normal((64, 64)).astype(np.float32)  # numpy out × in: GGUF ne = [in 64, out 64]
     e = r.standard_normal((10, 64)).astype(np.float32)  # ne = [64, 10]: vocab × d as stored
     x = r.standard_normal((3, 8, 64)).astype(np.float32)  # ne = [64, 8, 3]: E experts of d → 8
-    path = write(tmp_path / "slices.gguf", {"token_embd.weight": (e, "F32"), "blk.0.a.weight": (a, "Q8_0"),
+    path = gguf_writer(tmp_path / "slices.gguf", {"token_embd.weight": (e, "F32"), "blk.0.a.weight": (a, "Q8_0"),
                                             "blk.0.ffn_gate_exps.weight": (x.astype(np.float16), "F16")})
     return path, a, e, x
 
@@ -100,8 +86,8 @@ def test_a_weight_whose_declared_shape_fits_no_orientation_is_refused_by_name(st
     assert e.value.name == "A0" and "64×64" in e.value.why
 
 
-def test_a_weight_the_checkpoint_lacks_is_refused_naming_the_tensor(tmp_path):
-    path = write(tmp_path / "empty.gguf", {"token_embd.weight": (np.zeros((10, 64), np.float32), "F32")})
+def test_a_weight_the_checkpoint_lacks_is_refused_naming_the_tensor(tmp_path, gguf_writer):
+    path = gguf_writer(tmp_path / "empty.gguf", {"token_embd.weight": (np.zeros((10, 64), np.float32), "F32")})
     an = analyze(DOC)
     with pytest.raises(WeightError, match="blk.0.a.weight"):
         from_gguf(path, an.programs)
