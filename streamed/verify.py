@@ -87,12 +87,29 @@ def compare_step(step: int, want: dict[str, dict[str, np.ndarray]], got: dict[st
         if bundle_env is None:
             continue
         for name, value in ref_env.items():
-            if name.startswith("__") or skip(label, name) or name not in bundle_env:
+            if name.startswith("__") or skip(label, name):
                 continue
             if not isinstance(value, np.ndarray) and not np.isscalar(value):
                 continue
-            out.append(measure(step, label, name, bundle_env[name], _fit(bundle_env[name], value)))
+            held = bundle_env[name] if name in bundle_env else assembled(bundle_env, name, np.shape(value))
+            if held is not None:
+                out.append(measure(step, label, name, held, _fit(held, value)))
     return out
+
+
+def assembled(env: dict[str, np.ndarray], name: str, shape: tuple) -> np.ndarray | None:
+    """A tensor a tensor-parallel program holds only as chip parts (``Kc0_c0``, ``Kc0_c1``…, split by heads or
+    columns): the parts joined along the one axis they split, when that gives the whole's shape."""
+    parts = []
+    while f"{name}_c{len(parts)}" in env:
+        parts.append(np.asarray(env[f"{name}_c{len(parts)}"]))
+    if len(parts) < 2 or any(p.ndim != len(shape) for p in parts):
+        return None
+    for axis in range(len(shape)):
+        if all(p.shape[:axis] + p.shape[axis + 1:] == shape[:axis] + shape[axis + 1:] for p in parts) \
+                and sum(p.shape[axis] for p in parts) == shape[axis]:
+            return np.concatenate(parts, axis=axis)
+    return None
 
 
 # ---- what the reference says a deployment's step is ----------------------------------------------------------------
