@@ -46,3 +46,10 @@ def test_a_prefill_head_holding_the_last_row_is_compared_with_the_reference_last
     got = {"head": {"logits": np.array([[5.0, 6.0]], dtype=np.float32)}}
     (m,) = compare_step(0, want, got)
     assert m.ok
+
+
+def test_a_tensor_held_only_as_chip_parts_is_joined_along_its_split_axis_and_compared():
+    whole = np.arange(12, dtype=np.float32).reshape(2, 6)
+    got = {"layer 0": {"Kc0_c0": whole[:, :3], "Kc0_c1": whole[:, 3:] + 1}}
+    (m,) = compare_step(0, {"layer 0": {"Kc0": whole}}, got)
+    assert m.tensor == "Kc0" and not m.ok and m.max_abs == 1.0
