@@ -275,6 +275,23 @@ def _stem(name: str) -> str:
     return head.rstrip("0123456789") + "…" + (sep + tail if sep else "")
 
 
+def _insertion(ta: Sequence[str], tb: Sequence[str]) -> tuple[int, int] | None:
+    """When ``tb`` is ``ta`` with one run of tokens inserted (or removed), binders counted as alike: the index of the
+    run and its length (negative when removed). ``None`` when the two differ otherwise or are as long."""
+    n = len(tb) - len(ta)
+    if n == 0:
+        return None
+    ca, cb = _canon(ta), _canon(tb)
+    i = 0
+    while i < min(len(ca), len(cb)) and ca[i] == cb[i]:
+        i += 1
+    if n > 0 and cb[i + n:] == ca[i:]:
+        return i, n
+    if n < 0 and ca[i - n:] == cb[i:]:
+        return i, n
+    return None
+
+
 def first_difference(
     programs: Programs, layer: Program, rep: Program, storage: Storage = ALL_Q8
 ) -> tuple[int | None, int | None, str]:
@@ -283,6 +300,16 @@ def first_difference(
     na, nb = binders(ta), binders(tb)
     qa, qb = stored_q8(programs, rep, storage), stored_q8(programs, layer, storage)
     L, R = layer.section.index, rep.section.index
+    shift = _insertion(ta, tb)
+    if shift is not None:
+        i, n = shift
+        if n > 0:
+            s = layer.section.statement_at(i - 1) if i else None
+            where = f"after statement {s + 1}" if s is not None else "at its start"
+            return i, i, f"layer {L} has {n} more token{'s' if n != 1 else ''} {where}, which layer {R} does not have"
+        s = rep.section.statement_at(i - 1) if i else None
+        where = f"after statement {s + 1}" if s is not None else "at its start"
+        return i, i, f"layer {L} has {-n} fewer token{'s' if n != -1 else ''} than layer {R}: layer {R} has them {where}"
     forward: dict[str, str] = {}
     back: dict[str, str] = {}
     for i, (x, y) in enumerate(zip(ta, tb)):

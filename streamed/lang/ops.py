@@ -121,12 +121,18 @@ for _o in OPS:
 BINARY_WORDS = ("plus", "minus", "times", "multiplied", "scaled")
 
 ROLES = ("weight", "input", "state", "table")
-KEYWORDS = frozenset(
+#: Every word the language gives a meaning to: what completion offers and the grammar colours.
+VOCABULARY = frozenset(
     {"Let", "be", "Set", "to", "Return", "a", "an", "q8", "of", "by", "token", "position", "rows", "ctx", "row",
      "cosines", "sines", "base", *ROLES, *BINARY_WORDS}
     | {item for o in OPS for item in o.pattern if item[0] not in "$#,"}
     | {item for o in OPS for opt in o.options for item in opt.pattern if item[0] not in "$#,"}
 )
+
+#: The words that cannot be bound: every word of the language. A kind's digest treats every occurrence of a bound
+#: word as the binder (LANGUAGE §7), so a layer that bound ``q8`` — layer 8's query, by the usual naming — would read
+#: its own ``a q8 weight`` declarations as that name and stop being one program with its siblings.
+KEYWORDS = VOCABULARY
 
 #: How a person names each operation: its leading words without a trailing ``of`` (``latent attention``).
 OPERATION_NAMES = tuple(sorted({" ".join(o.words[:-1] if o.words[-1] == "of" else o.words) for o in OPS}))

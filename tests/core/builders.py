@@ -36,10 +36,10 @@ Let Kc{l} be a state of ctx by 32.
 Let Vc{l} be a state of ctx by 32.
 Let Rcos{table} be a table of ctx by 8, cosines of base {base}.
 Let Rsin{table} be a table of ctx by 8, sines of base {base}.
-Let q{l} be rope of (xn{l} times Wq{l}) at pos with Rcos{table} and Rsin{table}, heads 4.
+Let qr{l} be rope of (xn{l} times Wq{l}) at pos with Rcos{table} and Rsin{table}, heads 4.
 Set row pos of Kc{l} to rope of (xn{l} times Wk{l}) at pos with Rcos{table} and Rsin{table}, heads 2.
 Set row pos of Vc{l} to xn{l} times Wv{l}.
-Let a{l} be attention of q{l} over Kc{l} and Vc{l} at pos, heads 4 sharing 2{opts}.
+Let a{l} be attention of qr{l} over Kc{l} and Vc{l} at pos, heads 4 sharing 2{opts}.
 Let h{l} be {_input(l)} plus a{l} times Wo{l}.
 """
 
@@ -52,12 +52,12 @@ Let Wa{l} be a weight of d by 4.
 Let Wb{l} be a weight of d by 4.
 Let Wo{l} be a q8 weight of 64 by d.
 Let S{l} be a state of 4 by 16 by 16.
-Let q{l} be l2norm of (xn{l} times Wq{l}), heads 2.
+Let qr{l} be l2norm of (xn{l} times Wq{l}), heads 2.
 Let k{l} be l2norm of (xn{l} times Wk{l}), heads 2.
 Let v{l} be xn{l} times Wv{l}.
 Let al{l} be exp of (softplus of (xn{l} times Wa{l}) scaled by -1).
 Let be{l} be sigmoid of (xn{l} times Wb{l}).
-Let o{l} be gated delta of q{l}, k{l} and v{l} with state S{l}, decay al{l} and beta be{l}, heads 4 sharing 2.
+Let o{l} be gated delta of qr{l}, k{l} and v{l} with state S{l}, decay al{l} and beta be{l}, heads 4 sharing 2.
 Let h{l} be {_input(l)} plus o{l} times Wo{l}.
 """
 
@@ -74,10 +74,10 @@ Let Cc{l} be a state of ctx by 16.
 Let Rc{l} be a state of ctx by 4.
 Let Rcos2 be a table of ctx by 2, cosines of base 10000.
 Let Rsin2 be a table of ctx by 2, sines of base 10000.
-Let q{l} be xn{l} times Wq{l}.
+Let qr{l} be xn{l} times Wq{l}.
 Set row pos of Cc{l} to rmsnorm of (xn{l} times Wc{l}) with gc{l}.
 Set row pos of Rc{l} to rope of (xn{l} times Wr{l}) at pos with Rcos2 and Rsin2, heads 1.
-Let a{l} be latent attention of q{l} over Cc{l} and Rc{l} at pos with Au{l} and Bu{l}, heads 4, nope 8, rope 4.
+Let a{l} be latent attention of qr{l} over Cc{l} and Rc{l} at pos with Au{l} and Bu{l}, heads 4, nope 8, rope 4.
 Let h{l} be {_input(l)} plus a{l} times Wo{l}.
 """
 

@@ -23,7 +23,7 @@ def test_a_correct_document_has_no_diagnostic():
 
 
 def test_a_name_used_before_it_is_bound_is_reported():
-    text = _edit(document(1), "Let q0 be rope of (xn0 times Wq0)", "Let q0 be rope of (xn0 times Wq0 plus a0)")
+    text = _edit(document(1), "Let qr0 be rope of (xn0 times Wq0)", "Let qr0 be rope of (xn0 times Wq0 plus a0)")
     msgs = _messages(text)
     assert msgs and msgs[0][1] == "`a0` is used before it is bound"
 
@@ -100,7 +100,7 @@ def test_attention_heads_that_do_not_divide_are_reported():
 def test_computed_shapes_keep_rows_and_ctx_symbolic():
     a = analyze(document(1))
     layer = a.programs.layers[0]
-    assert layer.shapes["q0"] == ("rows", 64)
+    assert layer.shapes["qr0"] == ("rows", 64)
     assert layer.shapes["Kc0"] == ("ctx", 32)
     assert layer.carried == ("Kc0", "Vc0")
     assert a.programs.head.shapes["next"] == ("rows",)
