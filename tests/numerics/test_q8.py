@@ -8,6 +8,8 @@ from gguf.quants import dequantize, quantize
 from streamed import q8
 
 Q8_0 = GGMLQuantizationType.Q8_0
+#: gguf's own quantiser warns where a block's scale overflows fp16 or underflows — the very cases tested here.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
 def cases():
@@ -71,3 +73,20 @@ def test_a_row_slice_of_planes_keeps_whole_blocks_and_refuses_to_cut_one():
     assert np.array_equal(s.dense(), p.dense()[32:96][:, [1, 3]])
     with pytest.raises(ValueError):
         p.select((16, 48), None)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra.numpy import arrays  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrays(np.float32, st.tuples(st.integers(1, 4), st.integers(1, 3).map(lambda k: 32 * k)),
+              elements=st.floats(-1e6, 1e6, width=32) | st.sampled_from([0.0, -0.0, 0.5, -0.5, 1e-40, 65504.0])))
+def test_any_float32_blocks_quantise_to_gguf_bytes_and_read_back_as_gguf_does(x):
+    raw = quantize(x, Q8_0)
+    qv, d = q8.quantize_blocks(x)
+    assert np.array_equal(q8.to_bytes(qv, d), raw)
+    with np.errstate(all="ignore"):
+        theirs = dequantize(raw, Q8_0)
+    assert np.array_equal(q8.dequantize_blocks(*q8.from_bytes(raw)).view(np.uint32), theirs.view(np.uint32))
