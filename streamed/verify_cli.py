@@ -6,6 +6,7 @@ lowers, and prints; the comparison itself is ``streamed.verify``."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,8 @@ def add_commands(sub) -> None:
     src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
     v.add_argument("--steps", type=int, default=8, help="steps to run (default 8)")
     v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")
+    v.add_argument("--bundle", metavar="DIR", help="certify this written bundle (its own deployment) instead of "
+                                                   "lowering DOC here")
     v.add_argument("--max-weights", type=int, default=MAX_WEIGHTS, metavar="N",
                    help=f"refuse documents declaring more weight values than this (default {MAX_WEIGHTS:,}: "
                         "both paths hold every weight as float32)")
@@ -49,6 +52,7 @@ def deployment_of(args):
 
 def cmd_verify(args) -> int:
     from .analysis import analyze
+    from .bundle import BundleError, read_bundle
     from .execute import plan_of
     from .streamed import Deployment, StreamedReject, lower_streamed
     from .verify import RTOL, Deployment as Run, run
@@ -71,12 +75,20 @@ def cmd_verify(args) -> int:
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
     try:
-        plans = {"step": plan_of(lower_streamed(a, dep, args.target, storage))}
-        if dep.mode == "prefill":
+        if args.bundle is not None:
+            where = Path(args.bundle)
+            model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
+            dep = model.deployment
+        else:
+            model = lower_streamed(a, dep, args.target, storage)
+        plans = {"step": plan_of(model)}
+        if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
             plans["prefill"] = plans["step"]
             plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
     except StreamedReject as e:
         raise UserError(f"{args.doc}: {e}") from None
+    except BundleError as e:
+        raise UserError(str(e)) from None
     report = run(a.programs, weights, Run(dep.mode, dep.ctx, max(dep.chunk, 1), dep.batch, dep.tp), plans, args.steps)
     print(render(report, weights.source, [p.label for p in a.programs.layers]))
     if report.steps < args.steps and report.ok:

@@ -242,3 +242,24 @@ def test_verify_refuses_a_real_shaped_document_it_cannot_hold_in_memory(capsys):
     assert main(["verify", str(EXAMPLES / "tiny-llama.lgm"), "--max-weights", "1000"]) == 2
     err = capsys.readouterr().err
     assert "180,800 weight values" in err and "--max-weights" in err
+
+
+def test_a_written_bundle_is_certified_from_disk_and_a_tampered_manifest_is_caught(tmp_path, capsys):
+    import json
+
+    from streamed.bundle import write_bundle
+
+    doc = str(EXAMPLES / "tiny-llama.lgm")
+    out = tmp_path / "bundle"
+    write_bundle(lowered(tiny(), Deployment("tp", CTX, tp=2)), out)
+    assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 0
+    assert "tp (ctx 16, tp 2)" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    binding = next(b for b in manifest["layers"] if b["layer"] == 3)["tensors"]
+    binding["Wg0"], binding["Wu0"] = binding["Wu0"], binding["Wg0"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "layer 3, tensor `" in err
+    assert main(["verify", doc, "--bundle", str(tmp_path / "nothing")]) == 2
+    assert "manifest.json: cannot be read" in capsys.readouterr().err
