@@ -281,11 +281,9 @@ def _call(s: _Statement) -> Call:
                 hint = f"; did you mean `{guess}`?" if guess else ""
                 raise _Fail(nxt.range, f"`{nxt.text}` is not an option of `{op.name}` (its options: {known}){hint}")
             break
-        key = fitting[0].key
-        if key in options:
-            raise _Fail(nxt.range, f"the option `{key}` is given twice")
         start_i, start_args, start_numbers = s.i, len(args), len(numbers)
         failure = None
+        chosen = None
         for opt in sorted(fitting, key=lambda o: -len(o.pattern)):
             s.i = start_i + 1
             del args[start_args:], numbers[start_numbers:]
@@ -295,11 +293,15 @@ def _call(s: _Statement) -> Call:
                 failure = failure or f
                 continue
             # A shorter form must not leave words of the longer one behind (``heads 4 sharing`` is not ``heads 4``).
-            failure = None
+            failure, chosen = None, opt
             break
         if failure is not None:
             raise failure
-        options.append(key)
+        # ★ The option read is the one that matched (``shared gate S`` after ``shared G2, U2 and D2``), not the
+        # first whose leading words fit.
+        if chosen.key in options:
+            raise _Fail(nxt.range, f"the option `{chosen.key}` is given twice")
+        options.append(chosen.key)
     for opt in op.options:
         if opt.required and opt.key not in options:
             raise _Fail(Range(start.range.start, s.last().range.end),
