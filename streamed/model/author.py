@@ -553,7 +553,7 @@ class _Author:
         else:
             gt = w.let("gt", f"softplus of ({xn} times {Wa} plus {dt}) multiplied by (exp of {A})")
             dc = w.let("dc", f"exp of ({gt} scaled by -1)", "the decay exp(−exp(A_log)·softplus(x·Wa + dt))")
-        sharing = f", sharing {m.key_heads}" if m.key_heads != m.value_heads else ""
+        sharing = f" sharing {m.key_heads}" if m.key_heads != m.value_heads else ""
         u = w.let("u", f"gated delta of {qh}, {kh} and {vc} with state {St}, decay {dc} and beta {bt}, heads {m.value_heads}{sharing}")
         un = w.let("un", f"{_norm(u, gn, m.norm, m.value_heads)} multiplied by (silu of ({xn} times {Wz}))",
                    "a gated RMS norm per value head")

@@ -387,6 +387,8 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
             raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
     norm = Norm(eps, 1.0)  # Gemma's RMSNorm multiplies by 1 + weight
     scalar = c.float("query_pre_attn_scalar", 256.0)
+    if scalar <= 0:
+        raise c.fail("query_pre_attn_scalar", f"is {scalar:g}; logits are scaled by its inverse square root, so it is positive")
     scale = scalar ** -0.5
     why = f"1/√{scalar:g}: Gemma scales logits by query_pre_attn_scalar, not the head width" if scale != hd ** -0.5 else None
     gbase, gscaling, _ = _rope(c, "full_attention", 1_000_000.0)
