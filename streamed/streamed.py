@@ -320,6 +320,56 @@ def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
     return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
 
 
+def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
+                cache: dict) -> SpatialProgram:
+    """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
+    and raised again as the same ``LoweringError``."""
+    q8 = q8_weights(progs, program, storage)
+    key = ("program", label, tuple(t.text for t in program.tokens), q8, cut, target, constants, shared)
+    if key not in cache:
+        try:
+            cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
+        except LoweringError as e:
+            cache[key] = e
+    hit = cache[key]
+    if isinstance(hit, LoweringError):
+        raise hit
+    return hit
+
+
+def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
+               cache: dict) -> SpatialProgram:
+    """A layer kind's program, lowered from its representative ``rep`` — or served from ``cache``, keyed by the
+    kind's digest (its program up to names), the cut, the target, the constants and the shared tables. A program
+    cached under another representative's names is renamed to ``rep``'s (names only: nothing is lowered again); a
+    refusal is cached too, its binder renamed likewise."""
+    key = ("kind", kind.digest, cut, target, constants, shared)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage))
+            hit = (program, kind.representative, rep.tokens)
+        except LoweringError as e:
+            hit = (e, kind.representative, rep.tokens)
+        cache[key] = hit
+    found, old_rep, old_tokens = hit
+    tokens = rep.tokens
+    same = old_rep == kind.representative and (old_tokens is tokens or
+                                                [t.text for t in old_tokens] == [t.text for t in tokens])
+    if isinstance(found, LoweringError):
+        if same or found.binder is None:
+            raise found
+        positions = _binder_positions(old_tokens)
+        binder = tokens[positions[found.binder]].text if found.binder in positions else found.binder
+        raise type(found)(found.why.replace(f"`{found.binder}`", f"`{binder}`"), found.statement, binder)
+    if not same:
+        template = _Template(program_names(found), _binder_positions(old_tokens), old_rep, layer_input)
+        found = rename_program(found, template.bind(kind.representative, tokens).__getitem__, label)
+    elif found.name != label:
+        found = replace(found, name=label)
+    return found
+
+
 def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,
                    storage: Storage | None = None, cache: dict | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
@@ -367,48 +417,33 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
             progress(label, done, total)
         done += 1
 
-    def lower_whole(label: str, p, cut: Cut) -> SpatialProgram:
+    def whole(label: str, p, cut: Cut) -> SpatialProgram:
         step(label)
-        q8 = q8_weights(progs, p, storage)
-        key = ("program", label, tuple(t.text for t in p.tokens), q8, cut, target, constants, shared)
-        if key not in cache:
-            try:
-                cache[key] = lower_program(p, progs.constants, cut, target, label, q8)
-            except LoweringError as e:
-                raise _reject(label, e) from None
-        return cache[key]
+        try:
+            return lower_whole(progs, label, p, cut, target, storage, constants, shared, cache)
+        except LoweringError as e:
+            raise _reject(label, e) from None
 
-    embed = lower_whole("embed", progs.embed, deployment.cut("embed")) if with_embed else None
+    embed = whole("embed", progs.embed, deployment.cut("embed")) if with_embed else None
 
     layer_cut = deployment.cut("layer")
     kind_programs: list[LayerKindProgram] = []
     templates: list[_Template] = []
     for k, (label, rep) in zip(kinds, reps):
         step(label)
-        q8 = q8_weights(progs, rep, storage)
-        key = ("kind", k.digest, layer_cut, target, constants, shared)
+        try:
+            program = lower_kind(progs, k, label, rep, layer_cut, target, storage, constants, shared, cache)
+        except TPError as e:
+            raise StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {e.why}", e.statement,
+                                 e.binder, k.representative) from None
+        except LoweringError as e:
+            raise _reject(label, e, k.representative) from None
         tokens = rep.tokens
-        hit = cache.get(key)
-        if hit is not None:
-            program, old_rep, old_tokens = hit
-            if old_rep != k.representative or [t.text for t in old_tokens] != [t.text for t in tokens]:
-                template = _Template(program_names(program), _binder_positions(old_tokens), old_rep, layer_input)
-                names = template.bind(k.representative, tokens)
-                program = rename_program(program, names.__getitem__, label)
-        else:
-            try:
-                program = lower_program(rep, progs.constants, layer_cut, target, label, q8)
-            except TPError as e:
-                raise StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {e.why}", e.statement,
-                                     e.binder, k.representative) from None
-            except LoweringError as e:
-                raise _reject(label, e, k.representative) from None
-            cache[key] = (program, k.representative, tokens)
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
                                               _tp_manifest(program, analysis)))
         templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
 
-    head = lower_whole("head", progs.head, deployment.cut("head"))
+    head = whole("head", progs.head, deployment.cut("head"))
 
     bindings: list[LayerBinding | None] = [None] * len(by_layer)
     layer_kinds = [0] * len(by_layer)

@@ -2,17 +2,17 @@
 
 ``streamed check`` and the editor call ``reject_diagnostics``. Only the representative of each kind is lowered (the
 other layers of a kind are that program renamed), so a reject costs one lowering per kind however deep the model,
-and a ``cache`` kept by the caller makes an unchanged kind free. A document with errors gets no reject diagnostics:
-its errors are the diagnostics, and a program that does not check cannot be lowered.
+and a ``cache`` kept by the caller makes an unchanged kind free — the same cache, and the same entries, as
+``lower_streamed``'s: a kind checked here is not lowered again for the bundle. A document with errors gets no
+reject diagnostics: its errors are the diagnostics, and a program that does not check cannot be lowered.
 """
 
 from __future__ import annotations
 
 from ..analysis import Analysis
-from ..streamed import q8_weights
 from ..lang.syntax import Diagnostic, Related, Severity
-from ..streamed import Deployment, StreamedReject, shared_tables
-from .lower import Cut, LoweringError, lower_program
+from ..streamed import Deployment, StreamedReject, lower_kind, lower_whole, shared_tables
+from .lower import LoweringError
 from .target import TargetError, load_target
 
 DEFAULT = Deployment(mode="decode", ctx=4096)
@@ -32,6 +32,7 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
                        cache: dict | None = None) -> list[Diagnostic]:
     if analysis.errors or deployment.refusal():
         return []
+    deployment = deployment.normal()
     try:
         target = load_target(target)
     except TargetError:
@@ -54,20 +55,14 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
             out.append(Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"))
         return out
     for label, program, cut, kind in chain:
-        q8 = q8_weights(progs, program, analysis.storage)
-        if kind is not None:
-            key = ("reject", kind.digest, cut, target, constants, shared)
-        else:
-            key = ("reject", label, tuple(t.text for t in program.tokens), q8, cut, target, constants, shared)
-        if key not in cache:
-            try:
-                lower_program(program, progs.constants, cut, target, label, q8)
-                cache[key] = None
-            except LoweringError as e:
-                cache[key] = (e.why, e.statement, e.binder)
-        found = cache[key]
-        if found is None:
+        try:
+            if kind is not None:
+                lower_kind(progs, kind, label, program, cut, target, analysis.storage, constants, shared, cache)
+            else:
+                lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache)
             continue
+        except LoweringError as e:
+            found = (e.why, e.statement, e.binder)
         why, statement, binder = found
         related = ()
         data = {"program": label, "statement": statement, "binder": binder}

@@ -46,13 +46,30 @@ def test_a_document_with_errors_gets_no_reject_diagnostics():
     assert a.errors and reject_diagnostics(a) == []
 
 
-def test_reject_diagnostics_reuse_the_callers_cache():
+def test_reject_diagnostics_share_the_callers_cache_with_the_lowering(monkeypatch):
+    from streamed.spatial import lower as lower_module
+
+    calls = []
+    real = lower_module.lower_program
+    monkeypatch.setattr("streamed.streamed.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
     cache: dict = {}
     a = analyze(not_a_cache(8))
     first = reject_diagnostics(a, cache=cache)
-    size = len(cache)
+    lowered = len(calls)
     assert reject_diagnostics(analyze(not_a_cache(8)), cache=cache) == first
-    assert len(cache) == size
+    good = analyze(two_kind_document(8))
+    reject_diagnostics(good, Deployment("decode", ctx=64), cache=cache)
+    lowered = len(calls)
+    lower_streamed(good, Deployment("decode", ctx=64), cache=cache)
+    assert len(calls) == lowered  # everything the check lowered, the bundle reuses
+
+
+def test_a_cached_reject_names_the_binder_of_the_renamed_representative():
+    cache: dict = {}
+    reject_diagnostics(analyze(not_a_cache(8)), cache=cache)
+    renamed = analyze(not_a_cache(8).replace("a0", "att0"))
+    (d, _) = reject_diagnostics(renamed, cache=cache)
+    assert d.data["binder"] == "att0" and "`k0`" in d.message
 
 
 def test_progress_is_reported_per_program_and_cancellation_stops_between_programs():
