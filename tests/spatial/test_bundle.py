@@ -127,3 +127,28 @@ def test_check_reports_a_kinds_reject_at_the_statement_that_caused_it(tmp_path):
     assert len(hits) == 2  # one per kind: the windowed and the global attention
     assert hits[0].startswith(f"{doc}:{stmt.range.start.line + 1}:")
     assert "not a state" in hits[0]
+
+
+def _ggufs():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "model" / "ggufs.py"
+    spec = importlib.util.spec_from_file_location("spatial_ggufs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lower_reads_q8_folding_from_the_checkpoint(tmp_path, capsys):
+    """A checkpoint storing one layer's query projection F16: that layer is its own kind, read dense."""
+    ckpt = _ggufs().llama_like(tmp_path / "m.gguf", types={"blk.2.attn_q.weight": "F16"})
+    out = tmp_path / "b"
+    assert main(["lower", str(EXAMPLES / "tiny-llama.lgm"), "--checkpoint", str(ckpt), "--ctx", "64",
+                 "-o", str(out)]) == 0
+    m = read_bundle(out)
+    assert [k.layers for k in m.kinds] == [(0, 1, 3), (2,)]
+    lone = m.kinds[1].program
+    assert [o.inputs[1] for o in lone.ops if o.kind == "matmul"] == ["Wq2"]
+    assert all(o.kind == "matmul_q8" for o in m.kinds[0].program.ops if o.kind.startswith("matmul"))
+    assert "kinds lowered  2" in capsys.readouterr().out
