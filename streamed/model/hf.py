@@ -147,6 +147,8 @@ def _partial(c: _Config, head_dim: int) -> int:
     if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
         raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], not {json.dumps(f)}")
     dims = int(head_dim * f)
+    if dims % 2 and f == 1:
+        raise c.fail("head_dim", f"is {head_dim}: a head rotates its dims in pairs, so it is even")
     if dims % 2:
         raise c.fail("partial_rotary_factor", f"rotates {dims} dims of a head of {head_dim}: an odd number")
     return dims
@@ -382,6 +384,7 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
 
 def _gemma3(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
+    rot = _partial(c, hd)
     for f in ("final_logit_softcapping", "attn_logit_softcapping"):
         if c.data.get(f) is not None:
             raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
@@ -401,10 +404,10 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
     layers = []
     for i, t in enumerate(layer_types):
         if t == "sliding_attention":
-            mixer = Attention(heads, kv, hd, Rotation(hd, lbase, lscaling), window=_window(c), qk_norm=norm,
+            mixer = Attention(heads, kv, hd, Rotation(rot, lbase, lscaling), window=_window(c), qk_norm=norm,
                               scale=scale if why else None, scale_why=why)
         elif t == "full_attention":
-            mixer = Attention(heads, kv, hd, Rotation(hd, gbase, gscaling), qk_norm=norm,
+            mixer = Attention(heads, kv, hd, Rotation(rot, gbase, gscaling), qk_norm=norm,
                               scale=scale if why else None, scale_why=why)
         else:
             raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
@@ -458,6 +461,7 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
 
 def _llama4(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
+    rot = _partial(c, hd)
     base, scaling, _ = _rope(c, default_base=500_000.0)
     rope_layers = _llama4_rope_layers(c, len(layer_types))
     qk_l2 = c.bool("use_qk_norm", True)
@@ -474,7 +478,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         notes = () if rope or not tuning else (
             "NoPE layer: Llama 4's query temperature (attn_temperature_tuning) is not modelled; it is 1 below "
             "position floor_scale − 1",)
-        mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling) if rope else None, chunk=chunk,
+        mixer = Attention(heads, kv, hd, Rotation(rot, base, scaling) if rope else None, chunk=chunk,
                           qk_l2=qk_l2 and rope, bias=c.bool("attention_bias", False),
                           out_bias=c.bool("attention_bias", False), notes=notes)
         if moe[i]:
@@ -491,6 +495,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
 
 def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
+    rot = _partial(c, hd)
     base, scaling, _ = _rope(c, default_base=150_000.0)
     bias = c.bool("attention_bias", True)
     norm = Norm(c.float("rms_norm_eps", 1e-5))
@@ -501,7 +506,7 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
     for i, t in enumerate(layer_types):
         _kind_of_layer(c, i, t, ("sliding_attention", "full_attention"), "gpt-oss")
         window = _window(c) if t == "sliding_attention" else None
-        mixer = Attention(heads, kv, hd, Rotation(hd, base, scaling), window=window, bias=bias, out_bias=bias, sinks=True)
+        mixer = Attention(heads, kv, hd, Rotation(rot, base, scaling), window=window, bias=bias, out_bias=bias, sinks=True)
         layers.append(LayerSpec(mixer, experts, norm))
     notes = _scaling_note(scaling, base)
     notes.append("The router's top-k logits are softmaxed among themselves: softmax over all experts, normalized.")
