@@ -182,7 +182,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
     if family in ("qwen2", "qwen3"):
         use = c.bool("use_sliding_window", False)
         window = c.data.get("sliding_window") if use else None
-        first = c.int("max_window_layers", n, minimum=0)
+        first = c.int("max_window_layers", 28, minimum=0)
         return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
     if family == "mistral":
         return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
@@ -328,6 +328,7 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
     base, scaling, _ = _rope(c)
     rot = Rotation(_partial(c, hd), base, scaling)
+    qwen = family in ("qwen2", "qwen3", "qwen_moe")
     bias = True if model_type in ("qwen2", "qwen2_moe") else c.bool("attention_bias", False)
     out_bias = False if model_type in ("qwen2", "qwen2_moe") else bias
     if family == "llama":
@@ -338,7 +339,9 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
     layers = []
     for i in range(len(layer_types)):
         t = _kind_of_layer(c, i, layer_types[i], ("full_attention", "sliding_attention"), model_type)
-        window = _window(c) if t == "sliding_attention" else None
+        # Qwen2/Qwen3 attend through their window only when `use_sliding_window` says so, whatever the layer type.
+        windowed = t == "sliding_attention" and (not qwen or c.bool("use_sliding_window", False))
+        window = _window(c) if windowed else None
         mixer = Attention(heads, kv, hd, rot, window=window, qk_norm=qk_norm, bias=bias, out_bias=out_bias)
         if moe[i]:
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),

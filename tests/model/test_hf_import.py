@@ -47,6 +47,11 @@ def test_qwen2_slides_its_window_from_max_window_layers_when_use_sliding_window(
     cfg = small("qwen2", use_sliding_window=True, sliding_window=64, max_window_layers=6)
     assert kinds_of(cfg) == {"attention": list(range(6)), "attention, window 64": [6, 7]}
     assert kinds_of(small("qwen2", use_sliding_window=False, sliding_window=64)) == {"attention": list(range(8))}
+    # An explicit sliding layer type without use_sliding_window attends in full, as transformers does.
+    explicit = small("qwen2", sliding_window=64, layer_types=["sliding_attention"] * 8)
+    assert kinds_of(explicit) == {"attention": list(range(8))}
+    # max_window_layers defaults to transformers' 28: an 8-layer model has no sliding layer.
+    assert kinds_of(small("qwen2", use_sliding_window=True, sliding_window=64)) == {"attention": list(range(8))}
 
 
 def test_qwen3_norms_queries_and_keys_per_head():
