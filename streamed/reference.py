@@ -41,22 +41,40 @@ class ReferenceError(Exception):
 
 def operands(call: Call) -> tuple[dict[str, object], dict[str, object]]:
     """A call's operands keyed ``SLOT`` for the operation's own pattern and ``option:SLOT`` for an option's (two
-    options may reuse a slot letter, as ``shared $G2…`` and ``shared gate $S`` could). The parser appends operands in the
-    order the pattern and then the written options give them, so walking the same order assigns each its key."""
+    options may reuse a slot letter). The parser appends operands in the order the pattern and then the written
+    options give them; an option key two options share (``heads #H sharing #G`` and ``heads #H``) is the one whose
+    slots the operands that follow fill — the longest, as the parser reads the longest."""
     op = ops_table.op_named(call.op)
     args, numbers = list(call.args), list(call.numbers)
     a_out: dict[str, object] = {}
     n_out: dict[str, object] = {}
-    ai = ni = 0
-    opts = {o.key: o for o in op.options}
-    for prefix, pattern in [("", op.pattern)] + [(k + ":", opts[k].pattern) for k in call.options]:
+    at = [0, 0]  # the next operand and the next number
+
+    def fits(pattern) -> int:
+        a, n = at
         for item in pattern:
             if item[0] == "$":
-                a_out[prefix + item[1:]] = args[ai][1]
-                ai += 1
+                if a >= len(args) or args[a][0] != item[1:]:
+                    return -1
+                a += 1
             elif item[0] == "#":
-                n_out[prefix + item[1:]] = numbers[ni][1]
-                ni += 1
+                if n >= len(numbers) or numbers[n][0] != item[1:]:
+                    return -1
+                n += 1
+        return len(pattern)
+
+    def take(prefix: str, pattern) -> None:
+        for item in pattern:
+            if item[0] == "$":
+                a_out[prefix + item[1:]] = args[at[0]][1]
+                at[0] += 1
+            elif item[0] == "#":
+                n_out[prefix + item[1:]] = numbers[at[1]][1]
+                at[1] += 1
+
+    take("", op.pattern)
+    for key in call.options:
+        take(key + ":", max((o.pattern for o in op.options if o.key == key), key=fits))
     return a_out, n_out
 
 
@@ -192,7 +210,7 @@ class Reference:
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"))
         if op == "gated delta":
-            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("sharing:G"))
+            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"))
             self._update(c.arg("S"), s, env)
             return out
         if op == "short convolution":

@@ -105,3 +105,19 @@ def test_a_gguf_checkpoint_binds_each_weight_in_product_orientation_q8_as_stored
     assert np.array_equal(w["g3"], floats["g3"])
     r = Reference(a.programs, w, 8)
     assert r.step([1], 0).logits.shape == (1, 256)
+
+
+def test_operands_of_options_sharing_their_leading_word_are_told_apart_by_what_follows():
+    from streamed.lang.parser import parse
+    from streamed.reference import operands
+
+    def call(sentence):
+        doc = parse(f"# T\n## Model\nLet n be 4.\n## Layer 0\n{sentence}\n")
+        return doc.layers[0].statements[0].value
+
+    a, n = operands(call("Let o0 be gated delta of q0, k0 and v0 with state S0, decay a0 and beta b0, heads 4 sharing 2."))
+    assert (n["heads:H"].text, n["heads:G"].text) == ("4", "2")
+    a, n = operands(call("Let o0 be gated delta of q0, k0 and v0 with state S0, decay a0 and beta b0, heads n."))
+    assert n["heads:H"].text == "n" and "heads:G" not in n
+    a, n = operands(call("Let e0 be experts of x with router R0, top 2, using G0, U0 and D0, router bias B1, selection bias B2."))
+    assert (a["router bias:RB"].text, a["selection bias:B"].text) == ("B1", "B2")
