@@ -15,6 +15,7 @@ words (``heads H sharing G`` and ``heads H``): the parser tries them longest fir
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Option:
     def word(self) -> str:
         return self.pattern[0]
 
-    @property
+    @cached_property
     def key(self) -> str:
         """The option's name in a parsed call: its leading literal words joined (``heads``, ``chunks of``)."""
         words = []
@@ -45,7 +46,7 @@ class Op:
     doc: str
     options: tuple[Option, ...] = field(default=())
 
-    @property
+    @cached_property
     def words(self) -> tuple[str, ...]:
         """The literal words the operation starts with, up to its first slot."""
         out = []

@@ -51,6 +51,9 @@ _SECTIONS = {
     "notes": SectionKind.NOTE,
 }
 PROGRAM_SECTIONS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+#: Documents past this are refused with one diagnostic instead of being read: the 64-layer Qwen3.8 program is about
+#: 125 KB, so 4 MB is thirty times any real model, and reading more would only keep an editor waiting.
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 #: Layer numbers past this are refused outright: no model has them, and nothing sized by them is ever allocated.
 MAX_LAYER = 1_000_000
 
@@ -543,6 +546,12 @@ def _heading(line: Line) -> tuple[int, str] | None:
 def parse(source: str | bytes) -> Document:
     """Parse a whole document. Never raises; everything wrong is a diagnostic."""
     text, replaced = decode(source)
+    size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
+    if size > MAX_DOCUMENT_BYTES:
+        at = Range(Pos(0, 0, 0), Pos(0, 0, 0))
+        message = (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
+                   f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
+        return Document(text, None, (), (_error(at, message, "size"),))
     lines = lex(text)
     diagnostics: list[Diagnostic] = []
     if replaced:
