@@ -376,6 +376,72 @@ try {
       return p && layerHeadings.includes(p.line - 1);
     }, 20000);
   });
+  // The server process of this VS Code: the python running streamed.server whose working directory is our workspace.
+  const serverPids = () =>
+    fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('streamed.server') && fs.readlinkSync(`/proc/${pid}/cwd`) === workspace;
+      } catch {
+        return false;
+      }
+    }).map(Number);
+
+  await check('a crashed server is restarted, and Streamed: Restart Server restarts it', async () => {
+    const [pid] = await waitFor('the server process', async () => serverPids()[0] !== undefined && serverPids(), 10000);
+    process.kill(pid, 'SIGKILL');
+    const [pid2] = await waitFor('a new server process', async () => {
+      const p = serverPids();
+      return p.length && !p.includes(pid) ? p : undefined;
+    }, 30000);
+    log(`  killed server ${pid}; restarted as ${pid2}`);
+    await waitFor('the restarted server to analyse the document', async () =>
+      (await page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).count()) > 0, 30000);
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Streamed: Restart Server');
+    const [pid3] = await waitFor('the restarted server process', async () => {
+      const p = serverPids();
+      return p.length && !p.includes(pid2) ? p : undefined;
+    }, 30000);
+    log(`  Restart Server: ${pid2} → ${pid3}`);
+    await page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).first().waitFor({ timeout: 30000 });
+    await shot('server-restarted');
+  });
+
+  await check('without streamed in the chosen Python, one notification says how to install it', async () => {
+    // A Python that has no streamed: the system python3 in an isolated mode (-I ignores PYTHONPATH and user site).
+    const bare = path.join(tmp, 'python-bare');
+    // (pip through it only says what it would install: the test must not install anything)
+    fs.writeFileSync(bare, [
+      '#!/bin/sh',
+      `if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then shift 2; echo "e2e: would run pip $*" | tee '${path.join(tmp, 'pip-called')}'; exit 0; fi`,
+      'exec /usr/bin/env -i /usr/bin/python3 -I "$@"',
+      '',
+    ].join('\n'), { mode: 0o755 });
+    if (spawnSync(bare, ['-c', 'import streamed'], { encoding: 'utf8' }).status === 0) throw new Error('the bare python has streamed');
+    // A second workspace whose settings choose that Python, opened in a new window.
+    const ws2 = path.join(tmp, 'workspace-bare');
+    fs.mkdirSync(path.join(ws2, '.vscode'), { recursive: true });
+    fs.copyFileSync(path.join(workspace, docName), path.join(ws2, docName));
+    fs.writeFileSync(path.join(ws2, '.vscode', 'settings.json'), JSON.stringify({ 'streamed.server.python': bare }));
+    await page.goto(`${base}/?folder=${encodeURIComponent(ws2)}`);
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: docName }).first();
+    await row.waitFor({ timeout: 60000 });
+    await row.click();
+    const toast = page.locator('.notification-toast', { hasText: 'is not installed in' }).first();
+    await toast.waitFor({ timeout: 30000 });
+    const text = (await toast.innerText()).replace(/\s+/g, ' ');
+    log(`  notification: ${text.slice(0, 220)}`);
+    if (!text.includes(`${bare} -m pip install`)) throw new Error(`no install command in: ${text}`);
+    await shot('not-installed-notification');
+    await toast.locator('.monaco-button', { hasText: 'Install in Terminal' }).click();
+    await page.locator('.terminal-tab, .single-terminal-tab, .tabs-list .monaco-list-row', { hasText: /Install streamed/ }).first().waitFor({ timeout: 20000 });
+    const called = path.join(tmp, 'pip-called');
+    await waitFor('the install command to run in the terminal', async () => fs.existsSync(called), 30000);
+    log(`  terminal ran: ${fs.readFileSync(called, 'utf8').trim()}`);
+    await sleep(500);
+    await shot('install-terminal');
+  });
 } catch (e) {
   results.push({ name: 'the workbench', ok: false, error: e });
   log(`FAIL: ${e?.stack ?? e}`);

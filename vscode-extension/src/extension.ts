@@ -42,7 +42,10 @@ let statusItem: vscode.StatusBarItem;
 const analyses = new Map<string, Analysis>();
 let installNoticeShown = false;
 let crashes: number[] = [];
-let stopping = false;
+/** Clients stopped on purpose (restart, deactivate): their connection closing is not a crash. */
+const retired = new WeakSet<LanguageClient>();
+let restarting: Promise<void> | undefined;
+let deactivating = false;
 
 function cfg(): vscode.WorkspaceConfiguration {
   return vscode.workspace.getConfiguration('streamed');
@@ -163,7 +166,7 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
     errorHandler: {
       error: () => ({ action: ErrorAction.Continue }),
       closed: () => {
-        if (stopping) return { action: CloseAction.DoNotRestart, handled: true };
+        if (deactivating || !self || retired.has(self)) return { action: CloseAction.DoNotRestart, handled: true };
         const now = Date.now();
         crashes = crashes.filter((t) => now - t < 3 * 60 * 1000);
         crashes.push(now);
@@ -191,7 +194,8 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
       },
     },
   };
-  client = new LanguageClient(LANG, 'Streamed Language Server', serverOptions, clientOptions);
+  const self: LanguageClient = new LanguageClient(LANG, 'Streamed Language Server', serverOptions, clientOptions);
+  client = self;
   client.onDidChangeState((e) => {
     if (e.newState === State.Running) updateStatus();
     if (e.newState === State.Stopped) setStatusNotRunning('the language server is not running');
@@ -222,21 +226,32 @@ function refreshCodeLenses(uri: string): void {
   }
 }
 
-async function restartServer(): Promise<void> {
-  stopping = true;
-  try {
-    if (client) {
-      const c = client;
-      client = undefined;
-      await c.stop().catch(() => undefined);
-      c.dispose?.();
+async function stopClient(): Promise<void> {
+  const c = client;
+  client = undefined;
+  if (!c) return;
+  retired.add(c);
+  // A client still starting cannot be stopped cleanly: let it finish first (or give up after 15 s).
+  for (let i = 0; i < 60 && c.state === State.Starting; i++) await new Promise((r) => setTimeout(r, 250));
+  await c.stop(2000).catch(() => undefined);
+  await c.dispose(2000).catch(() => undefined);
+}
+
+/** Stops the running client (if any) and starts a new one; concurrent calls share one restart. */
+function restartServer(): Promise<void> {
+  if (restarting) return restarting;
+  restarting = (async () => {
+    try {
+      await stopClient();
+      crashes = [];
+      installNoticeShown = false;
+      analyses.clear();
+      await startServer(extensionContext);
+    } finally {
+      restarting = undefined;
     }
-  } finally {
-    stopping = false;
-  }
-  crashes = [];
-  installNoticeShown = false;
-  await startServer(extensionContext);
+  })();
+  return restarting;
 }
 
 function normalizeUri(u: string): string {
@@ -674,6 +689,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
-  stopping = true;
-  if (client) await client.stop().catch(() => undefined);
+  deactivating = true;
+  await stopClient();
 }
