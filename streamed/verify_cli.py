@@ -19,7 +19,7 @@ MAX_WEIGHTS = 400_000_000
 
 def add_commands(sub) -> None:
     v = sub.add_parser("verify", help="certify a bundle: execute it and the authored document, compare every tensor")
-    v.add_argument("doc", metavar="DOC")
+    v.add_argument("doc", metavar="DOC", help="the model program (.lgm)")
     v.add_argument("--mode", choices=MODES, default="decode", help="the deployment (default decode)")
     v.add_argument("--ctx", type=int, default=32, help="KV-cache length; the sequence for forward (default 32)")
     v.add_argument("--chunk", type=int, default=4, help="prefill rows before the decode steps (default 4)")
@@ -117,6 +117,10 @@ def render(report, source: str, layers: list[str]) -> str:
     widths = [max(len(r[i]) for r in rows + [("program", "tensor", "max abs", "max rel", "")]) for i in range(5)]
     lines = [head, "  ".join(h.ljust(w) for h, w in zip(("program", "tensor", "max abs", "max rel", ""), widths))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    if report.measures:
+        w = max(report.measures, key=lambda m: (not m.ok, m.max_rel))
+        lines.append(f"worst of every tensor: {w.program}, `{w.tensor}` at step {w.step}: max abs {w.max_abs:.3g}, "
+                     f"max rel {w.max_rel:.3g}")
     verdict = "agree" if report.ok else "DIFFER"
     lines.append(f"bundle and reference {verdict}")
     return "\n".join(lines)
