@@ -37,7 +37,7 @@ def summary(model, out_dir: str) -> str:
     sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
             ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
     lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
-    kinds = "; ".join(f"{k.name}: layers {layer_ranges(k.layers)}" for k in model.kinds)
+    kinds = "; ".join(f"{k.name}: {_layers(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
     r = model.residency
@@ -47,8 +47,23 @@ def summary(model, out_dir: str) -> str:
                  f"reserved for the largest program (per chip)")
     e = model.estimate
     lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
-                 f"{e['step']['seconds'] * 1e6:.3g} µs, {e['bound']}-bound)")
+                 f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound)")
     return "\n".join(lines)
+
+
+def _layers(layers) -> str:
+    """``layers 0-3``; a kind spread over many runs is named by its count and its first layer."""
+    ranges = layer_ranges(layers)
+    if ranges.count(",") < 4:
+        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
+    return f"{len(layers)} layers from {layers[0]}"
+
+
+def _seconds(s: float) -> str:
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
 
 
 class _Bar:
