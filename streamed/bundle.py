@@ -8,8 +8,8 @@ Layout::
     DIR/programs/head.json
 
 Writing is atomic: the bundle is written into a temporary directory beside ``DIR`` and renamed into place, so a
-reader sees the old bundle or the new one, never half of one; a failure leaves no directory behind and never touches
-an existing one. An existing ``DIR`` is replaced only when it is a bundle (or empty) — never a directory of other
+reader never sees half of one (replacing a bundle renames the old one aside first: between the two renames there is
+briefly no ``DIR``); a failure leaves no directory behind and never touches an existing one. An existing ``DIR`` is replaced only when it is a bundle (or empty) — never a directory of other
 files. ``read_bundle(write_bundle(m))`` equals ``m``.
 """
 
