@@ -2,6 +2,10 @@
 
     lift  →  split_tp (tensor parallel only)  →  fold_q8  →  place  →  certify
 
+One pass runs over the whole deployment before any program is lowered: the dense tables
+(``streamed.streamed.shared_tables``) — the host tables and hidden-state boundaries the programs share, declared
+alike everywhere, whose set is part of every program's cache key.
+
 - ``lift``: each statement to spatial ops in statement order. Sub-expressions get derived names
   ``{binder}__{k}`` (a ``Set`` statement's ``{state}__w{statement}_{k}``), so every derived name starts with the
   authored name it comes from, followed by ``_`` — which is what lets a kind program's names be rebound to any layer
