@@ -236,6 +236,9 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         ffn = _ffn(path, m, arch, l, d, tensors, need, shape)
         sandwich = shape(_t("ffn_post_norm", arch, l)) is not None
         layers.append(LayerSpec(mixer, ffn, norm, sandwich))
+    if any(isinstance(l.mixer, LatentAttention) and l.mixer.kv_b_packed for l in layers):
+        notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
+                     "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
     tied = shape(_t("output", arch)) is None
     embed_scale = math.sqrt(d) if arch == "gemma3" else None
     if arch in ("gemma3", "qwen3next", "qwen35", "qwen35moe"):

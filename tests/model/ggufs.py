@@ -98,6 +98,22 @@ GGUF_ARCH = {"llama": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwe
              "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe"}
 
 
+def as_gguf(spec, name: str | None = None):
+    """``spec`` as llama.cpp converts it: its architecture's GGUF name, llama.cpp's tensor names, and DeepSeek's
+    ``kv_b_proj`` split into ``attn_k_b`` and ``attn_v_b`` as current converters write it."""
+    import dataclasses
+
+    from streamed.model.spec import LatentAttention
+
+    def layer(l):
+        if isinstance(l.mixer, LatentAttention):
+            return dataclasses.replace(l, mixer=dataclasses.replace(l.mixer, kv_b_packed=False))
+        return l
+
+    return dataclasses.replace(spec, architecture=GGUF_ARCH[spec.architecture], naming="gguf",
+                               name=name or spec.name, layers=tuple(layer(l) for l in spec.layers))
+
+
 def metadata(spec) -> dict:
     """llama.cpp's metadata for ``spec``: the keys ``streamed.model.gguf`` reads back."""
     from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention

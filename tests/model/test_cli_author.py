@@ -140,3 +140,19 @@ def test_a_model_folder_is_read_through_its_config_json_and_named_after_the_fold
     assert "36 × gated deltanet, experts; 12 × attention, experts" in err
     code, _, err = run("author", tmp_path, "-o", tmp_path / "x.lgm")
     assert code == 2 and "without a config.json" in err
+
+
+def test_a_document_authored_from_a_gguf_verifies_against_that_gguf(run, tmp_path):
+    from streamed.model.author import author
+    from streamed.model.hf import spec_from_config
+
+    from conftest import config
+
+    spec = ggufs.as_gguf(spec_from_config(config("small-qwen35")), "small-qwen35")
+    text = author(spec)
+    ckpt = ggufs.write(tmp_path / "q.gguf", spec.architecture, ggufs.metadata(spec), ggufs.tensors_of(text))
+    doc = tmp_path / "q.lgm"
+    assert run("author", ckpt, "-o", doc)[0] == 0
+    code, out, err = run("verify", doc, "--checkpoint", ckpt, "--steps", "1")
+    assert code == 0, out + err
+    assert "agree" in out
