@@ -51,13 +51,18 @@ class _Doc:
     generation: int = 0
     snapshot: Snapshot | None = None
     timer: asyncio.Task | None = None
-    running: int | None = None  # the generation being analysed
+    running: int | None = None  # the generation being analysed (or queued for the analysis thread)
+    sleeping: bool = False  # ``timer`` is still in its debounce
     waiters: list = field(default_factory=list)  # (generation, future)
 
 
 class Scheduler:
-    def __init__(self, on_snapshot: Callable[[Snapshot], None], storage: Storage = ALL_Q8, debounce_ms: int = 150):
+    def __init__(self, on_snapshot: Callable[[Snapshot, object], None], storage: Storage = ALL_Q8,
+                 debounce_ms: int = 150, prepare: Callable[[Snapshot], object] = lambda snap: None):
         self.on_snapshot = on_snapshot
+        #: Runs on the analysis thread with each new snapshot (the server serialises its diagnostics there, so a
+        #: document with thousands of them does not hold up the event loop); its result goes to ``on_snapshot``.
+        self.prepare = prepare
         self.debounce_ms = debounce_ms
         self.analyzer = IncrementalAnalyzer(storage)
         self.docs: dict[str, _Doc] = {}
@@ -72,7 +77,7 @@ class Scheduler:
     # ---- text ----
     def open(self, uri: str, text: str, version: int | None) -> None:
         self.docs[uri] = doc = _Doc(apply_change("", None, None, text), version)
-        self._schedule(uri, doc, 0)
+        self._edited(uri, doc, 0)
 
     def change(self, uri: str, version: int | None, changes) -> None:
         """Apply LSP content changes (objects with ``text`` and optionally ``range``) in order."""
@@ -87,7 +92,7 @@ class Scheduler:
             else:
                 text = apply_change(text, (r.start.line, r.start.character), (r.end.line, r.end.character), c.text)
         doc.text, doc.version = text, version
-        self._schedule(uri, doc, self.debounce_ms / 1000)
+        self._edited(uri, doc, self.debounce_ms / 1000)
 
     def close(self, uri: str) -> None:
         doc = self.docs.pop(uri, None)
@@ -100,19 +105,19 @@ class Scheduler:
     def set_storage(self, storage: Storage) -> None:
         """A new checkpoint: every open document is analysed again under it."""
         self.analyzer = IncrementalAnalyzer(storage)
-        for uri, doc in self.docs.items():
-            self._schedule(uri, doc, 0)
+        self.reanalyze_all()
 
     def reanalyze_all(self) -> None:
+        """New settings: every open document again (a new generation, so results under the old ones are dropped)."""
         for uri, doc in self.docs.items():
-            self._schedule(uri, doc, 0)
+            self._edited(uri, doc, 0)
 
     # ---- reading ----
     def snapshot(self, uri: str) -> Snapshot | None:
         doc = self.docs.get(uri)
         return doc.snapshot if doc else None
 
-    async def fresh(self, uri: str, timeout: float = 0.8) -> Snapshot | None:
+    async def fresh(self, uri: str, timeout: float = 0.4) -> Snapshot | None:
         """The snapshot of the document's current text, analysing it now rather than after the debounce; the latest
         snapshot there is if that takes longer than ``timeout`` (a request is answered, however large the text)."""
         doc = self.docs.get(uri)
@@ -121,8 +126,8 @@ class Scheduler:
         if doc.snapshot is not None and doc.snapshot.generation == doc.generation:
             return doc.snapshot
         gen = doc.generation
-        if doc.running != gen:
-            self._schedule(uri, doc, 0)
+        if doc.running != gen and (doc.sleeping or doc.timer is None or doc.timer.done()):
+            self._start(uri, doc, 0)  # skip the rest of the debounce: someone is waiting for this text
         fut = asyncio.get_running_loop().create_future()
         doc.waiters.append((gen, fut))
         try:
@@ -132,32 +137,43 @@ class Scheduler:
         return doc.snapshot
 
     # ---- the machinery ----
-    def _analyze(self, analyzer: IncrementalAnalyzer, text: str):
+    def _analyze(self, analyzer: IncrementalAnalyzer, text: str, uri: str, version, gen: int):
         """Runs on the analysis thread: the incremental analysis, then each kind's lowering reject (cached by
-        digest). A document with errors is not lowered: its errors are its diagnostics."""
+        digest) — a document with errors is not lowered: its errors are its diagnostics — then ``prepare``."""
         analysis = analyzer.analyze(text)
         rejects: tuple = ()
         if self.deployment is not None and not analysis.errors:
             if len(self.lowered) > 4096:
                 self.lowered.clear()
             rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
-        return analysis, rejects
+        snap = Snapshot(uri, version, gen, analysis, rejects)
+        return snap, self.prepare(snap)
 
-    def _schedule(self, uri: str, doc: _Doc, delay: float) -> None:
+    def _edited(self, uri: str, doc: _Doc, delay: float) -> None:
+        """The text (or what it is analysed under) changed: a new generation, analysed after ``delay``."""
         doc.generation += 1
-        if doc.timer is not None and not doc.timer.done() and doc.running is None:
+        self._start(uri, doc, delay)
+
+    def _start(self, uri: str, doc: _Doc, delay: float) -> None:
+        """(Re)start the timer of the current generation. A timer still in its debounce is replaced; one whose
+        analysis is under way is left to finish (its result is dropped if stale)."""
+        if doc.timer is not None and not doc.timer.done() and doc.sleeping:
             doc.timer.cancel()
+        doc.sleeping = delay > 0
         doc.timer = asyncio.get_event_loop().create_task(self._run(uri, doc, doc.generation, delay))
 
     async def _run(self, uri: str, doc: _Doc, gen: int, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
+        if doc.timer is asyncio.current_task():
+            doc.sleeping = False
         if gen != doc.generation or self.docs.get(uri) is not doc:
             return  # a newer edit owns the next analysis
         text, version, analyzer = doc.text, doc.version, self.analyzer
         doc.running = gen
         try:
-            analysis, rejects = await asyncio.get_running_loop().run_in_executor(self._pool, self._analyze, analyzer, text)
+            snap, payload = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._analyze, analyzer, text, uri, version, gen)
         except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot
             log.exception("analysis of %s failed", uri)
             return
@@ -170,12 +186,11 @@ class Scheduler:
         if gen != doc.generation:
             # Stale: dropped. If nobody scheduled the newer text yet (its timer was left running), do so.
             if doc.timer is None or doc.timer.done():
-                self._schedule(uri, doc, 0)
+                self._start(uri, doc, 0)
             return
-        snap = Snapshot(uri, version, gen, analysis, rejects)
         doc.snapshot = snap
         for g, fut in list(doc.waiters):
             if g <= gen and not fut.done():
                 fut.set_result(snap)
         doc.waiters = [(g, f) for g, f in doc.waiters if not f.done()]
-        self.on_snapshot(snap)
+        self.on_snapshot(snap, payload)

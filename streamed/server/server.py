@@ -61,11 +61,16 @@ class StreamedServer(LanguageServer):
 
     def sched(self) -> Scheduler:
         if self.scheduler is None:
-            self.scheduler = Scheduler(self.on_snapshot, debounce_ms=self.settings.debounce_ms)
+            self.scheduler = Scheduler(self.on_snapshot, debounce_ms=self.settings.debounce_ms, prepare=self.prepare)
         return self.scheduler
 
-    def on_snapshot(self, snap: Snapshot) -> None:
-        self.text_document_publish_diagnostics(diagnostics.publish_params(snap))
+    def prepare(self, snap: Snapshot) -> dict:
+        """On the analysis thread: the publishDiagnostics notification, already unstructured to JSON values."""
+        return self.protocol._converter.unstructure(diagnostics.publish_params(snap))
+
+    def on_snapshot(self, snap: Snapshot, published: dict) -> None:
+        # Sent as the JSON values ``prepare`` made (pygls's typed ``notify`` would convert it again on this loop).
+        self.protocol._send_data({"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": published})
         a = snap.analysis
         self.protocol.notify("streamed/analysisDone", {
             "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
@@ -107,6 +112,8 @@ server = StreamedServer()
 
 
 async def _snap(ls: StreamedServer, uri: str) -> Snapshot | None:
+    """The snapshot of the text the request was sent against, or — if analysing it takes longer than a request may
+    wait — the latest one: every request is answered promptly."""
     return await ls.sched().fresh(uri)
 
 
@@ -355,6 +362,8 @@ def _supports_progress(ls: StreamedServer) -> bool:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="streamed-server: %(levelname)s %(message)s")
+    # The analysis thread is pure Python: switch often, so the event loop answers requests while it runs.
+    sys.setswitchinterval(0.001)
     server.start_io()
 
 
