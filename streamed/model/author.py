@@ -205,11 +205,14 @@ def number(v: float) -> str:
 
 @dataclass(frozen=True)
 class Binding:
+    """The tensor (``{l}`` for the layer index) a declared stem reads, and the part of it (LANGUAGE §6)."""
+
     tensor: str
     columns: tuple[int, int, int | None] | None = None
     rows: tuple[int, int] | None = None
 
-    def entry(self, pattern: str) -> str:
+    def entry(self) -> str:
+        """The right-hand side of its ``## Checkpoint`` line: ``"blk.{l}.attn_q.weight", columns 0 to 256``."""
         out = f'"{self.tensor}"'
         if self.columns is not None:
             a, b, every = self.columns
@@ -231,7 +234,7 @@ class _Writer:
         self.suffix = suffix
         self.comments = comments
         self.lines: list[tuple[str, str, str, str | None]] = []  # (verb, binder, rest, comment); verb Decl is a Let
-        self.a_input = "x"  # the hidden state the program reads
+        self.input = "x"  # the hidden state the program reads
 
     def n(self, stem: str) -> str:
         """``stem`` + the layer index. ★ A stem that is a word of the language with a digit appended (``q`` at layer
@@ -374,15 +377,15 @@ class _Author:
                 (b, suffixes), = variants.items()
                 per_layer = suffixes != [""]
                 if per_layer:
-                    rows.append((f"{stem}{{l}}", b.entry("")))
+                    rows.append((f"{stem}{{l}}", b.entry()))
                 else:
-                    rows.append((stem, b.entry("")))
+                    rows.append((stem, b.entry()))
             else:
                 # ★ One stem bound to different tensors in different layers cannot share a `{l}` entry (the first
                 # matching entry wins): such a stem is bound layer by layer.
                 for b, suffixes in variants.items():
                     for s in suffixes:
-                        rows.append((f"{stem}{s}", b.entry("").replace("{l}", s)))
+                        rows.append((f"{stem}{s}", b.entry().replace("{l}", s)))
         width = max(len(p) for p, _ in rows)
         return "\n".join(f"{p.ljust(width)} is {t}." for p, t in rows)
 
@@ -418,7 +421,7 @@ class _Author:
         layer = spec.layers[l]
         w = _Writer(self, str(l), first_of_kind)
         xin = "x" if l == 0 else f"xo{l - 1}"
-        w.a_input = xin
+        w.input = xin
         w.declare(xin, "an input of rows by d")
         m = layer.mixer
         if not isinstance(m, GatedDeltaNet):
@@ -462,7 +465,7 @@ class _Author:
         Vc = w.state("Vc", f"ctx by {kd}")
         tables = w.table(m.rotation) if m.rotation is not None else None
 
-        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
         q = w.let("qp", f"{xn} times {Wq}" + (f" plus {bq}" if m.bias else ""))
         k = w.let("kp", f"{xn} times {Wk}" + (f" plus {bk}" if m.bias else ""))
         if m.qk_norm is not None:
@@ -538,7 +541,7 @@ class _Author:
         Sv = w.state("Sv", f"{k - 1} by {V}")
         St = w.state("St", f"{m.value_heads} by {m.key_dim} by {m.value_dim}")
 
-        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
         qc = w.let("qc", f"silu of (short convolution of ({xn} times {Wq}) with state {Sq} and {Cq})")
         kc = w.let("kc", f"silu of (short convolution of ({xn} times {Wk}) with state {Sk} and {Ck})")
         vc = w.let("vc", f"silu of (short convolution of ({xn} times {Wv}) with state {Sv} and {Cv})")
@@ -593,7 +596,7 @@ class _Author:
         Cl = w.state("Cl", f"ctx by {r}")
         Kr = w.state("Kr", f"ctx by {M}")
         c, s = w.table(m.rotation)
-        xn = w.let("xn", _norm(w.a_input, w.n("g"), layer.norm))
+        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
         if m.q_rank is None:
             q = w.let("qp", f"{xn} times {Wq}")
         else:
