@@ -333,6 +333,10 @@ try {
     await page.keyboard.press('Control+Z');
     await page.keyboard.press('Control+S');
     await waitFor('the divergence to clear', async () => (await page.locator('.markers-panel .monaco-list-row', { hasText: /diverg|differ/i }).count()) === 0);
+    await waitFor('the code lenses to name the kinds again', async () => {
+      const lenses = await page.locator('.codelens-decoration').allInnerTexts();
+      return lenses.length > 0 && !lenses.some((t) => /\(layer \d+\)|· 1 layer ·/.test(t));
+    }, 20000);
     await runCommand('View: Hide Panel');
   });
 
@@ -376,6 +380,31 @@ try {
       return p && layerHeadings.includes(p.line - 1);
     }, 20000);
   });
+  await check('Author Model from Config… writes the document and opens it', async () => {
+    const cfgSrc = path.join(repo, 'examples', 'configs', 'small-gemma3.json');
+    if (!fs.existsSync(cfgSrc)) throw new Error(`no ${cfgSrc}`);
+    fs.mkdirSync(path.join(workspace, 'configs'), { recursive: true });
+    const cfg = path.join(workspace, 'configs', 'small-gemma3.json');
+    fs.copyFileSync(cfgSrc, cfg);
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Streamed: Author Model from Config');
+    // code-server's file dialogs are quick inputs holding a path.
+    const input = page.locator('.quick-input-widget input');
+    await waitFor('the open dialog', async () => (await input.isVisible()) && (await input.inputValue()).startsWith('/'));
+    await input.fill(cfg);
+    await sleep(300);
+    await shot('author-pick-config');
+    await page.keyboard.press('Enter');
+    await waitFor('the save dialog', async () => (await input.isVisible()) && /small-gemma3\.lgm$/.test(await input.inputValue()), 20000);
+    await page.keyboard.press('Enter');
+    const out = path.join(workspace, 'small-gemma3.lgm');
+    await waitFor('the authored document', async () => fs.existsSync(out), 60000);
+    await page.locator('.tab', { hasText: 'small-gemma3.lgm' }).first().waitFor({ timeout: 20000 });
+    await page.locator('.codelens-decoration', { hasText: /first: layer/ }).first().waitFor({ timeout: 60000 });
+    log(`  authored ${path.basename(out)}: ${fs.readFileSync(out, 'utf8').split('\n')[0]}`);
+    await shot('authored-document');
+  });
+
   // The server process of this VS Code: the python running streamed.server whose working directory is our workspace.
   const serverPids = () =>
     fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {

@@ -32,6 +32,7 @@ import {
 import { ProgressMapper, WorkDoneValue } from './progress';
 import { Analysis, Kind, TreeNode, findLayerLine, kindsToTree, mapLensCommand, statusText } from './kinds';
 import { Manifest, renderManifestHtml } from './manifest';
+import { authoredName } from './settings';
 
 const LANG = 'streamed';
 let client: LanguageClient | undefined;
@@ -624,7 +625,7 @@ async function authorModel(): Promise<void> {
   });
   if (!picked?.length) return;
   const src = picked[0].fsPath;
-  const base = src.endsWith('.gguf') ? path.basename(src, '.gguf') : path.basename(path.dirname(src)) || 'model';
+  const base = authoredName(src);
   const defaultOut = vscode.Uri.file(path.join(workspaceDir() ?? path.dirname(src), `${base}.lgm`));
   const out = await vscode.window.showSaveDialog({ defaultUri: defaultOut, filters: { 'Model program': ['lgm'] }, saveLabel: 'Author' });
   if (!out) return;

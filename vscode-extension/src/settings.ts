@@ -172,3 +172,10 @@ export function lowerArgs(
   if (target) args.target = target;
   return args;
 }
+
+/** The name of the document authored from a config: `llama/config.json` → `llama`, `x.gguf` → `x`, `y.json` → `y`. */
+export function authoredName(src: string): string {
+  const file = path.basename(src);
+  if (file === 'config.json') return path.basename(path.dirname(src)) || 'model';
+  return file.replace(/\.(gguf|json)$/i, '') || 'model';
+}

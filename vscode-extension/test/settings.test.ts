@@ -9,6 +9,7 @@ import {
   lowerArgs,
   validatePositiveInt,
   resolvePath,
+  authoredName,
 } from '../src/settings';
 
 const getter = (o: Record<string, unknown>) => (k: string) => o[k];
@@ -119,4 +120,10 @@ test('numbers typed in the inputs are validated', () => {
   assert.ok(validatePositiveInt('-1'));
   assert.ok(validatePositiveInt('1.5'));
   assert.ok(validatePositiveInt('abc'));
+});
+
+test('the authored document is named after the config', () => {
+  assert.equal(authoredName('/m/llama-3.1-8b/config.json'), 'llama-3.1-8b');
+  assert.equal(authoredName('/m/tiny.gguf'), 'tiny');
+  assert.equal(authoredName('/m/configs/small-gemma3.json'), 'small-gemma3');
 });
