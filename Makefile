@@ -21,11 +21,15 @@ test-extension: $(STAMP)
 	@if [ -x vscode-extension/scripts/test-all.sh ]; then PYTHON=$(abspath $(PY)) vscode-extension/scripts/test-all.sh; \
 	else echo "test-extension: vscode-extension/scripts/test-all.sh is missing" >&2; exit 1; fi
 
+# The main job on a shipped example: the 64-layer Qwen3.8 program's kinds, its SN50 decode bundle, and the numerical
+# certification of a bundle of the same architecture at a size numpy runs in seconds.
 demo: $(STAMP)
-	$(PY) -m streamed kinds examples/tiny-llama.lgm
+	$(PY) -m streamed kinds examples/qwen3.8.lgm
+	$(PY) -m streamed lower examples/qwen3.8.lgm --mode decode --ctx 4096 -o build/qwen3.8.bundle
+	$(PY) -m streamed verify examples/small-qwen35.lgm --mode decode --ctx 32 --steps 8
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build

@@ -103,3 +103,16 @@ def test_one_token_changed_inside_one_layer_of_each_example_is_reported_at_that_
         out2 = json.loads(run("kinds", str(copy), "--json").stdout)
         (d,) = out2["divergences"]
         assert d["layer"] == victim and d["line"] == i + 1, (path, d)
+
+
+def test_the_small_examples_have_the_kinds_of_their_architectures():
+    expected = {
+        "tiny-llama": [("attention", [0, 1, 2, 3])],
+        "small-gemma3": [("attention, window 512", [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]), ("attention", [5, 11])],
+        "small-qwen35": [("gated deltanet, experts", [0, 1, 2, 4, 5, 6]), ("attention, experts", [3, 7])],
+        "small-deepseek-v2": [("latent attention", [0]), ("latent attention, experts", [1, 2, 3])],
+    }
+    for name, kinds in expected.items():
+        out = json.loads(run("kinds", str(ROOT / "examples" / f"{name}.lgm"), "--json").stdout)
+        assert [(k["name"], k["layers"]) for k in out["kinds"]] == kinds, name
+        assert out["divergences"] == []
