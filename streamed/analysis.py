@@ -51,12 +51,47 @@ def divergence_diagnostic(a_programs: Programs, d: Divergence) -> Diagnostic:
     )
 
 
+def checkpoint_diagnostics(programs: Programs, storage: Storage) -> list[Diagnostic]:
+    """Where a checkpoint is given, every declared weight must reach one of its tensors — else the weight would be
+    read dense without a word, and kinds would be decided by a checkpoint the document does not describe. One warning
+    per binding pattern (at its first weight), counting the others, so a document written for another checkpoint's
+    names gets a handful of warnings, not thousands."""
+    if storage.all_q8:
+        return []
+    from .model.checkpoint import bind
+
+    entries = programs.document.checkpoint
+    first: dict[str, tuple[Diagnostic, int]] = {}
+    for p in programs.all():
+        for d in p.decls.values():
+            if d.role != "weight":
+                continue
+            ref = bind(entries, d.name)
+            if ref is None:
+                key, why = f"unbound {d.name.rstrip('0123456789')}", f"no `## Checkpoint` entry binds `{d.name}`"
+            elif ref.tensor not in storage.types:
+                key = f"missing {ref.entry.pattern if ref.entry else d.name}"
+                why = f"`{d.name}` is bound to \"{ref.tensor}\", which {storage.source} does not have"
+            else:
+                continue
+            if key in first:
+                first[key] = (first[key][0], first[key][1] + 1)
+            else:
+                first[key] = (Diagnostic(d.range, Severity.WARNING, why, "checkpoint"), 0)
+    out = []
+    for diag, more in first.values():
+        if more:
+            diag = Diagnostic(diag.range, diag.severity, f"{diag.message} (and {more} more like it)", diag.code)
+        out.append(diag)
+    return out
+
+
 def analyze(text: str | bytes, storage: Storage = ALL_Q8) -> Analysis:
     doc = parse(text)
     programs = programs_of(doc)
     kinds = layer_kinds(programs, storage)
     divs = divergences(programs, kinds, storage)
-    diags = list(doc.diagnostics) + list(programs.diagnostics)
+    diags = list(doc.diagnostics) + list(programs.diagnostics) + checkpoint_diagnostics(programs, storage)
     diags += [divergence_diagnostic(programs, d) for d in divs]
     diags.sort(key=lambda d: (d.range.start.offset, d.severity.value))
     return Analysis(doc, programs, tuple(kinds), tuple(divs), tuple(diags), storage)

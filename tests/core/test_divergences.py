@@ -86,3 +86,12 @@ def test_every_divergence_is_a_warning_pointing_at_both_layers():
     assert w.severity.value == "warning"
     assert "layer 5" in w.message and "layer 0" in w.message
     assert w.related[0].range.start.line + 1 == line_of(text, "heads 4 sharing 2")
+
+
+def test_a_checkpoint_the_document_does_not_describe_is_a_warning_not_silence():
+    text = document(3) + "\n## Checkpoint\nWq{l} is \"model.layers.{l}.self_attn.q_proj.weight\".\n"
+    storage = Storage(types={f"blk.{l}.attn_q.weight": "Q8_0" for l in range(3)}, source="model.gguf")
+    a = analyze(text, storage)
+    warnings = [d.message for d in a.diagnostics if d.code == "checkpoint"]
+    assert '`Wq0` is bound to "model.layers.0.self_attn.q_proj.weight", which model.gguf does not have (and 2 more like it)' in warnings
+    assert any(m.startswith("no `## Checkpoint` entry binds `Wk0`") for m in warnings)
