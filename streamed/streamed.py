@@ -179,6 +179,20 @@ class StreamedModel:
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
 
+    @property
+    def summary(self) -> dict:
+        """What a person reads first: the deployment, each kind and how many layers it serves, where state and
+        weights live, and the estimate."""
+        d = self.deployment
+        return {
+            "mode": d.mode, "target": self.target.name, "ctx": d.ctx, "rows": d.rows, "tp": d.chips,
+            "kinds": [{"name": k.name, "layers": len(k.layers), "representative": k.representative}
+                      for k in self.kinds],
+            "layers": len(self.layers),
+            "states": dict(self.residency["states"]), "weights": dict(self.residency["weights"]),
+            "tokens_per_second": self.estimate["tokens_per_second"],
+        }
+
     def programs(self) -> list[tuple[str, SpatialProgram]]:
         out = [("embed", self.embed)] if self.embed is not None else []
         out += [(k.name, k.program) for k in self.kinds]

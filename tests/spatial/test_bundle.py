@@ -152,3 +152,12 @@ def test_lower_reads_q8_folding_from_the_checkpoint(tmp_path, capsys):
     assert [o.inputs[1] for o in lone.ops if o.kind == "matmul"] == ["Wq2"]
     assert all(o.kind == "matmul_q8" for o in m.kinds[0].program.ops if o.kind.startswith("matmul"))
     assert "kinds lowered  2" in capsys.readouterr().out
+
+
+def test_a_bundle_read_back_summarises_its_kinds_and_estimate(tmp_path, analyses):
+    a = analyses["generated"]
+    write_bundle(lower_streamed(a, Deployment("decode", ctx=64)), tmp_path / "b")
+    s = read_bundle(tmp_path / "b").summary
+    assert s["mode"] == "decode" and s["layers"] == 12
+    assert [(k["name"], k["layers"]) for k in s["kinds"]] == [(k.name, len(k.layers)) for k in a.kinds]
+    assert s["tokens_per_second"] > 0 and sum(s["states"].values()) > 0
