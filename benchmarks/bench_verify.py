@@ -28,7 +28,7 @@ from streamed.analysis import analyze  # noqa: E402
 from streamed.execute import Executor, plan_of  # noqa: E402
 from streamed.reference import Reference  # noqa: E402
 from streamed.streamed import Deployment, lower_streamed  # noqa: E402
-from streamed.verify import Deployment as Run, run  # noqa: E402
+from streamed.verify import run  # noqa: E402
 from streamed.weights import seeded, tables  # noqa: E402
 
 HEADING = "## Numerical certification"
@@ -76,7 +76,7 @@ def whole_verify(runs: int) -> list[tuple[str, float]]:
             plans = {"step": plan_of(lower_streamed(a, dep))}
             if mode == "prefill":
                 plans = {"prefill": plans["step"], "step": plan_of(lower_streamed(a, Deployment("decode", ctx=CTX)))}
-            report = run(a.programs, w, Run(mode, CTX, kw.get("chunk", 1), kw.get("batch", 1), kw.get("tp", 1)), plans, 8)
+            report = run(a.programs, w, dep, plans, 8)
             assert report.ok, report.first_failure or report.error
 
         out.append((dep.mode, median_of(runs, once)))

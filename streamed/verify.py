@@ -26,6 +26,7 @@ import numpy as np
 from .execute import ExecuteError, Executed, Executor, Plan, Session
 from .model.program import Programs
 from .reference import Batch, Reference, ReferenceError, Step
+from .streamed import Deployment
 from .weights import Weights, tables as host_tables
 
 RTOL = 1e-5
@@ -145,27 +146,16 @@ def stacked(programs: Programs, steps: list[Step]) -> Step:
 # ---- a deployment over N steps -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Deployment:
-    """What the certification runs: ``mode`` one of forward, decode, prefill (a prefill of ``chunk`` tokens, then
-    decode steps), batched, tp, batched-tp; ``ctx`` cache length; ``batch`` sequences; ``tp`` chips."""
-
-    mode: str
-    ctx: int
-    chunk: int = 1
-    batch: int = 1
-    tp: int = 1
-
-    @property
-    def label(self) -> str:
-        extra = [f"ctx {self.ctx}"]
-        if self.mode == "prefill":
-            extra.append(f"chunk {self.chunk}")
-        if self.batch > 1:
-            extra.append(f"batch {self.batch}")
-        if self.tp > 1:
-            extra.append(f"tp {self.tp}")
-        return f"{self.mode} ({', '.join(extra)})"
+def label(dep: Deployment) -> str:
+    """A deployment as the report names it: ``tp (ctx 16, tp 2)``."""
+    extra = [f"ctx {dep.ctx}"]
+    if dep.mode == "prefill":
+        extra.append(f"chunk {dep.chunk}")
+    if dep.batch > 1:
+        extra.append(f"batch {dep.batch}")
+    if dep.tp > 1:
+        extra.append(f"tp {dep.tp}")
+    return f"{dep.mode} ({', '.join(extra)})"
 
 
 @dataclass
@@ -198,7 +188,8 @@ def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str]) ->
 
 def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dict[str, Plan], steps: int = 8,
         seed: int = 0, stop_at_first: bool = True) -> Report:
-    """Run the reference and the bundle side by side for ``steps`` steps. ``plans["step"]`` is the deployment's own
+    """Run the reference and the bundle side by side for ``steps`` steps of ``deployment`` (``streamed.Deployment``:
+    its mode, ctx, prefill chunk, batch and chips). ``plans["step"]`` is the deployment's own
     bundle; a prefill deployment's first step runs ``plans["prefill"]`` over ``chunk`` tokens and continues with
     ``plans["step"]`` (the decode bundle) over the same state. Tokens: seeded for the first step, then each
     sequence's greedy next token from the reference."""

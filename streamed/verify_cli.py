@@ -55,7 +55,7 @@ def cmd_verify(args) -> int:
     from .bundle import BundleError, read_bundle
     from .execute import plan_of
     from .streamed import Deployment, StreamedReject, lower_streamed
-    from .verify import RTOL, Deployment as Run, run
+    from .verify import RTOL, run
     from .weights import WeightError, concrete, declared_weights, from_gguf, seeded
 
     text = read_document(args.doc)
@@ -89,7 +89,7 @@ def cmd_verify(args) -> int:
         raise UserError(f"{args.doc}: {e}") from None
     except BundleError as e:
         raise UserError(str(e)) from None
-    report = run(a.programs, weights, Run(dep.mode, dep.ctx, max(dep.chunk, 1), dep.batch, dep.tp), plans, args.steps)
+    report = run(a.programs, weights, dep, plans, args.steps)
     print(render(report, weights.source, [p.label for p in a.programs.layers]))
     if report.steps < args.steps and report.ok:
         print(f"note: {report.steps} of {args.steps} steps ran: the positions after them do not fit ctx {dep.ctx}")
@@ -106,13 +106,15 @@ def cmd_verify(args) -> int:
 
 def render(report, source: str, layers: list[str]) -> str:
     """The per-output and per-layer table: the worst of every step."""
+    from .verify import label
+
     rows = []
     for program, tensor in [(l, "hidden state") for l in layers] + [("head", "logits"), ("head", "next token")]:
         m = report.worst(program, tensor)
         if m is not None:
             rows.append((program, tensor, f"{m.max_abs:.3g}", f"{m.max_rel:.3g}", "ok" if m.ok else "DIFFERS"))
     compared = len({(m.program, m.tensor) for m in report.measures})
-    head = (f"{report.deployment.label}, {source}: {report.steps} steps, {compared} tensors compared, "
+    head = (f"{label(report.deployment)}, {source}: {report.steps} steps, {compared} tensors compared, "
             f"{len(report.measures)} measures")
     widths = [max(len(r[i]) for r in rows + [("program", "tensor", "max abs", "max rel", "")]) for i in range(5)]
     lines = [head, "  ".join(h.ljust(w) for h, w in zip(("program", "tensor", "max abs", "max rel", ""), widths))]

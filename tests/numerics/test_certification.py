@@ -11,8 +11,8 @@ import pytest
 from streamed.analysis import analyze
 from streamed.cli import main
 from streamed.execute import Executor, Session, plan_of
-from streamed.streamed import Deployment as Lowered, LayerBinding, StreamedReject, lower_streamed
-from streamed.verify import Deployment, run
+from streamed.streamed import Deployment, LayerBinding, StreamedReject, lower_streamed
+from streamed.verify import label, run
 from streamed.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -50,8 +50,7 @@ DEPLOYMENTS = [
 
 
 def lowered(analysis, dep: Deployment, storage=None):
-    d = Lowered(dep.mode, ctx=dep.ctx, chunk=dep.chunk if dep.mode == "prefill" else 0, batch=dep.batch, tp=dep.tp)
-    return lower_streamed(analysis, d, storage=storage)
+    return lower_streamed(analysis, dep, storage=storage)
 
 
 def plans_for(analysis, dep: Deployment, storage=None):
@@ -77,7 +76,7 @@ def test_four_way_tensor_parallelism_is_certified_on_a_document_that_admits_it()
         assert report.ok and report.steps == STEPS, report.error or report.first_failure.describe()
 
 
-@pytest.mark.parametrize("dep", DEPLOYMENTS, ids=lambda d: d.label)
+@pytest.mark.parametrize("dep", DEPLOYMENTS, ids=label)
 @pytest.mark.parametrize("path", small_examples(), ids=lambda p: p.stem)
 def test_the_bundle_computes_what_the_document_computes(path, dep):
     a = analyze(path.read_text())
@@ -85,7 +84,7 @@ def test_the_bundle_computes_what_the_document_computes(path, dep):
         plans = plans_for(a, dep)
     except StreamedReject as e:
         if e.program == "bundle" and "tensor parallel" in e.why:
-            pytest.skip(f"{path.stem} does not admit {dep.label}: {e.why}")
+            pytest.skip(f"{path.stem} does not admit {label(dep)}: {e.why}")
         raise
     report = run(a.programs, seeded(a.programs, 11), dep, plans, STEPS)
     assert report.error is None, report.error
@@ -181,7 +180,7 @@ def write_mixed_checkpoint(tmp_path, checkpoint_writer, analysis):
 
 @pytest.mark.parametrize("dep", [Deployment("decode", CTX), Deployment("prefill", CTX, chunk=3),
                                  Deployment("tp", CTX, tp=2), Deployment("batched", CTX, batch=2)],
-                         ids=lambda d: d.label)
+                         ids=label)
 def test_a_gguf_checkpoint_of_q8_0_and_f16_weights_is_certified_end_to_end(tmp_path, checkpoint_writer, dep):
     path = write_mixed_checkpoint(tmp_path, checkpoint_writer, tiny())
     storage = gguf_storage(path)
