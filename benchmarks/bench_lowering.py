@@ -135,12 +135,14 @@ def report(m: dict) -> str:
         f"Measured by `benchmarks/bench_lowering.py` on {datetime.date.today().isoformat()}: {os.cpu_count()} cores "
         f"(`nproc`), {cpu_model()}; Python {platform.python_version()}. The machine is shared with other work (load "
         f"average {m['load'][0]} at the start, {m['load'][1]} at the end), so "
-        f"every figure is this process's CPU time (not wall time, which also counts the waits for a core), a median ({m['runs']} runs; the naive baseline {max(3, m['runs'] // 4)}) with the depths' runs interleaved and the garbage collector paused during each (as `timeit` does), all in one run.",
+        f"every figure is this process's CPU time (not wall time, which also counts the waits for a core), a median "
+        f"({m['runs']} runs; the naive baseline {max(3, m['runs'] // 4)}) with the depths' runs interleaved and the "
+        "garbage collector paused during each (as `timeit` does), all in one run.",
         "",
-        f"Depth independence: one generated two-kind model (sliding-window and global attention; d 2048, 8 heads "
-        f"sharing 4 KV heads of 256, FFN 8192), decode at ctx 4096, analysed once and lowered with a fresh kind "
-        f"cache. *lower* is `lower_streamed` (kinds lowered, every layer bound by its renaming); *+ manifest* also "
-        f"materialises every layer's name map, as writing the bundle does; *naive* lowers every layer's program.",
+        "Depth independence: one generated two-kind model (sliding-window and global attention; d 2048, 8 heads "
+        "sharing 4 KV heads of 256, FFN 8192), decode at ctx 4096, analysed once and lowered with a fresh kind "
+        "cache. *lower* is `lower_streamed` (kinds lowered, every layer bound by its renaming); *+ manifest* also "
+        "materialises every layer's name map, as writing the bundle does; *naive* lowers every layer's program.",
         "",
         "| layers | kinds | lower (ms) | ratio to 8 | + manifest (ms) | ratio to 8 | naive (ms) | ratio to 8 |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",

@@ -20,12 +20,11 @@ batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (row
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .analysis import Analysis
 from .kinds import layer_input, rebind_via, stored_q8
-from .lang.syntax import Severity
 from .model.checkpoint import Storage, bind
 from .spatial.ir import SpatialProgram
 from .spatial.lower import Cut, LoweringError, TPError, lower_program, tp_slices

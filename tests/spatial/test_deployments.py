@@ -164,7 +164,6 @@ def test_tp_slices_of_every_split_weight_cover_it_exactly_once(analyses, mode):
             decls = by_layer[k.representative].decls
             covered: dict[tuple[str, str], Counter] = {}
             for s in k.tp["slices"]:
-                shape = decls[s["of"]].shape
                 key = (s["of"], s["encoding"])
                 covered.setdefault(key, Counter())
                 for i in range(s["start"], s["stop"]):
