@@ -176,6 +176,23 @@ def run_op(op: Op, v: list) -> tuple:
     raise ValueError(f"no definition of op kind `{k}` in the IR")
 
 
+def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
+    """Why ``op`` could not run where ir.py says it runs, or ``None``: an op on chip c reads and writes only chip c's
+    tensors and replicated ones; an op on every chip only replicated ones; an all-reduce or all-gather reads one
+    tensor of each chip, in chip order, and writes a replicated one. A single-process executor would compute the
+    right numbers from a tensor another chip holds — the chips could not."""
+    if op.kind in ("allreduce", "allgather"):
+        held = [chips.get(n) for n in op.inputs]
+        if any(c is not None for c in held) and held != list(range(len(held))):
+            return f"gathers {', '.join(op.inputs)} from chips {held}, not one per chip in order"
+        return None
+    for n in (*op.inputs, *op.outputs):
+        c = chips.get(n)
+        if c is not None and c != op.chip:
+            return f"runs on {'every chip' if op.chip is None else f'chip {op.chip}'} but `{n}` lives on chip {c}"
+    return None
+
+
 def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute ``program`` over ``given`` — a value for every input, weight, table and state tensor, by the program's
     own tensor names — and return every tensor's value after the last op (states updated)."""
@@ -185,7 +202,11 @@ def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dic
             if t.name not in given:
                 raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
             env[t.name] = given[t.name]
+    chips = {t.name: t.chip for t in program.tensors}
     for i, op in enumerate(program.ops):
+        where = _misplaced(op, chips)
+        if where:
+            raise ExecuteError(program.name, i, where, op.kind)
         try:
             args = [env[n] for n in op.inputs]
         except KeyError as e:

@@ -69,3 +69,16 @@ def test_a_program_reading_a_tensor_nothing_wrote_is_refused_naming_the_op():
                        (Op("add", ("x", "ghost"), ("y",)),))
     with pytest.raises(ExecuteError, match="op 0 .add.: reads `ghost`"):
         run_program(p, {"x": np.ones((1, 2), np.float32)})
+
+
+def test_an_op_reading_a_tensor_another_chip_holds_is_refused():
+    t = lambda name, role, chip=None: Tensor(name, (1, 2), "bf16", role, "sram", 4, chip=chip)  # noqa: E731
+    tensors = (t("x", "input"), t("a_c0", "intermediate", 0), t("a_c1", "intermediate", 1), t("y", "output"))
+    ok = (Op("copy", ("x",), ("a_c0",), chip=0), Op("copy", ("x",), ("a_c1",), chip=1),
+          Op("allreduce", ("a_c0", "a_c1"), ("y",)))
+    env = run_program(SpatialProgram("layer 0", 1, 4, tensors, ok, tp=2), {"x": np.ones((1, 2), np.float32)})
+    assert env["y"].tolist() == [[2.0, 2.0]]
+    cross = (Op("copy", ("x",), ("a_c0",), chip=0), Op("copy", ("a_c0",), ("a_c1",), chip=1),
+             Op("allreduce", ("a_c0", "a_c1"), ("y",)))
+    with pytest.raises(ExecuteError, match="runs on chip 1 but `a_c0` lives on chip 0"):
+        run_program(SpatialProgram("layer 0", 1, 4, tensors, cross, tp=2), {"x": np.ones((1, 2), np.float32)})
