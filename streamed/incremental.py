@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from .analysis import Analysis, divergence_diagnostic
 from .kinds import Divergence, LayerKind, describe, divergences, shape_digest, stored_q8
@@ -38,7 +37,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def clean(text: str) -> str:
     """Text a client may send (JSON allows lone UTF-16 surrogates) as text the core can encode: each lone surrogate
     becomes U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
 
 
 def _index(line: str, character: int) -> int:
@@ -87,16 +92,6 @@ def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] 
 
 # ---- chunks --------------------------------------------------------------------------------------------------------
 
-_NONSPACE = re.compile(r"\S")
-
-
-def _is_heading(raw: str) -> bool:
-    """Whether a line is a heading: its first token (comments dropped) is ``#`` — the parser's rule."""
-    cut = raw.find("--")
-    m = _NONSPACE.search(raw if cut < 0 else raw[:cut])
-    return m is not None and m.group() == "#"
-
-
 @dataclass(frozen=True)
 class Chunk:
     text: str
@@ -104,17 +99,28 @@ class Chunk:
     offset: int  # the byte offset of the chunk's first line
 
 
+_HEADING_LINE = re.compile(r"^[^\S\n]*#", re.M)
+
+
 def chunks(text: str) -> list[Chunk]:
-    """The document cut before each heading line; text before the first heading is a chunk of its own."""
-    raws = text.split("\n")
+    """The document cut before each heading line; text before the first heading is a chunk of its own.
+
+    A heading line is one whose first non-space character is ``#`` (a ``--`` comment before it would make it a
+    comment): one regular-expression scan, not a loop over lines — this runs on every keystroke."""
+    starts = [m.start() for m in _HEADING_LINE.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
     out: list[Chunk] = []
-    start, start_off, off = 0, 0, 0
-    for i, raw in enumerate(raws):
-        if i > start and _is_heading(raw):
-            out.append(Chunk("\n".join(raws[start:i]), start, start_off))
-            start, start_off = i, off
-        off += (len(raw) if raw.isascii() else len(raw.encode("utf-8"))) + 1
-    out.append(Chunk("\n".join(raws[start:]), start, start_off))
+    line = offset = 0
+    prev = 0
+    for k, a in enumerate(starts):
+        if k:
+            between = text[prev:a]
+            line += between.count("\n")
+            offset += len(between) if between.isascii() else len(between.encode("utf-8"))
+        b = starts[k + 1] - 1 if k + 1 < len(starts) else len(text)
+        out.append(Chunk(text[a:b], line, offset))
+        prev = a
     return out
 
 
@@ -132,7 +138,6 @@ def _utf16(s: str) -> int:
     return len(s) if s.isascii() else len(s.encode("utf-16-le")) // 2
 
 
-@lru_cache(maxsize=8192)
 def parse_chunk(text: str) -> ChunkParse:
     """Parse one chunk exactly as ``parse`` parses it within a whole document."""
     lines = lex(text)
@@ -257,34 +262,58 @@ class IncrementalAnalysis:
         return analyze(self.text, self.storage)
 
 
+class _Generations:
+    """A cache that keeps what the last two analyses used: memory stays proportional to the document however long
+    the editing session, and undoing the last edit still hits. Keyed by value, so an entry is never wrong."""
+
+    def __init__(self):
+        self.current: dict = {}
+        self.previous: dict = {}
+
+    def get(self, key):
+        hit = self.current.get(key)
+        if hit is None:
+            hit = self.previous.get(key)
+            if hit is not None:
+                self.current[key] = hit
+        return hit
+
+    def put(self, key, value) -> None:
+        self.current[key] = value
+
+    def turn(self) -> None:
+        """An analysis finished: what it did not use ages by one generation."""
+        self.previous, self.current = self.current, {}
+
+
 class IncrementalAnalyzer:
     """Analyses successive texts of one document, reusing every section whose text did not change.
 
-    Caches: parsed chunks (module-wide, by text), checked programs by (text, constants), digests by (text, how the
-    checkpoint stores its weights). The caches are bounded and keyed by value, so a stale entry is never wrong, only
-    unused."""
+    Caches (each keeping what the last two analyses used): parsed chunks by text, checked programs by (text,
+    constants), digests by (text, how the checkpoint stores its weights)."""
 
-    def __init__(self, storage: Storage = ALL_Q8, max_entries: int = 4096):
+    def __init__(self, storage: Storage = ALL_Q8):
         self.storage = storage
-        self.max_entries = max_entries
-        self._checked: dict[tuple, tuple[Program, tuple[Diagnostic, ...]]] = {}
-        self._digests: dict[tuple, str] = {}
+        self._parsed = _Generations()
+        self._checked = _Generations()
+        self._digests = _Generations()
         self.parsed = 0  # sections parsed (a cache miss) — for tests and benchmarks
         self.digested = 0
 
-    def _bounded(self, cache: dict) -> None:
-        if len(cache) > self.max_entries:
-            for k in list(cache)[: len(cache) // 2]:
-                del cache[k]
+    def _parse(self, text: str) -> ChunkParse:
+        hit = self._parsed.get(text)
+        if hit is None:
+            hit = parse_chunk(text)
+            self._parsed.put(text, hit)
+            self.parsed += 1
+        return hit
 
     def analyze(self, text: str) -> IncrementalAnalysis:
         text = clean(text)
         storage = self.storage
         parts = []
-        before = parse_chunk.cache_info().misses
         for c in chunks(text):
-            parts.append((c, parse_chunk(c.text)))
-        self.parsed += parse_chunk.cache_info().misses - before
+            parts.append((c, self._parse(c.text)))
 
         diags: list[Diagnostic] = []
         sections: list[Section] = []
@@ -321,11 +350,10 @@ class IncrementalAnalyzer:
             d = self._digests.get(key)
             if d is None:
                 d = shape_digest(p.tokens, stored_q8(programs, p, storage))
-                self._digests[key] = d
+                self._digests.put(key, d)
                 self.digested += 1
             digests[p.section.index] = d
             groups.setdefault(d, []).append(p)
-        self._bounded(self._digests)
         names = [describe(m[0], programs.constants) for m in groups.values()]
         kinds = []
         for (digest, members), name in zip(groups.items(), names):
@@ -341,6 +369,8 @@ class IncrementalAnalyzer:
             program_diags.append(lb.diagnostic(diags_d, related=rb))
             divs.append(replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
 
+        for cache in (self._parsed, self._checked, self._digests):
+            cache.turn()
         all_diags = list(diags) + program_diags
         all_diags.sort(key=lambda d: (d.range.start.offset, d.severity.value))
         return IncrementalAnalysis(text, doc, tuple(bases), programs, tuple(kinds), tuple(divs), tuple(all_diags),
@@ -352,8 +382,7 @@ class IncrementalAnalyzer:
         if hit is None or hit[0].section is not section:
             p, d = check_program(section, constants, chunk_text.encode("utf-8"))
             hit = (p, tuple(d))
-            self._checked[key] = hit
-            self._bounded(self._checked)
+            self._checked.put(key, hit)
         return hit
 
     def _programs(self, doc: Document, where: dict) -> tuple[Programs, list[Diagnostic]]:

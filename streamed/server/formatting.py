@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from ..incremental import chunks, parse_chunk
+from ..incremental import parse_chunk
 from ..lang.lexer import lex_line
 from ..lang.syntax import SectionKind
 from .scheduler import Snapshot
@@ -42,26 +42,25 @@ def format_line(text: str) -> str:
     return body.rstrip()
 
 
-def _same_program(old: str, new: str) -> bool:
-    a, b = parse_chunk(old), parse_chunk(new)
-    if a.section is None or b.section is None:
+def _same_program(section, new: str) -> bool:
+    b = parse_chunk(new)
+    if b.section is None:
         return False
-    return ([t.text for t in a.section.tokens] == [t.text for t in b.section.tokens]
-            and a.section.spans == b.section.spans and len(a.diagnostics) == len(b.diagnostics))
+    return [t.text for t in section.tokens] == [t.text for t in b.section.tokens] and section.spans == b.section.spans
 
 
 def formatting(snap: Snapshot) -> list[lsp.TextEdit]:
+    a = snap.analysis
     edits: list[lsp.TextEdit] = []
-    for c in chunks(snap.text):
-        p = parse_chunk(c.text)
-        if p.section is None or p.section.kind not in _FORMATTED:
+    for section, base, text in zip(a.document.sections, a.bases, a.chunk_texts):
+        if section.kind not in _FORMATTED:
             continue
-        lines = c.text.split("\n")
+        lines = text.split("\n")
         new = [lines[0]] + [format_line(l[:-1] if l.endswith("\r") else l) + ("\r" if l.endswith("\r") else "") for l in lines[1:]]
-        if new == lines or not _same_program(c.text, "\n".join(new)):
+        if new == lines or not _same_program(section, "\n".join(new)):
             continue
         for i, (o, n) in enumerate(zip(lines, new)):
             if o != n:
                 end = len(o.encode("utf-16-le")) // 2
-                edits.append(lsp.TextEdit(lsp.Range(lsp.Position(c.line + i, 0), lsp.Position(c.line + i, end)), n))
+                edits.append(lsp.TextEdit(lsp.Range(lsp.Position(base.line + i, 0), lsp.Position(base.line + i, end)), n))
     return edits

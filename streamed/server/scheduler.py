@@ -54,6 +54,7 @@ class _Doc:
     running: int | None = None  # the generation being analysed (or queued for the analysis thread)
     sleeping: bool = False  # ``timer`` is still in its debounce
     waiters: list = field(default_factory=list)  # (generation, future)
+    analyzer: IncrementalAnalyzer | None = None  # this document's caches
 
 
 class Scheduler:
@@ -64,19 +65,19 @@ class Scheduler:
         #: document with thousands of them does not hold up the event loop); its result goes to ``on_snapshot``.
         self.prepare = prepare
         self.debounce_ms = debounce_ms
-        self.analyzer = IncrementalAnalyzer(storage)
+        self.storage = storage
         self.docs: dict[str, _Doc] = {}
         self.analyses = 0
         self.deployment = None  # a ``streamed.streamed.Deployment`` once lowering is in the build and settings say which
         self.target = None
         #: Lowered kinds by digest (and cut, target, constants): an edit that renames inside a layer lowers nothing.
         self.lowered: dict = {}
-        # One worker: analyses of one analyzer never overlap (its caches are not shared between threads).
+        # One worker: analyses never overlap (an analyzer's caches are not shared between threads).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="analysis")
 
     # ---- text ----
     def open(self, uri: str, text: str, version: int | None) -> None:
-        self.docs[uri] = doc = _Doc(apply_change("", None, None, text), version)
+        self.docs[uri] = doc = _Doc(apply_change("", None, None, text), version, analyzer=IncrementalAnalyzer(self.storage))
         self._edited(uri, doc, 0)
 
     def change(self, uri: str, version: int | None, changes) -> None:
@@ -104,7 +105,9 @@ class Scheduler:
 
     def set_storage(self, storage: Storage) -> None:
         """A new checkpoint: every open document is analysed again under it."""
-        self.analyzer = IncrementalAnalyzer(storage)
+        self.storage = storage
+        for doc in self.docs.values():
+            doc.analyzer = IncrementalAnalyzer(storage)
         self.reanalyze_all()
 
     def reanalyze_all(self) -> None:
@@ -169,7 +172,7 @@ class Scheduler:
             doc.sleeping = False
         if gen != doc.generation or self.docs.get(uri) is not doc:
             return  # a newer edit owns the next analysis
-        text, version, analyzer = doc.text, doc.version, self.analyzer
+        text, version, analyzer = doc.text, doc.version, doc.analyzer
         doc.running = gen
         try:
             snap, payload = await asyncio.get_running_loop().run_in_executor(
@@ -181,7 +184,7 @@ class Scheduler:
             if doc.running == gen:
                 doc.running = None
         self.analyses += 1
-        if analyzer is not self.analyzer or self.docs.get(uri) is not doc:
+        if analyzer is not doc.analyzer or self.docs.get(uri) is not doc:
             return
         if gen != doc.generation:
             # Stale: dropped. If nobody scheduled the newer text yet (its timer was left running), do so.

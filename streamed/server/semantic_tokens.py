@@ -56,20 +56,19 @@ def classify(section, program, constants: frozenset) -> list[tuple[int, int, int
     return out
 
 
-def tokens_of(snap: Snapshot) -> list[int]:
+def tokens_of(snap: Snapshot, cache: dict) -> list[int]:
+    """The encoded tokens of a snapshot; ``cache`` (section text, constants) → classified rows is pruned to what
+    this snapshot used."""
     a = snap.analysis
     constants = frozenset(a.programs.constants)
-    cache = _section_cache
+    used = {}
     rows: list[tuple[int, int, int, int, int]] = []
     for section, base, text in zip(a.document.sections, a.bases, a.chunk_texts):
         key = (text, constants)
         got = cache.get(key)
         if got is None or got[0] is not section:
             got = (section, classify(section, a.program_of(section), constants))
-            cache[key] = got
-            if len(cache) > 8192:
-                for k in list(cache)[:4096]:
-                    del cache[k]
+        used[key] = got
         dl = base.line
         rows.extend((l + dl, c, n, t, m) for l, c, n, t, m in got[1])
     data: list[int] = []
@@ -77,10 +76,9 @@ def tokens_of(snap: Snapshot) -> list[int]:
     for l, c, n, t, m in rows:
         data += (l - pl, c - pc if l == pl else c, n, t, m)
         pl, pc = l, c
+    cache.clear()
+    cache.update(used)
     return data
-
-
-_section_cache: dict = {}
 
 
 class TokenHistory:
@@ -88,10 +86,11 @@ class TokenHistory:
 
     def __init__(self):
         self._last: dict[str, tuple[str, list[int]]] = {}
+        self._cache: dict[str, dict] = {}
         self._n = 0
 
     def full(self, snap: Snapshot) -> lsp.SemanticTokens:
-        data = tokens_of(snap)
+        data = tokens_of(snap, self._cache.setdefault(snap.uri, {}))
         self._n += 1
         rid = f"{snap.generation}.{self._n}"
         self._last[snap.uri] = (rid, data)
@@ -102,7 +101,7 @@ class TokenHistory:
         if last is None or last[0] != previous:
             return self.full(snap)
         old = last[1]
-        new = tokens_of(snap)
+        new = tokens_of(snap, self._cache.setdefault(snap.uri, {}))
         self._n += 1
         rid = f"{snap.generation}.{self._n}"
         self._last[snap.uri] = (rid, new)
@@ -117,3 +116,4 @@ class TokenHistory:
 
     def forget(self, uri: str) -> None:
         self._last.pop(uri, None)
+        self._cache.pop(uri, None)
