@@ -173,8 +173,8 @@ def write_mixed_checkpoint(tmp_path, checkpoint_writer, analysis):
 
     def type_of(name, tensor):
         if name == "Emb":
-            return "F16", True
-        if name.startswith("Wo") and name == "Wo2":
+            return "Q8_0", True  # stored Q8_0 as vocab × d, declared dense: read dequantised, never as planes
+        if name == "Wo2":
             return "F16", False  # one layer's output projection stored F16 among Q8_0 layers
         return ("Q8_0" if name.startswith("W") else "F32"), False
 
