@@ -10,7 +10,7 @@ import pytest
 
 from streamed.analysis import analyze
 from streamed.cli import main
-from streamed.execute import Executor, Session, plan_of
+from streamed.execute import Executor, plan_of
 from streamed.streamed import Deployment, LayerBinding, StreamedReject, lower_streamed
 from streamed.verify import label, run
 from streamed.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
