@@ -99,15 +99,28 @@ class Chunk:
     offset: int  # the byte offset of the chunk's first line
 
 
-_HEADING_LINE = re.compile(r"^[^\S\n]*#", re.M)
+def _heading_starts(text: str) -> list[int]:
+    """Where each heading line starts: a line whose first non-space character is ``#``. ``#`` is rare outside
+    headings, so finding each one (at C speed) and looking back to its line start beats scanning every line."""
+    out = []
+    i = text.find("#")
+    while i >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        if start == i or text[start:i].isspace():
+            out.append(start)
+        nl = text.find("\n", i)
+        if nl < 0:
+            break
+        i = text.find("#", nl)
+    return out
 
 
 def chunks(text: str) -> list[Chunk]:
     """The document cut before each heading line; text before the first heading is a chunk of its own.
 
     A heading line is one whose first non-space character is ``#`` (a ``--`` comment before it would make it a
-    comment): one regular-expression scan, not a loop over lines — this runs on every keystroke."""
-    starts = [m.start() for m in _HEADING_LINE.finditer(text)]
+    comment) — the parser's rule; this runs on every keystroke, so it looks only at the ``#`` characters."""
+    starts = _heading_starts(text)
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     out: list[Chunk] = []
@@ -415,22 +428,24 @@ class IncrementalAnalyzer:
         embed = check(doc.embed)
         layers: list[Program] = []
         expected = 0
-        first_at: dict[int, Range] = {}
+        first_at: dict[int, Section] = {}
         for s in doc.layers:
             if s.index is None:
                 continue
-            w = at(s, s.index_range or s.heading)
+            # Document ranges are made only for what is reported: this loop runs over every layer on every keystroke.
+            w = lambda: at(s, s.index_range or s.heading)
             if s.index in first_at:
-                diagnostics.append(Diagnostic(w, Severity.ERROR, f"layer {s.index} is written twice (first at line {first_at[s.index].start.line + 1})", "layers"))
+                first = at(first_at[s.index], first_at[s.index].heading)
+                diagnostics.append(Diagnostic(w(), Severity.ERROR, f"layer {s.index} is written twice (first at line {first.start.line + 1})", "layers"))
                 continue
             if s.index != expected:
                 if s.index > expected:
                     missing = f"layer {expected}" if s.index == expected + 1 else f"layers {expected}–{s.index - 1}"
-                    diagnostics.append(Diagnostic(w, Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
+                    diagnostics.append(Diagnostic(w(), Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
                 else:
-                    diagnostics.append(Diagnostic(w, Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
+                    diagnostics.append(Diagnostic(w(), Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
                     continue
-            first_at[s.index] = at(s, s.heading)
+            first_at[s.index] = s
             expected = s.index + 1
             p = check(s)
             if p is not None:
@@ -447,13 +462,13 @@ class IncrementalAnalyzer:
                 if nxt.section.kind is not SectionKind.EMBED:
                     diagnostics.append(Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
                 continue
-            r = at(nxt.section, nxt.decls[nxt.input].range)
+            r = lambda: at(nxt.section, nxt.decls[nxt.input].range)
             if nxt.input != prev.output:
-                diagnostics.append(Diagnostic(r, Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
+                diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
             else:
                 a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
                 if a is not None and b is not None and a != b:
-                    diagnostics.append(Diagnostic(r, Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
+                    diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
         programs = Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))
         return programs, diagnostics
 

@@ -11,6 +11,7 @@ Invariant: a published snapshot's ``version`` is the client's version of exactly
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -150,7 +151,11 @@ class Scheduler:
                 self.lowered.clear()
             rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
         snap = Snapshot(uri, version, gen, analysis, rejects)
-        return snap, self.prepare(snap)
+        payload = self.prepare(snap)
+        # The caches hold hundreds of thousands of immutable, acyclic objects: moved out of the collector's sight,
+        # a full collection no longer walks them on a keystroke (they are still freed by reference counting).
+        gc.freeze()
+        return snap, payload
 
     def _edited(self, uri: str, doc: _Doc, delay: float) -> None:
         """The text (or what it is analysed under) changed: a new generation, analysed after ``delay``."""
