@@ -433,7 +433,7 @@ class _Checker:
             groups, keep = self.count(c, "N"), self.count(c, "M")
             if groups and keep and (n % groups or keep > groups):
                 self.error(c.number("N").range, f"{n} experts do not form {groups} groups keeping {keep}", "shape")
-        for slot, shape, what in (("B", (n,), "a bias per expert"), ("BG", (n, f), "gate biases"), ("BU", (n, f), "up biases"), ("BD", (n, d), "down biases")):
+        for slot, shape, what in (("B", (n,), "a selection bias per expert"), ("RB", (n,), "a router bias per expert"), ("BG", (n, f), "gate biases"), ("BU", (n, f), "up biases"), ("BD", (n, d), "down biases")):
             if c.arg(slot) is not None:
                 ok &= self.want(c, slot, s.get(slot), shape, what)
         self.number(c.number("L"))
