@@ -2,9 +2,7 @@
 // End-to-end tests in a real VS Code: code-server with the packaged .vsix installed, driven in Debian's headless
 // Chromium with playwright-core. Screenshots of every step go to e2e/artifacts/.
 //
-//   node e2e/run.mjs                      against the real server (`<python> -m streamed.server`)
-//   STREAMED_E2E_SERVER=stub node e2e/run.mjs   against e2e/stub (the server contract, crudely) — for working on
-//                                          the extension while the real server is not there
+//   node e2e/run.mjs                      against the language server (`<python> -m streamed.server`)
 //   STREAMED_PYTHON=/path/python          the Python for the server (default: the repository's .venv, else python3)
 //   STREAMED_E2E_DOC=path.lgm             the model to open (default: grammars/tests/snap/tiny.lgm)
 //   STREAMED_E2E_KEEP=1                   keep the temporary workspace and code-server profile
@@ -23,7 +21,6 @@ const artifacts = path.join(here, 'artifacts');
 const CS_VERSION = process.env.CODE_SERVER_VERSION || '4.100.3';
 const cache = process.env.STREAMED_E2E_CACHE || path.join(here, '.cache');
 const codeServer = path.join(cache, `code-server-${CS_VERSION}`, 'node_modules', '.bin', 'code-server');
-const useStub = process.env.STREAMED_E2E_SERVER === 'stub';
 const t0 = Date.now();
 const log = (m) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
 
@@ -31,20 +28,15 @@ const log = (m) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] 
 const venvPython = path.join(repo, '.venv', 'bin', 'python');
 const basePython = process.env.STREAMED_PYTHON || (fs.existsSync(venvPython) ? venvPython : 'python3');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'streamed-e2e-'));
-let python = basePython;
-if (useStub) {
-  python = path.join(tmp, 'python-stub');
-  fs.writeFileSync(python, `#!/bin/sh\nPYTHONPATH='${path.join(here, 'stub')}' exec '${basePython}' "$@"\n`, { mode: 0o755 });
-}
+const python = basePython;
 const probe = spawnSync(python, ['-c', 'import streamed.server'], { encoding: 'utf8' });
 if (probe.status !== 0) {
   console.log(`SKIPPED e2e: the language server module streamed.server is not importable with ${python}:`);
   console.log(`  ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}`);
-  console.log('  (run with STREAMED_E2E_SERVER=stub to drive the extension against the contract stub instead)');
   fs.rmSync(tmp, { recursive: true, force: true });
   process.exit(0);
 }
-log(`server: ${useStub ? 'contract stub (e2e/stub)' : 'streamed.server'} with ${basePython}`);
+log(`server: streamed.server with ${python}`);
 
 // ------------------------------------------------------------------------------------------------ setup
 execFileSync('bash', [path.join(here, 'setup.sh')], { stdio: 'inherit' });
@@ -380,6 +372,22 @@ try {
       return p && layerHeadings.includes(p.line - 1);
     }, 20000);
   });
+  await check('Streamed: Open Manifest shows the bundle of the document again', async () => {
+    const tab = page.locator('.tab', { hasText: /^Manifest/ }).first();
+    await tab.click();
+    await page.keyboard.press('Control+W');
+    await waitFor('the manifest view to close', async () => (await page.locator('.tab', { hasText: /^Manifest/ }).count()) === 0);
+    await page.locator('.tab', { hasText: docName }).first().click();
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Streamed: Open Manifest');
+    const frame = await waitFor('the manifest webview', async () => {
+      for (const f of page.frames()) if ((await f.locator('#layers').count().catch(() => 0)) > 0) return f;
+      return undefined;
+    }, 30000);
+    const rows = await frame.locator('tr.layer-row').count();
+    if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
+  });
+
   await check('Author Model from Config… writes the document and opens it', async () => {
     const cfgSrc = path.join(repo, 'examples', 'configs', 'small-gemma3.json');
     if (!fs.existsSync(cfgSrc)) throw new Error(`no ${cfgSrc}`);
@@ -490,7 +498,7 @@ try {
 }
 
 const failed = results.filter((r) => !r.ok);
-console.log(`\ne2e (${useStub ? 'stub server' : 'streamed.server'}): ${((Date.now() - t0) / 1000).toFixed(0)}s, artifacts in ${path.relative(process.cwd(), artifacts) || '.'}`);
+console.log(`\ne2e: ${((Date.now() - t0) / 1000).toFixed(0)}s, artifacts in ${path.relative(process.cwd(), artifacts) || '.'}`);
 for (const r of results) console.log(`  ${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.ok ? '' : ` — ${r.error?.message ?? r.error}`}`);
 console.log(`${results.length - failed.length} passed, ${failed.length} failed`);
 process.exit(failed.length ? 1 : 0);
