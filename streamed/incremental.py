@@ -321,11 +321,18 @@ class IncrementalAnalyzer:
             self.parsed += 1
         return hit
 
-    def analyze(self, text: str) -> IncrementalAnalysis:
-        text = clean(text)
+    def unparsed(self, cut: list[Chunk]) -> int:
+        """How many characters of ``cut`` (a text's chunks) the caches do not hold: what analysing it will parse."""
+        return sum(len(c.text) for c in cut if self._parsed.get(c.text) is None)
+
+    def analyze(self, text: str, cut: list[Chunk] | None = None) -> IncrementalAnalysis:
+        """The analysis of ``text``; ``cut`` is ``chunks(text)`` if the caller has it already."""
+        if cut is None or clean(text) is not text:
+            text = clean(text)
+            cut = chunks(text)
         storage = self.storage
         parts = []
-        for c in chunks(text):
+        for c in cut:
             parts.append((c, self._parse(c.text)))
 
         diags: list[Diagnostic] = []

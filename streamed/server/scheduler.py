@@ -17,11 +17,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change, reject_diagnostics_of
+from ..incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change, chunks, reject_diagnostics_of
 from ..lang.syntax import Diagnostic
 from ..model.checkpoint import ALL_Q8, Storage
 
 log = logging.getLogger(__name__)
+
+#: An analysis that parses at most this many characters (a few sections: a keystroke's) runs on the event loop — no
+#: thread hop, which on a busy machine costs more than the analysis; anything larger runs on the analysis thread,
+#: so requests are answered while it runs.
+INLINE_CHARS = 24_000
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class _Doc:
     sleeping: bool = False  # ``timer`` is still in its debounce
     waiters: list = field(default_factory=list)  # (generation, future)
     analyzer: IncrementalAnalyzer | None = None  # this document's caches
+    busy: int = 0  # analyses of this document on the analysis thread (its analyzer is theirs meanwhile)
 
 
 class Scheduler:
@@ -141,10 +147,11 @@ class Scheduler:
         return doc.snapshot
 
     # ---- the machinery ----
-    def _analyze(self, analyzer: IncrementalAnalyzer, text: str, uri: str, version, gen: int):
-        """Runs on the analysis thread: the incremental analysis, then each kind's lowering reject (cached by
-        digest) — a document with errors is not lowered: its errors are its diagnostics — then ``prepare``."""
-        analysis = analyzer.analyze(text)
+    def _analyze(self, analyzer: IncrementalAnalyzer, text: str, uri: str, version, gen: int, cut=None):
+        """Runs on the analysis thread (or inline, when small): the incremental analysis, then each kind's lowering
+        reject (cached by digest) — a document with errors is not lowered: its errors are its diagnostics — then
+        ``prepare``."""
+        analysis = analyzer.analyze(text, cut)
         rejects: tuple = ()
         if self.deployment is not None and not analysis.errors:
             if len(self.lowered) > 4096:
@@ -179,9 +186,17 @@ class Scheduler:
             return  # a newer edit owns the next analysis
         text, version, analyzer = doc.text, doc.version, doc.analyzer
         doc.running = gen
+        cut = chunks(text)
         try:
-            snap, payload = await asyncio.get_running_loop().run_in_executor(
-                self._pool, self._analyze, analyzer, text, uri, version, gen)
+            if doc.busy == 0 and analyzer.unparsed(cut) <= INLINE_CHARS:
+                snap, payload = self._analyze(analyzer, text, uri, version, gen, cut)
+            else:
+                doc.busy += 1
+                try:
+                    snap, payload = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, self._analyze, analyzer, text, uri, version, gen, cut)
+                finally:
+                    doc.busy -= 1
         except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot
             log.exception("analysis of %s failed", uri)
             return
