@@ -16,6 +16,7 @@ import {
   State,
   TransportKind,
   WorkDoneProgress,
+  WorkDoneProgressCancelNotification,
   DidChangeConfigurationNotification,
 } from 'vscode-languageclient/node';
 import {
@@ -61,12 +62,24 @@ function currentInitOptions() {
   return initOptions((k) => c.get(k), workspaceDir());
 }
 
+let pythonEnvListener: vscode.Disposable | undefined;
+
 async function pythonExtensionInterpreter(resource?: vscode.Uri): Promise<string | undefined> {
   const ext = vscode.extensions.getExtension('ms-python.python');
   if (!ext) return undefined;
   try {
     const api: any = ext.isActive ? ext.exports : await ext.activate();
     const env = api?.environments;
+    // When the user picks another interpreter there, a server started with the old one is restarted.
+    if (!pythonEnvListener && typeof env?.onDidChangeActiveEnvironmentPath === 'function') {
+      pythonEnvListener = env.onDidChangeActiveEnvironmentPath(() => {
+        if (interpreter?.source === 'python-extension') {
+          output.appendLine('[client] the Python extension changed interpreter; restarting the server');
+          void restartServer();
+        }
+      });
+      extensionContext.subscriptions.push(pythonEnvListener!);
+    }
     if (env?.getActiveEnvironmentPath) {
       const p = env.getActiveEnvironmentPath(resource);
       if (p?.path) return p.path;
@@ -519,6 +532,10 @@ async function lowerBundle(arg?: unknown): Promise<void> {
     async (progress, token) => {
       const mapper = new ProgressMapper();
       const workDoneToken = `streamed-lower-${crypto.randomUUID()}`;
+      // Cancelling sends $/cancelRequest (through the request's token) and cancels the work-done progress.
+      const onCancel = token.onCancellationRequested(() => {
+        void client?.sendNotification(WorkDoneProgressCancelNotification.type, { token: workDoneToken }).catch(() => undefined);
+      });
       const sub = client?.onProgress(WorkDoneProgress.type, workDoneToken, (v) => {
         const step = mapper.map(v as WorkDoneValue);
         if (step) progress.report(step);
@@ -537,12 +554,13 @@ async function lowerBundle(arg?: unknown): Promise<void> {
           .then((c) => c && vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(result.manifest)));
       } catch (e) {
         if (token.isCancellationRequested) {
-          void vscode.window.showInformationMessage('Streamed: lowering cancelled.');
+          void vscode.window.showInformationMessage('Streamed: lowering cancelled; no bundle was written.');
         } else {
           void vscode.window.showErrorMessage(`Streamed: lowering refused — ${errorText(e)}`);
         }
       } finally {
         sub?.dispose();
+        onCancel.dispose();
       }
     },
   );
