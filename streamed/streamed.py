@@ -220,10 +220,12 @@ class _Template:
         self.rep = rep
         self.positions = binders
         self.input_fn = input_fn
-        self.parts: list[tuple[str, str | None, str]] = []
+        # Each name as (name, the index of its binder's first token in any layer of the kind, suffix): a layer's
+        # name is the token at that index plus the suffix. A name no binder starts is rebound by ``rebind_via``.
+        self.parts: list[tuple[str, int | None, str]] = []
         for n in names:
             stem, suffix = self.split(n, binders)
-            self.parts.append((n, stem, suffix))
+            self.parts.append((n, binders[stem] if stem is not None else None, suffix))
 
     @staticmethod
     def split(name: str, binders) -> tuple[str | None, str]:
@@ -236,10 +238,9 @@ class _Template:
         return None, name
 
     def bind(self, layer: int, tokens) -> dict[str, str]:
-        ren = {b: tokens[i].text for b, i in self.positions.items()}
         rep, input_fn = self.rep, self.input_fn
-        return {n: ren[stem] + suffix if stem is not None else rebind_via(n, rep, layer, input_fn)
-                for n, stem, suffix in self.parts}
+        return {n: tokens[i].text + suffix if i is not None else rebind_via(n, rep, layer, input_fn)
+                for n, i, suffix in self.parts}
 
 
 def program_names(p: SpatialProgram) -> list[str]:
