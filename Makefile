@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: test test-python test-extension demo bench clean
+.PHONY: test test-python test-extension vsix demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,9 +17,13 @@ test: test-python test-extension
 test-python: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# The grammar tests, the extension's unit tests, the .vsix, and the end-to-end tests in code-server + Chromium
+# (the first run installs npm packages, code-server and, where missing, Debian's chromium; later runs use the cache).
 test-extension: $(STAMP)
-	@if [ -x vscode-extension/scripts/test-all.sh ]; then PYTHON=$(abspath $(PY)) vscode-extension/scripts/test-all.sh; \
-	else echo "test-extension: vscode-extension/scripts/test-all.sh is missing" >&2; exit 1; fi
+	STREAMED_PYTHON=$(abspath $(PY)) bash vscode-extension/scripts/test-all.sh
+
+vsix:
+	cd vscode-extension && npm ci --no-audit --no-fund && npm run package
 
 # The main job on a shipped example: the 64-layer Qwen3.8 program's kinds, its SN50 decode bundle, and the numerical
 # certification of a bundle of the same architecture at a size numpy runs in seconds.
