@@ -20,7 +20,7 @@ test-python: $(STAMP)
 # The grammar tests, the extension's unit tests, the .vsix, and the end-to-end tests in code-server + Chromium
 # (the first run installs npm packages, code-server and, where missing, Debian's chromium; later runs use the cache).
 test-extension: $(STAMP)
-	STREAMED_PYTHON=$(abspath $(PY)) bash vscode-extension/scripts/test-all.sh
+	STREAMED_PYTHON=$(abspath $(PY)) STREAMED_E2E_CACHE=$${STREAMED_E2E_CACHE:-$$HOME/.cache/streamed-e2e} bash vscode-extension/scripts/test-all.sh
 
 vsix:
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run package
