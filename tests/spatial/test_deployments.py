@@ -324,3 +324,19 @@ def test_a_tp_reject_names_the_statement_and_binder_that_cannot_split():
         lower_streamed(a, Deployment("tp", ctx=64, tp=2))
     assert e.value.binder == "f0" and e.value.layer == 0
     assert a.programs.layer(0).statements[e.value.statement].name.text == "f0"
+
+
+def test_the_64_layer_qwen38_example_lowers_two_programs_for_its_two_kinds(monkeypatch):
+    from .conftest import EXAMPLES
+
+    path = EXAMPLES / "qwen3.8.lgm"
+    if not path.exists():
+        pytest.skip("examples/qwen3.8.lgm is not in this checkout")
+    calls = []
+    real = lower_module.lower_program
+    monkeypatch.setattr("streamed.streamed.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
+    a = analyze(path.read_text("utf-8"))
+    model = lower_streamed(a, Deployment("decode", ctx=4096))
+    assert len(model.layers) == 64 and len(model.kinds) == 2
+    assert sorted(calls) == sorted(["embed", "head"] + [f"layer {k.representative}" for k in model.kinds])
+    assert sum(len(k.layers) for k in model.kinds) == 64
