@@ -22,14 +22,16 @@ Tensors (``Tensor``)
   tensor-parallel chip's part). ``part`` says how the stored weight is encoded:
 
   * ``None``: the dense values.
-  * ``"planes"``: the Q8_0 int8 planes of the (sliced) weight ``W`` (``k by n`` in the language's ``in by out``
-    orientation): ``planes[i, j] = round(W[i, j] / scales[i // 32, j])``, ``int8``.
-  * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = max_i |W[32b + i, j]| / 127`` over the 32
-    values of block ``b`` of column ``j`` (``f16``; a zero block has scale 0), shape ``(k / 32, n)``. Blocks of 32
-    run along ``k`` (the input features), exactly as GGUF stores a Q8_0 tensor.
+  * ``"planes"``: the Q8_0 int8 values of the (sliced) weight ``W`` (``k by n`` in the language's ``in by out``
+    orientation), exactly as GGUF stores them: with ``d = max_i |W[32b + i, j]| / 127`` in float32 for block ``b``
+    of column ``j``, ``planes[32b + i, j] = round_half_away(W[32b + i, j] · (1/d))`` (0 where ``d = 0``) — the
+    float32 ``d``, not its fp16 rounding, as ggml's ``quantize_row_q8_0_ref`` does (``streamed/q8.py``).
+  * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = fp16(d)``, shape ``(k / 32, n)``.
+    Blocks of 32 run along ``k`` (the input features), exactly as GGUF stores a Q8_0 tensor.
 
-  A weight's dense value is ``planes * scales`` expanded along ``k``; an executor may build both from the dense
-  weight, or read them from a Q8_0 checkpoint as stored.
+  A weight's value as the chip reads it is ``planes · float32(scales)`` expanded along ``k``; an executor reads both
+  from a Q8_0 checkpoint as stored, or quantises a dense weight with ``streamed.q8`` (never by dividing by the fp16
+  scale, which differs from GGUF in about one value in a hundred).
 - ``state``: carried from step to step (KV caches, recurrent and convolution states); zero at the first step. A
   program's ``carried`` names the states a step hands to the next; a state not in ``carried`` (every state of a
   ``forward`` program) is zeroed at the start of each step.
