@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import cpu_model, record
 from streamed.analysis import analyze
 from streamed.model.author import author
 from streamed.model.hf import spec_from_config
@@ -39,15 +40,6 @@ def median_seconds(fn, runs: int) -> float:
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:
@@ -91,13 +83,7 @@ def main() -> int:
     section = "\n".join(lines) + "\n"
     print(section)
     if args.append:
-        perf = ROOT / "docs" / "performance.md"
-        old = perf.read_text() if perf.exists() else "# Performance\n"
-        if "\n## Authoring\n" in old:
-            head, _, rest = old.partition("\n## Authoring\n")
-            nxt = rest.find("\n## ")
-            old = head + ("\n" + rest[nxt + 1:] if nxt >= 0 else "\n")
-        perf.write_text(old.rstrip("\n") + "\n\n" + section)
+        record(section)
     return 0
 
 

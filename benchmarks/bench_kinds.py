@@ -21,12 +21,12 @@ import datetime
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from common import machine, record
 from streamed.analysis import analyze
 from streamed.kinds import divergences, layer_kinds
 from streamed.lang.lexer import lex
@@ -47,17 +47,6 @@ def document(layers: int = 128) -> str:
         text["layer_types"] = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
     return author(spec_from_config(config))
 
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
 def main() -> int:
@@ -112,13 +101,7 @@ def main() -> int:
     out = "\n".join(lines)
     print(out)
     if args.append:
-        perf = ROOT / "docs" / "performance.md"
-        old = perf.read_text() if perf.exists() else "# Performance\n\n"
-        if "## Layer kinds" in old:
-            start = old.index("## Layer kinds")
-            end = old.find("\n## ", start + 1)
-            old = old[:start] + old[end + 1:] if end >= 0 else old[:start]
-        perf.write_text(old.rstrip("\n") + "\n\n" + out)
+        record(out)
     return 0
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import cpu_model, load_average, record  # noqa: E402
 from streamed.analysis import analyze  # noqa: E402
 from streamed.bundle import manifest  # noqa: E402
 from streamed.kinds import stored_q8  # noqa: E402
@@ -74,21 +75,6 @@ def interleaved(fns: dict, runs: int) -> dict:
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def load_average() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().split()[0]
-    except OSError:
-        return "?"
 
 
 def measure(runs: int) -> dict:
@@ -161,21 +147,6 @@ def report(m: dict) -> str:
     ]
     return "\n".join(out)
 
-
-def record(section: str) -> Path:
-    """Replace (or append) the ``## Lowering`` section of docs/performance.md, leaving every other section as is."""
-    path = ROOT / "docs" / "performance.md"
-    text = path.read_text("utf-8") if path.exists() else "# Performance\n\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.strip() == "## Lowering"), None)
-    if start is None:
-        body = text if text.endswith("\n") else text + "\n"
-        path.write_text(body + ("\n" if not body.endswith("\n\n") else "") + section, "utf-8")
-        return path
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    new = "".join(lines[:start]) + section + ("\n" if end < len(lines) else "") + "".join(lines[end:])
-    path.write_text(new, "utf-8")
-    return path
 
 
 def main() -> int:

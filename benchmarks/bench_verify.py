@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_lowering import cpu_model  # noqa: E402
+from common import cpu_model, record  # noqa: E402
 
 from streamed.analysis import analyze  # noqa: E402
 from streamed.execute import Executor, plan_of  # noqa: E402
@@ -99,19 +99,6 @@ def report(steps, verifies, runs: int) -> str:
     lines += [f"| {mode} | {s:.2f} |" for mode, s in verifies]
     return "\n".join(lines) + "\n"
 
-
-def record(section: str) -> Path:
-    path = ROOT / "docs" / "performance.md"
-    text = path.read_text("utf-8") if path.exists() else "# Performance\n\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.strip() == HEADING), None)
-    if start is None:
-        path.write_text(text.rstrip("\n") + "\n\n" + section, "utf-8")
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        path.write_text("".join(lines[:start]) + section + ("\n" if end < len(lines) else "") + "".join(lines[end:]),
-                        "utf-8")
-    return path
 
 
 def main() -> int:
