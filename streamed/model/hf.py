@@ -10,9 +10,11 @@ with ``moe_layer_freq``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``de
 ``mlp_only_layers``, ``use_sliding_window`` with ``max_window_layers``…).
 
 Invariant: a config either gives the model it describes or one ``SpecError`` naming the field and what is wrong —
-never a traceback, never a silently different model. The dimensions that make the model (widths, layer and head
-counts, vocabulary) are required even where transformers has a default: a config without ``hidden_size`` is a
-mistake, not a request for the default model. Minor fields (epsilons, rotation bases) take transformers' defaults.
+never a traceback, never a silently different model. A field the config leaves out takes the default of the model's
+configuration class (``DEFAULTS``, transcribed from transformers' ``configuration_*.py``): published configs leave
+many fields to it (Gemma 3's ``text_config`` omits its head counts). A field written ``null`` is null, as transformers
+reads it (``"sliding_window": null`` is no window, ``"q_lora_rank": null`` no query bottleneck). A field the model
+needs whose class default is null too (DeepSeek-V2's ``num_experts_per_tok``) is one error naming it.
 """
 
 from __future__ import annotations
@@ -37,26 +39,109 @@ SUPPORTED = (
 _REQUIRED = object()
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
+_LLAMA_LIKE = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "tie_word_embeddings": False,
+               "attention_bias": False}
+_QWEN_WINDOW = {"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28}
+_GDN = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "partial_rotary_factor": 0.25, "head_dim": 256}
+
+#: Per ``model_type``, the defaults of its configuration class for the fields this importer reads, as transformers'
+#: ``configuration_<type>.py`` sets them (a config that leaves a field out gets these, exactly as
+#: ``AutoConfig.from_pretrained`` would). A field whose class default is ``None`` is not listed: the importer derives
+#: it as the class does (``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads) or, if the model needs it,
+#: names it as missing. DeepSeek-V3's ``scoring_func``/``topk_method`` are not fields of transformers' class: its
+#: modelling code always scores by sigmoid with a selection bias, so that is their default here.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "mlp_bias": False},
+    "mistral": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": 4096},
+    "qwen2": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32},
+    "qwen3": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128},
+    "qwen2_moe": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
+                  "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+                  "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                  "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": False},
+    "qwen3_moe": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144,
+                  "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 4,
+                  "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
+                  "num_experts": 128, "norm_topk_prob": False},
+    "qwen3_next": {**_LLAMA_LIKE, **_GDN, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
+                   "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2,
+                   "decoder_sparse_step": 1, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                   "num_experts_per_tok": 10, "num_experts": 512, "norm_topk_prob": True, "full_attention_interval": 4},
+    "qwen3_5_text": {**_LLAMA_LIKE, **_GDN, "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288,
+                     "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4,
+                     "full_attention_interval": 4},
+    "qwen3_5_moe_text": {**_LLAMA_LIKE, **_GDN, "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
+                         "num_attention_heads": 16, "num_key_value_heads": 2, "moe_intermediate_size": 512,
+                         "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
+                         "full_attention_interval": 4},
+    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+                    "rope_theta": 1_000_000.0, "attention_bias": False, "query_pre_attn_scalar": 256,
+                    "sliding_window": 4096, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
+    "deepseek_v2": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+                    "num_hidden_layers": 32, "num_attention_heads": 32, "first_k_dense_replace": 0,
+                    "kv_lora_rank": 512, "q_lora_rank": 1536, "n_routed_experts": 64, "n_shared_experts": 2,
+                    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "routed_scaling_factor": 1.0,
+                    "topk_method": "greedy", "norm_topk_prob": False, "v_head_dim": 128,
+                    "moe_intermediate_size": 1407, "scoring_func": "softmax", "moe_layer_freq": 1},
+    "deepseek_v3": {**_LLAMA_LIKE, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+                    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
+                    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+                    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+                    "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4,
+                    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "norm_topk_prob": True,
+                    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
+    "llama4_text": {**_LLAMA_LIKE, "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
+                    "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
+                    "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-5, "rope_theta": 500_000.0,
+                    "num_experts_per_tok": 1, "num_local_experts": 16, "interleave_moe_layer_step": 1,
+                    "use_qk_norm": True, "no_rope_layer_interval": 4, "attention_chunk_size": 8192,
+                    "attn_temperature_tuning": True},
+    "gpt_oss": {"num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
+                "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+                "sliding_window": 128, "tie_word_embeddings": False, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+                "rope_theta": 150_000.0, "num_experts_per_tok": 4, "swiglu_limit": 7.0, "attention_bias": True,
+                "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "original_max_position_embeddings": 4096}},
+}
+#: A multimodal wrapper's text model: the ``model_type`` of its ``text_config`` (whose class defaults apply).
+TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+              "qwen3_5_moe": "qwen3_5_moe_text"}
+
 
 class _Config:
     """A config's fields, read with their types checked: every failure names the field and what it holds."""
 
-    def __init__(self, data: dict, where: str, model_type: str):
+    def __init__(self, data: dict, where: str, model_type: str, defaults: dict | None = None):
         self.data = data
         self.where = where
         self.model_type = model_type
+        self.defaults = defaults if defaults is not None else DEFAULTS.get(model_type, {})
 
     def fail(self, field: str, why: str) -> SpecError:
         return SpecError(f"{self.where}: `{field}` {why}")
 
+    def get(self, field: str) -> Any:
+        """The field as transformers holds it: the config's value (``null`` included), else the class default."""
+        return self.data[field] if field in self.data else self.defaults.get(field)
+
     def has(self, field: str) -> bool:
-        return self.data.get(field) is not None
+        return self.get(field) is not None
 
     def raw(self, field: str, default: Any = _REQUIRED) -> Any:
-        v = self.data.get(field)
+        v = self.get(field)
         if v is None:
             if default is _REQUIRED:
-                raise SpecError(f"{self.where}: a {self.model_type} config needs `{field}`, which is missing")
+                if field in self.data:
+                    raise self.fail(field, f"is null, but a {self.model_type} model needs it")
+                raise SpecError(f"{self.where}: a {self.model_type} config needs `{field}`, which is missing "
+                                f"(transformers has no default for it)")
             return default
         return v
 
@@ -100,7 +185,7 @@ class _Config:
         return v
 
     def dict(self, field: str) -> dict | None:
-        v = self.data.get(field)
+        v = self.get(field)
         if v is None:
             return None
         if not isinstance(v, dict):
@@ -121,11 +206,11 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
         params = params[layer_type]
     scaling = c.dict("rope_scaling") or {}
     if params is not None:
-        base = params.get("rope_theta", c.data.get("rope_theta", default_base))
+        base = params.get("rope_theta", c.get("rope_theta") or default_base)
         kind = params.get("rope_type") or params.get("type") or "default"
         scaling = {**scaling, **params} if kind != "default" else scaling
     else:
-        base = c.data.get("rope_theta", default_base)
+        base = c.get("rope_theta") or default_base
         kind = scaling.get("rope_type") or scaling.get("type") or "default"
     if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
         raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)}")
@@ -143,7 +228,7 @@ def _scaling_note(scaling: str | None, base: float) -> list[str]:
 
 def _partial(c: _Config, head_dim: int) -> int:
     params = c.dict("rope_parameters") or {}
-    f = params.get("partial_rotary_factor", c.data.get("partial_rotary_factor", 1.0))
+    f = params.get("partial_rotary_factor", c.get("partial_rotary_factor") or 1.0)
     if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
         raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], not {json.dumps(f)}")
     dims = int(head_dim * f)
@@ -173,7 +258,9 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         interval = c.int("full_attention_interval", 4)
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]
     if family == "gemma3":
-        pattern = c.int("sliding_window_pattern", c.data.get("_sliding_window_pattern", 6))
+        # Saved by transformers ≥ 4.52 as `_sliding_window_pattern` (with `layer_types`); earlier without the `_`.
+        field = "_sliding_window_pattern" if "_sliding_window_pattern" in c.data and "sliding_window_pattern" not in c.data else "sliding_window_pattern"
+        pattern = c.int(field, 6)
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if family == "gpt_oss":
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
@@ -181,7 +268,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
     if family in ("qwen2", "qwen3"):
         use = c.bool("use_sliding_window", False)
-        window = c.data.get("sliding_window") if use else None
+        window = c.get("sliding_window") if use else None
         first = c.int("max_window_layers", 28, minimum=0)
         return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
     if family == "mistral":
@@ -234,7 +321,32 @@ _FAMILY = {
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "llama4": "llama4", "llama4_text": "llama4",
     "gpt_oss": "gpt_oss",
 }
-_TEXT_NESTED = ("qwen3_5", "qwen3_5_moe", "gemma3", "llama4")
+#: The class-name stem of each model_type's architectures (``Qwen3MoeForCausalLM`` → ``Qwen3Moe``).
+_ARCH_STEM = {
+    "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen2_moe": "Qwen2Moe", "qwen3": "Qwen3",
+    "qwen3_moe": "Qwen3Moe", "qwen3_next": "Qwen3Next", "qwen3_5": "Qwen3_5", "qwen3_5_text": "Qwen3_5",
+    "qwen3_5_moe": "Qwen3_5Moe", "qwen3_5_moe_text": "Qwen3_5Moe", "gemma3": "Gemma3", "gemma3_text": "Gemma3",
+    "deepseek_v2": "DeepseekV2", "deepseek_v3": "DeepseekV3", "llama4": "Llama4", "llama4_text": "Llama4",
+    "gpt_oss": "GptOss",
+}
+
+
+def _check_architectures(config: dict, where: str, model_type: str) -> None:
+    """``architectures`` naming another supported model's class (``Qwen3MoeForCausalLM`` in a ``qwen3`` config) is
+    a config at odds with itself: which model it is cannot be told, so it is refused. A class this tool does not know
+    (a fine-tune's own) is left alone, as transformers leaves it: the model is built from ``model_type``."""
+    archs = config.get("architectures")
+    if archs is None:
+        return
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise SpecError(f"{where}: `architectures` must be a list of class names, not {json.dumps(archs)[:60]}")
+    stems = set(_ARCH_STEM.values())
+    for a in archs:
+        cut = min((i for i in (a.find("For"), a.find("Model")) if i > 0), default=-1)
+        stem = a[:cut] if cut > 0 else None
+        if stem in stems and stem != _ARCH_STEM[model_type]:
+            raise SpecError(f"{where}: `architectures` names {a}, which is not a {model_type} model "
+                            f"(`model_type` is {json.dumps(model_type)}; its classes are {_ARCH_STEM[model_type]}…)")
 
 
 def spec_from_config(config: Any, where: str = "config.json", name: str | None = None) -> ModelSpec:
@@ -248,23 +360,29 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         raise SpecError(f"{where}: `model_type` must be a string, not {json.dumps(model_type)}")
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
+    _check_architectures(config, where, model_type)
     data = config
     prefix = "model."
     text_where = where
-    if model_type in _TEXT_NESTED and "text_config" in config:
+    text_type = TEXT_MODEL.get(model_type, model_type)
+    if model_type in TEXT_MODEL and "text_config" in config:
         text = config["text_config"]
         if not isinstance(text, dict):
             raise SpecError(f"{where}: `text_config` must be an object, not {json.dumps(text)[:60]}")
+        inner = text.get("model_type", text_type)
+        if inner not in (text_type, model_type):
+            raise SpecError(f"{where}: `text_config.model_type` is {json.dumps(inner)}; a {model_type} model's text "
+                            f"config is {text_type}")
         # The text model's fields; the outer config's tie_word_embeddings applies when the text one does not say.
         data = {**{k: v for k, v in config.items() if k == "tie_word_embeddings"}, **text}
         text_where = f"{where}: text_config"
         prefix = "model.language_model."
     family = _FAMILY[model_type]
-    c = _Config(data, text_where, model_type)
+    c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
     n = c.int("num_hidden_layers")
     d = c.int("hidden_size")
     # Gemma 3's published configs leave the vocabulary to the class default (262208, Gemma 3's tokenizer).
-    vocab = c.int("vocab_size", 262_208) if family == "gemma3" else c.int("vocab_size")
+    vocab = c.int("vocab_size")
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -277,8 +395,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     for layer in layers:
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
-    tied_default = family == "gemma3"
-    tied = c.bool("tie_word_embeddings", tied_default)
+    tied = c.bool("tie_word_embeddings", False)
     notes = list(extra.get("notes", ()))
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
@@ -320,7 +437,7 @@ def _activation(c: _Config, field: str, default: str) -> str:
 
 def _no(c: _Config, field: str, why: str) -> None:
     """A flag the language cannot express when set: refuse rather than write a different model."""
-    if c.data.get(field) not in (None, False):
+    if c.get(field) not in (None, False):
         raise c.fail(field, f"is {json.dumps(c.data[field])}: {why}, which the language does not express")
 
 
@@ -389,7 +506,7 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
     rot = _partial(c, hd)
     for f in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if c.data.get(f) is not None:
+        if c.get(f) is not None:
             raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
     norm = Norm(eps, 1.0)  # Gemma's RMSNorm multiplies by 1 + weight
     scalar = c.float("query_pre_attn_scalar", 256.0)
