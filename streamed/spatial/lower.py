@@ -885,13 +885,29 @@ def sram_footprint(program: SpatialProgram) -> dict[str, int]:
 
 
 def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
-    """The part of input ``name`` an op reads per step: all of it, except an expert's weights, of which a step reads
-    the experts its rows choose (at most ``rows · top`` of E)."""
+    """The part of input ``name`` an op reads per step: all of it, except
+    - an expert's weights, of which a step reads the experts its rows choose (at most ``rows · top`` of E);
+    - an embedding table, of which a lookup reads the rows of its tokens (``rows`` of ``vocab``);
+    - the state a ``write_rows`` updates in place: it reads none of it (the new rows are its write).
+    An estimate that charged the whole table or cache would bound decode below what the weights allow."""
+    if op.kind == "lookup" and name in op.inputs[1:]:
+        return min(1.0, tensors[op.outputs[0]].shape[0] / max(tensors[op.inputs[1]].shape[0], 1))
+    if op.kind == "write_rows" and name == op.inputs[0]:
+        return 0.0
     if op.kind != "experts" or name not in op.inputs[2:5] and name not in _expert_biases(op):
         return 1.0
     experts = tensors[op.inputs[2]].shape[0]
     rows = tensors[op.inputs[0]].shape[0]
     return min(1.0, rows * op.attr("top", 1) / experts)
+
+
+def written_bytes(op: Op, name: str, tensors: dict[str, Tensor]) -> int:
+    """Bytes an op writes to output ``name`` per step: all of it, except a ``write_rows``, which writes only its new
+    rows into the state it updates in place."""
+    t = tensors[name]
+    if op.kind == "write_rows":
+        return t.bytes * tensors[op.inputs[2]].shape[0] // max(t.shape[0], 1)
+    return t.bytes
 
 
 def _expert_biases(op: Op) -> tuple[str, ...]:
@@ -900,15 +916,15 @@ def _expert_biases(op: Op) -> tuple[str, ...]:
 
 
 def traffic(op: Op, tensors: dict[str, Tensor]) -> dict[str, int]:
-    """Bytes an op moves per tier: every input read once (an expert's weights only for the experts chosen), every
-    output written once (a cache op reads its whole state: attention at full context)."""
+    """Bytes an op moves per tier: what ``read_fraction`` says it reads of each input and what ``written_bytes``
+    says it writes (attention reads its cache at full context)."""
     moved: dict[str, int] = {}
     for n in op.inputs:
         t = tensors[n]
         moved[t.tier] = moved.get(t.tier, 0) + int(t.bytes * read_fraction(op, n, tensors))
     for n in op.outputs:
         t = tensors[n]
-        moved[t.tier] = moved.get(t.tier, 0) + t.bytes
+        moved[t.tier] = moved.get(t.tier, 0) + written_bytes(op, n, tensors)
     return moved
 
 

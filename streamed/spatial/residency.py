@@ -11,7 +11,8 @@ Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per 
 target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its all-reduces over the chip link (a ring:
 ``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer (its kind's program, with that layer's
 tiers), and the head; tokens per second is the tokens a step serves over the step's time. Attention is costed at
-full context (every cached position read).
+full context (every cached position read); a lookup reads only its tokens' rows of the
+table, and a cache update writes only its new rows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ir import SpatialProgram
-from .lower import read_fraction, sram_footprint
+from .lower import read_fraction, sram_footprint, written_bytes
 from .target import SpatialTarget
 
 TIER_ORDER = ("sram", "hbm", "ddr")
@@ -143,7 +144,8 @@ def program_cost(p: SpatialProgram) -> dict:
             for i, n in enumerate((*op.inputs, *op.outputs)):
                 t = roles[n]
                 group = "weights" if t.role == "weight" else "states" if n in carried else "sram"
-                cost[group] += int(t.bytes * (read_fraction(op, n, roles) if i < len(op.inputs) else 1.0))
+                cost[group] += (int(t.bytes * read_fraction(op, n, roles)) if i < len(op.inputs)
+                                 else written_bytes(op, n, roles))
         if best is None or cost["flops"] > best["flops"]:
             best = cost
     return best
