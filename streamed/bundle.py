@@ -78,14 +78,21 @@ def _is_bundle(path: Path) -> bool:
 def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None) -> Path:
     """Write ``model`` to ``out_dir`` atomically; returns the manifest's path."""
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise BundleError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not _is_bundle(out):
-        raise BundleError(f"{out}: exists and is not a bundle; choose another directory or remove it")
     parent = out.parent if str(out.parent) else Path(".")
+    above = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise BundleError(f"{out}: cannot be written: {above} is a file, not a directory")
     try:
+        if out.exists() and not out.is_dir():
+            raise BundleError(f"{out}: exists and is not a directory")
+        if out.is_dir() and any(out.iterdir()) and not _is_bundle(out):
+            raise BundleError(f"{out}: exists and is not a bundle; choose another directory or remove it")
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
+        # mkdtemp makes its directory private (0700); a bundle is an ordinary directory, as the umask says.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
     except OSError as e:
         raise BundleError(f"{out}: cannot be written ({e.strerror})") from None
     old = None

@@ -33,6 +33,51 @@ def read_document(path: str) -> bytes:
         raise UserError(f"{path}: cannot be read ({e.strerror})") from None
 
 
+#: The sizes only some deployments read, and which.
+SIZED_BY = {"chunk": ("prefill",), "batch": ("batched", "batched-tp"), "tp": ("tp", "batched-tp")}
+
+
+def deployment_from(args, defaults: dict | None = None):
+    """The deployment ``--mode``, ``--ctx``, ``--chunk``, ``--batch`` and ``--tp`` name, or ``UserError`` (exit 2)
+    naming the option: a size that is not positive, one the mode needs and nobody gave (``defaults`` fills those), one
+    the mode does not read (it would be silently ignored), or a prefill chunk longer than its context. A deployment
+    that passes can still be refused by the model (heads that do not split over ``tp`` chips: exit 1)."""
+    from .streamed import Deployment
+
+    mode, defaults = args.mode, defaults or {}
+    sizes: dict[str, int] = {}
+    given = lambda flag: f"--{flag} {sizes[flag]}" + ("" if getattr(args, flag, None) is not None else " (the default)")
+    for flag in ("ctx", "chunk", "batch", "tp"):
+        value, readers = getattr(args, flag, None), SIZED_BY.get(flag)
+        if readers is not None and mode not in readers:
+            if value is not None and value != defaults.get(flag):
+                raise UserError(f"--{flag} {value}: --mode {mode} does not read it (it sizes --mode "
+                                f"{' and --mode '.join(readers)})")
+            continue
+        if value is None:
+            value = defaults.get(flag)
+            if value is None:
+                raise UserError(f"--mode {mode} needs --{flag} N")
+        if value <= 0:
+            raise UserError(f"--{flag} {value}: must be a positive number")
+        sizes[flag] = value
+    if mode == "prefill" and sizes["chunk"] > sizes["ctx"]:
+        raise UserError(f"{given('chunk')} is longer than {given('ctx')}: a prefill chunk is at most its context")
+    return Deployment(mode, ctx=sizes["ctx"], chunk=sizes.get("chunk", 0), batch=sizes.get("batch", 1),
+                      tp=sizes.get("tp", 1))
+
+
+def print_errors(path: str, a: Analysis, command: str, done: str) -> int:
+    """A document with errors, for a command that needs one without: each error as ``check`` prints it (stderr), and
+    the count. Returns exit status 1."""
+    for d in a.errors:
+        line, col = position(d.range)
+        print(f"{path}:{line}:{col}: error: {d.message}", file=sys.stderr)
+    n = len(a.errors)
+    print(f"streamed {command}: {path} has {n} error{'s' if n != 1 else ''}, so nothing was {done}", file=sys.stderr)
+    return 1
+
+
 def load_storage(checkpoint: str | None) -> Storage:
     """The storage a checkpoint gives, or every q8 weight stored Q8_0 when none is named."""
     if checkpoint is None:
@@ -156,12 +201,12 @@ def _extensions():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "run", None):
-        parser.print_help()
-        return 2
     try:
+        parser = build_parser()  # imports every subcommand's module: Ctrl-C may land here too
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
         return args.run(args)
     except UserError as e:
         print(f"streamed: {e}", file=sys.stderr)

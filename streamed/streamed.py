@@ -106,6 +106,8 @@ class StreamedReject(Exception):
     layer: int | None = None
 
     def __str__(self) -> str:
+        if self.program == "bundle":  # no program was lowered: the request itself is refused
+            return f"the bundle is refused: {self.why}"
         return f"the {self.program} program does not lower: {self.why}"
 
     def __hash__(self):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import UserError, load_storage, read_document
+from .analysis import layer_ranges
+from .cli import UserError, deployment_from, load_storage, print_errors, read_document
 
 MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
 #: Both runs hold every weight as float32 in memory: 400 million values are 1.6 GB.
@@ -21,10 +22,10 @@ def add_commands(sub) -> None:
     v = sub.add_parser("verify", help="certify a bundle: execute it and the authored document, compare every tensor")
     v.add_argument("doc", metavar="DOC", help="the model program (.lgm)")
     v.add_argument("--mode", choices=MODES, default="decode", help="the deployment (default decode)")
-    v.add_argument("--ctx", type=int, default=32, help="KV-cache length; the sequence for forward (default 32)")
-    v.add_argument("--chunk", type=int, default=4, help="prefill rows before the decode steps (default 4)")
-    v.add_argument("--batch", type=int, default=2, help="sequences of a batched step (default 2)")
-    v.add_argument("--tp", type=int, default=2, help="chips of a tensor-parallel deployment (default 2)")
+    v.add_argument("--ctx", type=int, metavar="N", help="KV-cache length; the sequence for forward (default 32)")
+    v.add_argument("--chunk", type=int, metavar="N", help="prefill rows before the decode steps (default 4)")
+    v.add_argument("--batch", type=int, metavar="N", help="sequences of a batched step (default 2)")
+    v.add_argument("--tp", type=int, metavar="N", help="chips of a tensor-parallel deployment (default 2)")
     src = v.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
     src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
@@ -38,16 +39,24 @@ def add_commands(sub) -> None:
     v.set_defaults(run=cmd_verify)
 
 
-def deployment_of(args):
-    from .streamed import Deployment
+#: The sizes a certification runs at unless told: small, so that it runs in a second.
+DEFAULTS = {"ctx": 32, "chunk": 4, "batch": 2, "tp": 2}
 
-    mode = args.mode
-    for flag in ("ctx", "chunk", "batch", "tp", "steps"):
-        if getattr(args, flag) <= 0:
-            raise UserError(f"--{flag} {getattr(args, flag)}: must be a positive number")
-    return Deployment(mode, ctx=args.ctx, chunk=args.chunk if mode == "prefill" else 0,
-                      batch=args.batch if mode in ("batched", "batched-tp") else 1,
-                      tp=args.tp if mode in ("tp", "batched-tp") else 1)
+
+def deployment_of(args):
+    if args.steps <= 0:
+        raise UserError(f"--steps {args.steps}: must be a positive number")
+    return deployment_from(args, DEFAULTS)
+
+
+def _of_this_document(model, a, doc: str, where: Path) -> None:
+    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers
+    (its programs are then run on the document's weights). Anything else is bad input, said before anything runs."""
+    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
+    ours = [(k.name, tuple(k.layers)) for k in a.kinds]
+    if theirs != ours:
+        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"
+        raise UserError(f"{where} is not a bundle of {doc}: its kinds are {show(theirs)}; {doc}'s are {show(ours)}")
 
 
 def cmd_verify(args) -> int:
@@ -63,8 +72,7 @@ def cmd_verify(args) -> int:
     storage = load_storage(args.checkpoint)
     a = analyze(text, storage)
     if a.errors:
-        d = a.errors[0]
-        raise UserError(f"{args.doc}:{d.range.start.line + 1}:{d.range.start.character + 1}: {d.message}")
+        return print_errors(args.doc, a, "verify", "verified")
     count = sum(int(np.prod(concrete(d.shape))) for d in declared_weights(a.programs).values())
     if count > args.max_weights:
         raise UserError(f"{args.doc} declares {count:,} weight values ({count * 4 / 1e9:.1f} GB as float32); "
@@ -78,6 +86,7 @@ def cmd_verify(args) -> int:
         if args.bundle is not None:
             where = Path(args.bundle)
             model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
+            _of_this_document(model, a, args.doc, where)
             dep = model.deployment
         else:
             model = lower_streamed(a, dep, args.target, storage)
@@ -85,8 +94,9 @@ def cmd_verify(args) -> int:
         if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
             plans["prefill"] = plans["step"]
             plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
-    except StreamedReject as e:
-        raise UserError(f"{args.doc}: {e}") from None
+    except StreamedReject as e:  # a refused lowering is the verification's answer, not bad input
+        print(f"streamed verify: {args.doc}: {e}", file=sys.stderr)
+        return 1
     except BundleError as e:
         raise UserError(str(e)) from None
     report = run(a.programs, weights, dep, plans, args.steps)

@@ -11,8 +11,8 @@ import sys
 import time
 
 from ..analysis import analyze, layer_ranges
-from ..cli import UserError, load_storage, read_document
-from ..streamed import MODES, Deployment, StreamedReject, lower_streamed
+from ..cli import UserError, deployment_from, load_storage, print_errors, read_document
+from ..streamed import MODES, StreamedReject, lower_streamed
 from .target import BUILTIN, TargetError, load_target
 
 
@@ -70,6 +70,7 @@ class _Bar:
     def __init__(self, stream):
         self.stream = stream
         self.tty = stream.isatty()
+        self.closed = False
 
     def __call__(self, message: str, done: int, total: int) -> None:
         if not self.tty:
@@ -80,7 +81,8 @@ class _Bar:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.tty:
+        if self.tty and not self.closed:
+            self.closed = True
             self.stream.write("\r" + " " * 80 + "\r")
             self.stream.flush()
 
@@ -88,11 +90,7 @@ class _Bar:
 def cmd_lower(args) -> int:
     from ..bundle import BundleError, write_bundle
 
-    mode = args.mode
-    for flag, needed in (("chunk", mode == "prefill"), ("batch", mode in ("batched", "batched-tp")),
-                         ("tp", mode in ("tp", "batched-tp"))):
-        if needed and getattr(args, flag) is None:
-            raise UserError(f"--mode {mode} needs --{flag} N")
+    deployment = deployment_from(args)
     try:
         target = load_target(args.target)
     except TargetError as e:
@@ -101,8 +99,8 @@ def cmd_lower(args) -> int:
     storage = load_storage(args.checkpoint)
     started = time.perf_counter()
     analysis = analyze(text, storage)
-    deployment = Deployment(mode, ctx=args.ctx, chunk=args.chunk or 0, batch=args.batch if args.batch is not None else 1,
-                            tp=args.tp if args.tp is not None else 1)
+    if analysis.errors:
+        return print_errors(args.doc, analysis, "lower", "lowered")
     bar = _Bar(sys.stderr)
     try:
         model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)
@@ -113,7 +111,8 @@ def cmd_lower(args) -> int:
         if where:
             print(f"  at {args.doc}:{where}", file=sys.stderr)
         return 1
-    bar.close()
+    finally:
+        bar.close()  # also on Ctrl-C: the message after it starts on a clean line
     try:
         write_bundle(model, args.output, source=args.doc)
     except BundleError as e:

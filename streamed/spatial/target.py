@@ -124,6 +124,8 @@ def load_target(name_or_path: str | Path | SpatialTarget | None = None) -> Spati
         path = Path(key)
         if not path.suffix == ".toml" and not path.exists():
             raise TargetError(f"unknown target `{key}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
+        if path.is_dir():
+            raise TargetError(f"{key}: is a directory, not a target file")
         if not path.is_file():
             raise TargetError(f"{key}: no such target file")
         try:

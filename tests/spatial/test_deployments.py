@@ -205,7 +205,7 @@ def test_a_bundle_that_cannot_exist_is_refused_as_the_bundle(analyses, deploymen
         lower_streamed(analyses["tiny-llama"], deployment)
     assert e.value.program == "bundle"
     assert why in e.value.why
-    assert str(e.value) == f"the bundle program does not lower: {e.value.why}"
+    assert str(e.value) == f"the bundle is refused: {e.value.why}"
 
 
 def test_kv_heads_that_do_not_split_are_refused():
