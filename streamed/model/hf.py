@@ -397,6 +397,13 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied = c.bool("tie_word_embeddings", False)
     notes = list(extra.get("notes", ()))
+    quant = config.get("quantization_config")
+    if isinstance(quant, dict) and quant:
+        # FP8, MXFP4, GPTQ… checkpoints keep their weights in packs of their own (`weight_scale_inv`, `_blocks`,
+        # `qweight`): the model is the same, but the tensors bound below are transformers' dequantised parameters.
+        method = quant.get("quant_method", "an unnamed method")
+        notes.append(f"The published checkpoint is quantized ({method}): the bindings name transformers' "
+                     f"dequantised parameters, which its tensors are not stored as.")
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
