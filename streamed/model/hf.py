@@ -314,21 +314,19 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
 # ---- the import ----------------------------------------------------------------------------------------------------
 
 
-_FAMILY = {
-    "llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2_moe": "qwen_moe",
-    "qwen3_moe": "qwen_moe", "qwen3_next": "qwen3_next", "qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5",
-    "qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe", "gemma3": "gemma3", "gemma3_text": "gemma3",
-    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "llama4": "llama4", "llama4_text": "llama4",
-    "gpt_oss": "gpt_oss",
+#: model_type → (the family whose builder writes it, the stem of its transformers classes: ``Qwen3MoeForCausalLM``).
+_TYPES = {
+    "llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "qwen2": ("qwen2", "Qwen2"),
+    "qwen3": ("qwen3", "Qwen3"), "qwen2_moe": ("qwen_moe", "Qwen2Moe"), "qwen3_moe": ("qwen_moe", "Qwen3Moe"),
+    "qwen3_next": ("qwen3_next", "Qwen3Next"), "qwen3_5": ("qwen3_5", "Qwen3_5"),
+    "qwen3_5_text": ("qwen3_5", "Qwen3_5"), "qwen3_5_moe": ("qwen3_5_moe", "Qwen3_5Moe"),
+    "qwen3_5_moe_text": ("qwen3_5_moe", "Qwen3_5Moe"), "gemma3": ("gemma3", "Gemma3"),
+    "gemma3_text": ("gemma3", "Gemma3"), "deepseek_v2": ("deepseek", "DeepseekV2"),
+    "deepseek_v3": ("deepseek", "DeepseekV3"), "llama4": ("llama4", "Llama4"), "llama4_text": ("llama4", "Llama4"),
+    "gpt_oss": ("gpt_oss", "GptOss"),
 }
-#: The class-name stem of each model_type's architectures (``Qwen3MoeForCausalLM`` → ``Qwen3Moe``).
-_ARCH_STEM = {
-    "llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen2_moe": "Qwen2Moe", "qwen3": "Qwen3",
-    "qwen3_moe": "Qwen3Moe", "qwen3_next": "Qwen3Next", "qwen3_5": "Qwen3_5", "qwen3_5_text": "Qwen3_5",
-    "qwen3_5_moe": "Qwen3_5Moe", "qwen3_5_moe_text": "Qwen3_5Moe", "gemma3": "Gemma3", "gemma3_text": "Gemma3",
-    "deepseek_v2": "DeepseekV2", "deepseek_v3": "DeepseekV3", "llama4": "Llama4", "llama4_text": "Llama4",
-    "gpt_oss": "GptOss",
-}
+_FAMILY = {t: family for t, (family, _) in _TYPES.items()}
+_ARCH_STEM = {t: stem for t, (_, stem) in _TYPES.items()}
 
 
 def _check_architectures(config: dict, where: str, model_type: str) -> None:
