@@ -33,6 +33,7 @@ def read_document(path: str) -> bytes:
         raise UserError(f"{path}: cannot be read ({e.strerror})") from None
 
 
+MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
 #: The sizes only some deployments read, and which.
 SIZED_BY = {"chunk": ("prefill",), "batch": ("batched", "batched-tp"), "tp": ("tp", "batched-tp")}
 
@@ -157,12 +158,19 @@ def cmd_check(args) -> int:
 
 
 def lowering_diagnostics(a: Analysis, args) -> list:
-    """Each kind's lowering reject, at the statement that caused it — once lowering exists in this build."""
+    """Each kind's lowering reject for the deployment the options name (decode at ctx 4096 unless told), at the
+    statement that caused it — once lowering exists in this build."""
     try:
         from .spatial.diagnose import reject_diagnostics
+        from .spatial.target import TargetError, load_target
     except ImportError:
         return []
-    return reject_diagnostics(a)
+    deployment = deployment_from(args)
+    try:
+        target = load_target(getattr(args, "target", None))
+    except TargetError as e:
+        raise UserError(str(e)) from None
+    return reject_diagnostics(a, deployment, target)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("doc", metavar="DOC")
     c.add_argument("--json", action="store_true", help="print JSON")
     c.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides the kinds")
+    d = c.add_argument_group("the deployment each kind's lowering is checked for (as `streamed lower` takes it)")
+    d.add_argument("--mode", choices=MODES, default="decode", help="forward|decode|prefill|batched|tp|batched-tp "
+                                                                    "(default decode)")
+    d.add_argument("--ctx", type=int, default=4096, metavar="N", help="KV-cache length (default 4096)")
+    d.add_argument("--chunk", type=int, metavar="N", help="prefill rows per step")
+    d.add_argument("--batch", type=int, metavar="N", help="sequences per batched step")
+    d.add_argument("--tp", type=int, metavar="N", help="tensor-parallel chips")
+    d.add_argument("--target", default=None, metavar="TARGET", help="sn50 (default), sn40l, or a .toml file")
     c.set_defaults(run=cmd_check)
 
     for extend in _extensions():

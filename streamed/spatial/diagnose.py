@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..analysis import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from ..streamed import Deployment, StreamedReject, lower_kind, lower_whole, shared_tables
-from .lower import LoweringError
+from .lower import LoweringError, TPError
 from .target import TargetError, load_target
 
 DEFAULT = Deployment(mode="decode", ctx=4096)
@@ -62,15 +62,17 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
                 lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache)
             continue
         except LoweringError as e:
-            found = (e.why, e.statement, e.binder)
-        why, statement, binder = found
+            found = (e.why, e.statement, e.binder, isinstance(e, TPError))
+        why, statement, binder, tp = found
         related = ()
         data = {"program": label, "statement": statement, "binder": binder}
         if kind is not None:
             related = tuple(Related(by_layer[l].section.heading, f"layer {l} is of kind `{kind.name}` and is refused with it")
                             for l in kind.layers if l in by_layer)
             data["layers"] = list(kind.layers)
-        message = f"{StreamedReject(label, why)}"
+        # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the kind.
+        message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {why}") if tp
+                      else StreamedReject(label, why))
         if kind is not None and len(kind.layers) > 1:
             message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
         out.append(Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data))

@@ -30,6 +30,7 @@ Every pass is a pure function of its inputs; cost is linear in the program, neve
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
@@ -884,6 +885,27 @@ def sram_footprint(program: SpatialProgram) -> dict[str, int]:
     return best
 
 
+def _authored(name: str) -> str:
+    """The authored name a lowered tensor comes from: ``Kc3_s1`` (sequence 1's cache), ``Wq3_c0`` (chip 0's
+    slice), ``xn3__1`` (a part of ``xn3``'s expression) all come from what precedes the lowering's suffix."""
+    return re.sub(r"(_[sc]\d+)+$", "", name.split("__", 1)[0])
+
+
+def _largest_on_chip(program: SpatialProgram, group: str) -> tuple[str, int, int | None]:
+    """The authored name, bytes and statement of the largest on-chip tensor of ``group`` (``states``, ``tables``,
+    ``activations``): what a user shrinks when a program does not fit. Its statement is the first op's that touches
+    it (``lower_program`` moves a declared name to its declaration)."""
+    role = {"states": ("state",), "tables": ("table",)}.get(group)
+    by_name: dict[str, list[Tensor]] = {}
+    for t in program.tensors:  # a batched step's 64 caches ``Kc3_s0`` … are one authored ``Kc3``
+        if t.role != "weight" and t.tier == "sram" and (t.role in role if role else t.role not in ("state", "table")):
+            by_name.setdefault(_authored(t.name), []).append(t)
+    name, parts = max(by_name.items(), key=lambda kv: sum(t.bytes for t in kv[1]))
+    names = {t.name for t in parts}
+    statement = next((op.statement for op in program.ops if names & {*op.outputs, *op.inputs}), None)
+    return name, sum(t.bytes for t in parts), statement
+
+
 def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
     """The part of input ``name`` an op reads per step: all of it, except
     - an expert's weights, of which a step reads the experts its rows choose (at most ``rows · top`` of E);
@@ -997,9 +1019,10 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
         biggest = max(use, key=use.get)
         what = {"states": "its states (KV caches and recurrent state)", "tables": "its tables",
                 "activations": "its activations"}[biggest]
+        name, size, statement = _largest_on_chip(program, biggest)
         raise LoweringError(
-            f"needs {need / MB:,.0f} MB of SRAM ({use[biggest] / MB:,.0f} MB for {what}); the "
-            f"{target.name.upper()} has {target.sram_bytes / MB:,.0f} MB")
+            f"needs {need / MB:,.0f} MB of SRAM ({use[biggest] / MB:,.0f} MB for {what}, the largest `{name}` of "
+            f"{size / MB:,.0f} MB); the {target.name.upper()} has {target.sram_bytes / MB:,.0f} MB", statement, name)
     per_chip_ops = max((sum(1 for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0)
     pmus = sum(math.ceil(t.bytes / target.pmu_bytes) for t in tensors.values()
                if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0))
@@ -1035,4 +1058,12 @@ def lower_program(program: Program, constants: dict[str, float], cut: Cut, targe
                         carried=carried, tp=cut.tp)
     sp = place(sp, target)
     declared = {d.name for d in program.decls.values() if d.role not in ("position", "state")}
-    return certify(sp, target, declared)
+    try:
+        return certify(sp, target, declared)
+    except LoweringError as e:
+        # A refusal that names a declared tensor (a KV cache too large for SRAM) belongs on its declaration: the
+        # statement whose size the user changes.
+        decl = program.decls.get(e.binder) if e.binder else None
+        if decl is None or e.statement == decl.statement:
+            raise
+        raise LoweringError(e.why, decl.statement, e.binder) from None

@@ -6,7 +6,7 @@ from streamed.analysis import analyze
 from streamed.lang.syntax import Severity
 from streamed.spatial.diagnose import reject_diagnostics
 from streamed.spatial.synth import two_kind_document
-from streamed.streamed import Cancelled, Deployment, lower_streamed
+from streamed.streamed import Cancelled, Deployment, StreamedReject, lower_streamed
 
 
 def not_a_cache(layers: int, only: set[int] | None = None) -> str:
@@ -87,3 +87,49 @@ def test_progress_is_reported_per_program_and_cancellation_stops_between_program
     with pytest.raises(Cancelled):
         lower_streamed(a, Deployment("decode", ctx=64), cancelled=cancelled)
     assert len(calls) == 3
+
+
+def _line_of(text: str, statement: str) -> int:
+    return text[:text.index(statement)].count("\n") + 1
+
+
+def test_check_puts_a_kv_cache_too_large_for_sram_on_the_caches_declaration(tmp_path, capsys):
+    from streamed.cli import main
+
+    # Eight heads of 128 at ctx 200,000: each cache is 410 MB, one layer's two more than the SN50's 432 MB.
+    text = two_kind_document(4, kv=8, heads=8, hd=128, d=256)
+    doc = tmp_path / "big.lgm"
+    doc.write_text(text)
+    assert main(["check", str(doc)]) == 0  # decode at ctx 4096, the default, fits
+    capsys.readouterr()
+    assert main(["check", str(doc), "--ctx", "200000"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2  # one per kind
+    for kind, line in zip(analyze(text).kinds, lines):
+        rep = kind.representative
+        assert line.startswith(f"{doc}:{_line_of(text, f'Let Kc{rep} be a state')}:1: error: the layer {rep} (")
+        assert f"the largest `Kc{rep}` of 410 MB" in line and "the SN50 has 432 MB" in line
+
+
+def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bundle(tmp_path, capsys):
+    from streamed.cli import main
+
+    text = two_kind_document(4)
+    doc = tmp_path / "m.lgm"
+    doc.write_text(text)
+    assert main(["check", str(doc), "--mode", "tp", "--tp", "2"]) == 0
+    assert main(["check", str(doc), "--mode", "tp", "--tp", "3"]) == 1
+    out = capsys.readouterr().out
+    assert f"{doc}:{_line_of(text, 'Let a0 be attention')}:1: error: the bundle is refused: tensor parallel over 3 chips" in out
+    assert main(["check", str(doc), "--mode", "prefill", "--ctx", "8", "--chunk", "16"]) == 2
+    assert "--chunk 16 is longer than --ctx 8" in capsys.readouterr().err
+
+
+def test_a_batched_steps_caches_are_summed_under_the_authored_name():
+    a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256))
+    with pytest.raises(StreamedReject) as e:
+        lower_streamed(a, Deployment("batched", ctx=8192, batch=64))
+    # 64 sequences × 8192 positions × 1024 values × 2 bytes: the one authored cache `Kc0`, not one sequence's.
+    assert "the largest `Kc0` of 1,074 MB" in e.value.why
+    assert e.value.binder == "Kc0"
+    assert a.programs.layer(0).statements[e.value.statement].name.text == "Kc0"
