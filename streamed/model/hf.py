@@ -443,7 +443,7 @@ def _activation(c: _Config, field: str, default: str) -> str:
 def _no(c: _Config, field: str, why: str) -> None:
     """A flag the language cannot express when set: refuse rather than write a different model."""
     if c.get(field) not in (None, False):
-        raise c.fail(field, f"is {json.dumps(c.data[field])}: {why}, which the language does not express")
+        raise c.fail(field, f"is {json.dumps(c.get(field))}: {why}, which the language does not express")
 
 
 def _llama(c, model_type, family, d, eps, layer_types, moe):
@@ -451,7 +451,13 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
     base, scaling, _ = _rope(c)
     rot = Rotation(_partial(c, hd), base, scaling)
     qwen = family in ("qwen2", "qwen3", "qwen_moe")
-    bias = True if model_type in ("qwen2", "qwen2_moe") else c.bool("attention_bias", False)
+    # Qwen2 always biases q, k and v; Qwen2-MoE as its `qkv_bias` says (True by default).
+    if model_type == "qwen2":
+        bias = True
+    elif model_type == "qwen2_moe":
+        bias = c.bool("qkv_bias", True)
+    else:
+        bias = c.bool("attention_bias", False)
     out_bias = False if model_type in ("qwen2", "qwen2_moe") else bias
     if family == "llama":
         _no(c, "mlp_bias", "biases on the feed-forward projections")
@@ -513,6 +519,8 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
     for f in ("final_logit_softcapping", "attn_logit_softcapping"):
         if c.get(f) is not None:
             raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
+    _no(c, "use_bidirectional_attention", "attention over the whole sequence (an encoder, EmbeddingGemma), not causal")
+    bias = c.bool("attention_bias", False)
     norm = Norm(eps, 1.0)  # Gemma's RMSNorm multiplies by 1 + weight
     scalar = c.float("query_pre_attn_scalar", 256.0)
     if scalar <= 0:
@@ -530,9 +538,9 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
     for i, t in enumerate(layer_types):
         if t == "sliding_attention":
             mixer = Attention(heads, kv, hd, Rotation(rot, lbase, lscaling), window=_window(c), qk_norm=norm,
-                              scale=scale if why else None, scale_why=why)
+                              bias=bias, out_bias=bias, scale=scale if why else None, scale_why=why)
         elif t == "full_attention":
-            mixer = Attention(heads, kv, hd, Rotation(rot, gbase, gscaling), qk_norm=norm,
+            mixer = Attention(heads, kv, hd, Rotation(rot, gbase, gscaling), qk_norm=norm, bias=bias, out_bias=bias,
                               scale=scale if why else None, scale_why=why)
         else:
             raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
@@ -546,6 +554,7 @@ def _yarn_mscale(scale: float, mscale: float) -> float:
 
 
 def _deepseek(c, model_type, family, d, eps, layer_types, moe):
+    _no(c, "attention_bias", "biases on the latent attention's projections")
     heads = c.int("num_attention_heads")
     q_rank = c.int("q_lora_rank") if c.has("q_lora_rank") else None
     nope, rope_dim, v = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")

@@ -278,3 +278,25 @@ def test_a_text_config_of_another_model_type_is_refused():
     cfg["text_config"]["model_type"] = "llama4_text"
     with pytest.raises(SpecError, match="`text_config.model_type`"):
         spec_from_config(cfg)
+
+
+# ---- flags that change the model are honoured or refused, never dropped ----------------------------------------
+
+
+def test_a_qwen2_moe_config_without_qkv_bias_has_no_query_bias():
+    assert spec_from_config(config("qwen2-57b-a14b")).layers[0].mixer.bias  # qkv_bias defaults to true
+    assert not spec_from_config({**config("qwen2-57b-a14b"), "qkv_bias": False}).layers[0].mixer.bias
+
+
+def test_gemma3_attention_bias_is_honoured_and_bidirectional_attention_refused():
+    m = spec_from_config({**config("gemma-3-1b-it"), "attention_bias": True}).layers[0].mixer
+    assert m.bias and m.out_bias
+    with pytest.raises(SpecError, match="`use_bidirectional_attention`"):
+        spec_from_config({**config("gemma-3-1b-it"), "use_bidirectional_attention": True})
+    spec_from_config({**config("gemma-3-1b-it"), "use_bidirectional_attention": False})
+
+
+def test_deepseek_attention_bias_is_refused_by_name():
+    with pytest.raises(SpecError, match="`attention_bias`"):
+        spec_from_config({**config("deepseek-v3"), "attention_bias": True})
+
