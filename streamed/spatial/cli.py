@@ -46,8 +46,10 @@ def summary(model, out_dir: str) -> str:
     lines.append(f"  residency      states {states}; weights {weights}; {_bytes(r['reserved_sram_bytes'])} SRAM "
                  f"reserved for the largest program (per chip)")
     e = model.estimate
+    moved = ", ".join(f"{_bytes(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
     lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
-                 f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound)")
+                 f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
+                 f"{' per chip' if moved and d.chips > 1 else ''})")
     return "\n".join(lines)
 
 
