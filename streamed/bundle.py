@@ -77,7 +77,14 @@ def _is_bundle(path: Path) -> bool:
 
 def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None) -> Path:
     """Write ``model`` to ``out_dir`` atomically; returns the manifest's path."""
+    if not str(out_dir):
+        raise BundleError("an empty output path: name the bundle directory, such as model.bundle")
     out = Path(out_dir)
+    here = Path.cwd()
+    if Path(os.path.abspath(out)) in (here, *here.parents):
+        # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
+        raise BundleError(f"{out}: is the current directory{' or above it' if Path(os.path.abspath(out)) != here else ''}"
+                          f"; name a new directory for the bundle, such as {here.name or 'model'}.bundle")
     parent = out.parent if str(out.parent) else Path(".")
     above = next((p for p in (parent, *parent.parents) if p.exists()), None)
     if above is not None and not above.is_dir():

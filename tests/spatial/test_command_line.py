@@ -120,3 +120,15 @@ def test_verify_refuses_a_bundle_lowered_from_another_document(tmp_path, capsys)
     assert main(["verify", other, "--bundle", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert f"is not a bundle of {other}" in err and "attention: 0-3" in err
+
+
+@pytest.mark.parametrize("output", [".", "..", ""])
+def test_the_current_directory_or_an_empty_path_is_never_taken_for_the_bundle(tmp_path, capsys, monkeypatch, output):
+    here = tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["lower", TINY, "--ctx", "64", "-o", output]) == 2
+    err = capsys.readouterr().err
+    assert "is the current directory" in err or "an empty output path" in err
+    assert "Traceback" not in err and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert list(here.iterdir()) == []
