@@ -127,12 +127,15 @@ def render(report, source: str, layers: list[str]) -> str:
     head = (f"{label(report.deployment)}, {source}: {report.steps} steps, {compared} tensors compared, "
             f"{len(report.measures)} measures")
     widths = [max(len(r[i]) for r in rows + [("program", "tensor", "max abs", "max rel", "")]) for i in range(5)]
-    lines = [head, "  ".join(h.ljust(w) for h, w in zip(("program", "tensor", "max abs", "max rel", ""), widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    row = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    lines = [head, row(("program", "tensor", "max abs", "max rel", ""))] + [row(r) for r in rows]
     if report.measures:
-        w = max(report.measures, key=lambda m: (not m.ok, m.max_rel))
-        lines.append(f"worst of every tensor: {w.program}, `{w.tensor}` at step {w.step}: max abs {w.max_abs:.3g}, "
-                     f"max rel {w.max_rel:.3g}")
+        w = max(report.measures, key=lambda m: (not m.ok, m.max_rel, m.max_abs))
+        if w.ok and w.max_abs == 0:  # naming one tensor as "worst" of a tie at zero would point at nothing
+            lines.append("every tensor compared is equal in both runs, bit for bit")
+        else:
+            lines.append(f"worst of every tensor: {w.program}, `{w.tensor}` at step {w.step}: max abs "
+                         f"{w.max_abs:.3g}, max rel {w.max_rel:.3g}")
     verdict = "agree" if report.ok else "DIFFER"
     lines.append(f"bundle and reference {verdict}")
     return "\n".join(lines)

@@ -265,3 +265,11 @@ def test_a_written_bundle_is_certified_from_disk_and_a_tampered_manifest_is_caug
     assert "layer 3, tensor `" in err
     assert main(["verify", doc, "--bundle", str(tmp_path / "nothing")]) == 2
     assert "manifest.json: cannot be read" in capsys.readouterr().err
+
+
+def test_verify_says_every_tensor_agrees_bit_for_bit_rather_than_naming_a_worst_input(capsys):
+    assert main(["verify", str(EXAMPLES / "tiny-llama.lgm"), "--steps", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "every tensor compared is equal in both runs, bit for bit" in out
+    assert not any(l.startswith("worst of every tensor") for l in out)
+    assert all(l == l.rstrip() for l in out)
