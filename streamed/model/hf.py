@@ -2,7 +2,8 @@
 
 Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
-gpt_oss.
+gpt_oss; and any multimodal wrapper (llava, mistral3…) whose ``text_config`` is one of those text models — the text
+model is written, as transformers holds it under ``model.language_model.``.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
 configuration class derives it (``full_attention_interval``, ``sliding_window_pattern``, ``first_k_dense_replace``
@@ -356,15 +357,21 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         raise SpecError(f"{where}: `model_type` is missing; it names the architecture (one of {', '.join(SUPPORTED)})")
     if not isinstance(model_type, str):
         raise SpecError(f"{where}: `model_type` must be a string, not {json.dumps(model_type)}")
+    wrapper = None
+    text = config.get("text_config")
+    inner = text.get("model_type") if isinstance(text, dict) else None
+    if model_type not in _FAMILY and inner in _FAMILY and inner not in TEXT_MODEL:
+        # A multimodal wrapper this tool does not know by name (llava, mistral3…) around a text model it does: the
+        # text model, as transformers holds it under `model.language_model.`; the vision tower is not written.
+        wrapper, model_type = model_type, inner
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
-    _check_architectures(config, where, model_type)
+    _check_architectures(config if wrapper is None else text, where, model_type)
     data = config
     prefix = "model."
     text_where = where
     text_type = TEXT_MODEL.get(model_type, model_type)
-    if model_type in TEXT_MODEL and "text_config" in config:
-        text = config["text_config"]
+    if (model_type in TEXT_MODEL or wrapper) and "text_config" in config:
         if not isinstance(text, dict):
             raise SpecError(f"{where}: `text_config` must be an object, not {json.dumps(text)[:60]}")
         inner = text.get("model_type", text_type)
@@ -395,6 +402,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied = c.bool("tie_word_embeddings", False)
     notes = list(extra.get("notes", ()))
+    if wrapper:
+        notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
     quant = config.get("quantization_config")
     if isinstance(quant, dict) and quant:
         # FP8, MXFP4, GPTQ… checkpoints keep their weights in packs of their own (`weight_scale_inv`, `_blocks`,

@@ -127,6 +127,13 @@ CASES = {
     "qwen3.5-35b-a3b": Case(40, every(4, "attention, experts", "gated deltanet, experts"),
                             ("heads 16 sharing 2", "256 experts, top 8", "cosines of base 10000000",
                              "table of ctx by 32", "model.language_model.layers.{l}.", "mrope")),
+    # Wrappers this tool does not name, around a text model it does: LlamaConfig's 7B defaults fill llava's text.
+    "llava-1.5-7b": Case(32, lambda i: "attention", ("heads 32 sharing 32", "32 query heads of 128", "Let d be 4096.",
+                                                     "Let vocab be 32064.", "Let ffn be 11008.", "base 10000.",
+                                                     "model.language_model.layers.{l}.", "a llava config")),
+    "mistral-small-3.1-24b-instruct-2503": Case(40, lambda i: "attention", (
+        "heads 32 sharing 8.", "32 query heads of 128", "cosines of base 1000000000.", "a mistral3 config",
+        'Wout  is "lm_head.weight"')),
 }
 
 
@@ -243,7 +250,7 @@ def test_architectures_naming_another_model_s_class_is_refused(tmp_path):
 # ---- multimodal wrappers: text_config ---------------------------------------------------------------------------
 
 
-WRAPPED = ["gemma-3-4b-it", "llama-4-maverick", "qwen3.5-35b-a3b"]
+WRAPPED = ["gemma-3-4b-it", "llama-4-maverick", "qwen3.5-35b-a3b", "llava-1.5-7b", "mistral-small-3.1-24b-instruct-2503"]
 
 
 @pytest.mark.parametrize("name", WRAPPED)
@@ -300,3 +307,9 @@ def test_deepseek_attention_bias_is_refused_by_name():
     with pytest.raises(SpecError, match="`attention_bias`"):
         spec_from_config({**config("deepseek-v3"), "attention_bias": True})
 
+
+
+def test_a_wrapper_around_an_unsupported_text_model_is_refused_naming_its_model_type():
+    cfg = {**config("llava-1.5-7b"), "text_config": {"model_type": "phi3", "hidden_size": 64}}
+    with pytest.raises(SpecError, match='`model_type` "llava" is not supported'):
+        spec_from_config(cfg)
