@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..analysis import analyze, layer_ranges
+from ..analysis import analyze, layer_ranges, position
 from ..cli import UserError, deployment_from, load_storage, print_errors, read_document
 from ..streamed import MODES, StreamedReject, lower_streamed
 from .target import BUILTIN, TargetError, load_target
@@ -103,6 +103,12 @@ def cmd_lower(args) -> int:
     analysis = analyze(text, storage)
     if analysis.errors:
         return print_errors(args.doc, analysis, "lower", "lowered")
+    # A checkpoint that lacks the tensors the document binds still lowers (storage only decides Q8_0 folding), but
+    # the bundle would load nothing from it: say so, as `check` does, before the summary.
+    for d in analysis.diagnostics:
+        if d.code == "checkpoint":
+            line, col = position(d.range)
+            print(f"{args.doc}:{line}:{col}: warning: {d.message}", file=sys.stderr)
     bar = _Bar(sys.stderr)
     try:
         model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)

@@ -132,3 +132,22 @@ def test_the_current_directory_or_an_empty_path_is_never_taken_for_the_bundle(tm
     assert "is the current directory" in err or "an empty output path" in err
     assert "Traceback" not in err and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
     assert list(here.iterdir()) == []
+
+
+def test_lowering_with_a_checkpoint_that_lacks_the_bound_tensors_warns_at_each_binding(tmp_path, capsys):
+    import numpy as np
+    from gguf import GGUFWriter
+
+    ckpt = tmp_path / "other.gguf"
+    w = GGUFWriter(str(ckpt), "llama")
+    w.add_tensor("something.else", np.zeros(4, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert main(["lower", TINY, "--ctx", "64", "--checkpoint", str(ckpt), "-o", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    text = (EXAMPLES / "tiny-llama.lgm").read_text()
+    line = text[:text.index("Let Emb be")].count("\n") + 1
+    assert f"{TINY}:{line}:5: warning: `Emb` is bound to \"token_embd.weight\", which" in err
+    assert "does not have" in err
