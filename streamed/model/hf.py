@@ -617,7 +617,8 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
     for i, t in enumerate(layer_types):
         _kind_of_layer(c, i, t, ("chunked_attention", "full_attention"), "Llama 4")
         rope = bool(rope_layers[i])
-        chunk = c.int("attention_chunk_size", 8192) if t == "chunked_attention" else None
+        # `attention_chunk_size: null` is no chunking: the layer attends to all it has seen, as transformers does.
+        chunk = c.int("attention_chunk_size") if t == "chunked_attention" and c.has("attention_chunk_size") else None
         notes = () if rope or not tuning else (
             "NoPE layer: Llama 4's query temperature (attn_temperature_tuning) is not modelled; it is 1 below "
             "position floor_scale − 1",)

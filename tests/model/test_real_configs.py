@@ -313,3 +313,13 @@ def test_a_wrapper_around_an_unsupported_text_model_is_refused_naming_its_model_
     cfg = {**config("llava-1.5-7b"), "text_config": {"model_type": "phi3", "hidden_size": 64}}
     with pytest.raises(SpecError, match='`model_type` "llava" is not supported'):
         spec_from_config(cfg)
+
+
+def test_llama4_attention_chunk_size_left_out_is_8192_and_null_is_no_chunking():
+    cfg = config("llama-4-maverick")
+    del cfg["text_config"]["attention_chunk_size"]
+    assert spec_from_config(cfg).layers[0].mixer.chunk == 8192
+    cfg["text_config"]["attention_chunk_size"] = None
+    spec = spec_from_config(cfg)
+    assert [l.mixer.chunk for l in spec.layers] == [None] * 48
+    assert [l.mixer.rotation is None for l in spec.layers] == [(i + 1) % 4 == 0 for i in range(48)]
