@@ -54,7 +54,7 @@ def spec_of(source: str, name: str | None = None):
         except CheckpointError as e:
             raise UserError(str(e)) from None
     try:
-        cfg = json.loads(p.read_bytes().decode("utf-8"))
+        cfg = json.loads(p.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         cfg = None  # read_config says what is wrong with it
     try:

@@ -665,7 +665,7 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     except OSError as e:
         raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
     try:
-        config = json.loads(raw.decode("utf-8"))
+        config = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark, as Windows editors write, is not JSON
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a config.json: not UTF-8 text") from None
     except json.JSONDecodeError as e:

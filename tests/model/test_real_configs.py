@@ -323,3 +323,10 @@ def test_llama4_attention_chunk_size_left_out_is_8192_and_null_is_no_chunking():
     spec = spec_from_config(cfg)
     assert [l.mixer.chunk for l in spec.layers] == [None] * 48
     assert [l.mixer.rotation is None for l in spec.layers] == [(i + 1) % 4 == 0 for i in range(48)]
+
+
+def test_a_config_json_saved_with_a_byte_order_mark_is_read(tmp_path):
+    src = tmp_path / "config.json"
+    src.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "qwen3-8b.json").read_bytes())
+    code, _, err = cli("author", src, "-o", tmp_path / "m.lgm")
+    assert code == 0, err
