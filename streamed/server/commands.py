@@ -89,8 +89,9 @@ def lowering_available() -> bool:
 
 
 def inside(path: Path, folders: list[Path]) -> bool:
-    p = Path(os.path.abspath(path))
-    return any(p == f or f in p.parents for f in (Path(os.path.abspath(x)) for x in folders))
+    """Whether ``path`` is in one of ``folders``, symbolic links followed (a link cannot lead a bundle out)."""
+    p = Path(os.path.realpath(path))
+    return any(p == f or f in p.parents for f in (Path(os.path.realpath(x)) for x in folders))
 
 
 def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
@@ -103,7 +104,7 @@ def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
     allowed = folders or [doc.parent]
     if not inside(target, allowed):
         raise CommandError(f"will not write {target}: it is outside the workspace folders ({', '.join(map(str, allowed))})")
-    return Path(os.path.abspath(target))
+    return Path(os.path.realpath(target))
 
 
 def deployment_args(obj: dict, defaults: dict) -> dict:

@@ -26,6 +26,15 @@ class Protocol(LanguageServerProtocol):
     """pygls's protocol, except that document text lives in the scheduler alone: the built-in copy is not kept, so
     an edit pygls could not apply (a position past the end) cannot stop the server's own handler from running."""
 
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):
+        """Positions are UTF-16 columns, as the core counts them: a client that offers other encodings first (Neovim
+        offers UTF-8) is answered UTF-16, which every client must support."""
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = [lsp.PositionEncodingKind.Utf16]
+        return (yield from super().lsp_initialize(params))
+
     @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params):
         if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
@@ -275,15 +284,61 @@ async def _document(ls: StreamedServer, command: str, obj: dict, example: str) -
 COMMANDS: dict = {}
 
 
-def _command(name: str):
-    """A command handler ``fn(ls, args, work_done_token)``. Registered with pygls so the capability lists it, but
-    dispatched by ``Protocol`` so the handler sees the raw arguments and the client's work-done token; a
-    ``CommandError`` becomes a JSON-RPC "invalid params" error carrying its sentence."""
+class Work:
+    """One command's ``$/progress``: begun on the client's work-done token or one the server creates (when the client
+    supports it), reported from any thread, ended however the command ends; ``cancelled()`` is true once the client
+    cancels the progress or the request."""
+
+    def __init__(self, ls: StreamedServer, title: str, token):
+        self.ls, self.title, self.token = ls, title, token
+        self.loop = asyncio.get_running_loop()
+        self.stopped = False
+
+    async def __aenter__(self):
+        progress = self.ls.work_done_progress
+        if self.token is None and _supports_progress(self.ls):
+            token = str(uuid.uuid4())
+            try:
+                await asyncio.wait_for(progress.create_async(token), 2)
+                self.token = token
+            except Exception:
+                self.token = None
+        if self.token is not None:
+            progress.begin(self.token, lsp.WorkDoneProgressBegin(title=self.title, cancellable=True, percentage=0))
+            await asyncio.sleep(0)  # let a cancel already on its way arrive before the work starts
+        return self
+
+    def report(self, message: str, pct: int) -> None:
+        if self.token is not None:
+            value = lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct)))
+            self.loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, value)
+
+    def cancelled(self) -> bool:
+        fut = self.ls.work_done_progress.tokens.get(self.token) if self.token is not None else None
+        return self.stopped or (fut is not None and fut.cancelled())
+
+    async def __aexit__(self, kind, error, tb):
+        if isinstance(error, asyncio.CancelledError):
+            self.stopped = True
+        if self.token is not None:
+            outcome = "done" if error is None else "cancelled" if self.cancelled() else "failed"
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=outcome))
+            self.ls.work_done_progress.tokens.pop(self.token, None)
+        return False
+
+
+def _command(name: str, title: str):
+    """A command handler ``fn(ls, args, work)``. Registered with pygls so the capability lists it, but dispatched by
+    ``Protocol`` so the handler sees the raw arguments and the client's work-done token; every command reports
+    ``$/progress``; a ``CommandError`` becomes a JSON-RPC "invalid params" error carrying its sentence."""
 
     def wrap(fn):
         async def handler(ls: StreamedServer, args, token=None):
             try:
-                return await fn(ls, args, token)
+                async with Work(ls, title, token) as work:
+                    if work.cancelled():
+                        raise commands.CommandError(f"`{name}` was cancelled")
+                    return await fn(ls, args, work)
             except commands.CommandError as e:
                 raise _invalid(str(e)) from None
 
@@ -294,14 +349,14 @@ def _command(name: str):
     return wrap
 
 
-@_command("streamed.showKinds")
-async def cmd_show_kinds(ls: StreamedServer, args, token):
+@_command("streamed.showKinds", "Layer kinds")
+async def cmd_show_kinds(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.showKinds", args, '{"uri": …}')
     return commands.show_kinds(await _document(ls, "streamed.showKinds", obj, '{"uri": …}'))
 
 
-@_command("streamed.goToRepresentative")
-async def cmd_go_to_representative(ls: StreamedServer, args, token):
+@_command("streamed.goToRepresentative", "Representative layer")
+async def cmd_go_to_representative(ls: StreamedServer, args, work: Work):
     example = '{"uri": …, "position": {"line": 0, "character": 0}}'
     obj = commands.one_object("streamed.goToRepresentative", args, example)
     snap = await _document(ls, "streamed.goToRepresentative", obj, example)
@@ -309,50 +364,18 @@ async def cmd_go_to_representative(ls: StreamedServer, args, token):
     return definition.go_to_representative(snap, line, character)
 
 
-@_command("streamed.openManifest")
-async def cmd_open_manifest(ls: StreamedServer, args, token):
+@_command("streamed.openManifest", "Opening the manifest")
+async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
     return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj)
 
 
-@_command("streamed.lowerBundle")
-async def cmd_lower_bundle(ls: StreamedServer, args, token):
+@_command("streamed.lowerBundle", "Lowering SN50 bundle")
+async def cmd_lower_bundle(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.lowerBundle", args, commands.LOWER_EXAMPLE)
     snap = await _document(ls, "streamed.lowerBundle", obj, commands.LOWER_EXAMPLE)
-    progress = ls.work_done_progress
-    if token is None and _supports_progress(ls):
-        token = str(uuid.uuid4())
-        try:
-            await asyncio.wait_for(progress.create_async(token), 2)
-        except Exception:
-            token = None
-    loop = asyncio.get_running_loop()
-    stop = {"cancelled": False}
-    if token is not None:
-        progress.begin(token, lsp.WorkDoneProgressBegin(title="Lowering SN50 bundle", cancellable=True, percentage=0))
-
-    def report(message: str, pct: int) -> None:
-        if token is not None:
-            loop.call_soon_threadsafe(progress.report, token, lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct))))
-
-    def cancelled() -> bool:
-        fut = progress.tokens.get(token) if token is not None else None
-        return stop["cancelled"] or (fut is not None and fut.cancelled())
-
-    outcome = "failed"
-    try:
-        result = await loop.run_in_executor(None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, report,
-                                            cancelled, ls.sched().lowered)
-        outcome = f"wrote {Path(result['manifest']).parent.name}/"
-        return result
-    except asyncio.CancelledError:
-        stop["cancelled"] = True
-        outcome = "cancelled"
-        raise
-    finally:
-        if token is not None:
-            progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
-            progress.tokens.pop(token, None)
+    return await asyncio.get_running_loop().run_in_executor(
+        None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, work.report, work.cancelled, ls.sched().lowered)
 
 
 def _supports_progress(ls: StreamedServer) -> bool:

@@ -102,3 +102,14 @@ async def test_lower_bundle_with_a_bad_mode_names_the_modes(editor, client):
     await editor.analysed(uri)
     with pytest.raises(JsonRpcInvalidParams, match="`mode` must be one of forward, decode, prefill"):
         await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "fast"})
+
+
+async def test_every_command_reports_progress_from_begin_to_end(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    before = set(client.progress_reports)
+    await run(client, "streamed.showKinds", {"uri": uri})
+    new = [t for t in client.progress_reports if t not in before]
+    assert len(new) == 1
+    kinds = [getattr(p, "kind", None) for p in client.progress_reports[new[0]]]
+    assert kinds[0] == "begin" and kinds[-1] == "end"

@@ -42,3 +42,29 @@ def test_a_bad_setting_keeps_the_previous_value_and_says_why():
     assert s.deployment["ctx"] == 4096 and s.deployment["tp"] == 4 and s.checkpoint is None
     assert problems == ["`streamed.checkpoint` must be a path or null, not 3",
                         "`streamed.deployment.ctx` must be a positive whole number, not 'big'"]
+
+
+@pytest.mark.asyncio
+async def test_a_client_preferring_utf8_is_answered_in_utf16_columns(tmp_path):
+    from lsprotocol import types as lsp
+
+    from lsphelp import server_config
+
+    client = await server_config().start()
+    try:
+        params = init_params(tmp_path)
+        params.capabilities.general = lsp.GeneralClientCapabilities(position_encodings=[
+            lsp.PositionEncodingKind.Utf8, lsp.PositionEncodingKind.Utf16])
+        result = await client.initialize_session(params)
+        assert result.capabilities.position_encoding == lsp.PositionEncodingKind.Utf16
+        editor = Editor(client, tmp_path, "utf16")
+        text = TINY.replace("Let hn1 be rmsnorm of", "Let hn1 be 😀 rmsnorm of")
+        uri = editor.open(text)
+        await editor.analysed(uri)
+        line = next(i for i, l in enumerate(text.split("\n")) if "😀" in l)
+        (err,) = [d for d in editor.diagnostics(uri) if d.range.start.line == line and d.severity == lsp.DiagnosticSeverity.Error]
+        # The emoji is one character, two UTF-16 units, four UTF-8 bytes: columns are UTF-16.
+        assert (err.range.start.character, err.range.end.character) == (11, 13)
+        await client.shutdown_session()
+    finally:
+        await client.stop()
