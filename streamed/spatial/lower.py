@@ -153,6 +153,12 @@ def _size(s) -> int:
     return math.prod(s) if s else 1
 
 
+def _reach(op: Op) -> int | float:
+    """How many keys one query of an attention op scores at most: a sliding window's ``W``, a chunk's ``C``, else
+    every cached position (``inf``: the cache's length decides)."""
+    return min(op.attr("window", math.inf) or math.inf, op.attr("chunk", math.inf) or math.inf)
+
+
 def flops_of(op: Op, shape) -> int:
     """Floating-point operations of one op (multiply-adds count two)."""
     k, ins = op.kind, [shape(n) for n in op.inputs]
@@ -161,7 +167,7 @@ def flops_of(op: Op, shape) -> int:
         return 2 * ins[0][0] * ins[0][1] * ins[1][1]
     if k == "attention":
         q, kk = ins[0], ins[1]
-        return 4 * q[0] * q[1] * kk[0]
+        return 4 * q[0] * q[1] * min(kk[0], _reach(op))
     if k == "latent_attention":
         q, c, r, a, b = ins[0], ins[1], ins[2], ins[4], ins[5]
         h, n = a[0], a[1]
@@ -910,12 +916,17 @@ def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
     """The part of input ``name`` an op reads per step: all of it, except
     - an expert's weights, of which a step reads the experts its rows choose (at most ``rows · top`` of E);
     - an embedding table, of which a lookup reads the rows of its tokens (``rows`` of ``vocab``);
-    - the state a ``write_rows`` updates in place: it reads none of it (the new rows are its write).
+    - the state a ``write_rows`` updates in place: it reads none of it (the new rows are its write);
+    - the keys and values of a windowed (or chunked) attention: the last ``W + rows − 1`` positions.
     An estimate that charged the whole table or cache would bound decode below what the weights allow."""
     if op.kind == "lookup" and name in op.inputs[1:]:
         return min(1.0, tensors[op.outputs[0]].shape[0] / max(tensors[op.inputs[1]].shape[0], 1))
     if op.kind == "write_rows" and name == op.inputs[0]:
         return 0.0
+    if op.kind == "attention" and name in op.inputs[1:3]:
+        # A window (or chunk) of W keys: the rows' queries reach the last W + rows − 1 positions of the cache.
+        keys, rows = tensors[name].shape[0], tensors[op.inputs[0]].shape[0]
+        return min(1.0, (_reach(op) + rows - 1) / max(keys, 1))
     if op.kind != "experts" or name not in op.inputs[2:5] and name not in _expert_biases(op):
         return 1.0
     experts = tensors[op.inputs[2]].shape[0]

@@ -22,7 +22,7 @@ def test_a_decode_step_reads_the_embedding_rows_of_its_token_not_the_whole_table
 
 def test_a_cache_update_moves_its_new_row_while_attention_reads_the_whole_cache():
     model = _model(ctx=4096)
-    kind = model.kinds[0].program
+    kind = model.kind("attention").program  # the global kind: its attention reads every cached position
     update = next(op for op in kind.ops if op.kind == "write_rows")
     attention = next(op for op in kind.ops if op.kind == "attention")
     cache = kind.tensor(update.inputs[0])
@@ -50,3 +50,11 @@ def test_the_lower_summary_shows_what_a_step_reads_from_memory_so_the_rate_can_b
     line = next(l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("estimate"))
     model = _model(ctx=256)
     assert f"memory-bound, reading {_bytes(model.estimate['step']['bytes']['hbm'])} from HBM)" in line
+
+
+def test_a_windowed_attention_reads_and_scores_only_its_window_of_the_cache():
+    model = _model(ctx=4096)  # layers 0-2 attend over a window of 8, layer 3 over the whole cache
+    ops = {k.name: next(op for op in k.program.ops if op.kind == "attention") for k in model.kinds}
+    windowed, full = ops["attention, window 8"], ops["attention"]
+    assert sum(windowed.bytes_moved.values()) * 100 < sum(full.bytes_moved.values())
+    assert windowed.flops * 100 < full.flops
