@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -35,6 +34,8 @@ from pathlib import Path
 
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
+
+from common import machine, record
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = 128
@@ -176,16 +177,6 @@ def p(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=40, help="keystroke rounds (each: 3 comment, 2 rename, 2 number keys)")
@@ -213,8 +204,7 @@ def main() -> int:
     report = [
         "## Language server",
         "",
-        f"`benchmarks/bench_server.py`, {date.today().isoformat()}, {os.cpu_count()} CPUs ({cpu_model()}), Python "
-        f"{platform.python_version()}; load average {load:.1f} while it ran (the machine is shared: other engineers' "
+        f"`benchmarks/bench_server.py`, {date.today().isoformat()}, {machine()}; load average {load:.1f} while it ran (the machine is shared: other engineers' "
         f"test suites run concurrently, so these are upper bounds). The real server over stdio; document: "
         f"`streamed author` of gemma-3-27b.json with {LAYERS} layers ({len(text.splitlines())} lines, "
         f"{len(text.encode()) // 1024} KiB; kinds: {', '.join(f'{n} ×{c}' for n, c in kinds)}); `debounceMs: 0`, so every "
@@ -241,10 +231,7 @@ def main() -> int:
     text_out = "\n".join(report) + "\n"
     print(text_out)
     if args.write:
-        path = ROOT / "docs" / "performance.md"
-        doc = path.read_text() if path.exists() else "# Performance\n"
-        doc = re.sub(r"\n## Language server\n.*?(?=\n## |\Z)", "\n", doc, flags=re.S).rstrip("\n") + "\n\n" + text_out
-        path.write_text(doc)
+        record(text_out)
     return 0
 
 
