@@ -21,7 +21,7 @@ MAX_WEIGHTS = 400_000_000
 def add_commands(sub) -> None:
     v = sub.add_parser("verify", help="certify a bundle: execute it and the authored document, compare every tensor")
     v.add_argument("doc", metavar="DOC", help="the model program (.lgm)")
-    v.add_argument("--mode", choices=MODES, default="decode", help="the deployment (default decode)")
+    v.add_argument("--mode", choices=MODES, help="the deployment (default decode)")
     v.add_argument("--ctx", type=int, metavar="N", help="KV-cache length; the sequence for forward (default 32)")
     v.add_argument("--chunk", type=int, metavar="N", help="prefill rows before the decode steps (default 4)")
     v.add_argument("--batch", type=int, metavar="N", help="sequences of a batched step (default 2)")
@@ -44,8 +44,18 @@ DEFAULTS = {"ctx": 32, "chunk": 4, "batch": 2, "tp": 2}
 
 
 def deployment_of(args):
+    """The deployment to certify; ``None`` for ``--bundle``, which certifies the bundle's own (so a size given beside
+    it would be ignored: refused instead)."""
     if args.steps <= 0:
         raise UserError(f"--steps {args.steps}: must be a positive number")
+    given = [f"--{f} {getattr(args, f)}" for f in ("mode", "ctx", "chunk", "batch", "tp") if getattr(args, f) is not None]
+    if args.bundle is not None:
+        if given:
+            raise UserError(f"{given[0]}: --bundle certifies the deployment the bundle was lowered for; give one or "
+                            f"the other")
+        return None
+    if args.mode is None:
+        args.mode = "decode"
     return deployment_from(args, DEFAULTS)
 
 

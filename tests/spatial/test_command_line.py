@@ -151,3 +151,10 @@ def test_lowering_with_a_checkpoint_that_lacks_the_bound_tensors_warns_at_each_b
     line = text[:text.index("Let Emb be")].count("\n") + 1
     assert f"{TINY}:{line}:5: warning: `Emb` is bound to \"token_embd.weight\", which" in err
     assert "does not have" in err
+
+
+def test_verify_of_a_written_bundle_refuses_a_deployment_given_beside_it(tmp_path, capsys):
+    assert main(["lower", TINY, "--ctx", "64", "-o", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert main(["verify", TINY, "--bundle", str(tmp_path / "b"), "--mode", "tp"]) == 2
+    assert "--mode tp: --bundle certifies the deployment the bundle was lowered for" in capsys.readouterr().err
