@@ -59,3 +59,34 @@ async def test_a_bad_setting_is_named_in_a_message_and_the_rest_still_apply(tp_c
     editor = Editor(tp_client, tp_client.root, "still_works")
     uri = editor.open(TINY)
     assert (await editor.analysed(uri)).layers == 4
+
+
+async def test_a_checkpoint_setting_decides_how_weights_are_read(tp_client, tmp_path):
+    """A checkpoint storing layer 2's output projection F16: layer 2 reads it dense, so it is not one program with
+    its siblings — and the warning says how the checkpoint stores it."""
+    import sys
+
+    from lsphelp import ROOT
+
+    sys.path.insert(0, str(ROOT / "tests" / "model"))
+    from ggufs import llama_like  # the model tests' GGUF writer
+
+    ckpt = llama_like(tmp_path / "tiny.gguf", types={"blk.2.attn_output.weight": "F16"})
+    editor = Editor(tp_client, tp_client.root, "checkpoint")
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    assert not any(d.code == "divergence" for d in editor.diagnostics(uri))
+    before = len(tp_client.analyses)
+    tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"checkpoint": str(ckpt)}}))
+    for _ in range(500):
+        if any(a.uri == uri for a in tp_client.analyses[before:]):
+            break
+        await asyncio.sleep(0.01)
+    (w,) = [d for d in editor.diagnostics(uri) if d.code == "divergence"]
+    assert "`Wo2` is stored F16" in w.message
+    tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"checkpoint": "/nowhere/x.gguf"}}))
+    for _ in range(300):
+        if any("/nowhere/x.gguf" in m.message for m in tp_client.messages):
+            break
+        await asyncio.sleep(0.01)
+    assert any("/nowhere/x.gguf: no such file" in m.message for m in tp_client.messages)
