@@ -2,8 +2,9 @@
 
 Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
-gpt_oss; and any multimodal wrapper (llava, mistral3…) whose ``text_config`` is one of those text models — the text
-model is written, as transformers holds it under ``model.language_model.``.
+gpt_oss; the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
+qwen3_vl_moe); and any multimodal wrapper (llava, mistral3…) whose ``text_config`` is one of those text models. A
+wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
 configuration class derives it (``full_attention_interval``, ``sliding_window_pattern``, ``first_k_dense_replace``
@@ -34,7 +35,8 @@ __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
 SUPPORTED = (
     "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
     "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
-    "llama4_text", "gpt_oss",
+    "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl",
+    "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text",
 )
 
 _REQUIRED = object()
@@ -111,9 +113,30 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                  "original_max_position_embeddings": 4096}},
 }
-#: A multimodal wrapper's text model: the ``model_type`` of its ``text_config`` (whose class defaults apply).
+_QWEN_VL = {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
+            "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
+            "rope_theta": 1_000_000.0, "max_window_layers": 80}
+DEFAULTS.update({
+    "qwen2_vl_text": _QWEN_VL, "qwen2_5_vl_text": _QWEN_VL,
+    "qwen3_vl_text": {**_LLAMA_LIKE, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
+                      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128,
+                      "rope_theta": 500_000.0},
+    # Qwen3-VL-MoE's class has no `norm_topk_prob`: its router always normalizes the top-k weights.
+    "qwen3_vl_moe_text": {**_LLAMA_LIKE, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
+                          "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+                          "tie_word_embeddings": True, "rope_theta": 500_000.0, "decoder_sparse_step": 1,
+                          "moe_intermediate_size": 1408, "num_experts_per_tok": 4, "num_experts": 60,
+                          "norm_topk_prob": True},
+})
+#: A multimodal wrapper's text model: the ``model_type`` of its ``text_config`` (whose class defaults apply). Qwen2-VL
+#: and Qwen2.5-VL configs may also hold the text fields flat, beside `vision_config`, as transformers still reads them.
 TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
-              "qwen3_5_moe": "qwen3_5_moe_text"}
+              "qwen3_5_moe": "qwen3_5_moe_text", "qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text",
+              "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+#: The text model a vision-language one extends: the same layers, its rotation split in sections (mrope) that agree
+#: for text.
+_TEXT_BASE = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
+              "qwen3_vl": "qwen3", "qwen3_vl_text": "qwen3", "qwen3_vl_moe": "qwen3_moe", "qwen3_vl_moe_text": "qwen3_moe"}
 
 
 class _Config:
@@ -215,7 +238,7 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
         kind = scaling.get("rope_type") or scaling.get("type") or "default"
     if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
         raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)}")
-    if kind in ("default", None):
+    if kind in ("default", "mrope", None):  # Qwen2-VL's `mrope` is the default rotation on each of its sections
         return float(base), None, {}
     factor = scaling.get("factor")
     phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if isinstance(factor, (int, float)) else "")
@@ -225,6 +248,13 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
 def _scaling_note(scaling: str | None, base: float) -> list[str]:
     """What the document says of a rotation scaling the language does not model (its tables are plain frequencies)."""
     return [f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies."] if scaling else []
+
+
+def _mrope_note(c: _Config) -> list[str]:
+    """What the document says of a multimodal rotation: for text its sections' positions agree, so it is this one."""
+    if c.has("mrope_section") or any("mrope_section" in (c.dict(f) or {}) for f in ("rope_parameters", "rope_scaling")):
+        return ["Multimodal rotation (mrope) reduces to this rotation for text, where its three positions agree."]
+    return []
 
 
 def _partial(c: _Config, head_dim: int) -> int:
@@ -324,7 +354,10 @@ _TYPES = {
     "qwen3_5_moe_text": ("qwen3_5_moe", "Qwen3_5Moe"), "gemma3": ("gemma3", "Gemma3"),
     "gemma3_text": ("gemma3", "Gemma3"), "deepseek_v2": ("deepseek", "DeepseekV2"),
     "deepseek_v3": ("deepseek", "DeepseekV3"), "llama4": ("llama4", "Llama4"), "llama4_text": ("llama4", "Llama4"),
-    "gpt_oss": ("gpt_oss", "GptOss"),
+    "gpt_oss": ("gpt_oss", "GptOss"), "qwen2_vl": ("qwen2", "Qwen2VL"), "qwen2_vl_text": ("qwen2", "Qwen2VL"),
+    "qwen2_5_vl": ("qwen2", "Qwen2_5_VL"), "qwen2_5_vl_text": ("qwen2", "Qwen2_5_VL"), "qwen3_vl": ("qwen3", "Qwen3VL"),
+    "qwen3_vl_text": ("qwen3", "Qwen3VL"), "qwen3_vl_moe": ("qwen_moe", "Qwen3VLMoe"),
+    "qwen3_vl_moe_text": ("qwen_moe", "Qwen3VLMoe"),
 }
 _FAMILY = {t: family for t, (family, _) in _TYPES.items()}
 _ARCH_STEM = {t: stem for t, (_, stem) in _TYPES.items()}
@@ -368,7 +401,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
     _check_architectures(config if wrapper is None else text, where, model_type)
     data = config
-    prefix = "model."
+    # A wrapper's text model lives under `model.language_model.`, whether its fields are nested or (Qwen2.5-VL) flat.
+    prefix = "model.language_model." if model_type in TEXT_MODEL or wrapper else "model."
     text_where = where
     text_type = TEXT_MODEL.get(model_type, model_type)
     if (model_type in TEXT_MODEL or wrapper) and "text_config" in config:
@@ -381,7 +415,6 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         # The text model's fields; the outer config's tie_word_embeddings applies when the text one does not say.
         data = {**{k: v for k, v in config.items() if k == "tie_word_embeddings"}, **text}
         text_where = f"{where}: text_config"
-        prefix = "model.language_model."
     family = _FAMILY[model_type]
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
     n = c.int("num_hidden_layers")
@@ -456,6 +489,7 @@ def _no(c: _Config, field: str, why: str) -> None:
 
 
 def _llama(c, model_type, family, d, eps, layer_types, moe):
+    model_type = _TEXT_BASE.get(model_type, model_type)
     heads, kv, hd = _heads(c, d)
     base, scaling, _ = _rope(c)
     rot = Rotation(_partial(c, hd), base, scaling)
@@ -488,7 +522,7 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size"), act)
         layers.append(LayerSpec(mixer, ffn, norm))
-    return layers, {"notes": _scaling_note(scaling, base)}
+    return layers, {"notes": _scaling_note(scaling, base) + _mrope_note(c)}
 
 
 def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
@@ -516,10 +550,7 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
                           normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
-    notes = _scaling_note(scaling, base)
-    if c.has("mrope_section") or "mrope_section" in (c.dict("rope_parameters") or {}) or "mrope_section" in (c.dict("rope_scaling") or {}):
-        notes.append("Multimodal rotation (mrope) reduces to this rotation for text, where its three positions agree.")
-    return layers, {"notes": notes, "final_norm": norm}
+    return layers, {"notes": _scaling_note(scaling, base) + _mrope_note(c), "final_norm": norm}
 
 
 def _gemma3(c, model_type, family, d, eps, layer_types, moe):

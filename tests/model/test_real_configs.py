@@ -134,6 +134,15 @@ CASES = {
     "mistral-small-3.1-24b-instruct-2503": Case(40, lambda i: "attention", (
         "heads 32 sharing 8.", "32 query heads of 128", "cosines of base 1000000000.", "a mistral3 config",
         'Wout  is "lm_head.weight"')),
+    # Vision-language Qwens: their text models, the multimodal rotation reducing to the plain one for text.
+    "qwen2.5-vl-7b-instruct": Case(28, lambda i: "attention", (  # text fields flat beside vision_config
+        "heads 28 sharing 4", "xn0 times Wq0 plus bq0", "cosines of base 1000000.", "model.language_model.layers.{l}.",
+        "mrope")),
+    "qwen3-vl-8b-instruct": Case(36, lambda i: "attention", (
+        "heads 32 sharing 8", "rmsnorm of qp0 with gq0, epsilon 1e-6, heads 32", "cosines of base 5000000.", "mrope",
+        "model.language_model.layers.{l}.")),
+    "qwen3-vl-30b-a3b-instruct": Case(48, lambda i: "attention, experts", (
+        "heads 32 sharing 4", "128 experts, top 8", "normalized", "cosines of base 5000000.")),
 }
 
 
@@ -250,7 +259,8 @@ def test_architectures_naming_another_model_s_class_is_refused(tmp_path):
 # ---- multimodal wrappers: text_config ---------------------------------------------------------------------------
 
 
-WRAPPED = ["gemma-3-4b-it", "llama-4-maverick", "qwen3.5-35b-a3b", "llava-1.5-7b", "mistral-small-3.1-24b-instruct-2503"]
+WRAPPED = ["gemma-3-4b-it", "llama-4-maverick", "qwen3.5-35b-a3b", "llava-1.5-7b", "mistral-small-3.1-24b-instruct-2503",
+           "qwen3-vl-8b-instruct", "qwen3-vl-30b-a3b-instruct"]
 
 
 @pytest.mark.parametrize("name", WRAPPED)
@@ -330,3 +340,12 @@ def test_a_config_json_saved_with_a_byte_order_mark_is_read(tmp_path):
     src.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "qwen3-8b.json").read_bytes())
     code, _, err = cli("author", src, "-o", tmp_path / "m.lgm")
     assert code == 0, err
+
+
+def test_a_flat_qwen2_5_vl_config_is_its_text_model_as_nested_under_text_config():
+    flat = config("qwen2.5-vl-7b-instruct")
+    text = {k: v for k, v in flat.items() if k not in ("vision_config", "architectures")}
+    nested = {"model_type": "qwen2_5_vl", "text_config": {**text, "model_type": "qwen2_5_vl_text"},
+              "vision_config": flat["vision_config"]}
+    a, b = spec_from_config(flat), spec_from_config(nested)
+    assert a.layers == b.layers and a.hf_prefix == b.hf_prefix == "model.language_model."
