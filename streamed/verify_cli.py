@@ -74,7 +74,7 @@ def cmd_verify(args) -> int:
     from .bundle import BundleError, read_bundle
     from .execute import plan_of
     from .streamed import Deployment, StreamedReject, lower_streamed
-    from .verify import RTOL, run
+    from .verify import RTOL, label, run
     from .weights import WeightError, concrete, declared_weights, from_gguf, seeded
 
     text = read_document(args.doc)
@@ -109,7 +109,11 @@ def cmd_verify(args) -> int:
         return 1
     except BundleError as e:
         raise UserError(str(e)) from None
-    report = run(a.programs, weights, dep, plans, args.steps)
+    try:
+        report = run(a.programs, weights, dep, plans, args.steps)
+    except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
+        raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
+                        f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None
     print(render(report, weights.source, [p.label for p in a.programs.layers]))
     if report.steps < args.steps and report.ok:
         print(f"note: {report.steps} of {args.steps} steps ran: the positions after them do not fit ctx {dep.ctx}")

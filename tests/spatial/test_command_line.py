@@ -158,3 +158,16 @@ def test_verify_of_a_written_bundle_refuses_a_deployment_given_beside_it(tmp_pat
     capsys.readouterr()
     assert main(["verify", TINY, "--bundle", str(tmp_path / "b"), "--mode", "tp"]) == 2
     assert "--mode tp: --bundle certifies the deployment the bundle was lowered for" in capsys.readouterr().err
+
+
+def test_verify_that_runs_out_of_memory_says_so_and_suggests_a_smaller_context(capsys, monkeypatch):
+    import streamed.verify as verify_module
+
+    def exhausted(*args, **kw):  # what numpy raises for a forward pass's H × ctx × ctx scores at ctx 100,000
+        raise MemoryError("Unable to allocate 149. GiB for an array with shape (4, 100000, 100000)")
+
+    monkeypatch.setattr(verify_module, "run", exhausted)
+    assert main(["verify", TINY, "--mode", "forward", "--ctx", "64", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "certifying forward (ctx 64) needs more memory than this machine gives" in err
+    assert "149. GiB" in err and "smaller --ctx" in err and "Traceback" not in err
