@@ -19,12 +19,12 @@ from . import inlay_hints, rename, semantic_tokens, symbols
 from .scheduler import Scheduler, Snapshot
 from .settings import Settings
 
-log = logging.getLogger("streamed.server")
 
 
 class Protocol(LanguageServerProtocol):
-    """pygls's protocol, except that document text lives in the scheduler alone: the built-in copy is not kept, so
-    an edit pygls could not apply (a position past the end) cannot stop the server's own handler from running."""
+    """pygls's protocol with three differences: document text lives in the scheduler alone (pygls's copy is not
+    kept, so an edit it could not apply cannot stop the server's own handler from running); positions are always
+    UTF-16; commands are dispatched with their raw arguments and the client's work-done token."""
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams):
@@ -49,7 +49,8 @@ class Protocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams):
         handler = COMMANDS.get(params.command)
         if handler is None:
-            raise JsonRpcInvalidParams(message=f"unknown command `{params.command}`; the commands are {', '.join(sorted(COMMANDS))}")
+            known = ", ".join(sorted(COMMANDS))
+            raise JsonRpcInvalidParams(message=f"unknown command `{params.command}`; the commands are {known}")
         result = yield handler, (self._server, list(params.arguments or []), params.work_done_token), None
         return result
 
@@ -79,7 +80,8 @@ class StreamedServer(LanguageServer):
 
     def on_snapshot(self, snap: Snapshot, published: dict) -> None:
         # Sent as the JSON values ``prepare`` made (pygls's typed ``notify`` would convert it again on this loop).
-        self.protocol._send_data({"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": published})
+        message = {"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": published}
+        self.protocol._send_data(message)
         a = snap.analysis
         self.protocol.notify("streamed/analysisDone", {
             "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
@@ -87,6 +89,7 @@ class StreamedServer(LanguageServer):
         })
 
     def apply_settings(self, raw) -> None:
+        """Merge a client's settings; each bad value is named in a message and the previous one kept."""
         new, problems = self.settings.merged(raw)
         for p in problems:
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, f"streamed: {p}"))
@@ -112,8 +115,9 @@ class StreamedServer(LanguageServer):
             except UserError as e:
                 self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: {e}"))
                 self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
-            except Exception as e:  # a checkpoint reader missing from this build, or one that failed unexpectedly
-                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: cannot read checkpoint {new.checkpoint}: {e}"))
+            except Exception as e:  # a checkpoint reader that failed unexpectedly: say so, keep serving
+                message = f"streamed: cannot read checkpoint {new.checkpoint}: {e}"
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, message))
                 self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
 
 

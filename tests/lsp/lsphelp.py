@@ -8,8 +8,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-import pytest_lsp
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
