@@ -297,7 +297,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if family == "llama4":
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
-    if family in ("qwen2", "qwen3"):
+    if family in ("qwen2", "qwen3", "qwen_moe"):  # the MoE ones as Qwen2: their own rules differ by version
         use = c.bool("use_sliding_window", False)
         window = c.get("sliding_window") if use else None
         first = c.int("max_window_layers", 28, minimum=0)

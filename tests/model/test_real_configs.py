@@ -349,3 +349,8 @@ def test_a_flat_qwen2_5_vl_config_is_its_text_model_as_nested_under_text_config(
               "vision_config": flat["vision_config"]}
     a, b = spec_from_config(flat), spec_from_config(nested)
     assert a.layers == b.layers and a.hf_prefix == b.hf_prefix == "model.language_model."
+
+
+def test_a_qwen_moe_config_that_uses_its_sliding_window_slides_from_max_window_layers():
+    cfg = {**config("qwen3-30b-a3b"), "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 40}
+    assert [l.mixer.window for l in spec_from_config(cfg).layers] == [None] * 40 + [4096] * 8
