@@ -29,6 +29,8 @@ def operation_at(section, i: int) -> ops_table.Op | None:
     """The operation whose leading words include token ``i`` of ``section`` (``latent attention`` on either word)."""
     toks = section.tokens
     w = toks[i].text
+    if w == "row" and i > 0 and toks[i - 1].text == "Set":
+        return None  # ``Set row P of S``: a statement's words, not the lookup
     for op in ops_table.OPS:
         words = op.words
         for k, word in enumerate(words):

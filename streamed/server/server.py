@@ -234,7 +234,7 @@ async def folds(ls: StreamedServer, params: lsp.FoldingRangeParams):
     return folding.folding_ranges(snap) if snap else []
 
 
-@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[",", " "]))
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[","]))
 async def complete(ls: StreamedServer, params: lsp.CompletionParams):
     snap = await _snap(ls, params.text_document.uri)
     return completion.completions(snap, params.position.line, params.position.character) if snap else None
