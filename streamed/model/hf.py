@@ -3,7 +3,7 @@
 Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
 gpt_oss; the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
-qwen3_vl_moe); and any multimodal wrapper (llava, mistral3…) whose ``text_config`` is one of those text models. A
+qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
 wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
@@ -133,6 +133,11 @@ DEFAULTS.update({
 TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
               "qwen3_5_moe": "qwen3_5_moe_text", "qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text",
               "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+#: Vision-language wrappers whose text model (``text_config``, of any supported text model_type; the default named
+#: here when it names none) transformers holds as ``model.language_model``. Others (Idefics3's ``text_model``…) are
+#: not read: their parameter names are their own.
+WRAPPERS = {"llava": "llama", "llava_next": "llama", "llava_next_video": "llama", "llava_onevision": "qwen2",
+            "mistral3": "mistral", "internvl": "qwen2"}
 #: The text model a vision-language one extends: the same layers, its rotation split in sections (mrope) that agree
 #: for text.
 _TEXT_BASE = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
@@ -392,10 +397,10 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         raise SpecError(f"{where}: `model_type` must be a string, not {json.dumps(model_type)}")
     wrapper = None
     text = config.get("text_config")
-    inner = text.get("model_type") if isinstance(text, dict) else None
-    if model_type not in _FAMILY and inner in _FAMILY and inner not in TEXT_MODEL:
-        # A multimodal wrapper this tool does not know by name (llava, mistral3…) around a text model it does: the
-        # text model, as transformers holds it under `model.language_model.`; the vision tower is not written.
+    inner = text.get("model_type", WRAPPERS.get(model_type)) if isinstance(text, dict) else None
+    if model_type in WRAPPERS and inner in _FAMILY and inner not in TEXT_MODEL:
+        # A vision-language wrapper around a text model this tool writes: the text model, as transformers holds it
+        # under `model.language_model.`; the vision tower is not written.
         wrapper, model_type = model_type, inner
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")

@@ -319,10 +319,20 @@ def test_deepseek_attention_bias_is_refused_by_name():
 
 
 
-def test_a_wrapper_around_an_unsupported_text_model_is_refused_naming_its_model_type():
+def test_a_wrapper_around_an_unsupported_text_model_or_of_unknown_naming_is_refused_naming_its_model_type():
     cfg = {**config("llava-1.5-7b"), "text_config": {"model_type": "phi3", "hidden_size": 64}}
     with pytest.raises(SpecError, match='`model_type` "llava" is not supported'):
         spec_from_config(cfg)
+    # Idefics3 holds its text model as `model.text_model`: its names are not transformers' language_model ones.
+    cfg = {**config("llava-1.5-7b"), "model_type": "idefics3", "architectures": ["Idefics3ForConditionalGeneration"]}
+    with pytest.raises(SpecError, match='`model_type` "idefics3" is not supported'):
+        spec_from_config(cfg)
+
+
+def test_a_llava_text_config_that_names_no_model_type_is_llama_as_llava_config_defaults_it():
+    cfg = config("llava-1.5-7b")
+    del cfg["text_config"]["model_type"]
+    assert spec_from_config(cfg).layers == spec_from_config(config("llava-1.5-7b")).layers
 
 
 def test_llama4_attention_chunk_size_left_out_is_8192_and_null_is_no_chunking():
