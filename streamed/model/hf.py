@@ -41,6 +41,8 @@ SUPPORTED = (
 
 _REQUIRED = object()
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+#: Older names transformers still reads as these (``remap_legacy_layer_types``).
+LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
 
 _LLAMA_LIKE = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "tie_word_embeddings": False,
                "attention_bias": False}
@@ -286,10 +288,11 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
             raise c.fail("layer_types", f"must be a list of layer types, not {json.dumps(v)[:60]}")
         if len(v) != n:
             raise c.fail("layer_types", f"lists {len(v)} layers but `num_hidden_layers` is {n}")
+        v = [LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t for t in v]
         for i, t in enumerate(v):
             if t not in LAYER_TYPES:
                 raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a layer type is one of {', '.join(LAYER_TYPES)}")
-        return list(v)
+        return v
     if family in ("qwen3_next", "qwen3_5"):
         interval = c.int("full_attention_interval", 4)
         return ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n)]

@@ -364,3 +364,10 @@ def test_a_flat_qwen2_5_vl_config_is_its_text_model_as_nested_under_text_config(
 def test_a_qwen_moe_config_that_uses_its_sliding_window_slides_from_max_window_layers():
     cfg = {**config("qwen3-30b-a3b"), "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 40}
     assert [l.mixer.window for l in spec_from_config(cfg).layers] == [None] * 40 + [4096] * 8
+
+
+def test_legacy_layer_type_names_are_read_as_transformers_remaps_them():
+    cfg = config("qwen3.5-35b-a3b")
+    t = cfg["text_config"]
+    t["layer_types"] = ["attention" if x == "full_attention" else "mamba" for x in t["layer_types"]]
+    assert spec_from_config(cfg).layers == spec_from_config(config("qwen3.5-35b-a3b")).layers
