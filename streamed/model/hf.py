@@ -427,7 +427,6 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
     n = c.int("num_hidden_layers")
     d = c.int("hidden_size")
-    # Gemma 3's published configs leave the vocabulary to the class default (262208, Gemma 3's tokenizer).
     vocab = c.int("vocab_size")
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
