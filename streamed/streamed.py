@@ -27,7 +27,7 @@ from .analysis import Analysis
 from .kinds import layer_input, rebind_via, stored_q8
 from .model.checkpoint import Storage, bind
 from .spatial.ir import SpatialProgram
-from .spatial.lower import Cut, LoweringError, TPError, lower_program, tp_slices
+from .spatial.lower import Cut, LoweringError, TPError, authored, lower_program, tp_slices
 from .spatial.residency import ResidencyError, estimate, plan
 from .spatial.target import SpatialTarget, TargetError, load_target
 
@@ -336,6 +336,21 @@ def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
     return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
 
 
+def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
+    """The statement declaring a layer's largest carried state, and its name in that layer (``Kc17`` for the kind
+    program's ``Kc3_s0``…): where a user shrinks a state that does not fit. ``(None, None)`` if it carries none."""
+    carried = [t for t in kind_program.tensors if t.name in set(kind_program.carried)]
+    if not carried:
+        return None, None
+    sizes: dict[str, int] = {}
+    for t in carried:  # a batched step's per-sequence caches are one authored state
+        name = authored(binding.tensors.get(t.name, t.name))
+        sizes[name] = sizes.get(name, 0) + t.bytes
+    name = max(sizes, key=sizes.get)
+    decl = program.decls.get(name)
+    return (decl.statement if decl is not None else None), name
+
+
 def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
                 cache: dict) -> SpatialProgram:
     """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
@@ -476,7 +491,9 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     try:
         residency, placed, layer_tiers = plan(entries, layer_kinds, target)
     except ResidencyError as e:
-        raise StreamedReject("bundle", str(e)) from None
+        statement, binder = (None, None) if e.layer is None or "states" not in str(e) else \
+            state_declaration(entries[e.program][2], layers[e.layer], by_layer[e.layer])
+        raise StreamedReject("bundle", str(e), statement, binder, e.layer) from None
     est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, layer_tiers,
                    deployment.tokens_per_step, target)
     if embed is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..analysis import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
-from ..streamed import Deployment, StreamedReject, lower_kind, lower_whole, shared_tables
+from ..streamed import Deployment, StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
 from .lower import LoweringError, TPError
 from .target import TargetError, load_target
 
@@ -76,4 +76,19 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
         if kind is not None and len(kind.layers) > 1:
             message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
         out.append(Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data))
+    if not out:
+        out += _residency(analysis, deployment, target, cache, by_layer)
     return out
+
+
+def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, by_layer) -> list[Diagnostic]:
+    """The reject no single kind shows: every layer's states (and weights) together not fitting the target's SRAM,
+    HBM and DDR — on the declaration of the state of the first layer that does not fit. Every program comes from
+    ``cache``, so this costs the bindings and the residency arithmetic, linear in the layers."""
+    try:
+        lower_streamed(analysis, deployment, target, analysis.storage, cache=cache)
+    except StreamedReject as r:
+        if r.program == "bundle" and r.layer in by_layer:
+            data = {"program": "bundle", "statement": r.statement, "binder": r.binder, "layer": r.layer}
+            return [Diagnostic(_at(by_layer[r.layer], r.statement), Severity.ERROR, str(r), "reject", (), data)]
+    return []

@@ -1,7 +1,8 @@
 """Residency over a whole deployment, and the roofline estimate a user can act on.
 
 Residency: SRAM is first reserved for the largest program's own working footprint (its activations, tables and
-inputs — only one program runs at a time on a chip). Each kind's carried state, one copy per layer of the kind, is
+inputs — only one program runs at a time on a chip; certification refuses a program whose own footprint exceeds
+SRAM, never one for its states). Each kind's carried state, one copy per layer of the kind, is
 then placed layer by layer in model order: in SRAM while it fits, then HBM, then DDR. Weights live in HBM, spilling
 to DDR layer by layer when the model is larger. Everything is per chip (a tensor-parallel chip holds its own
 slices). A kind program's state and weight tensors carry the slowest tier any of its layers uses — the tier the
@@ -27,7 +28,13 @@ TIER_ORDER = ("sram", "hbm", "ddr")
 
 
 class ResidencyError(ValueError):
-    pass
+    """A deployment whose weights or states fit no tier; ``layer`` and ``program`` (its index in ``plan``'s
+    programs) say whose did not, when a layer's."""
+
+    def __init__(self, why: str, layer: int | None = None, program: int | None = None):
+        super().__init__(why)
+        self.layer = layer
+        self.program = program
 
 
 def _per_chip(program: SpatialProgram, select) -> int:
@@ -73,12 +80,12 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
                 return tier
         return None
 
-    def weight_tier(n: int, what: str) -> str:
+    def weight_tier(n: int, what: str, layer: int | None = None, program: int | None = None) -> str:
         tier = take(n, ("hbm", "ddr"), weights)
         if tier is None:
             raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; "
                                  f"the {target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
-                                 f"{target.ddr_bytes / 1e9:g} GB of DDR")
+                                 f"{target.ddr_bytes / 1e9:g} GB of DDR", layer, program)
         return tier
 
     wbytes = [weight_bytes(p) for _, _, p in programs]
@@ -87,15 +94,16 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
                    for i, (name, layers, _) in enumerate(programs) if layers is None}
     # One pass over the layers, plain arithmetic: weights first (every token reads every weight each step), then
     # states (a state's reads grow with its context) — SRAM, then HBM, then DDR.
-    weight_tiers = [weight_tier(wbytes[k], f"layer {l}") for l, k in enumerate(layer_kinds)]
+    weight_tiers = [weight_tier(wbytes[k], f"layer {l}", l, k) for l, k in enumerate(layer_kinds)]
     layer_tiers: list[tuple[str, str]] = []
     for l, k in enumerate(layer_kinds):
         st = take(sbytes[k], TIER_ORDER, states)
         if st is None:
             raise ResidencyError(
-                f"the states of layer {l} do not fit: {sum(states.values()) + sbytes[k]:,} bytes per chip of state; "
-                f"the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of SRAM, {target.hbm_bytes / 1e9:g} "
-                f"GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR")
+                f"the states of layer {l} do not fit: {f'layers 0-{l} carry' if l else 'layer 0 carries'} "
+                f"{(sum(states.values()) + sbytes[k]) / 1e9:.3g} GB of state per chip, and beside {sum(weights.values()) / 1e9:.3g} GB of weights and "
+                f"{reserved / 1e6:.3g} MB reserved the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of "
+                f"SRAM, {target.hbm_bytes / 1e9:g} GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR", l, k)
         layer_tiers.append((weight_tiers[l], st))
 
     slowest = lambda tiers: max(tiers, key=TIER_ORDER.index) if tiers else "sram"

@@ -261,13 +261,21 @@ def test_a_decode_attention_over_rows_that_are_not_a_cache_is_refused_at_its_sta
     assert lower_streamed(a, Deployment("forward", ctx=16)).kinds
 
 
-def test_a_program_whose_kv_caches_exceed_sram_is_refused_with_numbers():
-    a = analyze(two_kind_document(2, kv=8, heads=8, hd=128, d=256))
+def test_kv_caches_larger_than_sram_stream_from_hbm_and_only_what_fits_nowhere_is_refused(tmp_path):
+    # Eight KV heads of 128 at ctx 200,000: each layer's two caches are 819 MB, more than the SN50's 432 MB of SRAM.
+    a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256))
+    model = lower_streamed(a, Deployment("decode", ctx=200_000))
+    assert model.residency["states"]["sram"] == 0 and model.residency["states"]["hbm"] == 4 * 2 * 200_000 * 1024 * 2
+    assert {t.tier for k in model.kinds for t in k.program.tensors if t.role == "state"} == {"hbm"}
+    # A chip with 2 GB of HBM and 0.5 GB of DDR holds two layers' caches: the third is refused on its declaration.
+    small = tmp_path / "small.toml"
+    small.write_text('name = "small"\npcus = 2080\npmus = 2080\nsram_mb = 432\nhbm_gb = 2\nddr_gb = 0.5\n'
+                     'hbm_tb_s = 1.8\nddr_tb_s = 0.2\nsram_tb_s = 100\nlink_gb_s = 400\npeak_bf16_tflops = 1600\n')
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(a, Deployment("decode", ctx=200_000))
-    assert e.value.program.startswith("layer 0")
-    assert "MB of SRAM" in e.value.why and "the SN50 has 432 MB" in e.value.why
-    assert "for its states" in e.value.why
+        lower_streamed(a, Deployment("decode", ctx=200_000), target=str(small))
+    assert e.value.program == "bundle" and e.value.layer == 2 and e.value.binder == "Kc2"
+    assert "the states of layer 2 do not fit: layers 0-2 carry 2.46 GB of state per chip" in e.value.why
+    assert a.programs.layer(2).statements[e.value.statement].name.text == "Kc2"
 
 
 def test_q8_fold_follows_the_checkpoint_storage():

@@ -93,22 +93,36 @@ def _line_of(text: str, statement: str) -> int:
     return text[:text.index(statement)].count("\n") + 1
 
 
-def test_check_puts_a_kv_cache_too_large_for_sram_on_the_caches_declaration(tmp_path, capsys):
+SMALL_CHIP = """name = "small"
+pcus = 2080
+pmus = 2080
+sram_mb = 432
+hbm_gb = 2
+ddr_gb = 0.5
+hbm_tb_s = 1.8
+ddr_tb_s = 0.2
+sram_tb_s = 100
+link_gb_s = 400
+peak_bf16_tflops = 1600
+"""
+
+
+def test_check_puts_kv_caches_that_fit_no_memory_on_the_declaration_of_the_first_layer_that_does_not_fit(
+        tmp_path, capsys):
     from streamed.cli import main
 
-    # Eight heads of 128 at ctx 200,000: each cache is 410 MB, one layer's two more than the SN50's 432 MB.
+    # Eight KV heads of 128 at ctx 200,000: 819 MB of caches a layer, streamed from HBM on an SN50 — but a chip with
+    # 2 GB of HBM and 0.5 GB of DDR holds two layers' caches beside the weights, not three.
     text = two_kind_document(4, kv=8, heads=8, hd=128, d=256)
     doc = tmp_path / "big.lgm"
     doc.write_text(text)
-    assert main(["check", str(doc)]) == 0  # decode at ctx 4096, the default, fits
-    capsys.readouterr()
-    assert main(["check", str(doc), "--ctx", "200000"]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2  # one per kind
-    for kind, line in zip(analyze(text).kinds, lines):
-        rep = kind.representative
-        assert line.startswith(f"{doc}:{_line_of(text, f'Let Kc{rep} be a state')}:1: error: the layer {rep} (")
-        assert f"the largest `Kc{rep}` of 410 MB" in line and "the SN50 has 432 MB" in line
+    (tmp_path / "small.toml").write_text(SMALL_CHIP)
+    assert main(["check", str(doc), "--ctx", "200000"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["check", str(doc), "--ctx", "200000", "--target", str(tmp_path / "small.toml")]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{doc}:{_line_of(text, 'Let Kc2 be a state')}:1: error: the bundle is refused: the states "
+                           f"of layer 2 do not fit")
 
 
 def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bundle(tmp_path, capsys):
@@ -125,11 +139,21 @@ def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bun
     assert "--chunk 16 is longer than --ctx 8" in capsys.readouterr().err
 
 
-def test_a_batched_steps_caches_are_summed_under_the_authored_name():
+def test_a_batched_steps_caches_are_summed_under_the_authored_name(tmp_path):
+    (tmp_path / "small.toml").write_text(SMALL_CHIP)
     a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256))
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(a, Deployment("batched", ctx=8192, batch=64))
-    # 64 sequences × 8192 positions × 1024 values × 2 bytes: the one authored cache `Kc0`, not one sequence's.
-    assert "the largest `Kc0` of 1,074 MB" in e.value.why
-    assert e.value.binder == "Kc0"
-    assert a.programs.layer(0).statements[e.value.statement].name.text == "Kc0"
+        lower_streamed(a, Deployment("batched", ctx=8192, batch=64), target=str(tmp_path / "small.toml"))
+    # 64 sequences × 8192 positions × 1024 values × 2 bytes × K and V: 2.15 GB for layer 0 alone.
+    assert e.value.layer == 0 and e.value.binder in ("Kc0", "Vc0")
+    assert "layer 0 carries 2.15 GB of state per chip" in e.value.why
+    assert a.programs.layer(0).statements[e.value.statement].name.text == e.value.binder
+
+
+def test_a_program_whose_own_activations_exceed_sram_is_refused_at_the_statement_that_makes_them():
+    a = analyze(two_kind_document(4, d=256, ffn=8192))
+    with pytest.raises(StreamedReject) as e:
+        lower_streamed(a, Deployment("forward", ctx=16384))
+    assert "for its activations, the largest `" in e.value.why and "the SN50 has 432 MB" in e.value.why
+    stmt = a.programs.layer(0).statements[e.value.statement]
+    assert stmt.name.text == e.value.binder
