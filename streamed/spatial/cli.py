@@ -43,8 +43,8 @@ def summary(model, out_dir: str) -> str:
     r = model.residency
     states = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
     weights = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
-    lines.append(f"  residency      states {states}; weights {weights}; {_bytes(r['reserved_sram_bytes'])} SRAM "
-                 f"reserved for the largest program (per chip)")
+    lines.append(f"  residency      {f'per chip of {d.chips}: ' if d.chips > 1 else ''}states {states}; weights "
+                 f"{weights}; {_bytes(r['reserved_sram_bytes'])} SRAM reserved for the largest program")
     e = model.estimate
     moved = ", ".join(f"{_bytes(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
     lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "

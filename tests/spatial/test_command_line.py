@@ -171,3 +171,11 @@ def test_verify_that_runs_out_of_memory_says_so_and_suggests_a_smaller_context(c
     err = capsys.readouterr().err
     assert "certifying forward (ctx 64) needs more memory than this machine gives" in err
     assert "149. GiB" in err and "smaller --ctx" in err and "Traceback" not in err
+
+
+def test_a_tensor_parallel_summary_says_its_memory_figures_are_per_chip(tmp_path, capsys):
+    doc = tmp_path / "m.lgm"
+    doc.write_text(two_kind_document(4, heads=4, kv=4))
+    assert main(["lower", str(doc), "--mode", "tp", "--tp", "4", "--ctx", "64", "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "  residency      per chip of 4: states " in out and "from HBM per chip)" in out
