@@ -175,7 +175,7 @@ def test_verify_that_runs_out_of_memory_says_so_and_suggests_a_smaller_context(c
 
 def test_a_tensor_parallel_summary_says_its_memory_figures_are_per_chip(tmp_path, capsys):
     doc = tmp_path / "m.lgm"
-    doc.write_text(two_kind_document(4, heads=4, kv=4))
+    doc.write_text(two_kind_document(4, heads=4, kv=4, q8=False))  # 16-wide head slices are not Q8_0 blocks
     assert main(["lower", str(doc), "--mode", "tp", "--tp", "4", "--ctx", "64", "-o", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
     assert "  residency      per chip of 4: states " in out and "from HBM per chip)" in out
