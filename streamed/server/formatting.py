@@ -1,6 +1,8 @@
 """Formatting of statement spacing: within program and model lines, one space between tokens, none before `,` `.`
-`)` or after `(`; words that touch stay touching (a number's `0.125`). Indentation, comments and line breaks are
-the author's. A line is reformatted only if the result lexes and splits into statements exactly as before."""
+`)` or after `(`; words that touch stay touching (a number's `0.125`). The author's layout is kept: indentation,
+line breaks, the padding that aligns `be` after binders (`Let Wq5   be …`, as `streamed author` writes) and the
+space before a trailing comment. A line is reformatted only if the result lexes and splits into statements exactly
+as before."""
 
 from __future__ import annotations
 
@@ -14,6 +16,12 @@ from .scheduler import Snapshot
 _TIGHT_BEFORE = {",", ".", ")"}
 _TIGHT_AFTER = {"("}
 _FORMATTED = (SectionKind.MODEL, SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+
+
+def _gap(text: str, a, b) -> str:
+    """The whitespace between two tokens of one line, as written."""
+    units = text.encode("utf-16-le")
+    return units[a.range.end.character * 2:b.range.start.character * 2].decode("utf-16-le", "replace")
 
 
 def format_line(text: str) -> str:
@@ -30,15 +38,20 @@ def format_line(text: str) -> str:
         # ``1 .5`` is a full stop then a number; written ``1.5`` it would be one number: keep that space.
         makes_number = (t.text == "." and prev.text[-1].isdigit() and nxt is not None and nxt.text[0].isdigit()
                         and nxt.range.start.offset == t.range.end.offset)
+        aligned = t.text == "be" and i >= 2 and toks[i - 2].text == "Let"
         if touching or ((t.text in _TIGHT_BEFORE or prev.text in _TIGHT_AFTER) and not makes_number):
             out.append(t.text)
+        elif aligned:
+            out.append(_gap(text, prev, t) + t.text)
         else:
             out.append(" " + t.text)
     body = indent + "".join(out)
     if line.comment is not None:
         cstart = line.comment.start.character
-        comment = text.encode("utf-16-le")[cstart * 2:].decode("utf-16-le", "replace")
-        body = body + " " + comment
+        units = text.encode("utf-16-le")
+        comment = units[cstart * 2:].decode("utf-16-le", "replace")
+        before = units[toks[-1].range.end.character * 2:cstart * 2].decode("utf-16-le", "replace")
+        body = body + (before if before.strip() == "" and before else " ") + comment
     return body.rstrip()
 
 

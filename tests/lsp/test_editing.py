@@ -118,5 +118,13 @@ async def test_formatting_normalises_statement_spacing_and_keeps_the_program(edi
     await editor.analysed(uri)
     edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
     formatted = apply(messy, edits)
-    assert formatted == TINY.replace("heads 4 sharing 2.\nLet h1", "heads 4 sharing 2. -- grouped\nLet h1")
+    assert formatted == TINY.replace("heads 4 sharing 2.\nLet h1", "heads 4 sharing 2.  -- grouped\nLet h1")
     assert len(edits) == 2
+
+
+async def test_formatting_keeps_the_alignment_of_be_after_binders(editor, client):
+    aligned = TINY.replace("Let g1 be a weight of d.", "Let g1    be a weight of  d.").replace("Let Wq1 be", "Let Wq1   be")
+    uri = editor.open(aligned)
+    await editor.analysed(uri)
+    edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
+    assert [e.new_text for e in edits] == ["Let g1    be a weight of d."]
