@@ -71,3 +71,13 @@ async def test_definition_on_a_name_is_its_let(editor, client):
     const = position_of(TINY, "ffn", after="Let Wg1")
     got = await request(client.text_document_definition_async(lsp.DefinitionParams(doc(uri), pos(const))))
     assert got.range.start.line == position_of(TINY, "Let ffn be")[0]
+
+
+async def test_a_diverging_layer_goes_to_the_representative_of_the_kind_it_was_meant_to_be(editor, client):
+    uri = editor.open(DIVERGENT)
+    await editor.analysed(uri)
+    line, col = position_of(DIVERGENT, "Wqr4", after="Let qr4 be")
+    got = await request(client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        "streamed.goToRepresentative", [{"uri": uri, "position": {"line": line, "character": col}}])))
+    rl, rc = position_of(DIVERGENT, "Wqr0", after="Let qr0 be")
+    assert got["range"]["start"] == {"line": rl, "character": rc}
