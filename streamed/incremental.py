@@ -67,15 +67,11 @@ def offset_at(text: str, line: int, character: int) -> int:
     is the end of the text, a column past a line's end is that line's end (LSP's rule)."""
     if line < 0:
         return 0
-    start = 0
-    for _ in range(line):
-        nl = text.find("\n", start)
-        if nl < 0:
-            return len(text)
-        start = nl + 1
-    nl = text.find("\n", start)
-    end = len(text) if nl < 0 else nl
-    return start + _index(text[start:end], character)
+    parts = text.split("\n", line + 1)  # the lines before, the line itself, and (unsplit) the rest
+    if len(parts) <= line:
+        return len(text)
+    start = sum(map(len, parts[:line])) + line
+    return start + _index(parts[line], character)
 
 
 def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] | None, new: str) -> str:
