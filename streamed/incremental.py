@@ -27,7 +27,7 @@ from .lang.lexer import Pos, Range, lex
 from .lang.parser import _heading, _section, _stray
 from .lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from .model.checkpoint import ALL_Q8, Storage
-from .model.program import Program, Programs, check_program, show
+from .model.program import Program, Programs, check_program, link_programs
 
 # ---- the editor's text ---------------------------------------------------------------------------------------------
 
@@ -402,78 +402,17 @@ class IncrementalAnalyzer:
         return hit
 
     def _programs(self, doc: Document, where: dict) -> tuple[Programs, list[Diagnostic]]:
-        """``programs_of`` over chunk-relative sections: each program checked alone (cached), then the links between
-        programs, with every diagnostic placed in document coordinates. Mirrors ``programs_of`` message for message
-        (the equality test holds the two together)."""
-        diagnostics: list[Diagnostic] = []
+        """``link_programs`` over chunk-relative sections: each program checked alone (cached), every diagnostic
+        placed in document coordinates by its chunk's base."""
         constants = doc.constants
-        at = lambda s, r: where[id(s)][0].range(r)
-        seen: dict[str, Range] = {}
-        for s in doc.of_kind(SectionKind.MODEL):
-            for k in s.constants:
-                r = at(s, k.name.range)
-                if k.name.text in seen:
-                    diagnostics.append(Diagnostic(r, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen[k.name.text].start.line + 1})", "rebound"))
-                seen.setdefault(k.name.text, r)
-        for kind in (SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD):
-            found = doc.of_kind(kind)
-            for extra in found[1:]:
-                diagnostics.append(Diagnostic(at(extra, extra.heading), Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {at(found[0], found[0].heading).start.line + 1})", "section"))
 
-        def check(section: Section | None) -> Program | None:
-            if section is None:
-                return None
+        def check(section: Section):
             p, d = self._check(section, where[id(section)][1], constants)
             base = where[id(section)][0]
-            diagnostics.extend(_relocated(base.diagnostic(x), base) for x in d)
-            return p
+            return p, [_relocated(base.diagnostic(x), base) for x in d]
 
-        embed = check(doc.embed)
-        layers: list[Program] = []
-        expected = 0
-        first_at: dict[int, Section] = {}
-        for s in doc.layers:
-            if s.index is None:
-                continue
-            # Document ranges are made only for what is reported: this loop runs over every layer on every keystroke.
-            w = lambda: at(s, s.index_range or s.heading)
-            if s.index in first_at:
-                first = at(first_at[s.index], first_at[s.index].heading)
-                diagnostics.append(Diagnostic(w(), Severity.ERROR, f"layer {s.index} is written twice (first at line {first.start.line + 1})", "layers"))
-                continue
-            if s.index != expected:
-                if s.index > expected:
-                    missing = f"layer {expected}" if s.index == expected + 1 else f"layers {expected}–{s.index - 1}"
-                    diagnostics.append(Diagnostic(w(), Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
-                else:
-                    diagnostics.append(Diagnostic(w(), Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
-                    continue
-            first_at[s.index] = s
-            expected = s.index + 1
-            p = check(s)
-            if p is not None:
-                layers.append(p)
-        head = check(doc.head)
-        if not doc.layers and doc.title is not None:
-            diagnostics.append(Diagnostic(at(doc.sections[0], doc.sections[0].heading), Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
-
-        chain = [p for p in (embed, *layers, head) if p is not None]
-        for prev, nxt in zip(chain, chain[1:]):
-            if prev.output is None:
-                continue
-            if nxt.input is None:
-                if nxt.section.kind is not SectionKind.EMBED:
-                    diagnostics.append(Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
-                continue
-            r = lambda: at(nxt.section, nxt.decls[nxt.input].range)
-            if nxt.input != prev.output:
-                diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
-            else:
-                a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
-                if a is not None and b is not None and a != b:
-                    diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
-        programs = Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))
-        return programs, diagnostics
+        programs = link_programs(doc, check, lambda s, r: where[id(s)][0].range(r))
+        return programs, list(programs.diagnostics)
 
 
 # ---- what is at an editor position ----------------------------------------------------------------------------------

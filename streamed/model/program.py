@@ -534,53 +534,69 @@ def check_program(section: Section, constants: dict[str, float], text: bytes) ->
 def programs_of(doc: Document) -> Programs:
     """Check every program of the document and the links between them (layer order, each input the previous
     program's output)."""
-    diagnostics: list[Diagnostic] = []
     text = doc.text.encode("utf-8")
+    constants = doc.constants
+    return link_programs(doc, lambda section: check_program(section, constants, text), lambda section, r: r)
+
+
+def link_programs(doc: Document, check, at) -> Programs:
+    """The programs of ``doc`` and the diagnostics that link them: constants bound once, one section of each single
+    kind, layers numbered 0, 1, 2, … in order, each program's input the previous program's output.
+
+    ``check(section) -> (Program, diagnostics)`` checks one program (``check_program``, or a cached one) with its
+    diagnostics already where they belong; ``at(section, range) -> range`` places a range of ``section`` in the
+    document (the identity for a whole parsed document; a chunk's base for the incremental analysis, whose sections
+    are parsed alone). One function for both, so the two analyses say the same thing in the same words."""
+    diagnostics: list[Diagnostic] = []
     constants = doc.constants
     seen_consts: dict[str, Range] = {}
     for s in doc.of_kind(SectionKind.MODEL):
         for k in s.constants:
+            r = at(s, k.name.range)
             if k.name.text in seen_consts:
-                diagnostics.append(Diagnostic(k.name.range, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen_consts[k.name.text].start.line + 1})", "rebound"))
-            seen_consts.setdefault(k.name.text, k.name.range)
+                diagnostics.append(Diagnostic(r, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen_consts[k.name.text].start.line + 1})", "rebound"))
+            seen_consts.setdefault(k.name.text, r)
     for kind in (SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD):
         found = doc.of_kind(kind)
         for extra in found[1:]:
-            diagnostics.append(Diagnostic(extra.heading, Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {found[0].heading.start.line + 1})", "section"))
+            first = at(found[0], found[0].heading)
+            diagnostics.append(Diagnostic(at(extra, extra.heading), Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {first.start.line + 1})", "section"))
 
-    def check(section: Section | None) -> Program | None:
+    def checked(section: Section | None) -> Program | None:
         if section is None:
             return None
-        p, d = check_program(section, constants, text)
+        p, d = check(section)
         diagnostics.extend(d)
         return p
 
-    embed = check(doc.embed)
+    embed = checked(doc.embed)
     layers: list[Program] = []
     expected = 0
-    first_at: dict[int, Range] = {}
+    first_at: dict[int, Section] = {}
     for s in doc.layers:
         if s.index is None:
             continue
-        where = s.index_range or s.heading
+        # Document ranges are made only for what is reported: the editor runs this loop over every layer per keystroke.
+        where = lambda: at(s, s.index_range or s.heading)
         if s.index in first_at:
-            diagnostics.append(Diagnostic(where, Severity.ERROR, f"layer {s.index} is written twice (first at line {first_at[s.index].start.line + 1})", "layers"))
+            first = at(first_at[s.index], first_at[s.index].heading)
+            diagnostics.append(Diagnostic(where(), Severity.ERROR, f"layer {s.index} is written twice (first at line {first.start.line + 1})", "layers"))
             continue
         if s.index != expected:
             if s.index > expected:
                 missing = f"layer {expected}" if s.index == expected + 1 else f"layers {expected}–{s.index - 1}"
-                diagnostics.append(Diagnostic(where, Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
+                diagnostics.append(Diagnostic(where(), Severity.ERROR, f"{missing} {'is' if s.index == expected + 1 else 'are'} missing: layer {s.index} follows {'the start' if expected == 0 else f'layer {expected - 1}'}", "layers"))
             else:
-                diagnostics.append(Diagnostic(where, Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
+                diagnostics.append(Diagnostic(where(), Severity.ERROR, f"layer {s.index} comes after layer {expected - 1}: layers are numbered 0, 1, 2, … in order", "layers"))
                 continue
-        first_at[s.index] = s.heading
+        first_at[s.index] = s
         expected = s.index + 1
-        p = check(s)
+        p = checked(s)
         if p is not None:
             layers.append(p)
-    head = check(doc.head)
+    head = checked(doc.head)
     if not doc.layers and doc.title is not None:
-        diagnostics.append(Diagnostic(doc.sections[0].heading, Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
+        diagnostics.append(Diagnostic(at(doc.sections[0], doc.sections[0].heading), Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
 
     # Each program's input is the previous program's output.
     chain = [p for p in (embed, *layers, head) if p is not None]
@@ -589,12 +605,13 @@ def programs_of(doc: Document) -> Programs:
             continue
         if nxt.input is None:
             if nxt.section.kind is not SectionKind.EMBED:
-                diagnostics.append(Diagnostic(nxt.section.heading, Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
+                diagnostics.append(Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
             continue
+        r = lambda: at(nxt.section, nxt.decls[nxt.input].range)  # noqa: E731 — placed only when reported
         if nxt.input != prev.output:
-            diagnostics.append(Diagnostic(nxt.decls[nxt.input].range, Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
+            diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
         else:
             a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
             if a is not None and b is not None and a != b:
-                diagnostics.append(Diagnostic(nxt.decls[nxt.input].range, Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
+                diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
     return Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))
