@@ -59,14 +59,17 @@ MAX_LAYER = 1_000_000
 
 
 class _Fail(Exception):
-    def __init__(self, range_: Range, message: str):
+    def __init__(self, range_: Range, message: str, replacement: str | None = None):
         super().__init__(message)
         self.range = range_
         self.message = message
+        self.replacement = replacement
 
 
-def _error(range_: Range, message: str, code: str = "syntax") -> Diagnostic:
-    return Diagnostic(range_, Severity.ERROR, message, code)
+def _error(range_: Range, message: str, code: str = "syntax", replacement: str | None = None) -> Diagnostic:
+    """An error diagnostic. ``replacement``: the text that would fix it in place of ``range_`` (the nearest
+    spelling), carried in ``data`` so an editor offers it as a quick fix without reading the message."""
+    return Diagnostic(range_, Severity.ERROR, message, code, data={"replacement": replacement} if replacement else None)
 
 
 def _quote(t: Token | str) -> str:
@@ -191,7 +194,7 @@ def _unknown_op(s: _Statement) -> None:
         rng = Range(s.toks[s.i].range.start, s.toks[j - 1].range.end)
         guess = nearest(words, ops_table.OPERATION_NAMES)
         hint = f"; did you mean `{guess}`?" if guess else f"; the operations are {', '.join(ops_table.OPERATION_NAMES)}"
-        raise _Fail(rng, f"unknown operation `{words}`{hint}")
+        raise _Fail(rng, f"unknown operation `{words}`{hint}", guess)
 
 
 def _atom(s: _Statement, before_of: bool = False) -> Expr:
@@ -282,7 +285,7 @@ def _call(s: _Statement) -> Call:
                 known = ", ".join(dict.fromkeys(f"`{o.key}`" for o in op.options)) or "none"
                 guess = nearest(nxt.text, [o.word for o in op.options])
                 hint = f"; did you mean `{guess}`?" if guess else ""
-                raise _Fail(nxt.range, f"`{nxt.text}` is not an option of `{op.name}` (its options: {known}){hint}")
+                raise _Fail(nxt.range, f"`{nxt.text}` is not an option of `{op.name}` (its options: {known}){hint}", guess)
             break
         start_i, start_args, start_numbers = s.i, len(args), len(numbers)
         failure = None
@@ -459,7 +462,7 @@ def _program(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[tuple[St
         try:
             stmt = _statement(body, end, len(statements))
         except _Fail as f:
-            diagnostics.append(_error(f.range, f.message))
+            diagnostics.append(_error(f.range, f.message, replacement=f.replacement))
             continue
         statements.append(stmt)
         spans.append((a, b))

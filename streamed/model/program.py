@@ -127,8 +127,10 @@ class _Checker:
         self.binders = {st.name.text for st in section.statements if isinstance(st, Let)}
 
     # ---- reporting ----
-    def error(self, rng: Range, message: str, code: str) -> None:
-        self.diagnostics.append(Diagnostic(rng, Severity.ERROR, message, code))
+    def error(self, rng: Range, message: str, code: str, replacement: str | None = None) -> None:
+        """Report at ``rng``; ``replacement`` is the nearest spelling that would fix it, for an editor's quick fix."""
+        data = {"replacement": replacement} if replacement else None
+        self.diagnostics.append(Diagnostic(rng, Severity.ERROR, message, code, data=data))
 
     def src(self, rng: Range) -> str:
         s = self.text[rng.start.offset:rng.end.offset].decode("utf-8", "replace")
@@ -168,7 +170,7 @@ class _Checker:
     def unknown_constant(self, d: Name) -> None:
         guess = nearest(d.text, list(self.constants) + list(DEPLOYMENT_WORDS))
         hint = f"; did you mean `{guess}`?" if guess else ("; constants are declared in `## Model`" if not self.constants else "")
-        self.error(d.range, f"unknown constant `{d.text}`{hint}", "constant")
+        self.error(d.range, f"unknown constant `{d.text}`{hint}", "constant", guess)
 
     def count(self, call: Call, slot: str) -> int | None:
         n = call.number(slot)
@@ -189,9 +191,9 @@ class _Checker:
         if n.text in self.binders:
             self.error(n.range, f"`{n.text}` is used before it is bound", "unbound")
         else:
-            guess = nearest(n.text, list(self.shapes))
+            guess = nearest(n.text, [k for k, v in self.shapes.items() if v is not None])
             hint = f"; did you mean `{guess}`?" if guess else ""
-            self.error(n.range, f"`{n.text}` is never bound in {self.section.label}{hint}", "unbound")
+            self.error(n.range, f"`{n.text}` is never bound in {self.section.label}{hint}", "unbound", guess)
         self.shapes[n.text] = None  # report once
         return None
 

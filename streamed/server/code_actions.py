@@ -1,18 +1,13 @@
-"""Quick fixes: for a divergence, "make layer 17 one program with layer 13" (``streamed.repair``); for an unknown
-operation, the nearest spelling the parser suggested."""
+"""Quick fixes: for a divergence, "make layer 17 one program with layer 13" (``streamed.repair``); for a misspelt
+operation, option, constant or name, the nearest spelling the core put in the diagnostic's ``data``."""
 
 from __future__ import annotations
-
-import re
 
 from lsprotocol import types as lsp
 
 from ..repair import make_one_program
 from .convert import overlaps, to_diagnostic, to_range
 from .scheduler import Snapshot
-
-_DID_YOU_MEAN = re.compile(r"^unknown operation `[^`]*`; did you mean `([^`]+)`\?")
-
 
 def _edit(uri: str, rng: lsp.Range, text: str, version) -> lsp.WorkspaceEdit:
     return lsp.WorkspaceEdit(document_changes=[lsp.TextDocumentEdit(
@@ -38,12 +33,12 @@ def code_actions(snap: Snapshot, rng: lsp.Range) -> list[lsp.CodeAction]:
             diagnostics=[_lsp_diag(snap, diag)] if diag else None,
             edit=_edit(snap.uri, to_range(a.to_document(layer.section, fix.range)), fix.text, snap.version)))
     for diag in a.diagnostics:
-        m = _DID_YOU_MEAN.match(diag.message)
-        if m is None or not overlaps(to_range(diag.range), rng):
+        replacement = (diag.data or {}).get("replacement")
+        if not replacement or not overlaps(to_range(diag.range), rng):
             continue
         out.append(lsp.CodeAction(
-            f"change to `{m.group(1)}`", kind=lsp.CodeActionKind.QuickFix, is_preferred=True,
-            diagnostics=[_lsp_diag(snap, diag)], edit=_edit(snap.uri, to_range(diag.range), m.group(1), snap.version)))
+            f"change to `{replacement}`", kind=lsp.CodeActionKind.QuickFix, is_preferred=True,
+            diagnostics=[_lsp_diag(snap, diag)], edit=_edit(snap.uri, to_range(diag.range), replacement, snap.version)))
     return out
 
 

@@ -104,3 +104,13 @@ def test_computed_shapes_keep_rows_and_ctx_symbolic():
     assert layer.shapes["Kc0"] == ("ctx", 32)
     assert layer.carried == ("Kc0", "Vc0")
     assert a.programs.head.shapes["next"] == ("rows",)
+
+
+def test_a_misspelling_carries_its_nearest_spelling_for_a_quick_fix():
+    text = document(1)
+    text = _edit(text, "Let hn0 be rmsnorm of h0 with gm0.", "Let hn0 be rmsnrm of h0 with gm0.")
+    text = _edit(text, "heads 4 sharing 2.", "heads 4 sharing 2, windw 8.")
+    text = _edit(text, "Let Wq0 be a q8 weight of d by 64.", "Let Wq0 be a q8 weight of dd by 64.")
+    text = _edit(text, "Let h0 be x plus a0 times Wo0.", "Let h0 be x plus a0 times Woo0.")
+    fixes = {d.data["replacement"] for d in analyze(text).diagnostics if d.data and "replacement" in d.data}
+    assert {"rmsnorm", "window", "d", "Wo0"} <= fixes
