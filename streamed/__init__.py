@@ -2,10 +2,25 @@
 
 The core is pure and synchronous: ``lang`` parses, ``model`` checks programs and authors documents, ``kinds`` measures
 which layers are one program, ``spatial`` lowers. Adapters (``cli``, ``server``) are thin.
+
+The names below are loaded on first use (PEP 562), so ``import streamed`` — and the ``streamed`` command's start —
+costs nothing until the core is needed, and an interrupt while the command starts is the command's to report.
 """
 
-from .analysis import Analysis, analyze
-from .kinds import LayerKind, layer_kinds, renaming, shape_digest
-from .model.checkpoint import ALL_Q8, Storage
+from importlib import import_module
 
-__all__ = ["Analysis", "analyze", "LayerKind", "layer_kinds", "renaming", "shape_digest", "Storage", "ALL_Q8"]
+_EXPORTS = {
+    "Analysis": ".analysis", "analyze": ".analysis",
+    "LayerKind": ".kinds", "layer_kinds": ".kinds", "renaming": ".kinds", "shape_digest": ".kinds",
+    "Storage": ".model.checkpoint", "ALL_Q8": ".model.checkpoint",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'streamed' has no attribute {name!r}")

@@ -12,9 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-from .analysis import Analysis, analyze, layer_ranges, position
-from .lang.syntax import Severity
-from .model.checkpoint import ALL_Q8, Storage
+try:
+    from .analysis import Analysis, analyze, layer_ranges, position
+    from .lang.syntax import Severity
+    from .model.checkpoint import ALL_Q8, Storage
+except KeyboardInterrupt:  # Ctrl-C while the command starts: the same one line as at any other moment
+    print("streamed: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 
 class UserError(Exception):
