@@ -11,9 +11,6 @@ from ..incremental import offset_at, spot
 from ..lang import ops as ops_table
 from .scheduler import Snapshot
 
-_WORD = re.compile(r"[A-Za-z0-9_]*$")
-
-
 def _snippet(pattern: tuple[str, ...]) -> str:
     out, n = [], 0
     for item in pattern:
@@ -25,10 +22,18 @@ def _snippet(pattern: tuple[str, ...]) -> str:
     return " ".join(out).replace(" ,", ",")
 
 
+#: How much of the statement before the cursor completion reads: more than any real statement, and a bound that
+#: keeps a pasted megabyte without a full stop from making each keystroke's completion slow.
+_CONTEXT = 4096
+_WORD_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+
+
 def _statement_so_far(text: str, line: int, character: int) -> str:
-    """The current statement's text up to the cursor: back to the previous full stop or heading."""
+    """The current statement's text up to the cursor: back to the previous full stop or heading (at most
+    ``_CONTEXT`` characters)."""
     end = offset_at(text, line, character)
-    start = max(text.rfind(".", 0, end), text.rfind("\n#", 0, end))
+    lo = max(0, end - _CONTEXT)
+    start = max(text.rfind(".", lo, end), text.rfind("\n#", lo, end), lo - 1)
     return text[start + 1:end]
 
 
@@ -58,7 +63,7 @@ def completions(snap: Snapshot, line: int, character: int) -> lsp.CompletionList
     text = a.text
     before = _statement_so_far(text, line, character)
     items: list[lsp.CompletionItem] = []
-    stripped = _WORD.sub("", before).rstrip()
+    stripped = before.rstrip(_WORD_CHARS).rstrip()  # linear, where a `[…]*$` regex is quadratic on a long run
     words = re.findall(r"[A-Za-z0-9_]+", before)
     if stripped.endswith(","):
         # An option of the operation this statement applies.

@@ -39,6 +39,20 @@ async def test_completion_offers_operations_names_in_scope_and_constants(editor,
     assert "ffn" in labels and labels["ffn"].kind == lsp.CompletionItemKind.Constant
 
 
+async def test_completion_after_a_pasted_megabyte_without_a_full_stop_answers_at_once(editor, client):
+    import time
+
+    text = TINY.replace("Let h1 be ", "Let h1 be " + "x" * 1_000_000 + " ", 1)
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    line, col = position_of(text, "Let h1 be ")
+    start = time.perf_counter()
+    got = await request(client.text_document_completion_async(
+        lsp.CompletionParams(doc(uri), pos((line, col + len("Let h1 be ") + 1_000_001)))))
+    assert time.perf_counter() - start < 2.0
+    assert any(i.label == "rmsnorm" for i in got.items)
+
+
 async def test_completion_after_a_comma_offers_the_operations_options(editor, client):
     text = TINY.replace("Let a1 be attention of q1 over Kc1 and Vc1 at pos, heads 4 sharing 2.",
                         "Let a1 be attention of q1 over Kc1 and Vc1 at pos, heads 4 sharing 2, ")
