@@ -97,6 +97,16 @@ def server_config() -> ClientServerConfig:
     return ClientServerConfig(server_command=[sys.executable, "-m", "streamed.server"], client_factory=make_client)
 
 
+async def session(lsp_client: LanguageClient, tmp_path_factory, name: str):
+    """The body of a module-scoped server fixture: a fresh workspace folder, an initialised session for the test
+    module, shut down after it. ``async for _ in session(...): yield`` in a ``pytest_lsp.fixture``."""
+    root = tmp_path_factory.mktemp(name)
+    lsp_client.root = root
+    await lsp_client.initialize_session(init_params(root))
+    yield
+    await lsp_client.shutdown_session()
+
+
 def init_params(root: Path, options: dict | None = None) -> lsp.InitializeParams:
     return lsp.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"),

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsprotocol import types as lsp
 
-from lsphelp import TINY, doc, init_params, pos, server_config
+from lsphelp import TINY, doc, pos, server_config, session
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 _names = itertools.count()
@@ -92,11 +92,8 @@ async def ask_everything(client, uri, line, character):
 @pytest_lsp.fixture(config=server_config(), scope="module")
 async def fuzz_client(lsp_client: LanguageClient, tmp_path_factory):
     """This module's own server: the fuzzer may leave it busy, and no other test shares it."""
-    root = tmp_path_factory.mktemp("fuzz")
-    lsp_client.root = root
-    await lsp_client.initialize_session(init_params(root))
-    yield
-    await lsp_client.shutdown_session()
+    async for _ in session(lsp_client, tmp_path_factory, "fuzz"):
+        yield
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

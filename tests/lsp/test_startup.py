@@ -7,17 +7,14 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsphelp import TINY, Editor, init_params, make_client
+from lsphelp import TINY, Editor, init_params, make_client, session
 from streamed.server.settings import Settings
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "streamed", "serve"],
                                               client_factory=make_client), scope="module")
 async def cli_client(lsp_client: LanguageClient, tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    lsp_client.root = root
-    await lsp_client.initialize_session(init_params(root))
-    yield
-    await lsp_client.shutdown_session()
+    async for _ in session(lsp_client, tmp_path_factory, "cli"):
+        yield
 
 
 @pytest.mark.asyncio(loop_scope="module")
