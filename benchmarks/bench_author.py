@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from common import cpu_model, record
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.model.author import author
 from streamed.model.hf import spec_from_config
 

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from common import machine, record
-from streamed.analysis import analyze
-from streamed.kinds import divergences, layer_kinds
+from streamed.analysis.whole import analyze
+from streamed.analysis.kinds import divergences, layer_kinds
 from streamed.lang.lexer import lex
 from streamed.lang.parser import parse
 from streamed.model.author import author

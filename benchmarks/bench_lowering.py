@@ -26,13 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common import cpu_model, load_average, record  # noqa: E402
-from streamed.analysis import analyze  # noqa: E402
-from streamed.bundle import manifest  # noqa: E402
-from streamed.kinds import stored_q8  # noqa: E402
+from streamed.analysis.whole import analyze  # noqa: E402
+from streamed.spatial.bundle import manifest  # noqa: E402
+from streamed.analysis.kinds import stored_q8  # noqa: E402
 from streamed.spatial.lower import lower_program  # noqa: E402
 from streamed.spatial.synth import two_kind_document  # noqa: E402
 from streamed.spatial.target import load_target  # noqa: E402
-from streamed.streamed import Deployment, lower_streamed  # noqa: E402
+from streamed.spatial.deployment import Deployment  # noqa: E402
+from streamed.spatial.streamed_model import lower_streamed  # noqa: E402
 
 DEPTHS = (8, 32, 128)
 #: CPU time of this process: on a machine shared with other work, wall time also counts the waits for a core.

@@ -77,7 +77,7 @@ class Session:
             return None
 
     async def start(self, root: Path):
-        await self.client.start_io(sys.executable, "-m", "streamed.server")
+        await self.client.start_io(sys.executable, "-m", "streamed_lsp")
         await self.client.initialize_async(lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(), root_uri=root.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(root.as_uri(), "bench")],
@@ -187,7 +187,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         text = author_document(root)
-        from streamed.analysis import analyze
+        from streamed.analysis.whole import analyze
 
         a = analyze(text)
         assert len(a.programs.layers) == LAYERS and not a.errors, "the authored document should check cleanly"

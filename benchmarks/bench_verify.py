@@ -24,12 +24,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import cpu_model, record  # noqa: E402
 
-from streamed.analysis import analyze  # noqa: E402
-from streamed.execute import Executor, plan_of  # noqa: E402
-from streamed.reference import Reference  # noqa: E402
-from streamed.streamed import Deployment, lower_streamed  # noqa: E402
-from streamed.verify import run  # noqa: E402
-from streamed.weights import seeded, tables  # noqa: E402
+from streamed.analysis.whole import analyze  # noqa: E402
+from streamed.numerics.execute import Executor, plan_of  # noqa: E402
+from streamed.numerics.reference import Reference  # noqa: E402
+from streamed.spatial.deployment import Deployment  # noqa: E402
+from streamed.spatial.streamed_model import lower_streamed  # noqa: E402
+from streamed.numerics.verify import run  # noqa: E402
+from streamed.numerics.weights import seeded, tables  # noqa: E402
 
 HEADING = "## Numerical certification"
 SMALL = ("tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2")

@@ -1,7 +1,13 @@
 """streamed: model programs in an English-like authoring language — layer kinds, divergences, SN50 bundles.
 
-The core is pure and synchronous: ``lang`` parses, ``model`` checks programs and authors documents, ``kinds`` measures
-which layers are one program, ``spatial`` lowers. Adapters (``cli``, ``server``) are thin.
+The packages are the stages of the pipeline, each importing only the stages before it:
+
+    lang      text → syntax tree with ranges, and diagnostics
+    model     syntax tree → programs (semantic checks); config.json / GGUF → specs → documents; checkpoint storage
+    analysis  programs → layer kinds, divergences, the incremental analysis, repairs
+    spatial   kinds → one certified SpatialProgram per kind, per deployment; residency; the bundle on disk
+    numerics  what every operation computes; the reference interpreter and the bundle executor; verification
+    cli       the ``streamed`` command (the language server is its own package, ``streamed_lsp``, in ``server/``)
 
 The names below are loaded on first use (PEP 562), so ``import streamed`` — and the ``streamed`` command's start —
 costs nothing until the core is needed, and an interrupt while the command starts is the command's to report.
@@ -10,8 +16,9 @@ costs nothing until the core is needed, and an interrupt while the command start
 from importlib import import_module
 
 _EXPORTS = {
-    "Analysis": ".analysis", "analyze": ".analysis",
-    "LayerKind": ".kinds", "layer_kinds": ".kinds", "renaming": ".kinds", "shape_digest": ".kinds",
+    "Analysis": ".analysis.whole", "analyze": ".analysis.whole",
+    "LayerKind": ".analysis.kinds", "layer_kinds": ".analysis.kinds", "renaming": ".analysis.kinds",
+    "shape_digest": ".analysis.kinds",
     "Storage": ".model.checkpoint", "ALL_Q8": ".model.checkpoint",
 }
 

@@ -1,4 +1,11 @@
-"""The language front end: lexer, parser with sentence-level recovery, syntax tree, and semantic checks."""
+"""Stage 1, the front end. In: the text of a document (``str`` or bytes of any encoding). Out: a ``Document`` — its
+sections and statements as a frozen syntax tree whose every node carries its range — and the syntax diagnostics.
+``parse`` is total: any input gives a ``Document``, never an exception.
+
+Modules: ``lexer`` (tokens with (line, UTF-16 column) and byte offsets), ``ops`` (the operation table: every spelling,
+slot and option, written once), ``syntax`` (the tree and ``Diagnostic``), ``parser`` (sections, statements,
+sentence-level recovery). Imports nothing else of the project.
+"""
 
 from .lexer import Pos, Range, Token, tokens
 from .parser import parse

@@ -1,0 +1,10 @@
+"""Stage 2, what a document means and where documents come from. In: a ``Document``; a Hugging Face ``config.json``
+or a GGUF checkpoint. Out: ``Programs`` (embed, one per layer, head: declarations and shapes with ``rows``/``ctx``
+kept symbolic) with the semantic diagnostics; a ``ModelSpec`` and the document text the author writes for it; the
+``Storage`` a checkpoint gives its tensors.
+
+Modules: ``program`` (semantic checks and the cross-section links), ``checkpoint`` (``## Checkpoint`` bindings and
+``Storage``), ``spec`` (the architecture as data), ``hf`` (config.json with transformers' field semantics), ``gguf``
+(GGUF metadata and tensor storage, through the ``gguf`` package), ``author`` (spec → text). Reads files only in
+``hf``/``gguf`` and ``checkpoint.storage_of``, where it says so. Imports only ``lang``.
+"""

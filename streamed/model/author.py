@@ -314,7 +314,7 @@ def _atom(expr: str) -> str:
 
 
 def kind_label(layer: LayerSpec) -> str:
-    """What a layer does, as ``streamed.kinds.describe`` will name its kind — for the layer heading's note."""
+    """What a layer does, as ``streamed.analysis.kinds.describe`` will name its kind — for the layer heading's note."""
     m = layer.mixer
     if isinstance(m, Attention):
         name = "attention"

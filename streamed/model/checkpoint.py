@@ -17,6 +17,10 @@ from ..lang.syntax import CheckpointEntry
 Q8_BLOCK = 32
 
 
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used: the message names the file and what is wrong with it."""
+
+
 @dataclass(frozen=True)
 class TensorRef:
     """The checkpoint tensor a declared weight reads, and the part of it: output features ``columns`` (start, stop,
@@ -86,3 +90,13 @@ class Storage:
 
 
 ALL_Q8 = Storage()
+
+
+def storage_of(checkpoint: str | None) -> Storage:
+    """The storage the GGUF at ``checkpoint`` gives (this reads the file), or ``ALL_Q8`` — every weight declared
+    ``q8`` stored Q8_0 — when none is named. A file that cannot be used is a ``CheckpointError`` naming it."""
+    if checkpoint is None:
+        return ALL_Q8
+    from .gguf import read_storage  # numpy and the gguf package only when a checkpoint is named
+
+    return read_storage(checkpoint)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
-from .checkpoint import Storage
+from .checkpoint import CheckpointError, Storage
 from .author import gguf_tensor
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
@@ -35,8 +35,6 @@ SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "qwen3next", "qw
              "deepseek2", "llama4", "gpt-oss")
 
 
-class CheckpointError(Exception):
-    """A checkpoint that cannot be used: the message names the file and what is wrong with it."""
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,13 @@ reject diagnostics: its errors are the diagnostics, and a program that does not 
 
 from __future__ import annotations
 
-from ..analysis import Analysis
+from dataclasses import replace
+
+from ..analysis.incremental import Base, IncrementalAnalysis, as_analysis
+from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
-from ..streamed import Deployment, StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
+from .deployment import Deployment
+from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
 from .lower import LoweringError, TPError
 from .target import TargetError, load_target
 
@@ -92,3 +96,27 @@ def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, 
             data = {"program": "bundle", "statement": r.statement, "binder": r.binder, "layer": r.layer}
             return [Diagnostic(_at(by_layer[r.layer], r.statement), Severity.ERROR, str(r), "reject", (), data)]
     return []
+
+
+def reject_diagnostics_of(a: IncrementalAnalysis, deployment, target=None, cache: dict | None = None) -> tuple[Diagnostic, ...]:
+    """``reject_diagnostics`` of an incremental analysis (the editor's), in document coordinates. ``cache`` is keyed
+    by kind digest, so a kind lowered before — however its layers were renamed since — is not lowered again."""
+    found = reject_diagnostics(as_analysis(a), deployment, target, cache)
+    if not found:
+        return ()
+    # Every range a reject carries is a statement's range or a heading of some program's section (the very objects):
+    # place each by the section it came from.
+    where: dict[int, Base] = {}
+    for p in a.programs.all():
+        base = a.base_of(p.section)
+        where[id(p.section.heading)] = base
+        for st in p.section.statements:
+            where[id(st.range)] = base
+    out = []
+    for d in found:
+        base = where.get(id(d.range))
+        if base is None:
+            continue
+        related = tuple(Related(where[id(r.range)].range(r.range), r.message) for r in d.related if id(r.range) in where)
+        out.append(replace(d, range=base.range(d.range), related=related))
+    return tuple(out)

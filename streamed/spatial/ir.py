@@ -1,6 +1,6 @@
 """The spatial IR: one program of a bundle as the RDU runs it — tensors, and operations in pipeline order.
 
-This docstring is THE execution semantics of the IR. An executor (``streamed/execute.py``) implements it from this
+This docstring is THE execution semantics of the IR. An executor (``streamed/numerics/execute.py``) implements it from this
 text alone; the lowering (``streamed/spatial/lower.py``) produces nothing it does not describe.
 
 Values
@@ -25,12 +25,12 @@ Tensors (``Tensor``)
   * ``"planes"``: the Q8_0 int8 values of the (sliced) weight ``W`` (``k by n`` in the language's ``in by out``
     orientation), exactly as GGUF stores them: with ``d = max_i |W[32b + i, j]| / 127`` in float32 for block ``b``
     of column ``j``, ``planes[32b + i, j] = round_half_away(W[32b + i, j] · (1/d))`` (0 where ``d = 0``) — the
-    float32 ``d``, not its fp16 rounding, as ggml's ``quantize_row_q8_0_ref`` does (``streamed/q8.py``).
+    float32 ``d``, not its fp16 rounding, as ggml's ``quantize_row_q8_0_ref`` does (``streamed/numerics/q8.py``).
   * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = fp16(d)``, shape ``(k / 32, n)``.
     Blocks of 32 run along ``k`` (the input features), exactly as GGUF stores a Q8_0 tensor.
 
   A weight's value as the chip reads it is ``planes · float32(scales)`` expanded along ``k``; an executor reads both
-  from a Q8_0 checkpoint as stored, or quantises a dense weight with ``streamed.q8`` (never by dividing by the fp16
+  from a Q8_0 checkpoint as stored, or quantises a dense weight with ``streamed.numerics.q8`` (never by dividing by the fp16
   scale, which differs from GGUF in about one value in a hundred).
 - ``state``: carried from step to step (KV caches, recurrent and convolution states); zero at the first step. A
   program's ``carried`` names the states a step hands to the next; a state not in ``carried`` (every state of a
@@ -136,7 +136,7 @@ allgather      X0, …, X{tp−1} → Y               the chips' column slices c
 Deployments
 -----------
 
-A program is lowered for one deployment (``streamed.streamed.Deployment``); ``rows`` and ``ctx`` are bound to
+A program is lowered for one deployment (``streamed.spatial.deployment.Deployment``); ``rows`` and ``ctx`` are bound to
 numbers. ``decode``: rows 1. ``prefill``: rows = the chunk; layers take the chunk's rows in order over the sequence's
 one state; the head first ``take_rows`` the last row of its input. ``forward``: rows = ctx = the sequence; no embed
 program; no state is carried (each is zero at the start of the step).

@@ -3,13 +3,13 @@
     lift  →  split_tp (tensor parallel only)  →  fold_q8  →  place  →  certify
 
 One pass runs over the whole deployment before any program is lowered: the dense tables
-(``streamed.streamed.shared_tables``) — the host tables and hidden-state boundaries the programs share, declared
+(``streamed.spatial.streamed_model.shared_tables``) — the host tables and hidden-state boundaries the programs share, declared
 alike everywhere, whose set is part of every program's cache key.
 
 - ``lift``: each statement to spatial ops in statement order. Sub-expressions get derived names
   ``{binder}__{k}`` (a ``Set`` statement's ``{state}__w{statement}_{k}``), so every derived name starts with the
   authored name it comes from, followed by ``_`` — which is what lets a kind program's names be rebound to any layer
-  of the kind (``streamed.kinds.rebind_via``). A batched cut runs the ops that read a position or a state once per
+  of the kind (``streamed.analysis.kinds.rebind_via``). A batched cut runs the ops that read a position or a state once per
   sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). A statement that cannot be lifted
   raises ``LoweringError`` with its index, its binder and why.
 - ``split_tp``: every chip its own heads and FFN columns (Megatron): a product from a replicated activation into an
@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ..model.program import Program
+from .deployment import Cut
 from .ir import Q8_BLOCK, Op, SpatialProgram, Tensor, nbytes
 from .target import MB, SpatialTarget
 
@@ -51,21 +52,6 @@ class LoweringError(Exception):
 
 class TPError(LoweringError):
     """A tensor-parallel width the model does not admit: the bundle cannot exist."""
-
-
-@dataclass(frozen=True)
-class Cut:
-    """How one program is lowered in a deployment: ``rows`` and ``ctx`` bound; ``batched``: per-sequence state and
-    positions for ``batch`` sequences (row b is sequence b); ``tp`` chips; ``forward``: no state carried;
-    ``last_row``: the head reads only its input's last row (prefill)."""
-
-    rows: int
-    ctx: int
-    batch: int = 1
-    batched: bool = False
-    tp: int = 1
-    forward: bool = False
-    last_row: bool = False
 
 
 ELEMENTWISE = {"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "add", "sub", "mul", "copy"}

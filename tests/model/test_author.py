@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from conftest import EXAMPLES, config
-from streamed.analysis import analyze
-from streamed.kinds import renaming
+from repo import EXAMPLES, config
+from streamed.analysis.whole import analyze
+from streamed.analysis.kinds import renaming
 from streamed.model.author import author, number
 from streamed.model.checkpoint import bind
 from streamed.model.hf import spec_from_config

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import ggufs
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.model.author import author
 from streamed.model.gguf import CheckpointError, read_gguf, read_storage
 from streamed.model.spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention

@@ -4,12 +4,12 @@ package (metadata as llama.cpp writes it, projections Q8_0), read back — the s
 import pytest
 
 import ggufs
-from conftest import config
-from streamed.analysis import analyze
+from repo import config
+from streamed.analysis.whole import analyze
 from streamed.model.author import author
 from streamed.model.gguf import read_gguf
 from streamed.model.hf import spec_from_config
-from streamed.weights import from_gguf
+from streamed.numerics.weights import from_gguf
 
 
 def tiny_llama4():

@@ -3,8 +3,8 @@ clear error for every bad config."""
 
 import pytest
 
-from conftest import config
-from streamed.analysis import analyze
+from repo import config
+from streamed.analysis.whole import analyze
 from streamed.model.author import author
 from streamed.model.hf import spec_from_config
 from streamed.model.spec import Experts, GatedDeltaNet, LatentAttention, SpecError

@@ -10,8 +10,7 @@ from gguf.quants import quantize
 
 from streamed.model.checkpoint import bind
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from repo import EXAMPLES, ROOT  # noqa: F401
 
 
 def write_gguf(path: Path, tensors: dict) -> Path:

@@ -8,14 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.cli import main
-from streamed.execute import Executor, plan_of
-from streamed.streamed import Deployment, LayerBinding, StreamedReject, lower_streamed
-from streamed.verify import label, run
-from streamed.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
+from streamed.numerics.execute import Executor, plan_of
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import LayerBinding, StreamedReject, lower_streamed
+from streamed.numerics.verify import label, run
+from streamed.numerics.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from repo import EXAMPLES
 #: Documents of this suite's own: every option the examples leave out, and heads wide enough for 4 chips.
 DOCUMENTS = Path(__file__).resolve().parent / "documents"
 CTX = 16
@@ -212,7 +213,7 @@ def test_verify_on_the_command_line_prints_every_layer_and_exits_0_when_they_agr
 
 
 def test_verify_on_the_command_line_exits_1_naming_the_layer_and_tensor_of_a_wrong_bundle(capsys, monkeypatch):
-    import streamed.streamed as st
+    import streamed.spatial.streamed_model as st
 
     real = st.lower_streamed
 
@@ -249,7 +250,7 @@ def test_verify_refuses_a_real_shaped_document_it_cannot_hold_in_memory(capsys):
 def test_a_written_bundle_is_certified_from_disk_and_a_tampered_manifest_is_caught(tmp_path, capsys):
     import json
 
-    from streamed.bundle import write_bundle
+    from streamed.spatial.bundle import write_bundle
 
     doc = str(EXAMPLES / "tiny-llama.lgm")
     out = tmp_path / "bundle"

@@ -6,9 +6,9 @@ import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.cli import main
-from streamed.weights import WeightError, from_gguf, gguf_storage
+from streamed.numerics.weights import WeightError, from_gguf, gguf_storage
 
 Q8_0 = GGMLQuantizationType.Q8_0
 
@@ -94,11 +94,10 @@ def test_a_weight_the_checkpoint_lacks_is_refused_naming_the_tensor(tmp_path, gg
 
 
 def test_verify_runs_on_a_checkpoint_from_the_command_line(tmp_path, checkpoint_writer, capsys):
-    from pathlib import Path
+    from repo import EXAMPLES
+    from streamed.numerics.weights import seeded
 
-    from streamed.weights import seeded
-
-    doc = Path(__file__).resolve().parents[2] / "examples" / "tiny-llama.lgm"
+    doc = EXAMPLES / "tiny-llama.lgm"
     a = analyze(doc.read_text())
     floats = seeded(a.programs, 9).dense
     ckpt = checkpoint_writer(tmp_path / "t.gguf", a.programs, floats,

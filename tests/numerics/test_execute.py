@@ -4,10 +4,10 @@ definition ir.py gives it, and weight reads as the tensor declares them."""
 import numpy as np
 import pytest
 
-from streamed.execute import ExecuteError, run_op, run_program, weight_value
-from streamed.q8 import quantize_weight
+from streamed.numerics.execute import ExecuteError, run_op, run_program, weight_value
+from streamed.numerics.q8 import quantize_weight
 from streamed.spatial.ir import Op, SpatialProgram, Tensor
-from streamed.weights import Weights
+from streamed.numerics.weights import Weights
 
 R = np.random.default_rng(0)
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from streamed import numerics as nx
+from streamed.numerics import kernels as nx
 
 RTOL = 2e-5
 ATOL = 2e-6

@@ -5,7 +5,7 @@ import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 
-from streamed import q8
+from streamed.numerics import q8
 
 Q8_0 = GGMLQuantizationType.Q8_0
 #: gguf's own quantiser warns where a block's scale overflows fp16 or underflows — the very cases tested here.

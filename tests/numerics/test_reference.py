@@ -5,9 +5,9 @@ import pytest
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize, quantize
 
-from streamed.analysis import analyze
-from streamed.reference import Batch, Reference
-from streamed.weights import from_gguf, gguf_storage, seeded, seeded_array
+from streamed.analysis.whole import analyze
+from streamed.numerics.reference import Batch, Reference
+from streamed.numerics.weights import from_gguf, gguf_storage, seeded, seeded_array
 
 
 def programs_of(text):
@@ -109,7 +109,7 @@ def test_a_gguf_checkpoint_binds_each_weight_in_product_orientation_q8_as_stored
 
 def test_operands_of_options_sharing_their_leading_word_are_told_apart_by_what_follows():
     from streamed.lang.parser import parse
-    from streamed.reference import operands
+    from streamed.numerics.reference import operands
 
     def call(sentence):
         doc = parse(f"# T\n## Model\nLet n be 4.\n## Layer 0\n{sentence}\n")

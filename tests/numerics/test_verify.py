@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from streamed.verify import RTOL, compare_step, measure
+from streamed.numerics.verify import RTOL, compare_step, measure
 
 
 def test_a_tensor_within_the_fp32_tolerance_of_its_largest_magnitude_passes():

@@ -1,17 +1,11 @@
-from pathlib import Path
-
 import pytest
 
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.spatial.synth import two_kind_document
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from repo import EXAMPLES, example
+
 SMALL = ["tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2"]
-
-
-def example(name: str) -> str:
-    return (EXAMPLES / f"{name}.lgm").read_text("utf-8")
 
 
 @pytest.fixture(scope="session")

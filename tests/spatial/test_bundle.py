@@ -8,14 +8,15 @@ import sys
 import jsonschema
 import pytest
 
-from streamed import bundle as bundle_module
-from streamed.analysis import analyze
-from streamed.bundle import BundleError, manifest, read_bundle, schema, write_bundle
+from streamed.spatial import bundle as bundle_module
+from streamed.analysis.whole import analyze
+from streamed.spatial.bundle import BundleError, manifest, read_bundle, schema, write_bundle
 from streamed.cli import main
 from streamed.spatial.synth import two_kind_document
-from streamed.streamed import Deployment, lower_streamed
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import lower_streamed
 
-from .conftest import EXAMPLES
+from repo import EXAMPLES
 
 DEPLOYMENTS = [Deployment("forward", ctx=16), Deployment("decode", ctx=128), Deployment("prefill", ctx=128, chunk=4),
                Deployment("batched", ctx=128, batch=2), Deployment("tp", ctx=128, tp=2),
@@ -131,14 +132,9 @@ def test_check_reports_a_kinds_reject_at_the_statement_that_caused_it(tmp_path):
 
 
 def _ggufs():
-    import importlib.util
-    from pathlib import Path
+    import ggufs
 
-    path = Path(__file__).resolve().parents[1] / "model" / "ggufs.py"
-    spec = importlib.util.spec_from_file_location("spatial_ggufs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return ggufs
 
 
 def test_lower_reads_q8_folding_from_the_checkpoint(tmp_path, capsys):

@@ -4,13 +4,13 @@ from collections import Counter
 
 import pytest
 
-from streamed.analysis import analyze
-from streamed.kinds import stored_q8
+from streamed.analysis.whole import analyze
+from streamed.analysis.kinds import stored_q8
 from streamed.model.checkpoint import Storage
 from streamed.spatial import lower as lower_module
 from streamed.spatial.synth import two_kind_document
-from streamed.streamed import (
-    Deployment,
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import (
     StreamedReject,
     lower_batched_decode_streamed,
     lower_batched_tp_decode_streamed,
@@ -85,7 +85,7 @@ def test_lowering_lowers_one_program_per_kind_whatever_the_depth(monkeypatch):
         calls.append(program.label)
         return real(program, *args, **kw)
 
-    monkeypatch.setattr("streamed.streamed.lower_program", counting)
+    monkeypatch.setattr("streamed.spatial.streamed_model.lower_program", counting)
     for depth in (4, 16, 48):
         calls.clear()
         a = analyze(two_kind_document(depth))
@@ -98,7 +98,7 @@ def test_lowering_lowers_one_program_per_kind_whatever_the_depth(monkeypatch):
 def test_an_unchanged_kind_is_served_from_the_cache_and_a_renamed_representative_gets_its_own_names(monkeypatch):
     calls = []
     real = lower_module.lower_program
-    monkeypatch.setattr("streamed.streamed.lower_program",
+    monkeypatch.setattr("streamed.spatial.streamed_model.lower_program",
                         lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
     text = two_kind_document(8)
     cache: dict = {}
@@ -335,14 +335,14 @@ def test_a_tp_reject_names_the_statement_and_binder_that_cannot_split():
 
 
 def test_the_64_layer_qwen38_example_lowers_two_programs_for_its_two_kinds(monkeypatch):
-    from .conftest import EXAMPLES
+    from repo import EXAMPLES
 
     path = EXAMPLES / "qwen3.8.lgm"
     if not path.exists():
         pytest.skip("examples/qwen3.8.lgm is not in this checkout")
     calls = []
     real = lower_module.lower_program
-    monkeypatch.setattr("streamed.streamed.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
+    monkeypatch.setattr("streamed.spatial.streamed_model.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
     a = analyze(path.read_text("utf-8"))
     model = lower_streamed(a, Deployment("decode", ctx=4096))
     assert len(model.layers) == 64 and len(model.kinds) == 2

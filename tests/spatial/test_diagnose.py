@@ -2,11 +2,12 @@
 
 import pytest
 
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.lang.syntax import Severity
 from streamed.spatial.diagnose import reject_diagnostics
 from streamed.spatial.synth import two_kind_document
-from streamed.streamed import Cancelled, Deployment, StreamedReject, lower_streamed
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import Cancelled, StreamedReject, lower_streamed
 
 
 def not_a_cache(layers: int, only: set[int] | None = None) -> str:
@@ -51,7 +52,7 @@ def test_reject_diagnostics_share_the_callers_cache_with_the_lowering(monkeypatc
 
     calls = []
     real = lower_module.lower_program
-    monkeypatch.setattr("streamed.streamed.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
+    monkeypatch.setattr("streamed.spatial.streamed_model.lower_program", lambda p, *a, **k: calls.append(p.label) or real(p, *a, **k))
     cache: dict = {}
     a = analyze(not_a_cache(8))
     first = reject_diagnostics(a, cache=cache)

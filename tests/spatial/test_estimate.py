@@ -1,10 +1,11 @@
 """The estimate a user sanity-checks against the target: a decode step moves each layer's weights once, the
 embedding only for its token, each cache at full context for attention and only its new row for its update."""
 
-from streamed.analysis import analyze
+from streamed.analysis.whole import analyze
 from streamed.spatial.residency import weight_bytes
 from streamed.spatial.synth import two_kind_document
-from streamed.streamed import Deployment, lower_streamed
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import lower_streamed
 
 
 def _model(mode="decode", **sizes):
@@ -42,7 +43,7 @@ def test_decode_tokens_per_second_stays_under_the_weight_bandwidth_bound_and_nea
 
 def test_the_lower_summary_shows_what_a_step_reads_from_memory_so_the_rate_can_be_checked(tmp_path, capsys):
     from streamed.cli import main
-    from streamed.spatial.cli import _bytes
+    from streamed.cli.lower import _bytes
 
     doc = tmp_path / "m.lgm"
     doc.write_text(two_kind_document(4, d=256, vocab=32768, q8=False))

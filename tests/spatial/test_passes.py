@@ -4,13 +4,15 @@ from dataclasses import replace
 
 import pytest
 
-from streamed.analysis import analyze
-from streamed.kinds import stored_q8
+from streamed.analysis.whole import analyze
+from streamed.analysis.kinds import stored_q8
 from streamed.spatial.ir import Op, SpatialProgram
-from streamed.spatial.lower import Cut, LoweringError, certify, fold_q8, lift, lower_program, place
+from streamed.spatial.deployment import Cut
+from streamed.spatial.lower import LoweringError, certify, fold_q8, lift, lower_program, place
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.target import TargetError, load_target, parse_target
-from streamed.streamed import Deployment, StreamedReject, lower_streamed
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.streamed_model import StreamedReject, lower_streamed
 
 GOOD = """name = "mine"
 pcus = 100

@@ -2,7 +2,7 @@
 // End-to-end tests in a real VS Code: code-server with the packaged .vsix installed, driven in Debian's headless
 // Chromium with playwright-core. Screenshots of every step go to e2e/artifacts/.
 //
-//   node e2e/run.mjs                      against the language server (`<python> -m streamed.server`)
+//   node e2e/run.mjs                      against the language server (`<python> -m streamed_lsp`)
 //   STREAMED_PYTHON=/path/python          the Python for the server (default: the repository's .venv, else python3)
 //   STREAMED_E2E_DOC=path.lgm             the model to open (default: grammars/tests/snap/tiny.lgm)
 //   STREAMED_E2E_KEEP=1                   keep the temporary workspace and code-server profile
@@ -29,14 +29,14 @@ const venvPython = path.join(repo, '.venv', 'bin', 'python');
 const basePython = process.env.STREAMED_PYTHON || (fs.existsSync(venvPython) ? venvPython : 'python3');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'streamed-e2e-'));
 const python = basePython;
-const probe = spawnSync(python, ['-c', 'import streamed.server'], { encoding: 'utf8' });
+const probe = spawnSync(python, ['-c', 'import streamed_lsp'], { encoding: 'utf8' });
 if (probe.status !== 0) {
-  console.log(`SKIPPED e2e: the language server module streamed.server is not importable with ${python}:`);
+  console.log(`SKIPPED e2e: the language server module streamed_lsp is not importable with ${python}:`);
   console.log(`  ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}`);
   fs.rmSync(tmp, { recursive: true, force: true });
   process.exit(0);
 }
-log(`server: streamed.server with ${python}`);
+log(`server: streamed_lsp with ${python}`);
 
 // ------------------------------------------------------------------------------------------------ setup
 execFileSync('bash', [path.join(here, 'setup.sh')], { stdio: 'inherit' });
@@ -413,11 +413,11 @@ try {
     await shot('authored-document');
   });
 
-  // The server process of this VS Code: the python running streamed.server whose working directory is our workspace.
+  // The server process of this VS Code: the python running streamed_lsp whose working directory is our workspace.
   const serverPids = () =>
     fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {
       try {
-        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('streamed.server') && fs.readlinkSync(`/proc/${pid}/cwd`) === workspace;
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('streamed_lsp') && fs.readlinkSync(`/proc/${pid}/cwd`) === workspace;
       } catch {
         return false;
       }

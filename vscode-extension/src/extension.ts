@@ -98,10 +98,10 @@ async function resolveInterpreter(): Promise<Interpreter> {
   return chooseInterpreter(setting, fromExt, workspaceDir());
 }
 
-/** 'ok', 'no-python' (the interpreter cannot run) or 'no-server' (streamed.server is not importable). */
+/** 'ok', 'no-python' (the interpreter cannot run) or 'no-server' (streamed_lsp, the language server, is not importable). */
 function probeServer(python: string): Promise<{ status: 'ok' | 'no-python' | 'no-server'; detail: string }> {
   return new Promise((resolve) => {
-    cp.execFile(python, ['-c', 'import streamed.server'], { timeout: 30000, cwd: workspaceDir() }, (err, _out, stderr) => {
+    cp.execFile(python, ['-c', 'import streamed_lsp'], { timeout: 30000, cwd: workspaceDir() }, (err, _out, stderr) => {
       if (!err) return resolve({ status: 'ok', detail: '' });
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'EACCES') return resolve({ status: 'no-python', detail: String(err.message) });
@@ -160,13 +160,13 @@ async function startServer(context: vscode.ExtensionContext): Promise<void> {
   output.appendLine(`[client] server Python: ${interpreter.command} (from ${interpreter.source})`);
   const probe = await probeServer(interpreter.command);
   if (probe.status !== 'ok') {
-    setStatusNotRunning(`streamed.server is not available in ${interpreter.command}`);
+    setStatusNotRunning(`the language server (streamed_lsp) is not available in ${interpreter.command}`);
     void notifyNotInstalled(interpreter.command, probe.status, probe.detail);
     return;
   }
   const serverOptions: ServerOptions = {
     command: interpreter.command,
-    args: ['-m', 'streamed.server'],
+    args: ['-m', 'streamed_lsp'],
     transport: TransportKind.stdio,
     options: { cwd: workspaceDir(), env: { ...process.env, PYTHONUNBUFFERED: '1' } },
   };

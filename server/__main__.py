@@ -1,0 +1,6 @@
+"""``python -m streamed_lsp``: the language server on stdio (as ``streamed serve``)."""
+
+from .handlers import main
+
+if __name__ == "__main__":
+    main()

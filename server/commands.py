@@ -1,0 +1,216 @@
+"""workspace/executeCommand: ``streamed.lowerBundle``, ``streamed.openManifest``, ``streamed.showKinds``,
+``streamed.goToRepresentative``.
+
+Arguments are checked here and a bad one is a ``CommandError`` whose message names what was sent and what was
+expected (the server turns it into a JSON-RPC "invalid params" error). Long commands report ``$/progress`` and stop
+when the client cancels. A bundle is written only inside the workspace folders: by default ``<stem>.bundle/``
+beside the document.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlparse
+
+from streamed.spatial.deployment import MODES, Deployment
+
+from .scheduler import Snapshot
+
+
+class CommandError(ValueError):
+    """Bad command arguments or a refused command, in a sentence a person understands."""
+
+
+def one_object(command: str, args: Any, example: str) -> dict:
+    """The single object argument every command takes."""
+    if isinstance(args, (list, tuple)):
+        if len(args) != 1:
+            raise CommandError(f"`{command}` takes one argument, an object like {example}; it was given {len(args)}")
+        args = args[0]
+    if not isinstance(args, dict):
+        raise CommandError(f"`{command}` takes an object like {example}, not {type(args).__name__} {str(args)[:60]!r}")
+    return args
+
+
+def uri_arg(command: str, obj: dict, example: str) -> str:
+    uri = obj.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise CommandError(f"`{command}` needs `uri`, the document's URI, as in {example}")
+    return uri
+
+
+def path_of(uri: str) -> Path | None:
+    u = urlparse(uri)
+    if u.scheme != "file":
+        return None
+    return Path(unquote(u.path))
+
+
+def position_arg(command: str, obj: dict) -> tuple[int, int]:
+    pos = obj.get("position")
+    if not isinstance(pos, dict) or not all(isinstance(pos.get(k), int) and not isinstance(pos.get(k), bool) and pos.get(k) >= 0
+                                            for k in ("line", "character")):
+        raise CommandError(f"`{command}` needs `position`: {{\"line\": 0-based line, \"character\": UTF-16 column}}, not {pos!r}")
+    return pos["line"], pos["character"]
+
+
+# ---- showKinds ------------------------------------------------------------------------------------------------------
+
+
+def show_kinds(snap: Snapshot) -> list[dict]:
+    """One entry per kind, for a tree view: ``{name, layers, representative, reject?}`` — ``reject`` the message of
+    the kind's lowering reject under the current deployment, when it has one."""
+    rejects = {}
+    for d in snap.rejects:
+        for layer in (d.data or {}).get("layers", ()):
+            rejects.setdefault(layer, d.message)
+    out = []
+    for k in snap.analysis.kinds:
+        entry = {"name": k.name, "layers": list(k.layers), "representative": k.representative}
+        if k.representative in rejects:
+            entry["reject"] = rejects[k.representative]
+        out.append(entry)
+    return out
+
+
+# ---- lowering -------------------------------------------------------------------------------------------------------
+
+LOWER_EXAMPLE = '{"uri": "file:///…/model.lgm", "mode": "decode"}'
+
+
+def inside(path: Path, folders: list[Path]) -> bool:
+    """Whether ``path`` is in one of ``folders``, symbolic links followed (a link cannot lead a bundle out)."""
+    p = Path(os.path.realpath(path))
+    return any(p == f or f in p.parents for f in (Path(os.path.realpath(x)) for x in folders))
+
+
+def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
+    """Where the bundle goes: ``out`` if given (relative to the document's folder), else ``<stem>.bundle/`` beside
+    the document. Refused outside the workspace folders (or, with none open, outside the document's folder)."""
+    out = obj.get("out")
+    if out is not None and not isinstance(out, str):
+        raise CommandError(f"`out` must be a folder path, not {out!r}")
+    target = (doc.parent / out) if out else doc.with_name(doc.stem + ".bundle")
+    allowed = folders or [doc.parent]
+    if not inside(target, allowed):
+        raise CommandError(f"will not write {target}: it is outside the workspace folders ({', '.join(map(str, allowed))})")
+    return Path(os.path.realpath(target))
+
+
+def deployment_args(obj: dict, defaults: dict) -> dict:
+    mode = obj.get("mode", defaults.get("mode"))
+    if mode not in MODES:
+        raise CommandError(f"`mode` must be one of {', '.join(MODES)}, not {mode!r}")
+    dep = {"mode": mode}
+    for k in ("ctx", "chunk", "batch", "tp"):
+        v = obj.get(k, defaults.get(k))
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+            raise CommandError(f"`{k}` must be a positive whole number, not {v!r}")
+        dep[k] = v
+    return dep
+
+
+def deployment_of(dep: dict) -> Deployment:
+    return Deployment(dep["mode"], dep.get("ctx") or 4096, dep.get("chunk") or 0, dep.get("batch") or 1, dep.get("tp") or 1)
+
+
+def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], report: Callable[[str, int], None],
+                 cancelled: Callable[[], bool], cache: dict | None = None) -> dict:
+    """Lower every kind of the document under the deployment and write the bundle; runs off the event loop.
+    ``cache`` is the server's kind cache (by digest): a kind lowered before, for diagnostics or a bundle, is reused."""
+    doc = path_of(snap.uri)
+    if doc is None:
+        raise CommandError(f"{snap.uri} is not a file on disk; save it first so the bundle has a folder to go beside")
+    dep_args = deployment_args(obj, settings.deployment)
+    out = output_folder(obj, doc, folders)
+    errors = snap.analysis.errors
+    if errors:
+        first = errors[0]
+        raise CommandError(f"the document has {len(errors)} error{'s' if len(errors) != 1 else ''}; the first, at line "
+                           f"{first.range.start.line + 1}: {first.message}")
+    from streamed.spatial.bundle import BundleError, write_bundle
+    from streamed.analysis.incremental import as_analysis
+    from streamed.spatial.streamed_model import Cancelled, StreamedReject, lower_streamed
+
+    target = obj.get("target", settings.target)
+    if not isinstance(target, str) or not target:
+        raise CommandError(f"`target` must be \"sn50\", \"sn40l\" or a path to a target file, not {target!r}")
+    checkpoint = obj.get("checkpoint", settings.checkpoint)
+    storage = snap.analysis.storage
+    if checkpoint != settings.checkpoint:
+        from streamed.model.checkpoint import CheckpointError, storage_of
+
+        if checkpoint is not None and not isinstance(checkpoint, str):
+            raise CommandError(f"`checkpoint` must be a path or null, not {checkpoint!r}")
+        try:
+            storage = storage_of(checkpoint)
+        except CheckpointError as e:
+            raise CommandError(str(e)) from None
+        if storage is not snap.analysis.storage:
+            from streamed.analysis.incremental import IncrementalAnalyzer
+
+            snap = Snapshot(snap.uri, snap.version, snap.generation, IncrementalAnalyzer(storage).analyze(snap.text))
+    analysis = as_analysis(snap.analysis)
+    kinds, layers = len(analysis.kinds), len(analysis.programs.layers)
+    report(f"lowering {kinds} kind{'s' if kinds != 1 else ''} for {layers} layers", 0)
+
+    def progress(label: str, done: int, total: int) -> None:
+        report(f"lowering {label}", int(90 * done / max(total, 1)))
+
+    try:
+        model = lower_streamed(analysis, deployment_of(dep_args), target=target, storage=storage, cache=cache,
+                               progress=progress, cancelled=cancelled)
+    except Cancelled:
+        raise CommandError("the lowering was cancelled") from None
+    except StreamedReject as r:
+        where = ""
+        if r.layer is not None and r.statement is not None:
+            p = snap.analysis.programs.layer(r.layer)
+            st = next((x for x in (p.statements if p else ()) if x.index == r.statement), None)
+            if st is not None:
+                where = f" (line {snap.analysis.to_document(p.section, st.range).start.line + 1})"
+        raise CommandError(f"{r}{where}") from None
+    if cancelled():
+        raise CommandError("the lowering was cancelled")
+    report(f"writing {out.name}/", 95)
+    try:
+        manifest = write_bundle(model, out, source=str(doc))
+    except BundleError as e:
+        raise CommandError(str(e)) from None
+    return {"manifest": str(manifest), "kinds": kinds, "layers": layers, "estimate": model.estimate}
+
+
+def open_manifest(obj: dict) -> dict:
+    """``{uri}`` (the document's default bundle, ``<stem>.bundle/``) or ``{bundle}`` (a bundle folder or its
+    manifest) → the manifest's path and a summary: title, deployment, target, kinds, layers, estimate."""
+    if "bundle" in obj:
+        b = obj["bundle"]
+        if not isinstance(b, str) or not b:
+            raise CommandError(f"`bundle` must be the path of a bundle folder, not {b!r}")
+        folder = Path(b)
+        if folder.name == "manifest.json":
+            folder = folder.parent
+    else:
+        uri = uri_arg("streamed.openManifest", obj, '{"uri": "file:///…/model.lgm"} or {"bundle": "/…/model.bundle"}')
+        doc = path_of(uri)
+        if doc is None:
+            raise CommandError(f"{uri} is not a file on disk")
+        folder = doc.with_name(doc.stem + ".bundle")
+    manifest = folder / "manifest.json"
+    if not manifest.exists():
+        raise CommandError(f"no manifest at {manifest}: lower the bundle first (streamed.lowerBundle)")
+    from streamed.spatial.bundle import BundleError, read_bundle
+
+    try:
+        model = read_bundle(folder)
+    except BundleError as e:
+        raise CommandError(str(e)) from None
+    d = model.deployment
+    summary = {
+        "title": model.title, "target": model.target.name, "deployment": d.to_json(),
+        "kinds": [{"name": k.name, "representative": k.representative, "layers": list(k.layers)} for k in model.kinds],
+        "layers": len(model.layers), "estimate": model.estimate,
+    }
+    return {"manifest": str(manifest), "summary": summary}

@@ -1,0 +1,39 @@
+"""Between the core's ranges and lsprotocol's: the core already counts lines from 0 and columns in UTF-16 code
+units, so a conversion copies numbers; it never searches the text."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from streamed.lang.lexer import Range
+from streamed.lang.syntax import Diagnostic, Severity
+
+SOURCE = "streamed"
+
+_SEVERITY = {
+    Severity.ERROR: lsp.DiagnosticSeverity.Error,
+    Severity.WARNING: lsp.DiagnosticSeverity.Warning,
+    Severity.INFORMATION: lsp.DiagnosticSeverity.Information,
+    Severity.HINT: lsp.DiagnosticSeverity.Hint,
+}
+
+
+def to_range(r: Range) -> lsp.Range:
+    return lsp.Range(lsp.Position(r.start.line, r.start.character), lsp.Position(r.end.line, r.end.character))
+
+
+def to_diagnostic(uri: str, d: Diagnostic) -> lsp.Diagnostic:
+    related = [lsp.DiagnosticRelatedInformation(lsp.Location(uri, to_range(x.range)), x.message) for x in d.related]
+    return lsp.Diagnostic(
+        range=to_range(d.range), message=d.message, severity=_SEVERITY[d.severity], code=d.code, source=SOURCE,
+        related_information=related or None, data=d.data,
+    )
+
+
+def contains(r: lsp.Range, line: int, character: int) -> bool:
+    return (r.start.line, r.start.character) <= (line, character) <= (r.end.line, r.end.character)
+
+
+def overlaps(a: lsp.Range, b: lsp.Range) -> bool:
+    return not ((a.end.line, a.end.character) < (b.start.line, b.start.character)
+                or (b.end.line, b.end.character) < (a.start.line, a.start.character))

@@ -1,0 +1,397 @@
+"""The streamed language server: a list of small handlers, each converting LSP types, calling one capability
+module and converting back. Started by ``streamed serve`` and ``python -m streamed_lsp`` (stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import uuid
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from . import code_actions, code_lens, commands, completion, definition, diagnostics, folding, formatting, hover
+from . import inlay_hints, rename, semantic_tokens, symbols
+from .scheduler import Scheduler, Snapshot
+from .settings import Settings
+
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls's protocol with three differences: document text lives in the scheduler alone (pygls's copy is not
+    kept, so an edit it could not apply cannot stop the server's own handler from running); positions are always
+    UTF-16; commands are dispatched with their raw arguments and the client's work-done token."""
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):
+        """Positions are UTF-16 columns, as the core counts them: a client that offers other encodings first (Neovim
+        offers UTF-8) is answered UTF-16, which every client must support."""
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = [lsp.PositionEncodingKind.Utf16]
+        return (yield from super().lsp_initialize(params))
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield h, (params,), None
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield h, (params,), None
+
+    @lsp_method(lsp.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(self, params: lsp.ExecuteCommandParams):
+        handler = COMMANDS.get(params.command)
+        if handler is None:
+            known = ", ".join(sorted(COMMANDS))
+            raise JsonRpcInvalidParams(message=f"unknown command `{params.command}`; the commands are {known}")
+        result = yield handler, (self._server, list(params.arguments or []), params.work_done_token), None
+        return result
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params):
+        if (h := self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield h, (params,), None
+
+
+class StreamedServer(LanguageServer):
+    def __init__(self):
+        super().__init__("streamed", "0.1.0", protocol_cls=Protocol,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.scheduler: Scheduler | None = None
+        self.tokens = semantic_tokens.TokenHistory()
+        self.folders: list[Path] = []
+
+    def sched(self) -> Scheduler:
+        if self.scheduler is None:
+            self.scheduler = Scheduler(self.on_snapshot, debounce_ms=self.settings.debounce_ms, prepare=self.prepare)
+        return self.scheduler
+
+    def prepare(self, snap: Snapshot) -> dict:
+        """On the analysis thread: the publishDiagnostics notification, already unstructured to JSON values."""
+        return self.protocol._converter.unstructure(diagnostics.publish_params(snap))
+
+    def on_snapshot(self, snap: Snapshot, published: dict) -> None:
+        # Sent as the JSON values ``prepare`` made (pygls's typed ``notify`` would convert it again on this loop).
+        message = {"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": published}
+        self.protocol._send_data(message)
+        a = snap.analysis
+        self.protocol.notify("streamed/analysisDone", {
+            "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
+            "rejects": len(snap.rejects),
+        })
+
+    def apply_settings(self, raw) -> None:
+        """Merge a client's settings; each bad value is named in a message and the previous one kept."""
+        new, problems = self.settings.merged(raw)
+        for p in problems:
+            self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Warning, f"streamed: {p}"))
+        old, self.settings = self.settings, new
+        s = self.sched()
+        s.debounce_ms = new.debounce_ms
+        from streamed.spatial.target import TargetError, load_target
+
+        try:
+            load_target(new.target)
+            s.target = new.target
+        except TargetError as e:
+            self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: target: {e}"))
+            self.settings = new = Settings(old.target, new.deployment, new.checkpoint, new.debounce_ms)
+            s.target = old.target
+        s.deployment = commands.deployment_of(new.deployment)
+        if new.checkpoint != old.checkpoint:
+            from streamed.model.checkpoint import CheckpointError, storage_of
+
+            try:
+                s.set_storage(storage_of(new.checkpoint))
+            except CheckpointError as e:
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, f"streamed: {e}"))
+                self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
+            except Exception as e:  # a checkpoint reader that failed unexpectedly: say so, keep serving
+                message = f"streamed: cannot read checkpoint {new.checkpoint}: {e}"
+                self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, message))
+                self.settings = Settings(new.target, new.deployment, old.checkpoint, new.debounce_ms)
+
+
+server = StreamedServer()
+
+
+async def _snap(ls: StreamedServer, uri: str) -> Snapshot | None:
+    """The snapshot of the text the request was sent against, or — if analysing it takes longer than a request may
+    wait — the latest one: every request is answered promptly."""
+    return await ls.sched().fresh(uri)
+
+
+def _invalid(message: str) -> JsonRpcInvalidParams:
+    return JsonRpcInvalidParams(message=message)
+
+
+# ---- lifecycle and settings ----------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: StreamedServer, params: lsp.InitializeParams):
+    ls.folders = [p for p in (commands.path_of(f.uri) for f in (params.workspace_folders or [])) if p is not None]
+    if not ls.folders and params.root_uri and commands.path_of(params.root_uri):
+        ls.folders = [commands.path_of(params.root_uri)]
+    ls.apply_settings(params.initialization_options)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: StreamedServer, params: lsp.DidChangeConfigurationParams):
+    ls.apply_settings(params.settings)
+    ls.sched().reanalyze_all()
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+def did_change_folders(ls: StreamedServer, params: lsp.DidChangeWorkspaceFoldersParams):
+    removed = {commands.path_of(f.uri) for f in params.event.removed}
+    ls.folders = [f for f in ls.folders if f not in removed] + [p for p in (commands.path_of(f.uri) for f in params.event.added) if p]
+
+
+# ---- text -----------------------------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: StreamedServer, params: lsp.DidOpenTextDocumentParams):
+    d = params.text_document
+    ls.sched().open(d.uri, d.text, d.version)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: StreamedServer, params: lsp.DidChangeTextDocumentParams):
+    ls.sched().change(params.text_document.uri, params.text_document.version, params.content_changes)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: StreamedServer, params: lsp.DidCloseTextDocumentParams):
+    ls.sched().close(params.text_document.uri)
+    ls.tokens.forget(params.text_document.uri)
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(params.text_document.uri, []))
+
+
+# ---- features -------------------------------------------------------------------------------------------------------
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DIAGNOSTIC, lsp.DiagnosticOptions(identifier="streamed", inter_file_dependencies=False, workspace_diagnostics=False))
+async def pull_diagnostics(ls: StreamedServer, params: lsp.DocumentDiagnosticParams):
+    return diagnostics.pull_report(await _snap(ls, params.text_document.uri), params.previous_result_id)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+async def lens(ls: StreamedServer, params: lsp.CodeLensParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return code_lens.code_lenses(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+async def goto_definition(ls: StreamedServer, params: lsp.DefinitionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return definition.definition(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+async def on_hover(ls: StreamedServer, params: lsp.HoverParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return hover.hover(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+async def hints(ls: StreamedServer, params: lsp.InlayHintParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return inlay_hints.inlay_hints(snap, params.range) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, semantic_tokens.LEGEND)
+async def tokens_full(ls: StreamedServer, params: lsp.SemanticTokensParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return ls.tokens.full(snap) if snap else lsp.SemanticTokens(data=[])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL_DELTA, semantic_tokens.LEGEND)
+async def tokens_delta(ls: StreamedServer, params: lsp.SemanticTokensDeltaParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return ls.tokens.delta(snap, params.previous_result_id) if snap else lsp.SemanticTokens(data=[])
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+async def doc_symbols(ls: StreamedServer, params: lsp.DocumentSymbolParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return symbols.document_symbols(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_FOLDING_RANGE)
+async def folds(ls: StreamedServer, params: lsp.FoldingRangeParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return folding.folding_ranges(snap) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[","]))
+async def complete(ls: StreamedServer, params: lsp.CompletionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return completion.completions(snap, params.position.line, params.position.character) if snap else None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+async def actions(ls: StreamedServer, params: lsp.CodeActionParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return code_actions.code_actions(snap, params.range) if snap else []
+
+
+@server.feature(lsp.TEXT_DOCUMENT_PREPARE_RENAME)
+async def prepare_rename(ls: StreamedServer, params: lsp.PrepareRenameParams):
+    snap = await _snap(ls, params.text_document.uri)
+    if snap is None:
+        return None
+    try:
+        return rename.prepare_rename(snap, params.position.line, params.position.character)
+    except rename.RenameError as e:
+        raise JsonRpcInvalidRequest(message=str(e)) from None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_RENAME, lsp.RenameOptions(prepare_provider=True))
+async def do_rename(ls: StreamedServer, params: lsp.RenameParams):
+    snap = await _snap(ls, params.text_document.uri)
+    if snap is None:
+        return None
+    try:
+        return rename.rename(snap, params.position.line, params.position.character, params.new_name)
+    except rename.RenameError as e:
+        raise JsonRpcInvalidRequest(message=str(e)) from None
+
+
+@server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+async def format_document(ls: StreamedServer, params: lsp.DocumentFormattingParams):
+    snap = await _snap(ls, params.text_document.uri)
+    return formatting.formatting(snap) if snap else []
+
+
+# ---- commands ------------------------------------------------------------------------------------------------------
+
+
+async def _document(ls: StreamedServer, command: str, obj: dict, example: str) -> Snapshot:
+    uri = commands.uri_arg(command, obj, example)
+    snap = await _snap(ls, uri)
+    if snap is None:
+        raise commands.CommandError(f"`{command}`: {uri} is not open in the editor")
+    return snap
+
+
+COMMANDS: dict = {}
+
+
+class Work:
+    """One command's ``$/progress``: begun on the client's work-done token or one the server creates (when the client
+    supports it), reported from any thread, ended however the command ends; ``cancelled()`` is true once the client
+    cancels the progress or the request."""
+
+    def __init__(self, ls: StreamedServer, title: str, token):
+        self.ls, self.title, self.token = ls, title, token
+        self.loop = asyncio.get_running_loop()
+        self.stopped = False
+
+    async def __aenter__(self):
+        progress = self.ls.work_done_progress
+        if self.token is None and _supports_progress(self.ls):
+            token = str(uuid.uuid4())
+            try:
+                await asyncio.wait_for(progress.create_async(token), 2)
+                self.token = token
+            except Exception:
+                self.token = None
+        if self.token is not None:
+            progress.begin(self.token, lsp.WorkDoneProgressBegin(title=self.title, cancellable=True, percentage=0))
+            await asyncio.sleep(0)  # let a cancel already on its way arrive before the work starts
+        return self
+
+    def report(self, message: str, pct: int) -> None:
+        if self.token is not None:
+            value = lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct)))
+            self.loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, value)
+
+    def cancelled(self) -> bool:
+        fut = self.ls.work_done_progress.tokens.get(self.token) if self.token is not None else None
+        return self.stopped or (fut is not None and fut.cancelled())
+
+    async def __aexit__(self, kind, error, tb):
+        if isinstance(error, asyncio.CancelledError):
+            self.stopped = True
+        if self.token is not None:
+            outcome = "done" if error is None else "cancelled" if self.cancelled() else "failed"
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=outcome))
+            self.ls.work_done_progress.tokens.pop(self.token, None)
+        return False
+
+
+def _command(name: str, title: str):
+    """A command handler ``fn(ls, args, work)``. Registered with pygls so the capability lists it, but dispatched by
+    ``Protocol`` so the handler sees the raw arguments and the client's work-done token; every command reports
+    ``$/progress``; a ``CommandError`` becomes a JSON-RPC "invalid params" error carrying its sentence."""
+
+    def wrap(fn):
+        async def handler(ls: StreamedServer, args, token=None):
+            try:
+                async with Work(ls, title, token) as work:
+                    if work.cancelled():
+                        raise commands.CommandError(f"`{name}` was cancelled")
+                    return await fn(ls, args, work)
+            except commands.CommandError as e:
+                raise _invalid(str(e)) from None
+
+        COMMANDS[name] = handler
+        server.command(name)(handler)
+        return fn
+
+    return wrap
+
+
+@_command("streamed.showKinds", "Layer kinds")
+async def cmd_show_kinds(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object("streamed.showKinds", args, '{"uri": …}')
+    return commands.show_kinds(await _document(ls, "streamed.showKinds", obj, '{"uri": …}'))
+
+
+@_command("streamed.goToRepresentative", "Representative layer")
+async def cmd_go_to_representative(ls: StreamedServer, args, work: Work):
+    example = '{"uri": …, "position": {"line": 0, "character": 0}}'
+    obj = commands.one_object("streamed.goToRepresentative", args, example)
+    snap = await _document(ls, "streamed.goToRepresentative", obj, example)
+    line, character = commands.position_arg("streamed.goToRepresentative", obj)
+    return definition.go_to_representative(snap, line, character)
+
+
+@_command("streamed.openManifest", "Opening the manifest")
+async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
+    return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj)
+
+
+@_command("streamed.lowerBundle", "Lowering SN50 bundle")
+async def cmd_lower_bundle(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object("streamed.lowerBundle", args, commands.LOWER_EXAMPLE)
+    snap = await _document(ls, "streamed.lowerBundle", obj, commands.LOWER_EXAMPLE)
+    return await asyncio.get_running_loop().run_in_executor(
+        None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, work.report, work.cancelled, ls.sched().lowered)
+
+
+def _supports_progress(ls: StreamedServer) -> bool:
+    w = ls.client_capabilities.window
+    return bool(w and w.work_done_progress)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="streamed-server: %(levelname)s %(message)s")
+    # The analysis thread is pure Python: switch often, so the event loop answers requests while it runs.
+    sys.setswitchinterval(0.001)
+    server.start_io()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Stage 3, the measurement. In: ``Programs`` and the ``Storage`` of a checkpoint. Out: an ``Analysis`` — the layer
+kinds (digest groups, names, representatives), the renamings between layers, the divergences, every diagnostic —
+from the whole text (``whole.analyze``) or recomputing only the sections an edit touched (``incremental``, the
+language server's path, with the same answer); and the text of repairs (``repair``).
+
+Modules: ``kinds`` (tokens, binders, shape digest, renaming, layer kinds, rebind, divergences), ``whole``,
+``incremental``, ``repair``. Imports ``model`` and ``lang``.
+"""

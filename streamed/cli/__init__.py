@@ -1,0 +1,53 @@
+"""The ``streamed`` command line: one argparse application over the core, one thin module per subcommand
+(``author``, ``kinds``, ``check``, ``lower``, ``verify``, ``serve``); ``common`` holds what they share.
+
+Each subcommand reads files, calls the core, and prints for people or JSON. Exit status: 0 success; 1 the document
+has errors (``check``), a lowering is refused (``lower``) or a verification fails (``verify``); 2 bad input (a file
+that cannot be read, a bad option, a corrupt checkpoint or config). Every failure is one clear message on stderr that
+names what the user gave, never a traceback.
+
+Start-up is kept cheap: this package imports only argparse and the subcommand modules, and those import the core
+inside the command they run, so ``streamed --help`` and ``streamed serve`` load no lowering.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import UserError
+
+#: The subcommand modules, in the order ``--help`` lists them.
+SUBCOMMANDS = ("author", "kinds", "check", "lower", "verify", "serve")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from importlib import import_module
+
+    p = argparse.ArgumentParser(prog="streamed", description="Model programs: layer kinds, divergences, SN50 bundles.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        import_module(f"{__name__}.{name}").add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()  # imports every subcommand's module: Ctrl-C may land here too
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
+        return args.run(args)
+    except UserError as e:
+        print(f"streamed: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("streamed: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

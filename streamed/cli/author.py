@@ -1,0 +1,110 @@
+"""``streamed author SRC [-o OUT.lgm]``: write the model program of a Hugging Face ``config.json`` or a GGUF.
+
+A thin adapter: it reads the source, calls the importer and the author, and writes the document atomically (a
+temporary file beside the output, renamed over it), so a failure leaves nothing written. Bad input — a config that is
+not JSON, a truncated GGUF, an unsupported architecture — is one message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .common import UserError
+
+GGUF_MAGIC = b"GGUF"
+
+
+def model_name(path: Path, config: dict | None = None) -> str:
+    """The document's title: the config's ``_name_or_path`` when it has one, else the file's name (its folder's,
+    for a file called ``config.json``)."""
+    if config and isinstance(config.get("_name_or_path"), str) and config["_name_or_path"]:
+        return config["_name_or_path"].rstrip("/").split("/")[-1]
+    if path.name == "config.json" and path.parent.name not in ("", "."):
+        return path.parent.name
+    return path.stem
+
+
+def spec_of(source: str, name: str | None = None):
+    """The ``ModelSpec`` of a ``config.json`` or a ``.gguf``, told apart by the GGUF magic, not the extension."""
+    from ..model.hf import read_config
+    from ..model.spec import SpecError
+
+    p = Path(source)
+    if not p.exists():
+        raise UserError(f"{source}: no such file")
+    if p.is_dir():
+        # A model's folder as it is downloaded: its config.json.
+        if not (p / "config.json").is_file():
+            raise UserError(f"{source}: a folder without a config.json; give a config.json or a .gguf")
+        p = p / "config.json"
+        source = str(p)
+    try:
+        with p.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise UserError(f"{source}: cannot be read ({e.strerror})") from None
+    if magic == GGUF_MAGIC or p.suffix.lower() == ".gguf":
+        from ..model.gguf import CheckpointError, read_gguf  # numpy and gguf only for a checkpoint
+
+        try:
+            return read_gguf(source, name=name).spec
+        except CheckpointError as e:
+            raise UserError(str(e)) from None
+    try:
+        cfg = json.loads(p.read_bytes().decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        cfg = None  # read_config says what is wrong with it
+    try:
+        return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))
+    except SpecError as e:
+        raise UserError(str(e)) from None
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a part."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def cmd_author(args) -> int:
+    from ..model.author import author, summary
+
+    spec = spec_of(args.src, args.name)
+    text = author(spec)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    if out.is_dir():
+        raise UserError(f"{args.output}: is a directory; give the file to write (-o model.lgm)")
+    if not out.parent.exists() and str(out.parent) not in ("", "."):
+        raise UserError(f"{args.output}: its folder {out.parent} does not exist")
+    try:
+        write_atomically(args.output, text)
+    except OSError as e:
+        raise UserError(f"{args.output}: cannot be written ({e.strerror})") from None
+    print(f"{args.output}: {summary(spec)}", file=sys.stderr)
+    return 0
+
+
+def add_parser(sub) -> None:
+    a = sub.add_parser("author", help="write the model program of a Hugging Face config.json or a GGUF checkpoint")
+    a.add_argument("src", metavar="SRC", help="a config.json (or the folder holding it) or a .gguf")
+    a.add_argument("-o", "--output", metavar="OUT.lgm", help="where to write the document (default: standard output)")
+    a.add_argument("--name", help="the document's title (default: from the config or the file name)")
+    a.set_defaults(run=cmd_author)

@@ -1,0 +1,164 @@
+"""``streamed lower DOC --mode … -o DIR``: lower a document to a bundle and write it.
+
+Exit status 0 with a short summary on stdout; 1 when a program does not lower (``the <program> program does not
+lower: <why>`` on stderr, then where); 2 for bad input (a missing file, a missing size, a bad target file). A progress
+bar goes to stderr only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .common import (
+    UserError, add_deployment_options, deployment_from, load_storage, load_target_or_fail, print_errors, read_document,
+)
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def _rate(x: float | None) -> str:
+    if x is None:
+        return "?"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def summary(model, out_dir: str) -> str:
+    d = model.deployment
+    sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
+            ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
+    lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
+    kinds = "; ".join(f"{k.name}: {_layers(k.layers)}" for k in model.kinds)
+    lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
+    lines.append(f"  layers bound   {len(model.layers)}")
+    r = model.residency
+    states = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
+    weights = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
+    lines.append(f"  residency      {f'per chip of {d.chips}: ' if d.chips > 1 else ''}states {states}; weights "
+                 f"{weights}; {_bytes(r['reserved_sram_bytes'])} SRAM reserved for the largest program")
+    e = model.estimate
+    moved = ", ".join(f"{_bytes(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
+    lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
+                 f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
+                 f"{' per chip' if moved and d.chips > 1 else ''})")
+    return "\n".join(lines)
+
+
+def _layers(layers) -> str:
+    """``layers 0-3``; a kind spread over many runs is named by its count and its first layer."""
+    from ..analysis.whole import layer_ranges
+
+    ranges = layer_ranges(layers)
+    if ranges.count(",") < 4:
+        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
+    return f"{len(layers)} layers from {layers[0]}"
+
+
+def _seconds(s: float) -> str:
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
+class _Bar:
+    def __init__(self, stream):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.closed = False
+
+    def __call__(self, message: str, done: int, total: int) -> None:
+        if not self.tty:
+            return
+        width = 24
+        filled = width * done // max(total, 1)
+        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {message[:40]:<40}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and not self.closed:
+            self.closed = True
+            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.flush()
+
+
+def cmd_lower(args) -> int:
+    from ..analysis.whole import analyze, position
+    from ..spatial.bundle import BundleError, write_bundle
+    from ..spatial.streamed_model import StreamedReject, lower_streamed
+
+    deployment = deployment_from(args)
+    target = load_target_or_fail(args.target)
+    text = read_document(args.doc)
+    storage = load_storage(args.checkpoint)
+    started = time.perf_counter()
+    analysis = analyze(text, storage)
+    if analysis.errors:
+        return print_errors(args.doc, analysis, "lower", "lowered")
+    # A checkpoint that lacks the tensors the document binds still lowers (storage only decides Q8_0 folding), but
+    # the bundle would load nothing from it: say so, as `check` does, before the summary.
+    for d in analysis.diagnostics:
+        if d.code == "checkpoint":
+            line, col = position(d.range)
+            print(f"{args.doc}:{line}:{col}: warning: {d.message}", file=sys.stderr)
+    bar = _Bar(sys.stderr)
+    try:
+        model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)
+    except StreamedReject as r:
+        bar.close()
+        print(str(r), file=sys.stderr)
+        where = _where(analysis, r)
+        if where:
+            print(f"  at {args.doc}:{where}", file=sys.stderr)
+        return 1
+    finally:
+        bar.close()  # also on Ctrl-C: the message after it starts on a clean line
+    try:
+        write_bundle(model, args.output, source=args.doc)
+    except BundleError as e:
+        raise UserError(str(e)) from None
+    print(summary(model, args.output))
+    if not sys.stderr.isatty():
+        print(f"lowered {len(model.kinds)} kind{'s' if len(model.kinds) != 1 else ''} in "
+              f"{time.perf_counter() - started:.2f} s", file=sys.stderr)
+    return 0
+
+
+def _where(analysis, r) -> str | None:
+    """``line:column (statement N, `binder`)`` of a reject's statement, when it names one."""
+    if r.statement is None:
+        return None
+    progs = analysis.programs
+    program = None
+    if r.layer is not None:
+        program = progs.layer(r.layer)
+    elif r.program == "embed":
+        program = progs.embed
+    elif r.program == "head":
+        program = progs.head
+    if program is None:
+        return None
+    for st in program.statements:
+        if st.index == r.statement:
+            s = st.range.start
+            binder = f", `{r.binder}`" if r.binder else ""
+            return f"{s.line + 1}:{s.character + 1} (statement {r.statement + 1} of {program.label}{binder})"
+    return None
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("lower", help="lower a document to a certified SN50 bundle: one program per layer kind")
+    p.add_argument("doc", metavar="DOC")
+    add_deployment_options(p)
+    p.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides Q8_0 folding")
+    p.add_argument("--target", default="sn50", metavar="TARGET", help="sn50 (default), sn40l, or a .toml file")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle directory")
+    p.set_defaults(run=cmd_lower)

@@ -1,0 +1,155 @@
+"""``streamed verify DOC --mode …``: run the reference interpreter and the lowered bundle side by side and print the
+largest absolute and relative error of every output and every layer's hidden state; exit 1 naming the first layer
+and tensor that differ beyond tolerance. The command line is the edge: it reads the document and the checkpoint,
+lowers, and prints; the comparison itself is ``streamed.numerics.verify``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .common import UserError, add_deployment_options, deployment_from, load_storage, print_errors, read_document
+
+#: Both runs hold every weight as float32 in memory: 400 million values are 1.6 GB.
+MAX_WEIGHTS = 400_000_000
+
+
+def add_parser(sub) -> None:
+    v = sub.add_parser("verify", help="certify a bundle: execute it and the authored document, compare every tensor")
+    v.add_argument("doc", metavar="DOC", help="the model program (.lgm)")
+    add_deployment_options(v, mode=None, ctx=None, ctx_help="KV-cache length; the sequence for forward (default 32)",
+                           sizes_help={"chunk": "prefill rows before the decode steps (default 4)",
+                                       "batch": "sequences of a batched step (default 2)",
+                                       "tp": "chips of a tensor-parallel deployment (default 2)"})
+    src = v.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
+    v.add_argument("--steps", type=int, default=8, help="steps to run (default 8)")
+    v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")
+    v.add_argument("--bundle", metavar="DIR", help="certify this written bundle (its own deployment) instead of "
+                                                   "lowering DOC here")
+    v.add_argument("--max-weights", type=int, default=MAX_WEIGHTS, metavar="N",
+                   help=f"refuse documents declaring more weight values than this (default {MAX_WEIGHTS:,}: "
+                        "both paths hold every weight as float32)")
+    v.set_defaults(run=cmd_verify)
+
+
+#: The sizes a certification runs at unless told: small, so that it runs in a second.
+DEFAULTS = {"ctx": 32, "chunk": 4, "batch": 2, "tp": 2}
+
+
+def deployment_of(args):
+    """The deployment to certify; ``None`` for ``--bundle``, which certifies the bundle's own (so a size given beside
+    it would be ignored: refused instead)."""
+    if args.steps <= 0:
+        raise UserError(f"--steps {args.steps}: must be a positive number")
+    given = [f"--{f} {getattr(args, f)}" for f in ("mode", "ctx", "chunk", "batch", "tp") if getattr(args, f) is not None]
+    if args.bundle is not None:
+        if given:
+            raise UserError(f"{given[0]}: --bundle certifies the deployment the bundle was lowered for; give one or "
+                            f"the other")
+        return None
+    if args.mode is None:
+        args.mode = "decode"
+    return deployment_from(args, DEFAULTS)
+
+
+def _of_this_document(model, a, doc: str, where: Path) -> None:
+    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers
+    (its programs are then run on the document's weights). Anything else is bad input, said before anything runs."""
+    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
+    ours = [(k.name, tuple(k.layers)) for k in a.kinds]
+    if theirs != ours:
+        from ..analysis.whole import layer_ranges
+
+        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"
+        raise UserError(f"{where} is not a bundle of {doc}: its kinds are {show(theirs)}; {doc}'s are {show(ours)}")
+
+
+def cmd_verify(args) -> int:
+    import numpy as np
+
+    from ..analysis.whole import analyze
+    from ..spatial.bundle import BundleError, read_bundle
+    from ..numerics.execute import plan_of
+    from ..spatial.deployment import Deployment
+    from ..spatial.streamed_model import StreamedReject, lower_streamed
+    from ..numerics.verify import RTOL, label, run
+    from ..numerics.weights import WeightError, concrete, declared_weights, from_gguf, seeded
+
+    text = read_document(args.doc)
+    dep = deployment_of(args)
+    storage = load_storage(args.checkpoint)
+    a = analyze(text, storage)
+    if a.errors:
+        return print_errors(args.doc, a, "verify", "verified")
+    count = sum(int(np.prod(concrete(d.shape))) for d in declared_weights(a.programs).values())
+    if count > args.max_weights:
+        raise UserError(f"{args.doc} declares {count:,} weight values ({count * 4 / 1e9:.1f} GB as float32); "
+                        f"certification holds them all in memory, so it runs on documents of at most "
+                        f"{args.max_weights:,} (--max-weights) — certify a small document of the same kinds")
+    try:
+        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
+    except WeightError as e:
+        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    try:
+        if args.bundle is not None:
+            where = Path(args.bundle)
+            model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
+            _of_this_document(model, a, args.doc, where)
+            dep = model.deployment
+        else:
+            model = lower_streamed(a, dep, args.target, storage)
+        plans = {"step": plan_of(model)}
+        if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
+            plans["prefill"] = plans["step"]
+            plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
+    except StreamedReject as e:  # a refused lowering is the verification's answer, not bad input
+        print(f"streamed verify: {args.doc}: {e}", file=sys.stderr)
+        return 1
+    except BundleError as e:
+        raise UserError(str(e)) from None
+    try:
+        report = run(a.programs, weights, dep, plans, args.steps)
+    except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
+        raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
+                        f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None
+    print(render(report, weights.source, [p.label for p in a.programs.layers]))
+    if report.steps < args.steps and report.ok:
+        print(f"note: {report.steps} of {args.steps} steps ran: the positions after them do not fit ctx {dep.ctx}")
+    if report.error:
+        print(f"streamed verify: {report.error}", file=sys.stderr)
+        return 1
+    bad = report.first_failure
+    if bad is not None:
+        print(f"FAIL: {bad.program}, tensor `{bad.tensor}` differs at step {bad.step}: max abs {bad.max_abs:.3g}, "
+              f"max rel {bad.max_rel:.3g} (tolerance {RTOL:g} relative)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def render(report, source: str, layers: list[str]) -> str:
+    """The per-output and per-layer table: the worst of every step."""
+    from ..numerics.verify import label
+
+    rows = []
+    for program, tensor in [(l, "hidden state") for l in layers] + [("head", "logits"), ("head", "next token")]:
+        m = report.worst(program, tensor)
+        if m is not None:
+            rows.append((program, tensor, f"{m.max_abs:.3g}", f"{m.max_rel:.3g}", "ok" if m.ok else "DIFFERS"))
+    compared = len({(m.program, m.tensor) for m in report.measures})
+    head = (f"{label(report.deployment)}, {source}: {report.steps} steps, {compared} tensors compared, "
+            f"{len(report.measures)} measures")
+    widths = [max(len(r[i]) for r in rows + [("program", "tensor", "max abs", "max rel", "")]) for i in range(5)]
+    row = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    lines = [head, row(("program", "tensor", "max abs", "max rel", ""))] + [row(r) for r in rows]
+    if report.measures:
+        w = max(report.measures, key=lambda m: (not m.ok, m.max_rel, m.max_abs))
+        if w.ok and w.max_abs == 0:  # naming one tensor as "worst" of a tie at zero would point at nothing
+            lines.append("every tensor compared is equal in both runs, bit for bit")
+        else:
+            lines.append(f"worst of every tensor: {w.program}, `{w.tensor}` at step {w.step}: max abs "
+                         f"{w.max_abs:.3g}, max rel {w.max_rel:.3g}")
+    verdict = "agree" if report.ok else "DIFFER"
+    lines.append(f"bundle and reference {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,402 @@
+"""The executor of bundles: runs what a bundle says, op by op, exactly as ``streamed/spatial/ir.py``'s docstring
+defines each op — the embed program, then for each layer its kind's ``SpatialProgram`` with that layer's tensors
+bound through the manifest, then the head. It walks the same IR the bundle serialises, never the source text, and
+shares only the per-op arithmetic (``numerics``) with the reference interpreter — so where the two agree, the
+lowering (what ops, over which tensors, bound to which layer's weights) is what has been checked.
+
+Invariants:
+- A weight is read as the program's tensor says: ``part`` ``planes``/``scales`` come from the checkpoint's stored
+  Q8_0 blocks (``Weights.planes``), never re-quantised from floats; a ``slice`` cuts the declared weight; ``of`` names
+  the declared weight a chip-local tensor is part of.
+- States live across steps in a ``Session`` under the names the LAYER gives them (``Kc7``, ``Kc7_s1``), so a state a
+  kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
+- Ops run in list (pipeline) order over one environment of uniquely named tensors: a tensor-parallel program's
+  chip-local tensors are distinct names, so chip by chip then the all-reduce is list order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from . import kernels as nx
+from ..analysis.kinds import rebind
+from .q8 import BLOCK, Planes
+from ..spatial.ir import Op, SpatialProgram, Tensor
+from .weights import Weights
+
+
+class ExecuteError(Exception):
+    """A program the executor cannot run as the IR defines it: which program, which op (index and kind) and why."""
+
+    def __init__(self, program: str, op: int | None, why: str, kind: str | None = None):
+        where = program if op is None else f"{program}, op {op}" + (f" ({kind})" if kind else "")
+        super().__init__(f"{where}: {why}")
+        self.program, self.op, self.why = program, op, why
+
+
+# ---- reading tensors -----------------------------------------------------------------------------------------------
+
+
+def _cut(a: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(start, stop)
+    return a[tuple(index)]
+
+
+def weight_value(t: Tensor, name: str, weights: Weights) -> np.ndarray:
+    """The value of weight tensor ``t``, whose declared weight this layer calls ``name``: dense, or the Q8_0 planes
+    or scales as stored, cut by ``t.slice``."""
+    if t.part is None:
+        if name not in weights.dense:
+            raise KeyError(f"no weight `{name}`")
+        a = weights.dense[name]
+        if t.slice is not None:
+            axis, start, stop = t.slice
+            a = _cut(a, axis, start, stop)
+        return a
+    p: Planes | None = weights.planes.get(name)
+    if p is None:
+        raise KeyError(f"`{name}` is read as Q8_0 {t.part} but the checkpoint does not store it Q8_0 "
+                       f"({weights.source or 'these weights'})")
+    a = p.values if t.part == "planes" else p.scales
+    if t.slice is not None:
+        axis, start, stop = t.slice
+        axis = axis % a.ndim
+        if t.part == "scales" and axis == a.ndim - 2:
+            if start % BLOCK or stop % BLOCK:
+                raise ValueError(f"the slice {start}:{stop} of `{name}` cuts a Q8_0 block")
+            start, stop = start // BLOCK, stop // BLOCK
+        a = _cut(a, axis, start, stop)
+    return a
+
+
+# ---- one program ---------------------------------------------------------------------------------------------------
+
+
+def _optional_inputs(op: Op) -> dict[str, str]:
+    """An ``experts`` op's optional tensors by what they are: after the five fixed inputs, in the order attr
+    ``optional`` names them (or, in the older spelling, each attr's value the input's position)."""
+    names = op.attr("optional")
+    if names is not None:
+        return dict(zip(names, op.inputs[5:]))
+    out = {}
+    for key in ("selection_bias", "router_bias", "bias_gate", "bias_up", "bias_down", "shared_gate_proj", "shared_up",
+                "shared_down", "shared_gate"):
+        at = op.attr(key)
+        if isinstance(at, int) and not isinstance(at, bool):
+            out[key] = op.inputs[at]
+    return out
+
+
+def _elementwise(op: Op, v: list, f: Callable) -> np.ndarray:
+    if len(v) == 2:
+        return f(nx.f32(v[0]), nx.f32(v[1])).astype(np.float32)
+    s = np.float32(op.attr("scalar"))
+    if op.kind == "sub" and op.attr("side", "right") == "left":
+        return (s - nx.f32(v[0])).astype(np.float32)
+    return f(nx.f32(v[0]), s).astype(np.float32)
+
+
+def run_op(op: Op, v: list) -> tuple:
+    """The values ``op`` writes (one per output), from its input values ``v`` — each op as ir.py defines it."""
+    a = op.attr
+    k = op.kind
+    if k == "matmul":
+        return (nx.matmul(v[0], v[1]),)
+    if k == "matmul_q8":
+        return (nx.matmul(v[0], Planes(v[1], v[2]).dense()),)
+    if k == "add":
+        return (_elementwise(op, v, np.add),)
+    if k == "sub":
+        return (_elementwise(op, v, np.subtract),)
+    if k == "mul":
+        return (_elementwise(op, v, np.multiply),)
+    if k == "scale":
+        return ((nx.f32(v[0]) * np.float32(a("factor"))).astype(np.float32),)
+    if k == "rmsnorm":
+        return (nx.rmsnorm(v[0], v[1], a("epsilon", 1e-6), a("offset", 0.0), a("heads", 1)),)
+    if k == "l2norm":
+        return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
+    if k in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
+        return (getattr(nx, k)(v[0]),)
+    if k == "lookup":
+        return (nx.lookup(v[0], v[1]),)
+    if k == "rope":
+        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0)),)
+    if k == "attention":
+        return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
+                             a("scale"), v[4] if len(v) > 4 else None),)
+    if k == "latent_attention":
+        return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
+                                    a("scale")),)
+    if k == "gated_delta":
+        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"))
+    if k == "short_convolution":
+        return nx.short_convolution(v[0], v[1], v[2])
+    if k == "experts":
+        opt = _optional_inputs(op)
+        by = dict(zip(op.inputs, v))
+        get = lambda key: by[opt[key]] if key in opt else None  # noqa: E731
+        biases = (get("bias_gate"), get("bias_up"), get("bias_down")) if "bias_gate" in opt else None
+        shared = (get("shared_gate_proj"), get("shared_up"), get("shared_down")) if "shared_gate_proj" in opt else None
+        groups = a("groups")
+        return (nx.experts(v[0], v[1], a("top"), v[2], v[3], v[4], scored_by=a("scored", "softmax"),
+                           normalized=bool(a("normalized", False)), routed_scale=a("routed_scale"),
+                           selection_bias=get("selection_bias"),
+                           groups=(groups, a("keep")) if groups else None, router_bias=get("router_bias"),
+                           expert_biases=biases, clamp=a("clamp"), weighting_inputs=bool(a("weighting_inputs", False)),
+                           shared=shared, shared_gate=get("shared_gate")),)
+    if k == "write_rows":
+        s, p, x = nx.f32(v[0]).copy(), int(v[1]), nx.f32(v[2])
+        if p < 0 or p + x.shape[0] > s.shape[0]:
+            raise ValueError(f"rows {p}…{p + x.shape[0] - 1} are past the state's {s.shape[0]} rows")
+        s[p:p + x.shape[0]] = x
+        return (s,)
+    if k == "assign":
+        return (nx.f32(v[0]).copy(),)
+    if k == "copy":
+        return (np.array(v[0], copy=True),)
+    if k == "take_rows":
+        start = a("start")
+        return (np.array(v[0][start:start + a("count")]),)
+    if k == "stack_rows":
+        return (np.concatenate([np.atleast_1d(x) for x in v], axis=0),)
+    if k == "take_cols":
+        return (np.array(v[0][..., a("start"):a("stop")]),)
+    if k == "allreduce":
+        total = nx.f32(v[0]).copy()
+        for x in v[1:]:
+            total = total + nx.f32(x)
+        return (total.astype(np.float32),)
+    if k == "allgather":
+        return (np.concatenate(v, axis=a("axis", -1)),)
+    raise ValueError(f"no definition of op kind `{k}` in the IR")
+
+
+def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
+    """Why ``op`` could not run where ir.py says it runs, or ``None``: an op on chip c reads and writes only chip c's
+    tensors and replicated ones; an op on every chip only replicated ones; an all-reduce or all-gather reads one
+    tensor of each chip, in chip order, and writes a replicated one. A single-process executor would compute the
+    right numbers from a tensor another chip holds — the chips could not."""
+    if op.kind in ("allreduce", "allgather"):
+        held = [chips.get(n) for n in op.inputs]
+        if any(c is not None for c in held) and held != list(range(len(held))):
+            return f"gathers {', '.join(op.inputs)} from chips {held}, not one per chip in order"
+        return None
+    for n in (*op.inputs, *op.outputs):
+        c = chips.get(n)
+        if c is not None and c != op.chip:
+            return f"runs on {'every chip' if op.chip is None else f'chip {op.chip}'} but `{n}` lives on chip {c}"
+    return None
+
+
+def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Execute ``program`` over ``given`` — a value for every input, weight, table and state tensor, by the program's
+    own tensor names — and return every tensor's value after the last op (states updated)."""
+    env: dict[str, np.ndarray] = {}
+    for t in program.tensors:
+        if t.role in ("input", "weight", "table", "state"):
+            if t.name not in given:
+                raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
+            env[t.name] = given[t.name]
+    chips = {t.name: t.chip for t in program.tensors}
+    for i, op in enumerate(program.ops):
+        where = _misplaced(op, chips)
+        if where:
+            raise ExecuteError(program.name, i, where, op.kind)
+        try:
+            args = [env[n] for n in op.inputs]
+        except KeyError as e:
+            raise ExecuteError(program.name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
+        try:
+            out = run_op(op, args)
+        except (ValueError, IndexError, TypeError, KeyError) as e:
+            raise ExecuteError(program.name, i, str(e), op.kind) from e
+        if len(out) != len(op.outputs):
+            raise ExecuteError(program.name, i, f"writes {len(op.outputs)} tensors but computes {len(out)}", op.kind)
+        for name, value in zip(op.outputs, out):
+            env[name] = value
+    return env
+
+
+# ---- a bound program -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bound:
+    """One program bound to one layer (or the embed, or the head): ``names`` maps the program's tensor names to the
+    names this layer gives them (the manifest's binding); a name it does not map is its own."""
+
+    program: SpatialProgram
+    names: Mapping[str, str]
+    label: str
+    layer: int | None = None
+    representative: int | None = None
+
+    def bound(self, name: str) -> str:
+        """The layer's name for the program's ``name``: the binding's, else ``kinds.rebind`` from the kind's
+        representative (intermediates are computed, not bound, so a manifest need not list them)."""
+        if name in self.names:
+            return self.names[name]
+        if self.representative is None or self.layer is None or self.representative == self.layer:
+            return name
+        return rebind(name, self.representative, self.layer)
+
+
+class Session:
+    """The carried state of one deployment across steps, keyed by the layer's own names."""
+
+    def __init__(self) -> None:
+        self.states: dict[str, np.ndarray] = {}
+
+    def state(self, t: Tensor, name: str) -> np.ndarray:
+        if name not in self.states:
+            self.states[name] = np.zeros(t.shape, dtype=np.float32)
+        return self.states[name]
+
+
+def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
+              session: Session) -> dict[str, np.ndarray]:
+    """Execute ``b.program`` with every weight, table and state read under the layer's names; ``inputs`` by the
+    program's own input names. Returns the environment keyed by the program's names; carried states go back to
+    ``session``, the others are zeroed for the next step (ir.py: a state not carried is zero at each step)."""
+    p = b.program
+    given: dict[str, np.ndarray] = {}
+    for t in p.tensors:
+        try:
+            if t.role == "input":
+                given[t.name] = inputs[t.name]
+            elif t.role == "weight":
+                given[t.name] = weight_value(t, b.bound(t.of or t.name), weights)
+            elif t.role == "table":
+                given[t.name] = _table(t, tables)
+            elif t.role == "state":
+                name = b.bound(t.name)
+                if t.name not in p.carried:
+                    session.states.pop(name, None)
+                given[t.name] = session.state(t, name)
+        except (KeyError, ValueError) as e:
+            raise ExecuteError(b.label, None, f"its {t.role} `{t.name}` (bound to `{b.bound(t.of or t.name)}`): "
+                                              f"{e.args[0] if e.args else e}") from None
+    env = run_program(p, given)
+    for t in p.tensors:
+        if t.role == "state":
+            name = b.bound(t.name)
+            if t.name in p.carried:
+                session.states[name] = env[t.name]
+            else:
+                session.states.pop(name, None)
+    return env
+
+
+def _table(t: Tensor, tables: Mapping[str, np.ndarray]) -> np.ndarray:
+    if t.name in tables and tables[t.name].shape[0] >= t.shape[0]:
+        return tables[t.name][: t.shape[0]]
+    if t.fill is None:
+        raise KeyError(f"no fill for table `{t.name}`")
+    return nx.rotary_table(t.fill[0], t.fill[1], t.shape[0], t.shape[1])
+
+
+# ---- a bundle, step by step ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What a bundle runs each step, in order: the embed program (``None`` in a forward bundle, whose first hidden
+    state is an input), one bound program per layer, the head."""
+
+    embed: Bound | None
+    layers: list[Bound]
+    head: Bound
+
+
+@dataclass
+class Executed:
+    """One executed step: ``values[label]`` every tensor each program held after its last op, keyed by the name the
+    LAYER gives it (its binding, or ``kinds.rebind`` for intermediates); ``hidden`` each layer's output; ``logits``
+    what the head's argmax read; ``next`` the head's output."""
+
+    values: dict[str, dict[str, np.ndarray]]
+    x: np.ndarray
+    hidden: list[np.ndarray]
+    logits: np.ndarray | None
+    next: np.ndarray
+
+
+def _inputs(p: SpatialProgram, tokens: np.ndarray, positions: list[int], hidden: np.ndarray | None,
+            bound: Callable[[str], str]) -> dict[str, np.ndarray]:
+    """A program's host inputs by what they are: int32 ``(rows,)`` the token ids; an int32 scalar a position (in a
+    batched program ``…_s{b}``, sequence b's); anything else the hidden state."""
+    out: dict[str, np.ndarray] = {}
+    for t in p.inputs:
+        if t.dtype == "int32" and t.shape == ():
+            name = bound(t.name)
+            b = int(name.rsplit("_s", 1)[1]) if "_s" in name and name.rsplit("_s", 1)[1].isdigit() else 0
+            out[t.name] = np.int32(positions[b])
+        elif t.dtype == "int32":
+            out[t.name] = np.asarray(tokens, dtype=np.int32)
+        else:
+            if hidden is None:
+                raise ExecuteError(p.name, None, f"its input `{t.name}` needs a hidden state and none was given")
+            out[t.name] = hidden
+    return out
+
+
+def _argmax_input(p: SpatialProgram) -> str | None:
+    return next((op.inputs[0] for op in p.ops if op.kind == "argmax"), None)
+
+
+class Executor:
+    """A deployment's bundle run step by step over one ``Session`` of carried state. ``step`` takes this step's token
+    ids (one per row), the position of each sequence (one for an unbatched step) and, for a forward bundle, the first
+    hidden state."""
+
+    def __init__(self, weights: Weights, tables: Mapping[str, np.ndarray], session: Session | None = None,
+                 rename: Callable[[Bound, str], str] | None = None):
+        self.weights = weights
+        self.tables = tables
+        self.session = session or Session()
+        self.rename = rename or (lambda b, n: b.bound(n))  # how a program's names read at its layer
+
+    def run(self, b: Bound, tokens, positions, hidden) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        p = b.program
+        env = run_bound(b, self.weights, self.tables, _inputs(p, tokens, positions, hidden, b.bound), self.session)
+        return env, {self.rename(b, n): v for n, v in env.items()}
+
+    def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
+        tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int32))
+        values: dict[str, dict[str, np.ndarray]] = {}
+        if plan.embed is not None:
+            env, values["embed"] = self.run(plan.embed, tokens, positions, None)
+            x = env[plan.embed.program.output]
+        if x is None:
+            raise ExecuteError("embed", None, "the bundle has no embed program and no first hidden state was given")
+        h = x
+        hidden = []
+        for b in plan.layers:
+            env, values[b.label] = self.run(b, tokens, positions, h)
+            h = env[b.program.output]
+            hidden.append(h)
+        env, values["head"] = self.run(plan.head, tokens, positions, h)
+        a = _argmax_input(plan.head.program)
+        return Executed(values, np.asarray(x), hidden, env.get(a) if a else None, env[plan.head.program.output])
+
+
+def plan_of(model, via_json: bool = True) -> Plan:
+    """The plan a ``streamed.spatial.streamed_model.StreamedModel`` says: its embed, each layer's kind program bound through the
+    layer's binding (the manifest's ``tensors``), its head. With ``via_json`` every program is first written to and
+    read back from the JSON a bundle holds, so what runs is what the bundle serialises."""
+
+    def ir(p: SpatialProgram) -> SpatialProgram:
+        return SpatialProgram.from_json(p.to_json()) if via_json else p
+
+    kinds = {k.name: (ir(k.program), k.representative) for k in model.kinds}
+    layers = []
+    for b in sorted(model.layers, key=lambda b: b.layer):
+        program, rep = kinds[b.kind]
+        layers.append(Bound(program, dict(b.tensors), f"layer {b.layer}", b.layer, rep))
+    embed = Bound(ir(model.embed), {}, "embed") if model.embed is not None else None
+    return Plan(embed, layers, Bound(ir(model.head), {}, "head"))

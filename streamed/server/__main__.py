@@ -1,4 +1,0 @@
-from .server import main
-
-if __name__ == "__main__":
-    main()

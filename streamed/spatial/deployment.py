@@ -1,0 +1,89 @@
+"""What a bundle serves, and how each of its programs is cut for it: ``Deployment`` (the mode and its sizes, as the
+user names them) and ``Cut`` (``rows`` and ``ctx`` bound for one program, state per sequence, chips).
+
+Light on purpose: the command line and the language server read ``MODES`` and build a ``Deployment`` while they start,
+before anything is lowered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How one program is lowered in a deployment: ``rows`` and ``ctx`` bound; ``batched``: per-sequence state and
+    positions for ``batch`` sequences (row b is sequence b); ``tp`` chips; ``forward``: no state carried;
+    ``last_row``: the head reads only its input's last row (prefill)."""
+
+    rows: int
+    ctx: int
+    batch: int = 1
+    batched: bool = False
+    tp: int = 1
+    forward: bool = False
+    last_row: bool = False
+
+
+
+MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the bundle serves: ``mode`` and its sizes. ``ctx`` is the KV-cache length (the sequence, for
+    ``forward``); ``chunk`` the prefill rows; ``batch`` the sequences of a batched step; ``tp`` the chips."""
+
+    mode: str = "decode"
+    ctx: int = 4096
+    chunk: int = 0
+    batch: int = 1
+    tp: int = 1
+
+    @property
+    def rows(self) -> int:
+        return {"forward": self.ctx, "decode": 1, "prefill": self.chunk, "batched": self.batch, "tp": 1,
+                "batched-tp": self.batch}[self.mode]
+
+    @property
+    def batched(self) -> bool:
+        return self.mode in ("batched", "batched-tp")
+
+    @property
+    def chips(self) -> int:
+        return self.tp if self.mode in ("tp", "batched-tp") else 1
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.rows
+
+    def refusal(self) -> str | None:
+        """Why no bundle of this deployment can exist, or ``None``."""
+        if self.mode not in MODES:
+            return f"unknown deployment `{self.mode}` (one of {', '.join(MODES)})"
+        if self.ctx <= 0:
+            return ("a forward bundle over an empty sequence" if self.mode == "forward"
+                    else f"a {self.mode} bundle with an empty KV cache (ctx {self.ctx})")
+        if self.batched and self.batch <= 0:
+            return f"a batched decode bundle serving no sequence (batch {self.batch})"
+        if self.mode == "prefill" and (self.chunk <= 0 or self.chunk > self.ctx):
+            return f"a prefill chunk of {self.chunk} tokens in a context of {self.ctx}"
+        if self.mode in ("tp", "batched-tp") and self.tp <= 0:
+            return f"tensor parallel over {self.tp} chips"
+        return None
+
+    def cut(self, program: str) -> Cut:
+        """The cut each program of the deployment is lowered at: ``embed``, ``layer`` or ``head``."""
+        rows, ctx = self.rows, self.ctx
+        if program == "layer":
+            return Cut(rows, ctx, batch=self.batch if self.batched else 1, batched=self.batched, tp=self.chips,
+                       forward=self.mode == "forward")
+        return Cut(rows, ctx, forward=self.mode == "forward", last_row=program == "head" and self.mode == "prefill")
+
+    def normal(self) -> "Deployment":
+        """The same deployment with the sizes its mode does not read at their defaults (one key per bundle)."""
+        return Deployment(self.mode, self.ctx, self.chunk if self.mode == "prefill" else 0,
+                          self.batch if self.batched else 1, self.tp if self.mode in ("tp", "batched-tp") else 1)
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "ctx": self.ctx, "chunk": self.chunk, "batch": self.batch, "tp": self.tp}

@@ -1,0 +1,480 @@
+"""A model as the RDU runs it: one lowered, certified program per LAYER KIND, an embed program, a head, and how every
+layer binds to its kind.
+
+Two layers of one kind are one program up to the names they give (``streamed.analysis.kinds``), so they lower to one spatial
+program: only each kind's representative (its first layer) is lowered; every other layer is a *binding* — the kind
+program's tensor names mapped to that layer's names through the renaming between the two layers' token streams, and
+for a name the lowering derives (``xn0__1``, ``Kc0_s1``, ``Wq0_c1__q8``) through the authored name it starts with
+(or ``rebind_via`` for a name no layer binds). **Lowering cost is independent of depth**: a 64-layer model of two
+kinds lowers two layer programs; the rest is linear arithmetic over the layers (bindings and residency).
+
+★ A WEIGHT MOVES AS IT IS STORED: a product over a weight the checkpoint stores Q8_0 reads int8 planes and block
+scales on chip (``streamed.analysis.kinds.stored_q8`` decides which); every other weight is read dense.
+
+Deployments (``Deployment.mode``) are the cuts of ARCHITECTURE.md: ``forward`` (rows = ctx = the sequence, no embed,
+no state carried), ``decode`` (rows 1), ``prefill`` (rows = chunk; the head reads the last row), ``batched`` (rows =
+batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (rows 1 over ``tp`` chips) and
+``batched-tp``. A bundle that cannot exist is refused before anything is lowered, as ``StreamedReject(program=
+"bundle")``; a program that does not lower is refused naming that program and the statement that caused it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from ..analysis.whole import Analysis
+from ..analysis.kinds import layer_input, rebind_via, stored_q8
+from ..model.checkpoint import Storage, bind
+from .ir import SpatialProgram
+from .deployment import Cut, Deployment
+from .lower import LoweringError, TPError, authored, lower_program, tp_slices
+from .residency import ResidencyError, estimate, plan
+from .target import SpatialTarget, TargetError, load_target
+
+@dataclass
+class StreamedReject(Exception):
+    """A program of the bundle that did not lower: which (``embed``, ``layer 3 (attention)``, ``head``, or
+    ``bundle`` for a request no program is lowered for), why, and where when a statement caused it."""
+
+    program: str
+    why: str
+    statement: int | None = None
+    binder: str | None = None
+    layer: int | None = None
+
+    def __str__(self) -> str:
+        if self.program == "bundle":  # no program was lowered: the request itself is refused
+            return f"the bundle is refused: {self.why}"
+        return f"the {self.program} program does not lower: {self.why}"
+
+    def __hash__(self):
+        return hash((self.program, self.why, self.statement))
+
+
+class Cancelled(Exception):
+    """The caller's ``cancelled()`` said stop: raised between programs, nothing half-made is returned."""
+
+
+@dataclass(frozen=True)
+class LayerKindProgram:
+    """One lowered, certified layer program standing for every layer of its kind, in its representative's names.
+    ``carried``: the state a step hands to the next. ``tp``: the tensor-parallel manifest (chips and the slices of
+    each declared weight each chip loads), or ``None``."""
+
+    name: str
+    representative: int
+    layers: tuple[int, ...]
+    program: SpatialProgram
+    carried: tuple[str, ...]
+    tp: dict | None = None
+
+
+class LayerBinding:
+    """How layer ``layer`` runs: its kind (by name), and every name of the kind program mapped to this layer's.
+
+    A lowering binds a layer by its renaming alone and materialises ``tensors`` (one lookup per name of the kind
+    program) the first time it is read — when the manifest is written, or a test asks — so lowering a deep model
+    costs the kinds' lowering plus a constant per layer. Immutable once made."""
+
+    __slots__ = ("layer", "kind", "_tensors", "_template", "_tokens")
+
+    def __init__(self, layer: int, kind: str, tensors: dict | None = None, template: "_Template | None" = None,
+                 tokens=None):
+        self.layer = layer
+        self.kind = kind
+        self._tensors = tensors
+        self._template = template
+        self._tokens = tokens
+
+    @property
+    def tensors(self) -> dict:
+        if self._tensors is None:
+            self._tensors = self._template.bind(self.layer, self._tokens)
+            self._template = self._tokens = None
+        return self._tensors
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LayerBinding):
+            return NotImplemented
+        return (self.layer, self.kind, self.tensors) == (other.layer, other.kind, other.tensors)
+
+    def __repr__(self) -> str:
+        return f"LayerBinding(layer={self.layer}, kind={self.kind!r}, tensors={self.tensors!r})"
+
+
+@dataclass(frozen=True)
+class StreamedModel:
+    embed: SpatialProgram | None
+    kinds: tuple[LayerKindProgram, ...]
+    head: SpatialProgram
+    layers: tuple[LayerBinding, ...]
+    residency: dict
+    estimate: dict
+    deployment: Deployment
+    target: SpatialTarget
+    title: str | None = None
+
+    def kind(self, name: str) -> LayerKindProgram:
+        return next(k for k in self.kinds if k.name == name)
+
+    @property
+    def summary(self) -> dict:
+        """What a person reads first: the deployment, each kind and how many layers it serves, where state and
+        weights live, and the estimate."""
+        d = self.deployment
+        return {
+            "mode": d.mode, "target": self.target.name, "ctx": d.ctx, "rows": d.rows, "tp": d.chips,
+            "kinds": [{"name": k.name, "layers": len(k.layers), "representative": k.representative}
+                      for k in self.kinds],
+            "layers": len(self.layers),
+            "states": dict(self.residency["states"]), "weights": dict(self.residency["weights"]),
+            "tokens_per_second": self.estimate["tokens_per_second"],
+        }
+
+    def programs(self) -> list[tuple[str, SpatialProgram]]:
+        out = [("embed", self.embed)] if self.embed is not None else []
+        out += [(k.name, k.program) for k in self.kinds]
+        return out + [("head", self.head)]
+
+
+# ---- binding -------------------------------------------------------------------------------------------------
+
+
+def _binder_positions(tokens) -> dict[str, int]:
+    """Each binder of a program and the index of its first token: where any program of its kind names it."""
+    texts = [t.text for t in tokens]
+    binders = {texts[i + 1] for i in range(len(texts) - 1) if texts[i] == "Let"}
+    first: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        if t in binders and t not in first:
+            first[t] = i
+    return first
+
+
+class _Template:
+    """A kind program's names, each split once into the authored binder it starts with and the suffix the lowering
+    added — so binding a layer costs one lookup per name, whatever the program."""
+
+    def __init__(self, names, binders: dict[str, int], rep: int, input_fn):
+        self.rep = rep
+        self.positions = binders
+        self.input_fn = input_fn
+        # Each name as (name, the index of its binder's first token in any layer of the kind, suffix): a layer's
+        # name is the token at that index plus the suffix. A name no binder starts is rebound by ``rebind_via``.
+        self.parts: list[tuple[str, int | None, str]] = []
+        for n in names:
+            stem, suffix = self.split(n, binders)
+            self.parts.append((n, binders[stem] if stem is not None else None, suffix))
+
+    @staticmethod
+    def split(name: str, binders) -> tuple[str | None, str]:
+        if name in binders:
+            return name, ""
+        cuts = [i for i, ch in enumerate(name) if ch == "_"]
+        for i in reversed(cuts):
+            if name[:i] in binders:
+                return name[:i], name[i:]
+        return None, name
+
+    def bind(self, layer: int, tokens) -> dict[str, str]:
+        rep, input_fn = self.rep, self.input_fn
+        return {n: tokens[i].text + suffix if i is not None else rebind_via(n, rep, layer, input_fn)
+                for n, i, suffix in self.parts}
+
+
+def program_names(p: SpatialProgram) -> list[str]:
+    """Every name a program refers to: its tensors, and the declared weights its slices and Q8_0 parts come from."""
+    names = [t.name for t in p.tensors]
+    seen = set(names)
+    for t in p.tensors:
+        if t.of and t.of not in seen:
+            seen.add(t.of)
+            names.append(t.of)
+    return names
+
+
+def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> SpatialProgram:
+    """The same program under other names (a cached kind program served to a renamed representative)."""
+    tensors = tuple(replace(t, name=fn(t.name), of=fn(t.of) if t.of else None) for t in p.tensors)
+    ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)))
+
+
+# ---- the deployment ----------------------------------------------------------------------------------------------
+
+
+def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
+    """``stored_q8``, without reading the checkpoint section when there is no checkpoint (every q8 weight stored
+    Q8_0): the same answer, at a cost that does not grow with the document."""
+    if storage.all_q8:
+        return frozenset(d.name for d in program.decls.values() if d.role == "weight" and d.q8)
+    return stored_q8(progs, program, storage)
+
+
+def _first_error(analysis: Analysis) -> StreamedReject:
+    d = analysis.errors[0]
+    program = "document"
+    for s in analysis.document.sections:
+        if s.range.start.offset <= d.range.start.offset <= s.range.end.offset and s.kind.value in ("embed", "layer", "head"):
+            program = s.label
+    return StreamedReject(program, f"line {d.range.start.line + 1}: {d.message}")
+
+
+def _reject(program: str, e: LoweringError, layer: int | None = None) -> StreamedReject:
+    return StreamedReject(program, e.why, e.statement, e.binder, layer)
+
+
+def shared_tables(analysis: Analysis, programs) -> frozenset[str]:
+    """★ THE PROGRAMS AGREE ON EVERY TABLE THEY SHARE. A host table (``Rcos1``) is every program's that reads it,
+    and the hidden state one program writes is the next one's input: the embedding writes the first hidden state
+    and never reads it, so the deployment — not any one program — decides their layout, over all programs. Each
+    shared table must be declared alike (shape and fill) everywhere; returns the shared names."""
+    seen: dict[str, tuple] = {}
+    where: dict[str, str] = {}
+    for label, p in programs:
+        for d in p.decls.values():
+            if d.role != "table":
+                continue
+            spec = (d.shape, d.fill)
+            if d.name in seen and seen[d.name] != spec:
+                raise StreamedReject(label, f"`{d.name}` is {_table(spec)} here but {_table(seen[d.name])} in "
+                                            f"{where[d.name]}: programs share a table, so they declare it alike",
+                                     d.statement, d.name)
+            seen.setdefault(d.name, spec)
+            where.setdefault(d.name, label)
+    boundary = set()
+    chain = [p for _, p in programs]
+    for a, b in zip(chain, chain[1:]):
+        if a.output and b.input:
+            boundary.add(b.input)
+    return frozenset(seen) | frozenset(boundary)
+
+
+def _table(spec) -> str:
+    shape, fill = spec
+    text = " by ".join(str(d) for d in shape)
+    return f"{text}, {fill[0]} of base {fill[1]:g}" if fill else text
+
+
+def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
+    if p.tp <= 1:
+        return None
+    entries = analysis.document.checkpoint
+    slices = tp_slices(p)
+    for s in slices:
+        # The slice is in the declared weight's coordinates; an entry that itself keeps part of its tensor
+        # (``columns A to B [of every N]``, ``rows A to B``) says where those coordinates sit in the checkpoint.
+        ref = bind(entries, s["of"]) if entries else None
+        s["checkpoint"] = ref.tensor if ref else None
+        if ref is not None and ref.columns is not None:
+            s["checkpoint_columns"] = list(ref.columns)
+        if ref is not None and ref.rows is not None:
+            s["checkpoint_rows"] = list(ref.rows)
+    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
+
+
+def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
+    """The statement declaring a layer's largest carried state, and its name in that layer (``Kc17`` for the kind
+    program's ``Kc3_s0``…): where a user shrinks a state that does not fit. ``(None, None)`` if it carries none."""
+    carried = [t for t in kind_program.tensors if t.name in set(kind_program.carried)]
+    if not carried:
+        return None, None
+    sizes: dict[str, int] = {}
+    for t in carried:  # a batched step's per-sequence caches are one authored state
+        name = authored(binding.tensors.get(t.name, t.name))
+        sizes[name] = sizes.get(name, 0) + t.bytes
+    name = max(sizes, key=sizes.get)
+    decl = program.decls.get(name)
+    return (decl.statement if decl is not None else None), name
+
+
+def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
+                cache: dict) -> SpatialProgram:
+    """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
+    and raised again as the same ``LoweringError``."""
+    q8 = q8_weights(progs, program, storage)
+    key = ("program", label, tuple(t.text for t in program.tokens), q8, cut, target, constants, shared)
+    if key not in cache:
+        try:
+            cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
+        except LoweringError as e:
+            cache[key] = e
+    hit = cache[key]
+    if isinstance(hit, LoweringError):
+        raise hit
+    return hit
+
+
+def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
+               cache: dict) -> SpatialProgram:
+    """A layer kind's program, lowered from its representative ``rep`` — or served from ``cache``, keyed by the
+    kind's digest (its program up to names), the cut, the target, the constants and the shared tables. A program
+    cached under another representative's names is renamed to ``rep``'s (names only: nothing is lowered again); a
+    refusal is cached too, its binder renamed likewise."""
+    key = ("kind", kind.digest, cut, target, constants, shared)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage))
+            hit = (program, kind.representative, rep.tokens)
+        except LoweringError as e:
+            hit = (e, kind.representative, rep.tokens)
+        cache[key] = hit
+    found, old_rep, old_tokens = hit
+    tokens = rep.tokens
+    same = old_rep == kind.representative and (old_tokens is tokens or
+                                                [t.text for t in old_tokens] == [t.text for t in tokens])
+    if isinstance(found, LoweringError):
+        if same or found.binder is None:
+            raise found
+        positions = _binder_positions(old_tokens)
+        binder = tokens[positions[found.binder]].text if found.binder in positions else found.binder
+        raise type(found)(found.why.replace(f"`{found.binder}`", f"`{binder}`"), found.statement, binder)
+    if not same:
+        template = _Template(program_names(found), _binder_positions(old_tokens), old_rep, layer_input)
+        found = rename_program(found, template.bind(kind.representative, tokens).__getitem__, label)
+    elif found.name != label:
+        found = replace(found, name=label)
+    return found
+
+
+def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,
+                   storage: Storage | None = None, cache: dict | None = None,
+                   progress: Callable[[str, int, int], None] | None = None,
+                   cancelled: Callable[[], bool] | None = None) -> StreamedModel:
+    """Lower ``analysis``'s model for ``deployment``: the embed (except ``forward``), one program per layer kind, the
+    head; every layer bound to its kind; residency and the estimate. Raises ``StreamedReject``, or ``Cancelled``.
+
+    ``cache`` (a dict the caller keeps) serves a kind program lowered before for the same digest, deployment,
+    target, constants and shared tables — renamed to the representative's names if they changed."""
+    why = deployment.refusal()
+    if why:
+        raise StreamedReject("bundle", why)
+    deployment = deployment.normal()
+    if analysis.errors:
+        raise _first_error(analysis)
+    try:
+        target = load_target(target)
+    except TargetError as e:
+        raise StreamedReject("bundle", str(e)) from None
+    storage = storage or analysis.storage
+    progs = analysis.programs
+    if not progs.layers:
+        raise StreamedReject("bundle", "the model has no layers")
+    if progs.head is None:
+        raise StreamedReject("head", "the document has no `## Head` section")
+    with_embed = deployment.mode != "forward"
+    if with_embed and progs.embed is None:
+        raise StreamedReject("embed", f"the document has no `## Embed` section; a {deployment.mode} bundle starts "
+                                      f"from token ids")
+    by_layer = {p.section.index: p for p in progs.layers}
+    kinds = analysis.kinds
+    reps = [(f"layer {k.representative} ({k.name})", by_layer[k.representative]) for k in kinds]
+    chain = ([("embed", progs.embed)] if with_embed else []) + reps + [("head", progs.head)]
+    shared = shared_tables(analysis, chain)
+    constants = tuple(sorted(progs.constants.items()))
+    cache = cache if cache is not None else {}
+    total = len(chain)
+    done = 0
+
+    def step(label: str):
+        nonlocal done
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        if progress is not None:
+            progress(label, done, total)
+        done += 1
+
+    def whole(label: str, p, cut: Cut) -> SpatialProgram:
+        step(label)
+        try:
+            return lower_whole(progs, label, p, cut, target, storage, constants, shared, cache)
+        except LoweringError as e:
+            raise _reject(label, e) from None
+
+    embed = whole("embed", progs.embed, deployment.cut("embed")) if with_embed else None
+
+    layer_cut = deployment.cut("layer")
+    kind_programs: list[LayerKindProgram] = []
+    templates: list[_Template] = []
+    for k, (label, rep) in zip(kinds, reps):
+        step(label)
+        try:
+            program = lower_kind(progs, k, label, rep, layer_cut, target, storage, constants, shared, cache)
+        except TPError as e:
+            raise StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {e.why}", e.statement,
+                                 e.binder, k.representative) from None
+        except LoweringError as e:
+            raise _reject(label, e, k.representative) from None
+        tokens = rep.tokens
+        kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
+                                              _tp_manifest(program, analysis)))
+        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
+
+    head = whole("head", progs.head, deployment.cut("head"))
+
+    bindings: list[LayerBinding | None] = [None] * len(by_layer)
+    layer_kinds = [0] * len(by_layer)
+    offset = 1 if embed is not None else 0
+    for i, k in enumerate(kinds):
+        template, name, index = templates[i], k.name, offset + i
+        for l in k.layers:
+            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.tokens)
+            layer_kinds[l] = index
+    layers = tuple(bindings)
+
+    entries = ([("embed", None, embed)] if embed is not None else []) + \
+              [(kp.name, list(kp.layers), kp.program) for kp in kind_programs] + [("head", None, head)]
+    try:
+        residency, placed, layer_tiers = plan(entries, layer_kinds, target)
+    except ResidencyError as e:
+        statement, binder = (None, None) if e.layer is None or "states" not in str(e) else \
+            state_declaration(entries[e.program][2], layers[e.layer], by_layer[e.layer])
+        raise StreamedReject("bundle", str(e), statement, binder, e.layer) from None
+    est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, layer_tiers,
+                   deployment.tokens_per_step, target)
+    if embed is not None:
+        embed = placed[0]
+    kind_programs = [replace(kp, program=p) for kp, p in zip(kind_programs, placed[offset:offset + len(kinds)])]
+    head = placed[-1]
+    if progress is not None:
+        progress("bound", total, total)
+    return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
+                         analysis.document.title)
+
+
+# ---- the six deployments, by name ------------------------------------------------------------------------------
+
+
+def lower_forward_streamed(analysis: Analysis, ctx: int, **kw) -> StreamedModel:
+    """One program per layer kind plus the head over a whole sequence of ``ctx`` rows; no state carried."""
+    return lower_streamed(analysis, Deployment("forward", ctx=ctx), **kw)
+
+
+def lower_decode_streamed(analysis: Analysis, ctx: int, **kw) -> StreamedModel:
+    """The embedding lookup, one program per layer kind over KV caches of ``ctx`` positions, and a head emitting the
+    next token; ``tok`` and ``pos`` are runtime inputs, so the bundle serves every step."""
+    return lower_streamed(analysis, Deployment("decode", ctx=ctx), **kw)
+
+
+def lower_prefill_streamed(analysis: Analysis, ctx: int, chunk: int, **kw) -> StreamedModel:
+    """``chunk`` tokens of one sequence per step over the decode step's own state; the head reads the last row."""
+    return lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=chunk), **kw)
+
+
+def lower_batched_decode_streamed(analysis: Analysis, ctx: int, batch: int, **kw) -> StreamedModel:
+    """``batch`` sequences per step, each with its own token, position ``pos_s{b}`` and state ``Kc3_s{b}``, every
+    weight read once for all of them."""
+    return lower_streamed(analysis, Deployment("batched", ctx=ctx, batch=batch), **kw)
+
+
+def lower_tp_decode_streamed(analysis: Analysis, ctx: int, tp: int, **kw) -> StreamedModel:
+    """Decode over ``tp`` chips: each chip its own heads and FFN columns, two all-reduces a layer; embed and head on
+    the replicated spine; each kind carries the slices each chip loads."""
+    return lower_streamed(analysis, Deployment("tp", ctx=ctx, tp=tp), **kw)
+
+
+def lower_batched_tp_decode_streamed(analysis: Analysis, ctx: int, batch: int, tp: int, **kw) -> StreamedModel:
+    """The serving shape: batched decode with every layer kind over ``tp`` chips."""
+    return lower_streamed(analysis, Deployment("batched-tp", ctx=ctx, batch=batch, tp=tp), **kw)

@@ -1,0 +1,126 @@
+"""The lexer's ranges and the parser's sentence-level recovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamed.lang import parse, tokens
+from streamed.lang.lexer import lex
+from streamed.lang.syntax import Binary, Call, Declaration, Let, SectionKind, Set
+
+from repo import EXAMPLES
+
+EXAMPLE = EXAMPLES / "tiny-llama.lgm"
+
+
+def test_tokens_are_runs_of_word_characters_and_single_other_characters():
+    assert tokens("Let q0 be (xn0 times Wq0). -- a comment") == ["Let", "q0", "be", "(", "xn0", "times", "Wq0", ")", "."]
+    assert tokens("scaled by 0.125.") == ["scaled", "by", "0", ".", "125", "."]
+
+
+def test_every_token_carries_its_utf16_column_and_byte_offset():
+    text = "é😀 Let x0\nbe 𝔸 y."
+    data = text.encode("utf-8")
+    for line in lex(text):
+        units = line.text.encode("utf-16-le")
+        for t in line.tokens:
+            assert data[t.start_offset:t.end_offset].decode() == t.text
+            assert units[2 * t.start_character:2 * t.end_character].decode("utf-16-le") == t.text
+    first = lex(text)[0].tokens
+    assert [t.start_character for t in first] == [0, 1, 4, 8]  # the emoji is two UTF-16 units
+
+
+def test_comments_belong_to_no_program():
+    doc = parse("# T\n## Layer 0\nLet x be an input of rows by 4. -- Let y be x.\nReturn x.\n")
+    assert [t.text for t in doc.layers[0].tokens].count("Let") == 1
+
+
+def test_expressions_follow_the_documented_precedence():
+    doc = parse("# T\n## Layer 0\nLet h0 be x plus a0 times Wo0.\nLet f0 be silu of g0 multiplied by u0.\n")
+    h, f = doc.layers[0].statements
+    assert isinstance(h.value, Binary) and h.value.op == "plus" and h.value.right.op == "times"
+    assert f.value.op == "multiplied" and isinstance(f.value.left, Call) and f.value.left.op == "silu"
+
+
+def test_operations_read_their_slots_and_options():
+    doc = parse("# T\n## Layer 0\nLet a0 be attention of q0 over Kc0 and Vc0 at pos, heads 8 sharing 2, window 512, scale 0.0625.\n")
+    call = doc.layers[0].statements[0].value
+    assert call.op == "attention"
+    assert [s for s, _ in call.args] == ["Q", "K", "V", "P"]
+    assert {s: n.value for s, n in call.numbers} == {"H": 8, "G": 2, "W": 512, "F": 0.0625}
+    assert call.options == ("heads", "window", "scale")
+
+
+def test_declarations_read_role_storage_shape_and_fill():
+    doc = parse("# T\n## Layer 0\nLet Wq0 be a q8 weight of d by 64.\nLet Rcos1 be a table of ctx by 8, cosines of base 10000.\nLet pos be a position.\n")
+    w, t, p = (s.value for s in doc.layers[0].statements)
+    assert isinstance(w, Declaration) and w.q8 and w.role == "weight" and [d.text for d in w.dims] == ["d", "64"]
+    assert t.fill[0] == "cosines" and t.fill[1].value == 10000
+    assert p.role == "position"
+
+
+def test_every_node_carries_the_range_of_its_text():
+    text = "# T\n## Layer 0\nSet row pos of Kc0 to xn0 times Wk0.\n"
+    st = parse(text).layers[0].statements[0]
+    assert isinstance(st, Set)
+    data = text.encode()
+    assert data[st.value.range.start.offset:st.value.range.end.offset] == b"xn0 times Wk0"
+    assert data[st.range.start.offset:st.range.end.offset] == b"Set row pos of Kc0 to xn0 times Wk0."
+
+
+def test_a_malformed_statement_yields_one_diagnostic_and_the_rest_is_still_read():
+    text = "# T\n## Layer 0\nLet a be b plus.\nLet c be (d times.\nLet e be f times g.\nSet h.\nReturn e.\n"
+    doc = parse(text)
+    lines = sorted(d.range.start.line + 1 for d in doc.diagnostics)
+    assert lines == [3, 4, 6]
+    statements = doc.layers[0].statements
+    assert [type(s).__name__ for s in statements] == ["Let", "Return"]
+    assert statements[0].name.text == "e"
+
+
+def test_a_statement_without_its_full_stop_is_reported_where_it_is():
+    doc = parse("# T\n## Layer 0\nLet a be b\n\n## Head\nReturn a.\n")
+    (d,) = doc.diagnostics
+    assert d.range.start.line == 2 and "does not end with `.`" in d.message
+
+
+def test_an_unknown_operation_suggests_the_nearest_spelling():
+    doc = parse("# T\n## Layer 0\nLet xn0 be rsmnorm of x with g0.\n")
+    (d,) = doc.diagnostics
+    assert "unknown operation `rsmnorm`" in d.message and "did you mean `rmsnorm`?" in d.message
+    assert (d.range.start.character, d.range.end.character) == (11, 18)
+
+
+def test_an_unknown_option_names_the_operations_options():
+    doc = parse("# T\n## Layer 0\nLet a0 be attention of q over K and V at p, heads 4 sharing 2, windwo 5.\n")
+    (d,) = doc.diagnostics
+    assert "`windwo` is not an option of `attention`" in d.message and "did you mean `window`?" in d.message
+
+
+def test_a_layer_note_after_a_colon_is_not_part_of_the_program():
+    doc = parse("# T\n## Layer 3: global attention\nReturn x.\n")
+    layer = doc.layers[0]
+    assert layer.index == 3 and layer.note == "global attention"
+    assert [t.text for t in layer.tokens] == ["Return", "x", "."]
+
+
+def test_the_example_parses_into_its_sections_without_a_diagnostic():
+    doc = parse(EXAMPLE.read_text())
+    assert doc.diagnostics == ()
+    kinds = [s.kind for s in doc.sections]
+    assert kinds[:4] == [SectionKind.TITLE, SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED]
+    assert kinds[-1] is SectionKind.HEAD and [s.index for s in doc.layers] == list(range(len(doc.layers)))
+    assert doc.constants["d"] > 0
+    assert any(e.pattern == "Wq{l}" for e in doc.checkpoint)
+
+
+def test_numbers_join_their_decimal_point_and_exponent():
+    doc = parse("# T\n## Model\nLet eps be 1e-6.\nLet s be 0.125.\nLet n be 3.\n")
+    assert doc.constants == {"eps": 1e-6, "s": 0.125, "n": 3}
+
+
+def test_checkpoint_entries_read_their_tensor_and_slices():
+    doc = parse('# T\n## Checkpoint\nWqg{l} is "blk.{l}.attn_q.weight", columns 64 to 128 of every 128.\nWkr{l} is "x", rows 0 to 32.\nbad line\n')
+    first = doc.checkpoint[0]
+    assert (first.pattern, first.tensor, first.columns) == ("Wqg{l}", "blk.{l}.attn_q.weight", (64, 128, 128))
+    assert len(doc.diagnostics) == 2  # `{l}` on one side only, and a line that is no entry

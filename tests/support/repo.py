@@ -1,0 +1,43 @@
+"""Where the repository's files are, and the documents several suites share: the shipped examples, their configs,
+and tiny-llama grown to any depth. Imported by name (the root ``conftest`` puts this folder on ``sys.path``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CONFIGS = EXAMPLES / "configs"
+TINY = (EXAMPLES / "tiny-llama.lgm").read_text()
+
+
+def config(name: str) -> dict:
+    """The shipped ``examples/configs/NAME.json``, parsed."""
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+def example(name: str) -> str:
+    """The text of the shipped ``examples/NAME.lgm``."""
+    return (EXAMPLES / f"{name}.lgm").read_text("utf-8")
+
+
+def deep(src: str, n: int) -> str:
+    """``src`` (tiny-llama) with its layer 0 written out ``n`` times, each renamed into its own layer's names."""
+    head, rest = src.split("## Layer 0", 1)
+    body0 = rest.split("## Layer 1")[0].replace("q0", "qr0")
+    tail = "## Head" + src.split("## Head")[1]
+    out = []
+    for l in range(n):
+        t = re.sub(r"\b([A-Za-z]+?)0\b", lambda m: m.group(1) + str(l), body0)
+        if l > 0:
+            t = re.sub(r"\bx\b", f"xo{l - 1}", t)
+        out.append(f"## Layer {l}" + t)
+    return head + "".join(out) + tail.replace("xo3", f"xo{n - 1}")
+
+
+SIX = deep(TINY, 6)
+#: Six layers; layer 4 writes its first norm's epsilon differently, so it is not one program with layers 0–3 and 5.
+DIVERGENT = SIX.replace("Let xn4 be rmsnorm of xo3 with g4, epsilon 0.00001.", "Let xn4 be rmsnorm of xo3 with g4, epsilon 0.001.")
+assert DIVERGENT != SIX
