@@ -14,6 +14,7 @@ import math
 import re
 
 from . import ops as ops_table
+from .limits import MAX_DOCUMENT_BYTES, MAX_LAYER
 from .lexer import Line, Pos, Range, Token, decode, end_of, lex
 from .syntax import (
     Binary,
@@ -51,11 +52,6 @@ _SECTIONS = {
     "notes": SectionKind.NOTE,
 }
 PROGRAM_SECTIONS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
-#: Documents past this are refused with one diagnostic instead of being read: the 64-layer Qwen3.8 program is about
-#: 125 KB, so 4 MB is thirty times any real model, and reading more would only keep an editor waiting.
-MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
-#: Layer numbers past this are refused outright: no model has them, and nothing sized by them is ever allocated.
-MAX_LAYER = 1_000_000
 
 
 class _Fail(Exception):
