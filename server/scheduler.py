@@ -11,13 +11,13 @@ Invariant: a published snapshot's ``version`` is the client's version of exactly
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, apply_change, chunks
+from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, Text, clean
+from streamed.analysis.whole import diagnostic_order
 from streamed.lang.syntax import Diagnostic
 from streamed.model.checkpoint import ALL_Q8, Storage
 
@@ -45,14 +45,16 @@ class Snapshot:
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
+        if not self.rejects:
+            return list(self.analysis.diagnostics)
         out = [*self.analysis.diagnostics, *self.rejects]
-        out.sort(key=lambda d: (d.range.start.offset, d.severity.value))
+        out.sort(key=diagnostic_order)
         return out
 
 
 @dataclass
 class _Doc:
-    text: str
+    text: Text  # the editor's text as its chunks: an edit replaces the few it touches
     version: int | None
     generation: int = 0
     snapshot: Snapshot | None = None
@@ -84,7 +86,7 @@ class Scheduler:
 
     # ---- text ----
     def open(self, uri: str, text: str, version: int | None) -> None:
-        self.docs[uri] = doc = _Doc(apply_change("", None, None, text), version, analyzer=IncrementalAnalyzer(self.storage))
+        self.docs[uri] = doc = _Doc(Text.of(clean(text)), version, analyzer=IncrementalAnalyzer(self.storage))
         self._edited(uri, doc, 0)
 
     def change(self, uri: str, version: int | None, changes) -> None:
@@ -96,9 +98,9 @@ class Scheduler:
         for c in changes:
             r = getattr(c, "range", None)
             if r is None:
-                text = apply_change(text, None, None, c.text)
+                text = text.edit(None, None, c.text)
             else:
-                text = apply_change(text, (r.start.line, r.start.character), (r.end.line, r.end.character), c.text)
+                text = text.edit((r.start.line, r.start.character), (r.end.line, r.end.character), c.text)
         doc.text, doc.version = text, version
         self._edited(uri, doc, self.debounce_ms / 1000)
 
@@ -147,11 +149,11 @@ class Scheduler:
         return doc.snapshot
 
     # ---- the machinery ----
-    def _analyze(self, analyzer: IncrementalAnalyzer, text: str, uri: str, version, gen: int, cut=None):
+    def _analyze(self, analyzer: IncrementalAnalyzer, text: Text, uri: str, version, gen: int):
         """Runs on the analysis thread (or inline, when small): the incremental analysis, then each kind's lowering
         reject (cached by digest) — a document with errors is not lowered: its errors are its diagnostics — then
         ``prepare``."""
-        analysis = analyzer.analyze(text, cut)
+        analysis = analyzer.analyze(text)
         rejects: tuple = ()
         if self.deployment is not None and not analysis.errors:
             if len(self.lowered) > 4096:
@@ -161,11 +163,7 @@ class Scheduler:
 
             rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
         snap = Snapshot(uri, version, gen, analysis, rejects)
-        payload = self.prepare(snap)
-        # The caches hold hundreds of thousands of immutable, acyclic objects: moved out of the collector's sight,
-        # a full collection no longer walks them on a keystroke (they are still freed by reference counting).
-        gc.freeze()
-        return snap, payload
+        return snap, self.prepare(snap)
 
     def _edited(self, uri: str, doc: _Doc, delay: float) -> None:
         """The text (or what it is analysed under) changed: a new generation, analysed after ``delay``."""
@@ -189,15 +187,14 @@ class Scheduler:
             return  # a newer edit owns the next analysis
         text, version, analyzer = doc.text, doc.version, doc.analyzer
         doc.running = gen
-        cut = chunks(text)
         try:
-            if doc.busy == 0 and analyzer.unparsed(cut) <= INLINE_CHARS:
-                snap, payload = self._analyze(analyzer, text, uri, version, gen, cut)
+            if doc.busy == 0 and analyzer.unparsed(text) <= INLINE_CHARS:
+                snap, payload = self._analyze(analyzer, text, uri, version, gen)
             else:
                 doc.busy += 1
                 try:
                     snap, payload = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, self._analyze, analyzer, text, uri, version, gen, cut)
+                        self._pool, self._analyze, analyzer, text, uri, version, gen)
                 finally:
                     doc.busy -= 1
         except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot

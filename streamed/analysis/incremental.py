@@ -1,15 +1,22 @@
-"""Incremental analysis: the same answer as ``analysis.analyze``, recomputing only the sections an edit touched.
+"""Incremental analysis: the same answer as ``analysis.analyze``, recomputing only what an edit touched.
 
-A document is cut into **chunks** at its heading lines; each chunk is parsed *on its own*, as if it began at line 0,
-byte 0, and the result is cached by the chunk's text. A section's ranges are therefore **relative to its chunk**; the
-chunk's base ``(line, offset)`` turns them into document ranges. Because a chunk starts at a line start, a relative
-range and its absolute one differ only in line and byte offset, never in UTF-16 column. Typing inside layer 5 changes
-the text of one chunk: one section is re-lexed, re-parsed, re-checked and re-digested; every other section is served
-from the caches, however far its position moved.
+A document is cut into **chunks** at its heading lines (``lang.parser.cut``); each chunk is parsed *on its own*, as
+if it began at line 0, byte 0, and the result is cached by the chunk's text. A section's ranges are therefore
+**relative to its chunk**; the chunk's base ``(line, offset)`` turns them into document ranges. Because a chunk starts
+at a line start, a relative range and its absolute one differ only in line and byte offset, never in UTF-16 column.
+
+The editor's text is a ``Text``: its chunks, of which an edit replaces the few it touches (the rest stay the very same
+strings). An analysis finds what changed by comparing the chunk lists — at C speed, by identity first — and computes
+only those chunks: one is re-lexed, re-parsed (or renamed from a layer of its shape), re-checked and re-digested;
+every other chunk's parse, program, digest and diagnostics are the previous analysis's, their bases shifted. What
+spans chunks is kept in per-chunk columns and answered by list operations that run at C speed however deep the
+model: layers numbered 0, 1, 2… in order and each input the previous output are two list comparisons, kinds are the
+previous kinds unless a digest changed, divergences are the previous ones unless a kind or a layer they involve did;
+only a document whose layers are misnumbered falls back to the sentence-by-sentence link.
 
 Invariant (tested against ``analyze`` on every example and on random edits): ``IncrementalAnalyzer().analyze(text)``
 has exactly the diagnostics, kinds and divergences of ``analyze(text)``, in document coordinates. Section-relative
-values (``document.sections``, ``programs``) are mapped with ``to_document``/``to_section``.
+values (``document.sections``, ``programs``) are mapped with ``to_document``.
 
 Also here, because the editor's text is this module's input: ``apply_change``, the LSP edit rule on a text addressed
 by (line, UTF-16 column), total over any position a client may send.
@@ -20,18 +27,26 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, replace
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import attrgetter, eq, ne
 
-from .whole import Analysis, divergence_diagnostic
-from .kinds import Divergence, LayerKind, describe, divergences, shape_digest, stored_q8
-from ..lang.lexer import Pos, Range, lex
-from ..lang.parser import _heading, _section, _stray
+from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
+from .kinds import Divergence, LayerKind, describe, digest_of, divergences
+from ..lang.lexer import Pos, Range, line_ends, utf8_length
+from ..lang.parser import Chunk, ChunkParse, cut, parse_chunk
 from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
-from ..model.program import Program, Programs, check_program, link_programs
+from ..model.program import Program, Programs, chain_link, checked_program, link_programs, section_links
+
+__all__ = [
+    "Base", "Chunk", "ChunkParse", "IncrementalAnalysis", "IncrementalAnalyzer", "Spot", "Text", "apply_change",
+    "as_analysis", "chunks", "clean", "offset_at", "parse_chunk", "spot", "token_at",
+]
 
 # ---- the editor's text ---------------------------------------------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LINE_END = re.compile(r"\r\n?|\n")
 
 
 def clean(text: str) -> str:
@@ -63,15 +78,23 @@ def _index(line: str, character: int) -> int:
 
 
 def offset_at(text: str, line: int, character: int) -> int:
-    """The ``str`` index of an editor position. Lines are cut at ``\\n`` (the lexer's rule); a line past the end
-    is the end of the text, a column past a line's end is that line's end (LSP's rule)."""
+    """The ``str`` index of an editor position. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (the lexer's rule); a
+    line past the end is the end of the text, a column past a line's end is that line's end (LSP's rule)."""
     if line < 0:
         return 0
-    parts = text.split("\n", line + 1)  # the lines before, the line itself, and (unsplit) the rest
-    if len(parts) <= line:
-        return len(text)
-    start = sum(map(len, parts[:line])) + line
-    return start + _index(parts[line], character)
+    if "\r" not in text:
+        parts = text.split("\n", line + 1)  # the lines before, the line itself, and (unsplit) the rest
+        if len(parts) <= line:
+            return len(text)
+        return sum(map(len, parts[:line])) + line + _index(parts[line], character)
+    start = 0
+    for _ in range(line):
+        m = _LINE_END.search(text, start)
+        if m is None:
+            return len(text)
+        start = m.end()
+    m = _LINE_END.search(text, start)
+    return start + _index(text[start:m.start() if m else len(text)], character)
 
 
 def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] | None, new: str) -> str:
@@ -86,89 +109,77 @@ def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] 
     return text[:a] + new + text[b:]
 
 
-# ---- chunks --------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Chunk:
-    text: str
-    line: int  # the document line of the chunk's first line
-    offset: int  # the byte offset of the chunk's first line
-
-
-def _heading_starts(text: str) -> list[int]:
-    """Where each heading line starts: a line whose first non-space character is ``#``. ``#`` is rare outside
-    headings, so finding each one (at C speed) and looking back to its line start beats scanning every line."""
-    out = []
-    i = text.find("#")
-    while i >= 0:
-        start = text.rfind("\n", 0, i) + 1
-        if start == i or text[start:i].isspace():
-            out.append(start)
-        nl = text.find("\n", i)
-        if nl < 0:
-            break
-        i = text.find("#", nl)
-    return out
-
-
 def chunks(text: str) -> list[Chunk]:
-    """The document cut before each heading line; text before the first heading is a chunk of its own.
-
-    A heading line is one whose first non-space character is ``#`` (a ``--`` comment before it would make it a
-    comment) — the parser's rule; this runs on every keystroke, so it looks only at the ``#`` characters."""
-    starts = _heading_starts(text)
-    if not starts or starts[0] != 0:
-        starts.insert(0, 0)
-    out: list[Chunk] = []
-    line = offset = 0
-    prev = 0
-    for k, a in enumerate(starts):
-        if k:
-            between = text[prev:a]
-            line += between.count("\n")
-            offset += len(between) if between.isascii() else len(between.encode("utf-8"))
-        b = starts[k + 1] - 1 if k + 1 < len(starts) else len(text)
-        out.append(Chunk(text[a:b], line, offset))
-        prev = a
-    return out
+    """The document cut before each heading line (``lang.parser.cut``)."""
+    return cut(text)
 
 
-@dataclass(frozen=True)
-class ChunkParse:
-    """One chunk parsed on its own: its section (``None`` for text before the first heading), its heading level and
-    the parser's diagnostics, all relative to the chunk."""
+class Text:
+    """A document as its chunks: ``texts[i]`` and the line end ``seps[i]`` after it (``""`` for the last). An edit
+    replaces the chunks it touches and keeps every other chunk the very same string, so an analysis finds what
+    changed by identity. Immutable; ``str(t)`` is the whole text."""
 
-    section: Section | None
-    level: int
-    diagnostics: tuple[Diagnostic, ...]
+    __slots__ = ("texts", "seps", "lines", "_line_starts", "_string")
 
+    def __init__(self, texts: list[str], seps: list[str], lines: list[int]):
+        self.texts = texts
+        self.seps = seps
+        self.lines = lines  # line ends in each chunk and its separator
+        self._line_starts: list[int] | None = None
+        self._string: str | None = None
 
-def _utf16(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-16-le")) // 2
+    @classmethod
+    def of(cls, text: str) -> "Text":
+        cs = cut(text)
+        texts = [c.text for c in cs]
+        seps = [c.sep for c in cs]
+        return cls(texts, seps, [line_ends(t + s) for t, s in zip(texts, seps)])
 
+    def __str__(self) -> str:
+        if self._string is None:
+            self._string = "".join(chain.from_iterable(zip(self.texts, self.seps)))
+        return self._string
 
-def parse_chunk(text: str) -> ChunkParse:
-    """Parse one chunk exactly as ``parse`` parses it within a whole document."""
-    lines = lex(text)
-    diags: list[Diagnostic] = []
-    h = _heading(lines[0])
-    if h is None:
-        pre = [ln for ln in lines if ln.tokens]
-        if pre:
-            rng = Range(pre[0].tokens[0].range.start, pre[-1].tokens[-1].range.end)
-            diags.append(Diagnostic(rng, Severity.ERROR, "text before the first heading belongs to no section; start with `# Title`", "syntax"))
-        return ChunkParse(None, 0, tuple(diags))
-    level, head_text = h
-    line = lines[0]
-    end_of = lambda ln: Pos(ln.number, _utf16(ln.text), ln.offset + len(ln.text.encode("utf-8")))
-    heading = Range(line.tokens[0].range.start, end_of(line))
-    body = lines[1:]
-    full = Range(heading.start, end_of(body[-1] if body else line))
-    if level == 1:
-        section = Section(SectionKind.TITLE, heading, head_text, None, None, full)
-        _stray(body, diags, "the title")
-        return ChunkParse(section, 1, tuple(diags))
-    return ChunkParse(_section(head_text, line, heading, body, full, diags), 2, tuple(diags))
+    @property
+    def line_starts(self) -> list[int]:
+        """The document line each chunk starts on."""
+        if self._line_starts is None:
+            self._line_starts = list(accumulate(self.lines, initial=0))[:-1]
+        return self._line_starts
+
+    def _locate(self, line: int, character: int) -> tuple[int, int]:
+        """(chunk, ``str`` index in its text) of an editor position, clamped as ``offset_at`` clamps."""
+        if line < 0:
+            return 0, 0
+        k = bisect.bisect_right(self.line_starts, line) - 1
+        return k, offset_at(self.texts[k], line - self.line_starts[k], character)
+
+    def edit(self, start: tuple[int, int] | None, end: tuple[int, int] | None, new: str) -> "Text":
+        """The text with ``start``–``end`` replaced by ``new`` (``apply_change``'s rule). Only the chunks from the
+        one before the edit to the one after it are cut again: a heading line is one whose first character is
+        ``#``, which an edit elsewhere cannot change."""
+        new = clean(new)
+        if start is None or end is None:
+            return Text.of(new)
+        (k1, i1), (k2, i2) = self._locate(*start), self._locate(*end)
+        if (k2, i2) < (k1, i1):
+            (k1, i1), (k2, i2) = (k2, i2), (k1, i1)
+        a, b = max(k1 - 1, 0), min(k2 + 2, len(self.texts))
+        texts, seps = self.texts, self.seps
+        before = sum(len(texts[j]) + len(seps[j]) for j in range(a, k1)) + i1
+        upto = sum(len(texts[j]) + len(seps[j]) for j in range(a, k2)) + i2
+        region = "".join(texts[j] + seps[j] for j in range(a, b - 1)) + texts[b - 1]
+        region = region[:before] + new + region[upto:]
+        pieces = cut(region)
+        new_texts = [c.text for c in pieces]
+        new_seps = [c.sep for c in pieces[:-1]] + [seps[b - 1]]
+        # Keep the very same string for a chunk the edit did not change (the analysis compares by identity first).
+        for j, t in enumerate(new_texts):
+            k = a + j
+            if k < b and texts[k] == t:
+                new_texts[j] = texts[k]
+        return Text(texts[:a] + new_texts + texts[b:], seps[:a] + new_seps + seps[b:],
+                    self.lines[:a] + [line_ends(t + s) for t, s in zip(new_texts, new_seps)] + self.lines[b:])
 
 
 # ---- moving ranges between a chunk and the document ----------------------------------------------------------------
@@ -193,7 +204,7 @@ class Base:
 _BOUND_AT_LINE = re.compile(r"(is already bound at line )(\d+)(;)")
 
 
-def _relocated(d: Diagnostic, base: "Base") -> Diagnostic:
+def _relocated(d: Diagnostic, base: Base) -> Diagnostic:
     """The one checker message that names a line (``already bound at line N``) computed on a chunk-relative section,
     with N made a document line."""
     if d.code != "rebound" or base.line == 0:
@@ -202,49 +213,105 @@ def _relocated(d: Diagnostic, base: "Base") -> Diagnostic:
     return replace(d, message=msg)
 
 
+def _placed(diags, base: Base) -> tuple[Diagnostic, ...]:
+    return tuple(_relocated(base.diagnostic(d), base) for d in diags) if diags else ()
+
+
 # ---- the analysis ---------------------------------------------------------------------------------------------------
 
+_PROGRAM_KINDS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+_input, _output, _in_shape, _out_shape = attrgetter("input"), attrgetter("output"), attrgetter("in_shape"), attrgetter("out_shape")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
+class _Columns:
+    """What an analysis knows per chunk, in chunk order — the previous analysis's, spliced where chunks changed."""
+
+    texts: list[str]
+    seps: list[str]
+    lines: list[int]  # line ends in the chunk and its separator
+    sizes: list[int]  # UTF-8 bytes of the chunk and its separator
+    parses: list[ChunkParse]
+    programs: list  # the checked program of a program section (under the analysis's constants), else None
+    checks: list  # that check's diagnostics, chunk-relative
+    digests: list  # a checked layer's digest, else None
+
+
 class IncrementalAnalysis:
-    """An analysis whose sections and programs are chunk-relative; ``diagnostics``, ``divergences`` and ``kinds`` are
-    in document coordinates, equal to ``analyze(text)``'s."""
+    """An analysis whose sections and programs are chunk-relative; ``diagnostics``, ``divergences`` and ``kinds``
+    are in document coordinates, equal to ``analyze(text)``'s. Immutable."""
 
-    text: str
-    document: Document  # sections relative to their chunks
-    bases: tuple[Base, ...]  # per section of ``document.sections``
-    programs: Programs  # programs over the relative sections
-    kinds: tuple[LayerKind, ...]
-    divergences: tuple[Divergence, ...]  # document coordinates
-    diagnostics: tuple[Diagnostic, ...]  # document coordinates
-    storage: Storage
-    chunk_texts: tuple[str, ...]  # per section
-    digests: dict[int, str]  # layer index → shape digest
+    def __init__(self, text_of, document: Document, programs: Programs, kinds: tuple[LayerKind, ...],
+                 divergences: tuple[Divergence, ...], diagnostics: tuple[Diagnostic, ...], storage: Storage,
+                 columns: _Columns, line0: list[int], byte0: list[int], first: int, constants_key: tuple,
+                 relative_divergences: tuple[Divergence, ...], layer_digests: list):
+        self._text_of = text_of
+        self._text: str | None = None
+        self.document = document
+        self.programs = programs
+        self.kinds = kinds
+        self.divergences = divergences
+        self.diagnostics = diagnostics
+        self.storage = storage
+        self._columns = columns
+        self._line0 = line0  # the document line and byte each chunk starts at
+        self._byte0 = byte0
+        self._first = first  # 1 when the first chunk is text before any heading (no section)
+        self._constants_key = constants_key
+        self._relative_divergences = relative_divergences
+        self._layer_digests = layer_digests
+        self._layer_indices: list = []
+        self._index: dict[int, int] | None = None
+        self._program_at: dict[int, Program] | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self._text_of()
+        return self._text
+
+    @property
+    def chunk_texts(self) -> tuple[str, ...]:
+        """Per section (``document.sections``), its chunk's text."""
+        return tuple(self._columns.texts[self._first:])
+
+    @property
+    def bases(self) -> tuple[Base, ...]:
+        """Per section, where its chunk starts in the document."""
+        f = self._first
+        return tuple(map(Base, self._line0[f:], self._byte0[f:]))
+
+    @property
+    def digests(self) -> dict[int, str]:
+        """Layer index → shape digest, for every checked layer."""
+        return {p.section.index: d for p, d in zip(self.programs.layers, self._layer_digests)}
 
     # -- where things are --
     def section_at(self, line: int) -> int | None:
         """The index (into ``document.sections``) of the section holding document line ``line``."""
-        lines = [b.line for b in self.bases]
-        i = bisect.bisect_right(lines, line) - 1
+        i = bisect.bisect_right(self._line0, line, self._first) - 1 - self._first
         return i if i >= 0 else None
 
     def index_of(self, section: Section) -> int:
-        for i, s in enumerate(self.document.sections):
-            if s is section:
-                return i
-        raise ValueError("not a section of this analysis")
+        if self._index is None:
+            self._index = {id(s): i for i, s in enumerate(self.document.sections)}
+        i = self._index.get(id(section))
+        if i is None or self.document.sections[i] is not section:
+            raise ValueError("not a section of this analysis")
+        return i
 
     def base_of(self, section: Section) -> Base:
-        return self.bases[self.index_of(section)]
+        i = self.index_of(section) + self._first
+        return Base(self._line0[i], self._byte0[i])
 
     def to_document(self, section: Section, r: Range) -> Range:
         return self.base_of(section).range(r)
 
     def program_of(self, section: Section) -> Program | None:
-        for p in self.programs.all():
-            if p.section is section:
-                return p
-        return None
+        if self._program_at is None:
+            self._program_at = {id(p.section): p for p in self.programs.all()}
+        p = self._program_at.get(id(section))
+        return p if p is not None and p.section is section else None
 
     def layer_section(self, layer: int) -> Section | None:
         p = self.programs.layer(layer)
@@ -273,146 +340,307 @@ class IncrementalAnalysis:
 
 class _Generations:
     """A cache that keeps what the last two analyses used: memory stays proportional to the document however long
-    the editing session, and undoing the last edit still hits. Keyed by value, so an entry is never wrong."""
+    the editing session, and undoing the last edit still hits. Keyed by value, so an entry is never wrong. Reads and
+    writes as a mapping (``get``, ``[key] = value``), so the parser and the checker keep their shapes in one."""
 
     def __init__(self):
         self.current: dict = {}
         self.previous: dict = {}
 
-    def get(self, key):
+    def get(self, key, default=None):
         hit = self.current.get(key)
         if hit is None:
             hit = self.previous.get(key)
-            if hit is not None:
-                self.current[key] = hit
+            if hit is None:
+                return default
+            self.current[key] = hit
         return hit
 
     def put(self, key, value) -> None:
         self.current[key] = value
+
+    __setitem__ = put
 
     def turn(self) -> None:
         """An analysis finished: what it did not use ages by one generation."""
         self.previous, self.current = self.current, {}
 
 
-class IncrementalAnalyzer:
-    """Analyses successive texts of one document, reusing every section whose text did not change.
+def _common(old: list, new: list) -> tuple[int, int]:
+    """How many leading and trailing items of two lists are equal (compared at C speed, by identity first)."""
+    m = min(len(old), len(new))
+    same = list(map(eq, old[:m], new[:m]))
+    p = same.index(False) if False in same else m
+    if p == m:
+        return p, 0
+    k = m - p
+    tail = list(map(eq, islice(reversed(old), k), islice(reversed(new), k)))
+    q = tail.index(False) if False in tail else k
+    return p, q
 
-    Caches (each keeping what the last two analyses used): parsed chunks by text, checked programs by (text,
-    constants), digests by (text, how the checkpoint stores its weights)."""
+
+class IncrementalAnalyzer:
+    """Analyses successive texts of one document, reusing every chunk whose text did not change.
+
+    Caches (each keeping what the last two analyses used): parsed chunks by text; shapes parsed cleanly (a layer of
+    a known shape is renamed, not parsed); checked programs by (text, constants); programs by shape (a layer of a
+    checked shape is renamed, not checked); digests by shape."""
 
     def __init__(self, storage: Storage = ALL_Q8):
         self.storage = storage
         self._parsed = _Generations()
+        self._shared = _Generations()
         self._checked = _Generations()
+        self._by_shape: dict[tuple, _Generations] = {}
         self._digests = _Generations()
-        self.parsed = 0  # sections parsed (a cache miss) — for tests and benchmarks
+        self._last: IncrementalAnalysis | None = None
+        self.parsed = 0  # chunks parsed (a cache miss) — for tests and benchmarks
         self.digested = 0
 
     def _parse(self, text: str) -> ChunkParse:
         hit = self._parsed.get(text)
         if hit is None:
-            hit = parse_chunk(text)
+            hit = parse_chunk(text, shared=self._shared)
             self._parsed.put(text, hit)
-            self.parsed += 1
+            if hit.section is None or hit.section.shared_from is None:
+                self.parsed += 1
         return hit
 
-    def unparsed(self, cut: list[Chunk]) -> int:
-        """How many characters of ``cut`` (a text's chunks) the caches do not hold: what analysing it will parse."""
-        return sum(len(c.text) for c in cut if self._parsed.get(c.text) is None)
+    def unparsed(self, text: "Text") -> int:
+        """How many characters of ``text`` the caches do not hold: what analysing it will read."""
+        last = self._last
+        if last is None:
+            return sum(map(len, text.texts))
+        p, q = _common(last._columns.texts, text.texts)
+        return sum(len(t) for t in text.texts[p:len(text.texts) - q] if self._parsed.get(t) is None)
 
-    def analyze(self, text: str, cut: list[Chunk] | None = None) -> IncrementalAnalysis:
-        """The analysis of ``text``; ``cut`` is ``chunks(text)`` if the caller has it already."""
-        if cut is None or clean(text) is not text:
-            text = clean(text)
-            cut = chunks(text)
+    def _check(self, section: Section, chunk_text: str, constants: dict[str, float], key: tuple) -> tuple[Program, tuple[Diagnostic, ...]]:
+        hit = self._checked.get((chunk_text, key))
+        if hit is None or hit[0].section is not section:
+            shapes = self._by_shape.get(key)
+            if shapes is None:
+                self._by_shape = {key: _Generations()}  # other constants' programs are of no use any more
+                shapes = self._by_shape[key]
+            p, d = checked_program(section, constants, shapes)
+            hit = (p, tuple(d))
+            self._checked.put((chunk_text, key), hit)
+        return hit
+
+    def analyze(self, text: "str | Text", cut: list | None = None) -> IncrementalAnalysis:
+        """The analysis of ``text`` (a ``str``, or the editor's ``Text``, whose unchanged chunks are found by
+        identity). ``cut`` is ignored (kept for callers that cut the text themselves)."""
+        if isinstance(text, str):
+            text = Text.of(clean(text))
+        try:
+            a = self._analyze(text)
+        finally:
+            for cache in (self._parsed, self._shared, self._checked, self._digests, *self._by_shape.values()):
+                cache.turn()
+        self._last = a
+        return a
+
+    def _analyze(self, text: Text) -> IncrementalAnalysis:
         storage = self.storage
-        parts = []
-        for c in cut:
-            parts.append((c, self._parse(c.text)))
+        last = self._last
+        texts, seps, lines = text.texts, text.seps, text.lines
+        n = len(texts)
+        old = last._columns if last is not None else None
+        if old is not None:
+            p, q = _common(old.texts, texts)
+            ps, qs = _common(old.seps, seps)
+            p, q = min(p, ps), min(q, qs)
+            q = min(q, n - p, len(old.texts) - p)
+        else:
+            p, q = 0, 0
+        lo, hi, old_hi = p, n - q, (len(old.texts) - q if old is not None else 0)
 
-        diags: list[Diagnostic] = []
-        sections: list[Section] = []
-        bases: list[Base] = []
-        texts: list[str] = []
+        # Per chunk: its parse (cached by text) and size; the chunks outside the edit are the last analysis's.
+        new_parses = [self._parse(t) for t in texts[lo:hi]]
+        new_sizes = [utf8_length(t) + len(s) for t, s in zip(texts[lo:hi], seps[lo:hi])]
+        if old is not None:
+            parses = old.parses[:lo] + new_parses + old.parses[old_hi:]
+            sizes = old.sizes[:lo] + new_sizes + old.sizes[old_hi:]
+        else:
+            parses, sizes = new_parses, new_sizes
+        line0 = list(accumulate(lines, initial=0))[:-1]
+        byte0 = list(accumulate(sizes, initial=0))[:-1]
+        sections_col = list(map(_section, parses))
+        first = 1 if n and sections_col[0] is None else 0
+        sections = tuple(sections_col[first:])
+        kinds_of = list(map(_kind, sections))
+        layer_at = [i + first for i in compress(range(len(sections)), map(eq, kinds_of, repeat(SectionKind.LAYER)))]
+        special = [i + first for i in compress(range(len(sections)), map(_LINKED.__contains__, kinds_of))]
+        by_kind: dict = {SectionKind.LAYER: list(map(sections_col.__getitem__, layer_at))}
+        for i in special:
+            by_kind.setdefault(sections_col[i].kind, []).append(sections_col[i])
+
+        # The document: its title, and what the parser says about the whole (text before any heading, titles).
+        doc_diags: list[Diagnostic] = []
+        if first:
+            doc_diags += _placed(parses[0].diagnostics, Base(0, 0))
         title = None
-        for c, p in parts:
-            base = Base(c.line, c.offset)
-            if p.section is None:
-                diags += [base.diagnostic(d) for d in p.diagnostics]
-                continue
-            if p.level == 1:
-                if title is None and not sections:
-                    title = p.section.title
-                else:
-                    diags.append(Diagnostic(base.range(p.section.heading), Severity.ERROR,
+        for i in compress(range(n), map(eq, map(_level, parses), repeat(1))):
+            if title is None and i == first:
+                title = sections_col[i].title
+            else:
+                doc_diags.append(Diagnostic(Base(line0[i], byte0[i]).range(sections_col[i].heading), Severity.ERROR,
                                             "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …", "syntax"))
-            diags += [base.diagnostic(d) for d in p.diagnostics]
-            sections.append(p.section)
-            bases.append(base)
-            texts.append(c.text)
         if title is None:
-            diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
-        doc = Document(text, title, tuple(sections), tuple(diags))
-        where = {id(s): (b, t) for s, b, t in zip(sections, bases, texts)}
-        programs, program_diags = self._programs(doc, where)
+            doc_diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
+        document = Document(text.__str__, title, sections, (), by_kind)
+        where = _Where(sections_col, line0, byte0, layer_at)
 
-        # Kinds: digests cached by the layer's text and how the checkpoint stores what it reads.
-        ckpt = tuple(t for s, t in zip(sections, texts) if s.kind is SectionKind.CHECKPOINT)
-        groups: dict[str, list[Program]] = {}
-        digests: dict[int, str] = {}
-        for p in programs.layers:
-            key = (where[id(p.section)][1], ckpt, id(storage))
-            d = self._digests.get(key)
-            if d is None:
-                d = shape_digest(p.tokens, stored_q8(programs, p, storage))
-                self._digests.put(key, d)
-                self.digested += 1
-            digests[p.section.index] = d
-            groups.setdefault(d, []).append(p)
-        names = [describe(m[0], programs.constants) for m in groups.values()]
-        kinds = []
-        for (digest, members), name in zip(groups.items(), names):
-            layers = tuple(m.section.index for m in members)
-            kinds.append(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers[0]})", layers, digest))
+        # Constants (and, under a checkpoint's storage, its entries): when they change, every program again.
+        constants = document.constants
+        constants_key = tuple(constants.items())
+        recheck = old is None or constants_key != last._constants_key
+        if not recheck and not storage.all_q8 and document.checkpoint != last.document.checkpoint:
+            recheck = True
+        if recheck:
+            lo, hi, old_hi = 0, n, 0
+            programs_col, checks_col, digests_col = [None] * n, [()] * n, [None] * n
+        else:
+            programs_col = old.programs[:lo] + [None] * (hi - lo) + old.programs[old_hi:]
+            checks_col = old.checks[:lo] + [()] * (hi - lo) + old.checks[old_hi:]
+            digests_col = old.digests[:lo] + [None] * (hi - lo) + old.digests[old_hi:]
+        for i in range(lo, hi):
+            s = sections_col[i]
+            if s is not None and s.kind in _PROGRAM_KINDS:
+                programs_col[i], checks_col[i] = self._check(s, texts[i], constants, constants_key)
+        columns = _Columns(texts, seps, lines, sizes, parses, programs_col, checks_col, digests_col)
 
-        divs_rel = divergences(programs, kinds, storage) if len(kinds) > 1 else []
+        # What the parser says in each chunk, in document coordinates (only chunks that say something are read).
+        parse_diags: list[Diagnostic] = []
+        for i in compress(range(first, n), map(_diagnostics, islice(parses, first, None))):
+            parse_diags += _placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
+
+        # Links between programs: the usual document (layers numbered 0, 1, 2… in order, one embed, one head) is
+        # answered by list comparisons at C speed; any other by the sentence-level link.
+        indices = list(map(_number, map(sections_col.__getitem__, layer_at)))
+        embeds = [i for i in special if sections_col[i].kind is SectionKind.EMBED]
+        heads = [i for i in special if sections_col[i].kind is SectionKind.HEAD]
+        at = where.at
+        ordered = indices == list(range(len(indices))) and len(embeds) <= 1 and len(heads) <= 1
+        if ordered:
+            link_diags = section_links(document, at)
+            layer_programs = list(map(programs_col.__getitem__, layer_at))
+            embed = programs_col[embeds[0]] if embeds else None
+            head = programs_col[heads[0]] if heads else None
+            checked_at = embeds + layer_at + heads
+            for i in compress(checked_at, map(checks_col.__getitem__, checked_at)):
+                link_diags += _placed(checks_col[i], Base(line0[i], byte0[i]))
+            if not layer_at and title is not None:
+                link_diags.append(Diagnostic(at(sections[0], sections[0].heading), Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
+            chain_ = ([embed] if embed is not None else []) + layer_programs + ([head] if head is not None else [])
+            odd = set(compress(range(len(chain_) - 1), map(ne, map(_output, chain_[:-1]), map(_input, chain_[1:]))))
+            odd.update(compress(range(len(chain_) - 1), map(ne, map(_out_shape, chain_[:-1]), map(_in_shape, chain_[1:]))))
+            for k in sorted(odd):
+                d = chain_link(chain_[k], chain_[k + 1], at)
+                if d is not None:
+                    link_diags.append(d)
+            programs = Programs(document, embed, tuple(layer_programs), head, constants, tuple(link_diags))
+        else:
+            def check(section: Section):
+                i = where.chunk(section)
+                return programs_col[i], _placed(checks_col[i], Base(line0[i], byte0[i]))
+
+            programs = link_programs(document, check, at)
+            layer_programs = list(programs.layers)
+
+        # Kinds: digests cached by shape; the kinds are the last analysis's unless a layer's digest changed.
+        cache = self._digests
+        if ordered:
+            layer_digests = list(map(digests_col.__getitem__, layer_at))
+            for k in compress(range(len(layer_at)), map(_is_none, layer_digests)):
+                i = layer_at[k]
+                before = self._digests_known(programs_col[i], storage)
+                layer_digests[k] = digests_col[i] = digest_of(programs, programs_col[i], storage, cache)
+                self.digested += not before
+        else:
+            layer_digests = [digest_of(programs, prog, storage, cache) for prog in layer_programs]
+        layer_indices = list(map(_program_index, layer_programs))
+        if last is not None and not recheck and layer_digests == last._layer_digests and layer_indices == last._layer_indices:
+            kinds = last.kinds
+        else:
+            kinds = tuple(_kinds(programs, layer_programs, layer_digests))
+
+        # Divergences: the last analysis's unless a kind, or a layer one names, changed.
+        changed = {s.index for s in sections_col[lo:hi] if s is not None and s.kind is SectionKind.LAYER}
+        if last is not None and kinds is last.kinds and not recheck and not any(
+                d.layer in changed or d.representative in changed for d in last._relative_divergences):
+            divs_rel = last._relative_divergences
+        else:
+            divs_rel = tuple(divergences(programs, list(kinds), storage)) if len(kinds) > 1 else ()
         divs: list[Divergence] = []
+        div_diags: list[Diagnostic] = []
         for d in divs_rel:
-            lb = where[id(programs.layer(d.layer).section)][0]
-            rb = where[id(programs.layer(d.representative).section)][0]
-            diags_d = divergence_diagnostic(programs, d)
-            program_diags.append(lb.diagnostic(diags_d, related=rb))
+            lb = where.base(programs.layer(d.layer).section)
+            rb = where.base(programs.layer(d.representative).section)
+            div_diags.append(lb.diagnostic(divergence_diagnostic(programs, d), related=rb))
             divs.append(replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
 
-        for cache in (self._parsed, self._checked, self._digests):
-            cache.turn()
-        all_diags = list(diags) + program_diags
-        all_diags.sort(key=lambda d: (d.range.start.offset, d.severity.value))
-        return IncrementalAnalysis(text, doc, tuple(bases), programs, tuple(kinds), tuple(divs), tuple(all_diags),
-                                   storage, tuple(texts), digests)
+        ckpt = checkpoint_diagnostics(programs, storage, lambda prog, r: where.base(prog.section).range(r))
+        all_diags = doc_diags + parse_diags + list(programs.diagnostics) + ckpt + div_diags
+        all_diags.sort(key=diagnostic_order)
+        a = IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), tuple(all_diags), storage,
+                                columns, line0, byte0, first, constants_key, divs_rel, layer_digests)
+        a._layer_indices = layer_indices
+        return a
 
-    def _check(self, section: Section, chunk_text: str, constants: dict[str, float]) -> tuple[Program, tuple[Diagnostic, ...]]:
-        key = (chunk_text, tuple(constants.items()))
-        hit = self._checked.get(key)
-        if hit is None or hit[0].section is not section:
-            p, d = check_program(section, constants, chunk_text.encode("utf-8"))
-            hit = (p, tuple(d))
-            self._checked.put(key, hit)
-        return hit
+    def _digests_known(self, p: Program, storage: Storage) -> bool:
+        shape = p.section.shape
+        return storage.all_q8 and shape is not None and shape.key is not None and self._digests.get(shape.key) is not None
 
-    def _programs(self, doc: Document, where: dict) -> tuple[Programs, list[Diagnostic]]:
-        """``link_programs`` over chunk-relative sections: each program checked alone (cached), every diagnostic
-        placed in document coordinates by its chunk's base."""
-        constants = doc.constants
 
-        def check(section: Section):
-            p, d = self._check(section, where[id(section)][1], constants)
-            base = where[id(section)][0]
-            return p, [_relocated(base.diagnostic(x), base) for x in d]
+_LINKED = frozenset((SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD))
+_section = attrgetter("section")
+_kind = attrgetter("kind")
+_level = attrgetter("level")
+_diagnostics = attrgetter("diagnostics")
+_number = attrgetter("index")
+_program_index = attrgetter("section.index")
 
-        programs = link_programs(doc, check, lambda s, r: where[id(s)][0].range(r))
-        return programs, list(programs.diagnostics)
+
+def _is_none(x) -> bool:
+    return x is None
+
+
+class _Where:
+    """Where each section's chunk starts, for placing its ranges in the document."""
+
+    def __init__(self, sections_col, line0, byte0, layer_at):
+        self.sections_col = sections_col
+        self.line0 = line0
+        self.byte0 = byte0
+        self.layer_at = layer_at
+        self._chunk: dict[int, int] | None = None
+
+    def chunk(self, section: Section) -> int:
+        layer_at, i = self.layer_at, section.index
+        if i is not None and i < len(layer_at) and self.sections_col[layer_at[i]] is section:
+            return layer_at[i]  # layers numbered in order: layer i is the i-th layer chunk
+        if self._chunk is None:
+            self._chunk = {id(s): k for k, s in enumerate(self.sections_col) if s is not None}
+        return self._chunk[id(section)]
+
+    def base(self, section: Section) -> Base:
+        i = self.chunk(section)
+        return Base(self.line0[i], self.byte0[i])
+
+    def at(self, section: Section, r: Range) -> Range:
+        return self.base(section).range(r)
+
+
+def _kinds(programs: Programs, layers: list[Program], digests: list[str]) -> list[LayerKind]:
+    groups: dict[str, list[Program]] = {}
+    for p, d in zip(layers, digests):
+        groups.setdefault(d, []).append(p)
+    names = [describe(m[0], programs.constants) for m in groups.values()]
+    out = []
+    for (digest, members), name in zip(groups.items(), names):
+        layers_ = tuple(m.section.index for m in members)
+        out.append(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers_[0]})", layers_, digest))
+    return out
 
 
 # ---- what is at an editor position ----------------------------------------------------------------------------------
@@ -442,7 +670,7 @@ def token_at(section: Section, line: int, character: int) -> int | None:
     """The index of the token of ``section`` at a chunk-relative position: the token that contains it, else one that
     ends exactly there (the cursor just after a word)."""
     toks = section.tokens
-    keys = [(t.range.start.line, t.range.start.character) for t in toks]
+    keys = [(t.line, t.start_character) for t in toks]
     i = bisect.bisect_right(keys, (line, character)) - 1
     if i < 0:
         return None
@@ -456,7 +684,7 @@ def spot(a: IncrementalAnalysis, line: int, character: int) -> Spot | None:
     i = a.section_at(line)
     if i is None:
         return None
-    section, base = a.document.sections[i], a.bases[i]
+    section, base = a.document.sections[i], a.base_of(a.document.sections[i])
     rel = line - base.line
     on_heading = rel == section.heading.start.line
     return Spot(section, base, a.program_of(section), None if on_heading else token_at(section, rel, character), on_heading)

@@ -44,7 +44,9 @@ def binders(toks: Sequence[str]) -> set[str]:
 
 
 def _texts(program: str | Sequence[str]) -> list[str]:
-    return tokens(program) if isinstance(program, str) else [t if isinstance(t, str) else t.text for t in program]
+    if isinstance(program, str):
+        return tokens(program)
+    return [t if isinstance(t, str) else t.text for t in program]
 
 
 def shape_digest(program: str | Sequence, stored: Iterable[str] = ()) -> str:
@@ -151,11 +153,11 @@ def family(name: str) -> str:
 
 def stored_q8(programs: Programs, program: Program, storage: Storage = ALL_Q8) -> frozenset[str]:
     """The weights ``program`` declares that the checkpoint stores Q8_0 (and so are read as stored)."""
+    declared = program.q8_declared()
+    if storage.all_q8:
+        return frozenset(declared)
     entries = programs.document.checkpoint
-    return frozenset(
-        d.name for d in program.decls.values()
-        if d.role == "weight" and d.q8 and storage.q8(None if storage.all_q8 else bind(entries, d.name), True)
-    )
+    return frozenset(n for n in declared if storage.q8(bind(entries, n), True))
 
 
 def stored_as(programs: Programs, name: str, declared_q8: bool, storage: Storage) -> str:
@@ -179,13 +181,32 @@ class LayerKind:
         return self.layers[0]
 
 
-def layer_kinds(programs: Programs, storage: Storage = ALL_Q8) -> list[LayerKind]:
+def digest_of(programs: Programs, p: Program, storage: Storage = ALL_Q8, cache: dict | None = None) -> str:
+    """``shape_digest`` of layer ``p`` under ``storage``, computed once per shape and storage pattern (``cache``):
+    two layers of one shape (``lang.parser.Shape``) have one digest wherever the checkpoint stores the same of their
+    weights Q8_0 — with no checkpoint, always."""
+    shape = p.section.shape
+    if shape is None or shape.key is None or cache is None:
+        return shape_digest(p.section.texts, stored_q8(programs, p, storage))
+    if storage.all_q8:
+        key = shape.key
+    else:
+        stored = stored_q8(programs, p, storage)
+        key = (shape.key, tuple(n in stored for n in shape.names))
+    d = cache.get(key)
+    if d is None:
+        d = cache[key] = shape_digest(p.section.texts, stored_q8(programs, p, storage))
+    return d
+
+
+def layer_kinds(programs: Programs, storage: Storage = ALL_Q8, cache: dict | None = None) -> list[LayerKind]:
     """The model's layer kinds, in the order their first layer appears, each named after what it does; two kinds a
-    name does not tell apart are told apart by their first layer (``attention (layer 17)``)."""
+    name does not tell apart are told apart by their first layer (``attention (layer 17)``). ``cache``: digests by
+    shape, kept across analyses by the editor (``digest_of``)."""
+    cache = {} if cache is None else cache
     groups: dict[str, list[Program]] = {}
     for p in programs.layers:
-        digest = shape_digest(p.tokens, stored_q8(programs, p, storage))
-        groups.setdefault(digest, []).append(p)
+        groups.setdefault(digest_of(programs, p, storage, cache), []).append(p)
     names = [describe(members[0], programs.constants) for members in groups.values()]
     out = []
     for (digest, members), name in zip(groups.items(), names):
@@ -349,6 +370,16 @@ def first_difference(
     return None, None, f"layer {L} is layer {R} renamed, but a weight is read differently"
 
 
+class _ByIndex:
+    """``programs.layer`` as a mapping (no dict over every layer: a keystroke reads a few)."""
+
+    def __init__(self, programs: Programs):
+        self.programs = programs
+
+    def __getitem__(self, index: int) -> Program:
+        return self.programs.layer(index)
+
+
 def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = ALL_Q8) -> list[Divergence]:
     """The layers that were evidently meant to be one kind with another kind's layers, and where they part.
 
@@ -356,7 +387,7 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
     being the larger), or when K has one or two layers, T at least three, their names agree once numbers are erased,
     and their programs differ in at most ``MAX_DIFFERENCE`` tokens. Kinds whose names say they do different things
     are different by design. A layer whose heading note begins with ``distinct`` is never reported."""
-    by_index = {p.section.index: p for p in programs.layers}
+    by_index = _ByIndex(programs)
     out: list[Divergence] = []
     order = {k.name: i for i, k in enumerate(kinds)}
     for k in kinds:

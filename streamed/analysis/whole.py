@@ -51,11 +51,12 @@ def divergence_diagnostic(a_programs: Programs, d: Divergence) -> Diagnostic:
     )
 
 
-def checkpoint_diagnostics(programs: Programs, storage: Storage) -> list[Diagnostic]:
+def checkpoint_diagnostics(programs: Programs, storage: Storage, at=None) -> list[Diagnostic]:
     """Where a checkpoint is given, every declared weight must reach one of its tensors — else the weight would be
     read dense without a word, and kinds would be decided by a checkpoint the document does not describe. One warning
     per binding pattern (at its first weight), counting the others, so a document written for another checkpoint's
-    names gets a handful of warnings, not thousands."""
+    names gets a handful of warnings, not thousands. ``at(program, range)`` places a program's range in the document
+    (the editor's sections are parsed alone)."""
     if storage.all_q8:
         return []
     from ..model.checkpoint import bind
@@ -77,7 +78,7 @@ def checkpoint_diagnostics(programs: Programs, storage: Storage) -> list[Diagnos
             if key in first:
                 first[key] = (first[key][0], first[key][1] + 1)
             else:
-                first[key] = (Diagnostic(d.range, Severity.WARNING, why, "checkpoint"), 0)
+                first[key] = (Diagnostic(d.range if at is None else at(p, d.range), Severity.WARNING, why, "checkpoint"), 0)
     out = []
     for diag, more in first.values():
         if more:
@@ -86,14 +87,22 @@ def checkpoint_diagnostics(programs: Programs, storage: Storage) -> list[Diagnos
     return out
 
 
+def diagnostic_order(d: Diagnostic) -> tuple:
+    """The order diagnostics are reported in: by place, errors first at one place, then by what they say — a total
+    order, so two analyses that find the same diagnostics in different orders report them alike."""
+    return d.range.start.offset, d.severity.value, d.range.end.offset, d.code, d.message
+
+
 def analyze(text: str | bytes, storage: Storage = ALL_Q8) -> Analysis:
+    """Parse, check, kinds and divergences of ``text``: each program of one shape parsed and checked once, every
+    other layer of that shape given its tree and program by renaming (``lang.parser``, ``model.program``)."""
     doc = parse(text)
     programs = programs_of(doc)
     kinds = layer_kinds(programs, storage)
     divs = divergences(programs, kinds, storage)
     diags = list(doc.diagnostics) + list(programs.diagnostics) + checkpoint_diagnostics(programs, storage)
     diags += [divergence_diagnostic(programs, d) for d in divs]
-    diags.sort(key=lambda d: (d.range.start.offset, d.severity.value))
+    diags.sort(key=diagnostic_order)
     return Analysis(doc, programs, tuple(kinds), tuple(divs), tuple(diags), storage)
 
 

@@ -1,30 +1,39 @@
-"""Tokens with exact ranges.
+"""Tokens, and positions made only when a range is asked for.
 
 The token rule is the seed's, because the layer-kind digest is defined over it: each maximal run of ASCII letters,
 digits and ``_`` is one token, and every other non-space character is a token of its own. Comments (``--`` to the end
-of the line) are dropped. Every token carries its range twice over: (line, UTF-16 column) for the editor and the UTF-8
-byte offset for tools.
+of the line) are dropped. Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (the three line ends LSP names), and a
+byte-order mark that opens the document is not a token (an editor does not show it).
 
-Invariant: for every token ``t`` of a text ``s``, ``s.encode()[t.range.start.offset:t.range.end.offset].decode() ==
-t.text``, and its UTF-16 columns address the same characters. Lexing is linear in the text and never raises.
+Lexing is one compiled ``re.split`` per section: the pieces alternate between whitespace and a token (or a comment),
+so every token's character offset is a running sum of the pieces' lengths, taken at C speed. A token is a string and
+an offset until something asks where it is; only then is its (line, UTF-16 column) and UTF-8 byte offset computed, by
+the ``Source`` of the text it came from. Most tokens are only ever compared by text.
+
+Invariant: for every token ``t`` of a text ``s``, ``s.encode()[t.start_offset:t.end_offset].decode() == t.text``,
+and its UTF-16 columns address the same characters. Lexing is linear in the text and never raises.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from itertools import accumulate
-from dataclasses import dataclass
 from typing import NamedTuple
 
-_TOKEN = re.compile(r"[A-Za-z0-9_]+|\S")
-_COMMENT = "--"
+#: The seed's token rule, as a pattern (what ``tokens`` means; ``_PIECES`` is the same rule with comments kept whole).
+TOKEN = re.compile(r"[A-Za-z0-9_]+|\S")
+#: Whitespace, then a comment or a token, then whitespace…: ``split`` keeps the comments and tokens at odd indices.
+_PIECES = re.compile(r"(--[^\r\n]*|[A-Za-z0-9_]+|\S)")
+_LINE_END = re.compile(r"\r\n?|\n")
+COMMENT = "--"
+BOM = "\ufeff"
 
 
 class Pos(NamedTuple):
     """A place in the text: 0-based line, UTF-16 column within the line, and UTF-8 byte offset in the text.
 
-    Positions, ranges and tokens are named tuples, not dataclasses: a 10 MB document has millions of them, and a
-    tuple is built several times faster than a frozen dataclass."""
+    Positions, ranges and tokens are named tuples, not dataclasses: a tuple is built several times faster."""
 
     line: int
     character: int
@@ -46,8 +55,8 @@ class Range(NamedTuple):
 
 
 class Token(NamedTuple):
-    """A token: its text, its line, its UTF-16 columns and its byte offsets. ``range`` is built on demand: most
-    tokens are only ever compared by text, and a flat tuple is the cheapest thing to build millions of."""
+    """A token with its place: its text, its line, its UTF-16 columns and its byte offsets. Built only when a
+    section's ``tokens`` are asked for (hover, rename, semantic tokens…); the analysis reads token texts."""
 
     text: str
     line: int
@@ -70,17 +79,191 @@ class Token(NamedTuple):
         return self.text[0].isdigit()
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One line of the text: its number, byte offset, raw text (without the newline) and its tokens, comments dropped.
+def line_starts(text: str) -> list[int]:
+    """The character index at which each line of ``text`` starts (lines end at ``\\n``, ``\\r\\n`` or ``\\r``)."""
+    if "\r" not in text:
+        return [0, *accumulate(len(line) + 1 for line in text.split("\n"))][:-1]
+    return [0, *(m.end() for m in _LINE_END.finditer(text))]
 
-    ``comment`` is the range of a ``--`` comment on the line, if any (the editor colours it)."""
 
-    number: int
-    offset: int
-    text: str
-    tokens: tuple[Token, ...]
-    comment: Range | None
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` without their line ends, by the lexer's rule."""
+    return text.split("\n") if "\r" not in text else _LINE_END.split(text)
+
+
+def _units(s: str) -> int:
+    """UTF-16 code units of ``s``."""
+    return len(s) if s.isascii() else len(s.encode("utf-16-le")) // 2
+
+
+def utf8_length(s: str) -> int:
+    """UTF-8 bytes of ``s``."""
+    return len(s) if s.isascii() else len(s.encode("utf-8"))
+
+
+def line_ends(s: str) -> int:
+    """How many line ends ``s`` holds (``\r\n`` is one)."""
+    if "\r" not in s:
+        return s.count("\n")
+    return s.count("\n") + s.count("\r") - s.count("\r\n")
+
+
+class Source:
+    """A text placed in a document: it starts at document line ``line`` and UTF-8 byte ``offset``. Turns a
+    character index of the text into a ``Pos`` — the only place positions are computed. A section is parsed against
+    its own source, so a section moved by an edit above it is the same section at another base."""
+
+    __slots__ = ("text", "line", "offset", "ascii", "_starts", "_line_bytes")
+
+    def __init__(self, text: str, line: int = 0, offset: int = 0):
+        self.text = text
+        self.line = line
+        self.offset = offset
+        self.ascii = text.isascii()
+        self._starts: list[int] | None = None
+        self._line_bytes: dict[int, int] = {}
+
+    @property
+    def starts(self) -> list[int]:
+        if self._starts is None:
+            self._starts = line_starts(self.text)
+        return self._starts
+
+    def pos(self, i: int) -> Pos:
+        starts = self.starts
+        n = bisect_right(starts, i) - 1
+        s = starts[n]
+        if self.ascii:
+            return Pos(self.line + n, i - s, self.offset + i)
+        before = self._line_bytes.get(n)
+        if before is None:
+            before = self._line_bytes[n] = utf8_length(self.text[:s])
+        seg = self.text[s:i]
+        return Pos(self.line + n, _units(seg), self.offset + before + utf8_length(seg))
+
+    def range(self, i: int, j: int) -> Range:
+        return Range(self.pos(i), self.pos(j))
+
+    def line_end(self, n: int) -> Pos:
+        """The position just past the last character of line ``n`` (before its line end)."""
+        return self.pos(self.line_stop(n))
+
+    def line_stop(self, n: int) -> int:
+        """The character index where line ``n``'s text stops (its line end excluded)."""
+        starts, text = self.starts, self.text
+        if n + 1 >= len(starts):
+            return len(text)
+        end = starts[n + 1]
+        return end - 2 if text[end - 2:end] == "\r\n" else end - 1
+
+    @property
+    def lines(self) -> int:
+        return len(self.starts)
+
+
+class Table:
+    """The tokens of a stretch of a source as parallel sequences — texts, start and end character indices — and
+    where its comments are. What the parser walks; ``Token`` objects are made from it only on request, and the
+    character indices only when first read (a layer that is not parsed may never need them)."""
+
+    __slots__ = ("source", "texts", "first", "stop", "_parts", "_starts", "_ends", "_comments", "_tokens")
+
+    def __init__(self, source: Source, texts, first: int = 0, stop: int | None = None, parts: list[str] | None = None):
+        self.source = source
+        self.texts = texts
+        self.first = first  # where in ``source.text`` the stretch starts, and where it stops (``None``: the end)
+        self.stop = stop
+        self._parts = parts
+        self._starts = self._ends = self._comments = None
+        self._tokens: tuple[Token, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def _place(self) -> None:
+        parts = self._parts if self._parts is not None else _PIECES.split(self.source.text[self.first:self.stop])
+        cum = list(accumulate(map(len, parts), initial=self.first))
+        n = len(parts) // 2
+        odd = parts[1::2]
+        starts = cum[1::2][:n]
+        ends = cum[2::2]
+        comments: tuple = ()
+        if len(odd) != len(self.texts):
+            keep = [k for k, t in enumerate(odd) if t[:2] != COMMENT]
+            comments = tuple((starts[k], ends[k]) for k, t in enumerate(odd) if t[:2] == COMMENT)
+            starts = [starts[k] for k in keep]
+            ends = [ends[k] for k in keep]
+        self._starts, self._ends, self._comments = starts, ends, comments
+        self._parts = None
+
+    @property
+    def starts(self) -> list[int]:
+        if self._starts is None:
+            self._place()
+        return self._starts
+
+    @property
+    def ends(self) -> list[int]:
+        if self._ends is None:
+            self._place()
+        return self._ends
+
+    @property
+    def comments(self) -> tuple[tuple[int, int], ...]:
+        """``(start, end)`` character indices of each comment."""
+        if self._comments is None:
+            self._place()
+        return self._comments
+
+    def adjacent(self, i: int) -> bool:
+        """Whether token ``i`` ends exactly where token ``i + 1`` starts (no space, no comment between)."""
+        return self.ends[i] == self.starts[i + 1]
+
+    def range(self, i: int, j: int) -> Range:
+        """From the start of token ``i`` to the end of token ``j`` (inclusive)."""
+        return Range(self.source.pos(self.starts[i]), self.source.pos(self.ends[j]))
+
+    def token_range(self, i: int) -> Range:
+        return Range(self.source.pos(self.starts[i]), self.source.pos(self.ends[i]))
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        if self._tokens is None:
+            pos = self.source.pos
+            out = []
+            for text, a, b in zip(self.texts, self.starts, self.ends):
+                s, e = pos(a), pos(b)
+                out.append(Token(text, s.line, s.character, e.character, s.offset, e.offset))
+            self._tokens = tuple(out)
+        return self._tokens
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` split into whitespace (even indices) and comments or tokens (odd indices): joined, they are ``text``."""
+    return _PIECES.split(text)
+
+
+def texts_of(parts: list[str], text: str) -> list[str]:
+    """The token texts among ``pieces`` of ``text`` (comments dropped)."""
+    odd = parts[1::2]
+    if COMMENT in text:
+        return [t for t in odd if t[:2] != COMMENT]
+    return odd
+
+
+def table(source: Source, start: int = 0, end: int | None = None, parts: list[str] | None = None,
+          placed: bool = True, texts: list[str] | None = None) -> Table:
+    """The tokens of ``source.text[start:end]`` (``parts``: its ``pieces``, when the caller has them). ``placed``:
+    compute the character indices now (the parser needs them) rather than on first read."""
+    text = source.text[start:end] if start or end is not None else source.text
+    if parts is None:
+        parts = _PIECES.split(text)
+    t = Table(source, texts_of(parts, text) if texts is None else texts, start, end, parts)
+    if placed:
+        t._place()
+    else:
+        t._parts = None  # split again if ever placed: a layer read by renaming keeps only its texts
+    return t
 
 
 def decode(data: bytes | str) -> tuple[str, bool]:
@@ -93,52 +276,62 @@ def decode(data: bytes | str) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), True
 
 
-def _columns(text: str) -> tuple[list[int], list[int]] | None:
-    """For a line with non-ASCII characters: the UTF-16 column and the byte offset of every character index
-    (one extra entry for the end). ``None`` for an ASCII line, where all three coincide."""
-    if text.isascii():
-        return None
-    cols = [0, *accumulate(2 if c > "\uffff" else 1 for c in text)]
-    offs = [0, *accumulate(1 if c < "\x80" else 2 if c < "\u0800" else 3 if c <= "\uffff" else 4 for c in text)]
-    return cols, offs
+def tokens(text: str) -> list[str]:
+    """The seed's token stream of a program text: words and single non-space characters, comments dropped."""
+    if text.startswith(BOM):
+        text = text[1:]
+    out = _PIECES.split(text)[1::2]
+    if COMMENT in text:
+        out = [t for t in out if t[:2] != COMMENT]
+    return out
+
+
+# ---- lines: for tools that read a text line by line (formatting, benchmarks) ----------------------------------------
+
+
+class Line(NamedTuple):
+    """One line of a text: its number, byte offset, raw text (without the line end), its tokens (comments dropped)
+    and the range of its ``--`` comment, if any."""
+
+    number: int
+    offset: int
+    text: str
+    tokens: tuple[Token, ...]
+    comment: Range | None
 
 
 def lex_line(number: int, offset: int, text: str) -> Line:
-    """Tokens of one line (``text`` without its newline) starting at byte ``offset`` of the document."""
-    cut = text.find(_COMMENT)
-    code = text if cut < 0 else text[:cut]
-    table = _columns(text)
-    if table is None:
-        tokens = tuple(Token(m.group(), number, m.start(), m.end(), offset + m.start(), offset + m.end())
-                       for m in _TOKEN.finditer(code))
-        comment = None if cut < 0 else Range(Pos(number, cut, offset + cut), Pos(number, len(text), offset + len(text)))
-    else:
-        cols, offs = table
-        tokens = tuple(Token(m.group(), number, cols[m.start()], cols[m.end()], offset + offs[m.start()], offset + offs[m.end()])
-                       for m in _TOKEN.finditer(code))
-        n = len(text)
-        comment = None if cut < 0 else Range(Pos(number, cols[cut], offset + offs[cut]), Pos(number, cols[n], offset + offs[n]))
-    return Line(number, offset, text, tokens, comment)
+    """Tokens of one line (``text`` without its line end) starting at byte ``offset`` of the document."""
+    src = Source(text, number, offset)
+    t = table(src)
+    comment = src.range(*t.comments[0]) if t.comments else None
+    return Line(number, offset, text, t.tokens, comment)
 
 
 def lex(text: str) -> list[Line]:
-    """Every line of ``text`` with its tokens. A ``\\r`` before a newline is not part of the line."""
-    lines: list[Line] = []
-    offset = 0
-    for number, raw in enumerate(text.split("\n")):
-        body = raw[:-1] if raw.endswith("\r") else raw
-        lines.append(lex_line(number, offset, body))
-        offset += len(raw.encode("utf-8")) + 1
-    return lines
-
-
-def tokens(text: str) -> list[str]:
-    """The seed's token stream of a program text: words and single non-space characters, comments dropped."""
-    return [t.text for line in lex(text) for t in line.tokens]
+    """Every line of ``text`` with its tokens."""
+    src = Source(text)
+    starts = src.starts
+    whole = table(src, 1 if text.startswith(BOM) else 0)
+    out = []
+    k = 0
+    toks = whole.tokens
+    comments = list(whole.comments)
+    for n, a in enumerate(starts):
+        b = starts[n + 1] if n + 1 < len(starts) else len(text)
+        mine = []
+        while k < len(toks) and whole.starts[k] < b:
+            mine.append(toks[k])
+            k += 1
+        comment = None
+        if comments and comments[0][0] < b:
+            comment = src.range(*comments.pop(0))
+        body = text[a:src.line_stop(n)]
+        out.append(Line(n, src.pos(a).offset, body, tuple(mine), comment))
+    return out
 
 
 def end_of(text: str) -> Pos:
     """The position just past the last character of ``text``."""
-    lines = text.split("\n")
-    last = lines[-1]
-    return Pos(len(lines) - 1, len(last.encode("utf-16-le")) // 2, len(text.encode("utf-8")))
+    lines = split_lines(text)
+    return Pos(len(lines) - 1, _units(lines[-1]), utf8_length(text))

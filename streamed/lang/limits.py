@@ -10,3 +10,8 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 #: Layer numbers past this are refused outright: no model has them, and nothing sized by them is ever allocated.
 MAX_LAYER = 1_000_000
+
+#: How deep an expression may nest — parentheses, an operation's operands, operators inside one another. Real models
+#: nest about 4 deep; every stage after the parser walks the tree recursively, so a bound here is what keeps 10,000
+#: nested parentheses one diagnostic instead of a ``RecursionError``.
+MAX_NESTING = 64

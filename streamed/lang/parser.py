@@ -1,21 +1,35 @@
 """The parser: text to a ``Document`` of sections and statements, recovering after every bad sentence.
 
-Recovery is by sentence: a program section is cut into statements at every terminating ``.`` before anything is
-parsed, so a malformed statement yields exactly one diagnostic and the statements after it are parsed as if it were
-not there. Nothing here raises on any input: the internal ``_Fail`` never escapes ``parse``.
+A document is cut into **chunks** at its heading lines, and each chunk is parsed on its own against its own
+``Source`` (its place in the document): the whole-document parse and the editor's incremental one parse a section
+the same way. Recovery is by sentence: a program section is cut into statements at every terminating ``.`` before
+anything is parsed, so a malformed statement yields exactly one diagnostic and the statements after it are parsed as
+if it were not there. Nothing here raises on any input: the internal ``_Fail`` never escapes ``parse``.
 
-Invariant: every diagnostic's range lies inside the text, and every node's range covers exactly its tokens.
+**One parse per program up to names.** A layer's text is lexed, and its *shape* — the text with every name it binds
+replaced by the order of its first appearance, whitespace and comments kept — is its identity up to names. The
+first layer of each shape is parsed; a later layer of the same shape (``shared``) takes that tree, renamed into its
+own names and ranges when first read, instead of a parse. That is exact, not a guess: the parser reads a binder's
+spelling only to ask whether it is a name and no word of the language, so it shares only when every binder of the
+layer is such a plain name, and only a parse without diagnostics (whose messages quote the text).
+
+Invariant: every diagnostic's range lies inside the text, and every node's range covers exactly its tokens; a
+shared layer's statements equal those a parse of its own text gives. No expression nests deeper than
+``MAX_NESTING`` (the parser refuses it, so no later stage recurses as deep as the input).
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+from bisect import bisect_right
 import re
+import weakref
+from dataclasses import dataclass, replace
 
 from . import ops as ops_table
-from .limits import MAX_DOCUMENT_BYTES, MAX_LAYER
-from .lexer import Line, Pos, Range, Token, decode, end_of, lex
+from .limits import MAX_DOCUMENT_BYTES, MAX_LAYER, MAX_NESTING
+from .lexer import _LINE_END, BOM, COMMENT, Pos, Range, Source, Table, decode, line_ends, pieces, table, texts_of, utf8_length
 from .syntax import (
     Binary,
     Call,
@@ -52,6 +66,8 @@ _SECTIONS = {
     "notes": SectionKind.NOTE,
 }
 PROGRAM_SECTIONS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+#: Binders the parser reads exactly as it reads any other: names (a letter first) that are no word of the language.
+_PLAIN_NAMES = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*(?: |\Z))*")
 
 
 class _Fail(Exception):
@@ -68,8 +84,7 @@ def _error(range_: Range, message: str, code: str = "syntax", replacement: str |
     return Diagnostic(range_, Severity.ERROR, message, code, data={"replacement": replacement} if replacement else None)
 
 
-def _quote(t: Token | str) -> str:
-    text = t.text if isinstance(t, Token) else t
+def _quote(text: str) -> str:
     return f"`{text[:40]}{'…' if len(text) > 40 else ''}`"
 
 
@@ -83,75 +98,130 @@ def nearest(word: str, choices) -> str | None:
     return best
 
 
+def _is_name(text: str | None) -> bool:
+    return text is not None and text[0].isascii() and text[0].isalpha()
+
+
+# ---- a layer's shape: its text up to the names it binds ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A program's text up to the names it binds. ``names``: its binders (every token after ``Let``) in order of
+    first appearance. ``key``: its tokens (comments included) with each binder replaced by its index in ``names``,
+    and the whitespace between them — two programs with equal keys are one text up to a one-to-one renaming of
+    binders, token for token, space for space; ``None`` when a binder is not a plain name (a word of the language, a
+    number, a character), whose spelling the parser reads, so that the layer is parsed on its own."""
+
+    names: tuple[str, ...]
+    key: tuple[str, str] | None
+
+
+def binders_of(texts) -> set[str]:
+    """Every token that follows a ``Let`` token (LANGUAGE §7)."""
+    out: set[str] = set()
+    i = -1
+    index = texts.index
+    try:
+        while True:
+            i = index("Let", i + 1)
+            out.add(texts[i + 1])
+    except (ValueError, IndexError):
+        pass
+    return out
+
+
+#: A binder's mark in a shape's key: tokens and comments hold no line end, so ``\r`` never starts one of them.
+_MARKS = tuple(f"\r{i}" for i in range(512))
+
+
+def shape_of(texts, parts) -> Shape:
+    """The shape of a program whose ``pieces`` are ``parts`` and token texts ``texts``."""
+    found = binders_of(texts)
+    names = tuple(dict.fromkeys(filter(found.__contains__, texts)))
+    key = None
+    if found.isdisjoint(ops_table.KEYWORDS) and _PLAIN_NAMES.fullmatch(" ".join(names)) is not None:
+        marks = dict(zip(names, _MARKS if len(names) <= len(_MARKS) else (f"\r{i}" for i in range(len(names)))))
+        odd = parts[1::2]
+        # Tokens joined by a line end (none holds one); the whitespace between them joined by NUL (none is one).
+        key = ("\n".join(map(marks.get, odd, odd)), "\x00".join(parts[::2]))
+    return Shape(names, key)
+
+
 # ---- statements --------------------------------------------------------------------------------------------------
 
 
 class _Statement:
-    """A cursor over one statement's tokens (its final ``.`` excluded)."""
+    """A cursor over one statement's tokens in its section's table (its final ``.`` excluded)."""
 
-    def __init__(self, toks: list[Token], end: Range):
-        self.toks = toks
-        self.i = 0
-        self.end = end  # the range of the terminating ``.``, or of the last token when unterminated
+    __slots__ = ("t", "texts", "i", "stop", "end")
 
-    def peek(self, k: int = 0) -> Token | None:
+    def __init__(self, t: Table, first: int, stop: int, end: int):
+        self.t = t
+        self.texts = t.texts
+        self.i = first
+        self.stop = stop  # one past the statement's last token (its ``.`` excluded)
+        self.end = end  # the index of the terminating ``.``, or of the last token when unterminated
+
+    def peek(self, k: int = 0) -> str | None:
         j = self.i + k
-        return self.toks[j] if j < len(self.toks) else None
+        return self.texts[j] if j < self.stop else None
 
     def at(self, *words: str) -> bool:
-        return all((t := self.peek(k)) is not None and t.text == w for k, w in enumerate(words))
+        i, texts = self.i, self.texts
+        if i + len(words) > self.stop:
+            return False
+        return all(texts[i + k] == w for k, w in enumerate(words))
 
-    def take(self) -> Token:
-        t = self.peek()
-        if t is None:
-            raise _Fail(self.end, "the statement ends too early")
+    def end_range(self) -> Range:
+        return self.t.token_range(self.end)
+
+    def take(self) -> int:
+        if self.i >= self.stop:
+            raise _Fail(self.end_range(), "the statement ends too early")
         self.i += 1
-        return t
+        return self.i - 1
 
     def here(self) -> Range:
-        t = self.peek()
-        return t.range if t is not None else self.end
+        return self.t.token_range(self.i) if self.i < self.stop else self.end_range()
 
-    def expect(self, word: str, context: str) -> Token:
-        t = self.peek()
-        if t is None or t.text != word:
-            got = "the end of the statement" if t is None else _quote(t)
-            raise _Fail(self.here(), f"expected `{word}` {context}, found {got}")
+    def got(self) -> str:
+        """What is at the cursor, quoted as a message says it."""
+        return "the end of the statement" if self.i >= self.stop else _quote(self.texts[self.i])
+
+    def expect(self, word: str, context: str) -> int:
+        if self.i >= self.stop or self.texts[self.i] != word:
+            raise _Fail(self.here(), f"expected `{word}` {context}, found {self.got()}")
         self.i += 1
-        return t
+        return self.i - 1
 
-    def last(self) -> Token:
-        return self.toks[self.i - 1]
-
-
-def _adjacent(a: Token, b: Token) -> bool:
-    return a.end_offset == b.start_offset
+    def range(self, a: int, b: int) -> Range:
+        return self.t.range(a, b)
 
 
 def _number(s: _Statement) -> Number | None:
     """A number at the cursor, joining adjacent pieces (``0`` ``.`` ``125``; ``1e`` ``-`` ``6``; ``-`` ``1``)."""
-    first = s.peek()
-    if first is None:
+    first = s.i
+    if first >= s.stop:
         return None
-    j = s.i
+    texts, t = s.texts, s.t
+    j = first
     text = ""
-    last = first
-    while j < len(s.toks):
-        t = s.toks[j]
-        if j > s.i and not _adjacent(last, t):
+    while j < s.stop:
+        if j > first and not t.adjacent(j - 1):
             break
-        candidate = text + t.text
+        candidate = text + texts[j]
         if not _NUMBER_PREFIX.fullmatch(candidate):
             break
-        text, last, j = candidate, t, j + 1
+        text, j = candidate, j + 1
     # Give back a trailing piece that leaves no number (``3.`` before a statement's end cannot happen: the splitter
     # keeps only a ``.`` between digits inside a statement).
-    while text and not _NUMBER.fullmatch(text) and j > s.i:
+    while text and not _NUMBER.fullmatch(text) and j > first:
         j -= 1
-        text = "".join(t.text for t in s.toks[s.i:j])
+        text = "".join(texts[first:j])
     if not text or not _NUMBER.fullmatch(text):
         return None
-    rng = Range(first.range.start, s.toks[j - 1].range.end)
+    rng = s.range(first, j - 1)
     value = float(text)
     if not math.isfinite(value) or abs(value) > 1e30:
         raise _Fail(rng, f"`{text[:40]}` is too large a number")
@@ -159,73 +229,69 @@ def _number(s: _Statement) -> Number | None:
     return Number(value, text, rng)
 
 
-def _is_name(t: Token | None) -> bool:
-    return t is not None and t.text[0].isascii() and t.text[0].isalpha() and t.is_word
-
-
 def _name(s: _Statement, what: str) -> Name:
     t = s.peek()
     if not _is_name(t):
-        got = "the end of the statement" if t is None else _quote(t)
-        raise _Fail(s.here(), f"expected {what}, found {got}")
+        raise _Fail(s.here(), f"expected {what}, found {s.got()}")
     s.i += 1
-    return Name(t.text, t.range)
+    return Name(t, s.t.token_range(s.i - 1))
 
 
 def _binder(s: _Statement) -> Name:
-    t = s.peek()
     name = _name(s, "a name to bind")
     if name.text in ops_table.KEYWORDS:
-        raise _Fail(t.range, f"`{name.text}` is a word of the language and cannot be bound; choose another name")
+        raise _Fail(name.range, f"`{name.text}` is a word of the language and cannot be bound; choose another name")
     return name
 
 
 def _unknown_op(s: _Statement) -> None:
     """A run of words followed by ``of`` where an operand is expected is an operation this language lacks."""
+    texts = s.texts
     j = s.i
-    while j < len(s.toks) and j - s.i < 4 and _is_name(s.toks[j]) and s.toks[j].text != "of":
+    while j < s.stop and j - s.i < 4 and _is_name(texts[j]) and texts[j] != "of":
         j += 1
-    if j > s.i and j < len(s.toks) and s.toks[j].text == "of":
-        words = " ".join(t.text for t in s.toks[s.i:j])
-        rng = Range(s.toks[s.i].range.start, s.toks[j - 1].range.end)
+    if j > s.i and j < s.stop and texts[j] == "of":
+        words = " ".join(texts[s.i:j])
+        rng = s.range(s.i, j - 1)
         guess = nearest(words, ops_table.OPERATION_NAMES)
         hint = f"; did you mean `{guess}`?" if guess else f"; the operations are {', '.join(ops_table.OPERATION_NAMES)}"
         raise _Fail(rng, f"unknown operation `{words}`{hint}", guess)
 
 
-def _atom(s: _Statement, before_of: bool = False) -> Expr:
-    """An operand. ``before_of``: the pattern reads ``of`` next (``row T of E``), so a name before ``of`` is the
-    operand, not an unknown operation."""
+def _too_deep(rng: Range) -> _Fail:
+    return _Fail(rng, f"this expression nests more than {MAX_NESTING} deep (parentheses, operations and operators "
+                      f"inside one another); streamed reads at most {MAX_NESTING} levels — name a part with `Let`")
+
+
+def _atom(s: _Statement, level: int, before_of: bool = False) -> tuple[Expr, int]:
+    """An operand and its depth. ``before_of``: the pattern reads ``of`` next (``row T of E``), so a name before
+    ``of`` is the operand, not an unknown operation. ``level``: how deep the parser already is (parentheses and
+    operations around this operand), refused past ``MAX_NESTING`` before it recurses further."""
     t = s.peek()
     if t is None:
-        raise _Fail(s.end, "expected a name, a number or `(`, found the end of the statement")
-    if t.text == "(":
-        s.take()
-        inner = _expr(s)
+        raise _Fail(s.end_range(), "expected a name, a number or `(`, found the end of the statement")
+    if level > MAX_NESTING:
+        raise _too_deep(s.here())
+    if t == "(":
+        open_ = s.take()
+        inner, depth = _expr(s, level + 1)
         close = s.expect(")", "to close the `(`")
-        return _with_range(inner, Range(t.range.start, close.range.end))
-    if t.text[0].isdigit() or (t.text == "-" and s.peek(1) is not None and s.peek(1).text[0].isdigit()):
+        return replace(inner, range=s.range(open_, close)), depth
+    if t[0].isdigit() or (t == "-" and (n := s.peek(1)) is not None and n[0].isdigit()):
         n = _number(s)
         if n is None:
-            raise _Fail(t.range, f"{_quote(t)} is not a number")
-        return n
+            raise _Fail(s.here(), f"{_quote(t)} is not a number")
+        return n, 0
     if _is_name(t):
-        if t.text in ops_table.OP_BY_FIRST_WORD and not (before_of and s.peek(1) is not None and s.peek(1).text == "of"):
-            return _call(s)
+        if t in ops_table.OP_BY_FIRST_WORD and not (before_of and s.peek(1) == "of"):
+            return _call(s, level)
         if not before_of:
             _unknown_op(s)
-        if t.text in ops_table.KEYWORDS:
-            raise _Fail(t.range, f"expected a name, a number or `(`, found the word {_quote(t)}")
-        s.take()
-        return Name(t.text, t.range)
-    raise _Fail(t.range, f"expected a name, a number or `(`, found {_quote(t)}")
-
-
-def _with_range(e: Expr, rng: Range) -> Expr:
-    """A parenthesised expression keeps its node but takes the parentheses' range."""
-    import dataclasses
-
-    return dataclasses.replace(e, range=rng)
+        if t in ops_table.KEYWORDS:
+            raise _Fail(s.here(), f"expected a name, a number or `(`, found the word {_quote(t)}")
+        s.i += 1
+        return Name(t, s.t.token_range(s.i - 1)), 0
+    raise _Fail(s.here(), f"expected a name, a number or `(`, found {_quote(t)}")
 
 
 def _slot_number(s: _Statement, context: str, dims: bool = False) -> Name | Number:
@@ -234,54 +300,51 @@ def _slot_number(s: _Statement, context: str, dims: bool = False) -> Name | Numb
     if n is not None:
         return n
     t = s.peek()
-    if _is_name(t) and (t.text not in ops_table.KEYWORDS or (dims and t.text in ("rows", "ctx"))):
-        s.take()
-        return Name(t.text, t.range)
-    got = "the end of the statement" if t is None else _quote(t)
-    raise _Fail(s.here(), f"expected a number or a constant {context}, found {got}")
+    if _is_name(t) and (t not in ops_table.KEYWORDS or (dims and t in ("rows", "ctx"))):
+        s.i += 1
+        return Name(t, s.t.token_range(s.i - 1))
+    raise _Fail(s.here(), f"expected a number or a constant {context}, found {s.got()}")
 
 
-def _match(s: _Statement, pattern, op: ops_table.Op, args: list, numbers: list) -> None:
+def _match(s: _Statement, pattern, op: ops_table.Op, args: list, numbers: list, level: int) -> int:
+    depth = 0
     for k, item in enumerate(pattern):
         if item[0] == "$":
-            args.append((item[1:], _atom(s, before_of=k + 1 < len(pattern) and pattern[k + 1] == "of")))
+            e, d = _atom(s, level, before_of=k + 1 < len(pattern) and pattern[k + 1] == "of")
+            args.append((item[1:], e))
+            depth = max(depth, d)
         elif item[0] == "#":
             numbers.append((item[1:], _slot_number(s, f"for {item[1:]} in `{op.spelling}`")))
         else:
-            t = s.peek()
-            if t is None or t.text != item:
-                got = "the end of the statement" if t is None else _quote(t)
-                raise _Fail(s.here(), f"expected `{item}` in `{op.name}` ({op.spelling}), found {got}")
-            s.take()
+            if s.peek() != item:
+                raise _Fail(s.here(), f"expected `{item}` in `{op.name}` ({op.spelling}), found {s.got()}")
+            s.i += 1
+    return depth
 
 
-def _call(s: _Statement) -> Call:
-    start = s.peek()
-    candidates = ops_table.OP_BY_FIRST_WORD[start.text]
-    op = None
-    for o in candidates:
-        if all((t := s.peek(k)) is not None and t.text == w for k, w in enumerate(o.words)):
-            op = o
-            break
+def _call(s: _Statement, level: int) -> tuple[Call, int]:
+    start = s.i
+    word = s.texts[start]
+    candidates = ops_table.OP_BY_FIRST_WORD[word]
+    op = next((o for o in candidates if s.at(*o.words)), None)
     if op is None:
         # The first word is an operation's, the rest is not: name what was meant.
-        o = candidates[0]
-        raise _Fail(start.range, f"`{start.text}` starts the operation `{o.spelling}`")
+        raise _Fail(s.here(), f"`{word}` starts the operation `{candidates[0].spelling}`")
     args: list = []
     numbers: list = []
-    _match(s, op.pattern, op, args, numbers)
-    op_end = s.last()
+    depth = _match(s, op.pattern, op, args, numbers, level + 1)
+    op_end = s.i - 1
     options: list[str] = []
-    while s.at(","):
+    while s.peek() == ",":
+        nxt_i = s.i + 1
         nxt = s.peek(1)
-        fitting = [opt for opt in op.options
-                   if all((t := s.peek(1 + k)) is not None and t.text == w for k, w in enumerate(opt.key.split()))]
+        fitting = [opt for opt in op.options if s.at(",", *opt.key.split())]
         if not fitting:
-            if nxt is not None and _is_name(nxt) and nxt.text not in ops_table.OP_BY_FIRST_WORD:
+            if nxt is not None and _is_name(nxt) and nxt not in ops_table.OP_BY_FIRST_WORD:
                 known = ", ".join(dict.fromkeys(f"`{o.key}`" for o in op.options)) or "none"
-                guess = nearest(nxt.text, [o.word for o in op.options])
+                guess = nearest(nxt, [o.word for o in op.options])
                 hint = f"; did you mean `{guess}`?" if guess else ""
-                raise _Fail(nxt.range, f"`{nxt.text}` is not an option of `{op.name}` (its options: {known}){hint}", guess)
+                raise _Fail(s.t.token_range(nxt_i), f"`{nxt}` is not an option of `{op.name}` (its options: {known}){hint}", guess)
             break
         start_i, start_args, start_numbers = s.i, len(args), len(numbers)
         failure = None
@@ -290,173 +353,183 @@ def _call(s: _Statement) -> Call:
             s.i = start_i + 1
             del args[start_args:], numbers[start_numbers:]
             try:
-                _match(s, opt.pattern, op, args, numbers)
+                d = _match(s, opt.pattern, op, args, numbers, level + 1)
             except _Fail as f:
                 failure = failure or f
                 continue
             # A shorter form must not leave words of the longer one behind (``heads 4 sharing`` is not ``heads 4``).
             failure, chosen = None, opt
+            depth = max(depth, d)
             break
         if failure is not None:
             raise failure
         # ★ The option read is the one that matched (``shared gate S`` after ``shared G2, U2 and D2``), not the
         # first whose leading words fit.
         if chosen.key in options:
-            raise _Fail(nxt.range, f"the option `{chosen.key}` is given twice")
+            raise _Fail(s.t.token_range(nxt_i), f"the option `{chosen.key}` is given twice")
         options.append(chosen.key)
     for opt in op.options:
         if opt.required and opt.key not in options:
-            raise _Fail(Range(start.range.start, s.last().range.end),
-                        f"`{op.name}` needs `, {' '.join(opt.pattern)}` ({op.spelling})")
-    rng = Range(start.range.start, s.last().range.end)
-    return Call(op.name, tuple(args), tuple(numbers), tuple(options), rng, Range(start.range.start, op_end.range.end))
+            raise _Fail(s.range(start, s.i - 1), f"`{op.name}` needs `, {' '.join(opt.pattern)}` ({op.spelling})")
+    rng = s.range(start, s.i - 1)
+    if depth + 1 > MAX_NESTING:
+        raise _too_deep(rng)
+    return Call(op.name, tuple(args), tuple(numbers), tuple(options), rng, s.range(start, op_end)), depth + 1
 
 
-def _term(s: _Statement) -> Expr:
-    left = _atom(s)
+def _binary(op: str, left: Expr, dl: int, right: Expr, dr: int, op_range: Range) -> tuple[Binary, int]:
+    depth = max(dl, dr) + 1
+    node = Binary(op, left, right, Range.cover(left.range, right.range), op_range)
+    if depth > MAX_NESTING:
+        raise _too_deep(node.range)
+    return node, depth
+
+
+def _term(s: _Statement, level: int) -> tuple[Expr, int]:
+    left, dl = _atom(s, level)
     while True:
         t = s.peek()
-        if t is None:
-            return left
-        if t.text == "times":
-            s.take()
-            right = _atom(s)
-            left = Binary("times", left, right, Range.cover(left.range, right.range), t.range)
-        elif t.text == "multiplied":
-            s.take()
-            s.expect("by", "after `multiplied`")
-            right = _atom(s)
-            left = Binary("multiplied", left, right, Range.cover(left.range, right.range), Range.cover(t.range, s.toks[s.i - 2].range))
-        elif t.text == "scaled":
-            s.take()
+        if t == "times":
+            at = s.take()
+            right, dr = _atom(s, level)
+            left, dl = _binary("times", left, dl, right, dr, s.t.token_range(at))
+        elif t == "multiplied":
+            at = s.take()
+            by = s.expect("by", "after `multiplied`")
+            right, dr = _atom(s, level)
+            left, dl = _binary("multiplied", left, dl, right, dr, s.range(at, by))
+        elif t == "scaled":
+            at = s.take()
             s.expect("by", "after `scaled`")
             right = _slot_number(s, "after `scaled by`")
-            left = Binary("scaled", left, right, Range.cover(left.range, right.range), t.range)
+            left, dl = _binary("scaled", left, dl, right, 0, s.t.token_range(at))
         else:
-            return left
+            return left, dl
 
 
-def _expr(s: _Statement) -> Expr:
-    left = _term(s)
-    while s.peek() is not None and s.peek().text in ("plus", "minus"):
-        t = s.take()
-        right = _term(s)
-        left = Binary(t.text, left, right, Range.cover(left.range, right.range), t.range)
-    return left
+def _expr(s: _Statement, level: int = 0) -> tuple[Expr, int]:
+    left, dl = _term(s, level)
+    while (t := s.peek()) == "plus" or t == "minus":
+        at = s.take()
+        right, dr = _term(s, level)
+        left, dl = _binary(t, left, dl, right, dr, s.t.token_range(at))
+    return left, dl
 
 
 def _declaration(s: _Statement) -> Declaration:
     article = s.take()  # `a` or `an`
     t = s.peek()
-    if t is not None and t.text in ("token", "position"):
+    if t == "token" or t == "position":
         s.take()
-        return Declaration(t.text, False, (), None, Range(article.range.start, t.range.end))
+        return Declaration(t, False, (), None, s.range(article, s.i - 1))
     q8 = False
-    if s.at("q8"):
+    if s.peek() == "q8":
         s.take()
         q8 = True
     role = s.peek()
-    if role is None or role.text not in ops_table.ROLES:
-        got = "the end of the statement" if role is None else _quote(role)
-        guess = nearest(role.text, ops_table.ROLES + ("token", "position")) if role is not None else None
+    if role is None or role not in ops_table.ROLES:
+        guess = nearest(role, ops_table.ROLES + ("token", "position")) if role is not None else None
         hint = f"; did you mean `{guess}`?" if guess else ""
-        raise _Fail(s.here(), f"expected a role (weight, input, state, table, token or position), found {got}{hint}")
-    s.take()
-    if q8 and role.text != "weight":
-        raise _Fail(role.range, f"only a weight can be `q8`, not a {role.text}")
-    s.expect("of", f"after `{role.text}` (e.g. `a {role.text} of d by 64`)")
+        raise _Fail(s.here(), f"expected a role (weight, input, state, table, token or position), found {s.got()}{hint}")
+    role_i = s.take()
+    if q8 and role != "weight":
+        raise _Fail(s.t.token_range(role_i), f"only a weight can be `q8`, not a {role}")
+    s.expect("of", f"after `{role}` (e.g. `a {role} of d by 64`)")
     dims = [_slot_number(s, "as a dimension", dims=True)]
-    while s.at("by"):
+    while s.peek() == "by":
         s.take()
         dims.append(_slot_number(s, "as a dimension", dims=True))
     if len(dims) > 3:
         raise _Fail(dims[3].range, "a tensor has at most three dimensions")
     fill = None
-    if s.at(","):
+    if s.peek() == ",":
         s.take()
         kind = s.peek()
-        if kind is None or kind.text not in ("cosines", "sines"):
+        if kind != "cosines" and kind != "sines":
             raise _Fail(s.here(), "expected `cosines of base B` or `sines of base B` after the table's shape")
-        s.take()
-        s.expect("of", f"after `{kind.text}`")
-        s.expect("base", f"after `{kind.text} of`")
-        fill = (kind.text, _slot_number(s, "as the rotation base"))
-        if role.text != "table":
-            raise _Fail(kind.range, f"only a table says how the host fills it, not a {role.text}")
-    return Declaration(role.text, q8, tuple(dims), fill, Range(article.range.start, s.last().range.end))
+        kind_i = s.take()
+        s.expect("of", f"after `{kind}`")
+        s.expect("base", f"after `{kind} of`")
+        fill = (kind, _slot_number(s, "as the rotation base"))
+        if role != "table":
+            raise _Fail(s.t.token_range(kind_i), f"only a table says how the host fills it, not a {role}")
+    return Declaration(role, q8, tuple(dims), fill, s.range(article, s.i - 1))
 
 
-def _statement(toks: list[Token], end: Range, index: int) -> Statement:
-    s = _Statement(toks, end)
+def _statement(s: _Statement, index: int) -> Statement:
     first = s.peek()
-    rng = Range(first.range.start, end.end)
-    if first.text == "Let":
+    rng = s.range(s.i, s.end)
+    if first == "Let":
         s.take()
         name = _binder(s)
         s.expect("be", f"after `Let {name.text}`")
-        if s.at("a") or s.at("an"):
+        if s.peek() == "a" or s.peek() == "an":
             value = _declaration(s)
         else:
-            value = _expr(s)
+            value = _expr(s)[0]
         stmt: Statement = Let(name, value, rng, index)
-    elif first.text == "Set":
+    elif first == "Set":
         s.take()
         row = None
-        if s.at("row"):
+        if s.peek() == "row":
             s.take()
-            row = _atom(s, before_of=True)
+            row = _atom(s, 0, before_of=True)[0]
             s.expect("of", "after `Set row P`")
         target = _name(s, "the state to set")
         s.expect("to", f"after `Set {'row … of ' if row else ''}{target.text}`")
-        stmt = Set(target, row, _expr(s), rng, index)
-    elif first.text == "Return":
+        stmt = Set(target, row, _expr(s)[0], rng, index)
+    elif first == "Return":
         s.take()
         stmt = Return(_name(s, "the name to return"), rng, index)
     else:
-        guess = nearest(first.text, ("Let", "Set", "Return"))
-        hint = f"; did you mean `{guess}`?" if guess and guess != first.text else ""
-        raise _Fail(first.range, f"a statement starts with `Let`, `Set` or `Return`, not {_quote(first)}{hint}")
-    extra = s.peek()
-    if extra is not None:
-        raise _Fail(Range(extra.range.start, toks[-1].range.end), f"unexpected {_quote(extra)} after the end of the statement")
+        guess = nearest(first, ("Let", "Set", "Return"))
+        hint = f"; did you mean `{guess}`?" if guess and guess != first else ""
+        raise _Fail(s.here(), f"a statement starts with `Let`, `Set` or `Return`, not {_quote(first)}{hint}")
+    if s.i < s.stop:
+        raise _Fail(s.range(s.i, s.stop - 1), f"unexpected {_quote(s.texts[s.i])} after the end of the statement")
     return stmt
 
 
-def _is_decimal_point(toks: list[Token], i: int) -> bool:
+def _is_decimal_point(t: Table, i: int) -> bool:
     """Whether the ``.`` at ``i`` sits between two digit runs with no space: part of a number, not a full stop."""
-    if i == 0 or i + 1 >= len(toks):
+    texts = t.texts
+    if i == 0 or i + 1 >= len(texts):
         return False
-    a, b = toks[i - 1], toks[i + 1]
-    return a.text[-1].isdigit() and b.text[0].isdigit() and _adjacent(a, toks[i]) and _adjacent(toks[i], b)
+    return texts[i - 1][-1].isdigit() and texts[i + 1][0].isdigit() and t.adjacent(i - 1) and t.adjacent(i)
 
 
-def split_statements(toks: list[Token]) -> list[tuple[int, int, bool]]:
+def split_statements(t: Table) -> list[tuple[int, int, bool]]:
     """Each statement's token span ``(first, end)`` — the ``.`` included — and whether it ends with a full stop."""
     spans = []
     start = 0
-    for i, t in enumerate(toks):
-        if t.text == "." and not _is_decimal_point(toks, i):
+    texts = t.texts
+    i = -1
+    index = texts.index
+    while True:
+        try:
+            i = index(".", i + 1)
+        except ValueError:
+            break
+        if not _is_decimal_point(t, i):
             spans.append((start, i + 1, True))
             start = i + 1
-    if start < len(toks):
-        spans.append((start, len(toks), False))
+    if start < len(texts):
+        spans.append((start, len(texts), False))
     return spans
 
 
-def _program(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[tuple[Statement, ...], tuple[tuple[int, int], ...]]:
+def _program(t: Table, diagnostics: list[Diagnostic]) -> tuple[tuple[Statement, ...], tuple[tuple[int, int], ...]]:
     statements: list[Statement] = []
     spans: list[tuple[int, int]] = []
-    for a, b, closed in split_statements(toks):
-        body = toks[a:b - 1] if closed else toks[a:b]
-        end = toks[b - 1].range
+    for a, b, closed in split_statements(t):
         if not closed:
-            diagnostics.append(_error(Range(toks[a].range.start, end.end), "this statement does not end with `.`"))
+            diagnostics.append(_error(t.range(a, b - 1), "this statement does not end with `.`"))
             continue
-        if not body:
-            diagnostics.append(_error(end, "a `.` with no statement before it"))
+        if a == b - 1:
+            diagnostics.append(_error(t.token_range(b - 1), "a `.` with no statement before it"))
             continue
         try:
-            stmt = _statement(body, end, len(statements))
+            stmt = _statement(_Statement(t, a, b - 1, b - 1), len(statements))
         except _Fail as f:
             diagnostics.append(_error(f.range, f.message, replacement=f.replacement))
             continue
@@ -465,15 +538,14 @@ def _program(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[tuple[St
     return tuple(statements), tuple(spans)
 
 
-def _model(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[Constant, ...]:
+def _model(t: Table, diagnostics: list[Diagnostic]) -> tuple[Constant, ...]:
     out = []
-    for a, b, closed in split_statements(toks):
-        body = toks[a:b - 1] if closed else toks[a:b]
-        rng = Range(toks[a].range.start, toks[b - 1].range.end)
+    for a, b, closed in split_statements(t):
+        rng = t.range(a, b - 1)
         if not closed:
             diagnostics.append(_error(rng, "this statement does not end with `.`"))
             continue
-        s = _Statement(body, toks[b - 1].range)
+        s = _Statement(t, a, b - 1, b - 1)
         try:
             s.expect("Let", "to start a constant (`Let d be 2048.`)")
             name = _binder(s)
@@ -482,7 +554,7 @@ def _model(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[Constant, 
             if value is None:
                 raise _Fail(s.here(), f"a constant of `## Model` is a number: `Let {name.text} be 2048.`")
             if s.peek() is not None:
-                raise _Fail(s.here(), f"unexpected {_quote(s.peek())} after the end of the statement")
+                raise _Fail(s.here(), f"unexpected {s.got()} after the end of the statement")
         except _Fail as f:
             diagnostics.append(_error(f.range, f.message))
             continue
@@ -490,13 +562,29 @@ def _model(toks: list[Token], diagnostics: list[Diagnostic]) -> tuple[Constant, 
     return tuple(out)
 
 
-def _checkpoint(lines: list[Line], diagnostics: list[Diagnostic]) -> tuple[CheckpointEntry, ...]:
+def _lines_of(t: Table) -> list[tuple[int, int, int]]:
+    """``(line, first token, last token)`` of each line of ``t`` that has tokens (line relative to the source)."""
     out = []
-    for line in lines:
-        if not line.tokens:
-            continue
-        code = line.text.split("--", 1)[0]
-        rng = Range(line.tokens[0].range.start, line.tokens[-1].range.end)
+    starts = t.source.starts
+    k = 0
+    n = len(t.texts)
+    while k < n:
+        line = bisect_right(starts, t.starts[k]) - 1
+        stop = starts[line + 1] if line + 1 < len(starts) else len(t.source.text)
+        j = k
+        while j + 1 < n and t.starts[j + 1] < stop:
+            j += 1
+        out.append((line, k, j))
+        k = j + 1
+    return out
+
+
+def _checkpoint(t: Table, diagnostics: list[Diagnostic]) -> tuple[CheckpointEntry, ...]:
+    out = []
+    src = t.source
+    for line, a, b in _lines_of(t):
+        code = src.text[src.starts[line]:src.line_stop(line)].split(COMMENT, 1)[0]
+        rng = t.range(a, b)
         m = _CHECKPOINT.match(code)
         if m is None:
             diagnostics.append(_error(rng, 'a checkpoint entry reads `Wq{l} is "blk.{l}.attn_q.weight".` '
@@ -523,101 +611,182 @@ def _checkpoint(lines: list[Line], diagnostics: list[Diagnostic]) -> tuple[Check
     return tuple(out)
 
 
-def _heading(line: Line) -> tuple[int, str] | None:
-    """``(level, title)`` when the line is a heading (``#`` or ``##`` first)."""
-    toks = line.tokens
-    if not toks or toks[0].text != "#":
+# ---- chunks: the document cut at its headings --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A stretch of the document from a heading line (or the start) to the line before the next heading, without
+    the line end that separates it from the next chunk (``sep``). ``line`` and ``offset``: where it starts (document
+    line, UTF-8 byte). The document is ``"".join(c.text + c.sep for c in chunks)``."""
+
+    text: str
+    line: int
+    offset: int
+    sep: str = ""
+
+
+def _line_end_before(text: str, i: int) -> int:
+    return max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) + 1
+
+
+def heading_starts(text: str) -> list[int]:
+    """Where each heading line starts: a line whose first character that is not a space is ``#`` (a ``--`` comment
+    before it makes it a comment). ``#`` is rare outside headings, so finding each one (at C speed) and looking back
+    to its line start beats scanning every line."""
+    out = []
+    i = text.find("#")
+    while i >= 0:
+        start = _line_end_before(text, i)
+        before = text[start:i]
+        if not before or before.isspace() or (start == 0 and before[0] == BOM and (len(before) == 1 or before[1:].isspace())):
+            out.append(start)
+        nl, cr = text.find("\n", i), text.find("\r", i)
+        nxt = min(x for x in (nl, cr) if x >= 0) if nl >= 0 or cr >= 0 else -1
+        if nxt < 0:
+            break
+        i = text.find("#", nxt)
+    return out
+
+
+def cut(text: str) -> list[Chunk]:
+    """The document cut before each heading line; text before the first heading is a chunk of its own."""
+    starts = heading_starts(text)
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    out: list[Chunk] = []
+    line = offset = 0
+    for k, a in enumerate(starts):
+        if k + 1 < len(starts):
+            nxt = starts[k + 1]
+            b = nxt - 2 if text[nxt - 2:nxt] == "\r\n" else nxt - 1
+        else:
+            nxt = b = len(text)
+        piece = text[a:b]
+        out.append(Chunk(piece, line, offset, text[b:nxt]))
+        whole = text[a:nxt]
+        line += line_ends(whole)
+        offset += utf8_length(whole)
+    return out
+
+
+# ---- sections ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChunkParse:
+    """One chunk parsed: its section (``None`` for text before the first heading), its heading level, and the
+    parser's diagnostics, all against the chunk's ``Source``."""
+
+    section: Section | None
+    level: int
+    diagnostics: tuple[Diagnostic, ...]
+
+
+def _heading(line: str) -> tuple[int, str, int] | None:
+    """``(level, title, where its ``#`` is)`` when the line is a heading: its first token is ``#`` (``##``: level
+    2); the title is the rest of the line, its comment dropped."""
+    start = 1 if line.startswith(BOM) else 0
+    stripped = line[start:].lstrip()
+    if not stripped.startswith("#"):
         return None
-    level = 1
-    if len(toks) > 1 and toks[1].text == "#" and _adjacent(toks[0], toks[1]):
-        level = 2
-    start = toks[level - 1].range.end.character
-    text = line.text if line.comment is None else line.text[: line.comment.start.character]
-    # UTF-16 columns and str indices differ only for astral characters; headings are short — recompute via encode.
-    prefix_units = 0
-    idx = 0
-    while idx < len(text) and prefix_units < start:
-        prefix_units += 2 if ord(text[idx]) > 0xFFFF else 1
-        idx += 1
-    return level, text[idx:].strip()
+    lead = len(line) - len(stripped)
+    level = 2 if stripped.startswith("##") else 1
+    return level, line.split(COMMENT, 1)[0][lead + level:].strip(), lead
 
 
-def parse(source: str | bytes) -> Document:
-    """Parse a whole document. Never raises; everything wrong is a diagnostic."""
-    text, replaced = decode(source)
-    size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
-    if size > MAX_DOCUMENT_BYTES:
-        at = Range(Pos(0, 0, 0), Pos(0, 0, 0))
-        message = (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
-                   f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
-        return Document(text, None, (), (_error(at, message, "size"),))
-    lines = lex(text)
-    diagnostics: list[Diagnostic] = []
-    if replaced:
-        diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the file is not valid UTF-8; invalid bytes were replaced by �"))
-
-    # Cut into sections at headings.
-    cuts: list[tuple[int, int, str]] = []  # (line number, level, title)
-    for line in lines:
-        h = _heading(line)
-        if h is not None:
-            cuts.append((line.number, h[0], h[1]))
-    title = None
-    sections: list[Section] = []
-    bounds = [(n, lv, t) for n, lv, t in cuts]
-    if not bounds or bounds[0][0] > 0:
-        first_end = bounds[0][0] if bounds else len(lines)
-        pre = [ln for ln in lines[:first_end] if ln.tokens]
-        if pre:
-            rng = Range(pre[0].tokens[0].range.start, pre[-1].tokens[-1].range.end)
-            diagnostics.append(_error(rng, "text before the first heading belongs to no section; start with `# Title`"))
-    for k, (n, level, head_text) in enumerate(bounds):
-        stop = bounds[k + 1][0] if k + 1 < len(bounds) else len(lines)
-        line = lines[n]
-        heading = Range(line.tokens[0].range.start, Pos(n, len(line.text.encode("utf-16-le")) // 2, line.offset + len(line.text.encode("utf-8"))))
-        body = lines[n + 1:stop]
-        last = body[-1] if body else line
-        full = Range(heading.start, Pos(last.number, len(last.text.encode("utf-16-le")) // 2, last.offset + len(last.text.encode("utf-8"))))
-        if level == 1:
-            if title is None and not sections:
-                title = head_text
-            else:
-                diagnostics.append(_error(heading, "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …"))
-            sections.append(Section(SectionKind.TITLE, heading, head_text, None, None, full))
-            _stray(body, diagnostics, "the title")
-            continue
-        sections.append(_section(head_text, line, heading, body, full, diagnostics))
-    if title is None:
-        diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the document has no `# Title` first line"))
-    doc = Document(text, title, tuple(sections), tuple(diagnostics))
-    return doc
+def _first_line(text: str) -> tuple[int, int]:
+    """Where the first line's text stops and where the next line starts."""
+    nl = text.find("\n")
+    if "\r" in text[:nl if nl >= 0 else len(text)]:
+        m = _LINE_END.search(text)
+        return m.start(), m.end()
+    return (nl, nl + 1) if nl >= 0 else (len(text), len(text))
 
 
-def _stray(body: list[Line], diagnostics: list[Diagnostic], where: str) -> None:
-    toks = [t for ln in body for t in ln.tokens]
-    if toks:
-        diagnostics.append(_error(Range(toks[0].range.start, toks[-1].range.end), f"text under {where} belongs to no program; put it in `## Note` or a `--` comment"))
+def heading_ranges(src: Source) -> tuple[Range, Range, Range | None]:
+    """A section's heading, its whole range (heading and body) and the range of a layer's number, in ``src``."""
+    stop, _ = _first_line(src.text)
+    level, _, lead = _heading(src.text[:stop])
+    heading = Range(src.pos(lead), src.pos(stop))
+    full = Range(heading.start, src.line_end(src.lines - 1))
+    head = table(src, lead, stop)
+    k = next((k for k in range(2, len(head.texts)) if head.texts[k][0].isdigit()), None)
+    return heading, full, (head.token_range(k) if k is not None else None)
 
 
-def _section(head_text: str, line: Line, heading: Range, body: list[Line], full: Range, diagnostics: list[Diagnostic]) -> Section:
+def parse_chunk(text: str, line: int = 0, offset: int = 0, shared: dict | None = None) -> ChunkParse:
+    """Parse one chunk placed at document ``line`` and byte ``offset``, exactly as ``parse`` parses it within a whole
+    document. ``shared``: shapes already parsed (``Shape.key`` → section), so a layer of a known shape is renamed,
+    not parsed; this parse adds its own when it is clean."""
+    src = Source(text, line, offset)
+    first_stop, body_start = _first_line(text)
+    h = _heading(text[:first_stop])
+    diags: list[Diagnostic] = []
+    if h is None:
+        whole = table(src, 1 if text.startswith(BOM) else 0)  # only the document's first chunk can start with one
+        if whole.texts:
+            diags.append(_error(whole.range(0, len(whole.texts) - 1),
+                                "text before the first heading belongs to no section; start with `# Title`"))
+        return ChunkParse(None, 0, tuple(diags))
+    level, head_text, _ = h
+    if level == 1:
+        heading, full, _ = heading_ranges(src)
+        body = table(src, body_start)
+        if body.texts:
+            diags.append(_error(body.range(0, len(body.texts) - 1), "text under the title belongs to no program; put it in `## Note` or a `--` comment"))
+        section = Section(SectionKind.TITLE, heading, head_text, None, None, full, diagnostics=tuple(diags))
+        return ChunkParse(section, 1, tuple(diags))
+    section = _section(src, head_text, body_start, diags, shared)
+    return ChunkParse(section, 2, tuple(diags))
+
+
+def _layer_index(words: list[str], name: str) -> int | None | str:
+    """The layer number a heading's words give, or the reason there is none."""
+    if len(words) == 2 and words[1].isascii() and words[1].isdigit():
+        index = int(words[1]) if len(words[1]) <= 7 else MAX_LAYER + 1
+        if index > MAX_LAYER:
+            return f"layer {words[1][:12]}{'…' if len(words[1]) > 12 else ''} is past any model's depth (at most {MAX_LAYER})"
+        return index
+    return f"a layer heading reads `## Layer N`, not `## {name.strip()[:40]}`"
+
+
+def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Diagnostic], shared: dict | None) -> Section:
     name, _, note = head_text.partition(":")
     words = name.split()
     note = note.strip() or None
     key = words[0].lower() if words else ""
-    toks = [t for ln in body for t in ln.tokens]
     if key == "layer":
-        index = None
-        num_tok = next((t for t in line.tokens[2:] if t.text[0].isdigit()), None)
-        index_range = num_tok.range if num_tok else None
-        if len(words) == 2 and words[1].isdigit():
-            index = int(words[1]) if len(words[1]) <= 7 else MAX_LAYER + 1
-            if index > MAX_LAYER:
-                diagnostics.append(_error(index_range or heading, f"layer {words[1][:12]}{'…' if len(words[1]) > 12 else ''} is past any model's depth (at most {MAX_LAYER})"))
-                index = None
-        else:
-            diagnostics.append(_error(heading, f"a layer heading reads `## Layer N`, not `## {name.strip()[:40]}`"))
-        statements, spans = _program(toks, diagnostics)
-        return Section(SectionKind.LAYER, heading, head_text, index, note, full, tuple(toks), statements, spans, index_range=index_range)
+        index = _layer_index(words, name)
+        placed = None
+        if isinstance(index, str):
+            placed = heading_ranges(src)
+            heading, _, index_range = placed
+            diagnostics.append(_error(index_range if index_range is not None and "past" in index else heading, index))
+            index = None
+        body_text = src.text[body_start:]
+        parts = pieces(body_text)
+        texts = texts_of(parts, body_text)
+        shape = shape_of(texts, parts)
+        rep = shared.get(shape.key) if shared is not None and shape.key is not None else None
+        if rep is not None:
+            # One program up to names with a layer already parsed cleanly: its tree, renamed when first read.
+            body = table(src, body_start, parts=parts, placed=False, texts=texts)
+            heading, full, index_range = placed or (None, None, None)
+            return Section(SectionKind.LAYER, heading, head_text, index, note, full, body, None, None,
+                           index_range=index_range, shape=shape, diagnostics=tuple(diagnostics), shared_from=rep)
+        heading, full, index_range = placed or heading_ranges(src)
+        body = table(src, body_start, parts=parts, texts=texts)
+        mine: list[Diagnostic] = []
+        statements, spans = _program(body, mine)
+        diagnostics += mine
+        section = Section(SectionKind.LAYER, heading, head_text, index, note, full, body, statements, spans,
+                          index_range=index_range, shape=shape, diagnostics=tuple(diagnostics))
+        if shared is not None and shape.key is not None and not mine:
+            shared[shape.key] = section
+        return section
+    heading, full, _ = heading_ranges(src)
+    body = table(src, body_start)
     kind = _SECTIONS.get(key) if len(words) == 1 else None
     if kind is None and key == "note":
         kind = SectionKind.NOTE
@@ -625,12 +794,113 @@ def _section(head_text: str, line: Line, heading: Range, body: list[Line], full:
         guess = nearest(words[0] if words else "", ["Model", "Checkpoint", "Embed", "Layer", "Head", "Note"])
         hint = f"; did you mean `## {guess}`?" if guess else ""
         diagnostics.append(_error(heading, f"unknown section `## {head_text[:40]}`: sections are Model, Checkpoint, Embed, Layer N, Head and Note{hint}"))
-        return Section(SectionKind.UNKNOWN, heading, head_text, None, note, full, tuple(toks))
+        return Section(SectionKind.UNKNOWN, heading, head_text, None, note, full, body, diagnostics=tuple(diagnostics))
     if kind in (SectionKind.EMBED, SectionKind.HEAD):
-        statements, spans = _program(toks, diagnostics)
-        return Section(kind, heading, head_text, None, note, full, tuple(toks), statements, spans)
+        statements, spans = _program(body, diagnostics)
+        return Section(kind, heading, head_text, None, note, full, body, statements, spans, diagnostics=tuple(diagnostics))
     if kind is SectionKind.MODEL:
-        return Section(kind, heading, head_text, None, note, full, tuple(toks), constants=_model(toks, diagnostics))
+        constants = _model(body, diagnostics)
+        return Section(kind, heading, head_text, None, note, full, body, constants=constants, diagnostics=tuple(diagnostics))
     if kind is SectionKind.CHECKPOINT:
-        return Section(kind, heading, head_text, None, note, full, tuple(toks), entries=_checkpoint(body, diagnostics))
-    return Section(kind, heading, head_text, None, note, full)
+        entries = _checkpoint(body, diagnostics)
+        return Section(kind, heading, head_text, None, note, full, body, entries=entries, diagnostics=tuple(diagnostics))
+    return Section(kind, heading, head_text, None, note, full, table(src, len(src.text)))
+
+
+# ---- the document ------------------------------------------------------------------------------------------------
+
+
+def parse(source: str | bytes, shared: dict | None = None) -> Document:
+    """Parse a whole document. Never raises; everything wrong is a diagnostic. ``shared``: see ``parse_chunk``
+    (a fresh one per document unless the caller keeps one)."""
+    text, replaced = decode(source)
+    size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
+    if size > MAX_DOCUMENT_BYTES:
+        at = Range(Pos(0, 0, 0), Pos(0, 0, 0))
+        message = (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
+                   f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
+        return Document(text, None, (), (_error(at, message, "size"),))
+    diagnostics: list[Diagnostic] = []
+    if replaced:
+        diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the file is not valid UTF-8; invalid bytes were replaced by �"))
+    shared = {} if shared is None else shared
+    title = None
+    sections: list[Section] = []
+    for c in cut(text):
+        p = parse_chunk(c.text, c.line, c.offset, shared)
+        if p.section is None:
+            diagnostics += p.diagnostics
+            continue
+        if p.level == 1:
+            if title is None and not sections:
+                title = p.section.title
+            else:
+                diagnostics.append(_error(p.section.heading, "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …"))
+        diagnostics += p.diagnostics
+        sections.append(p.section)
+    if title is None:
+        diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the document has no `# Title` first line"))
+    return Document(text, title, tuple(sections), tuple(diagnostics))
+
+
+# ---- a shared layer's tree, renamed --------------------------------------------------------------------------------
+
+
+_TOKEN_AT: "weakref.WeakKeyDictionary[Section, tuple[dict, dict]]" = weakref.WeakKeyDictionary()
+
+
+class Renaming:
+    """From one section to another of the same shape: each binder of ``frm`` to the binder of ``to`` at the same
+    place, and each range of ``frm`` (which starts and ends at token boundaries) to the range of the same tokens in
+    ``to``."""
+
+    __slots__ = ("names", "_starts", "_ends", "_table")
+
+    def __init__(self, frm: Section, to: Section):
+        self.names = dict(zip(frm.shape.names, to.shape.names))
+        index = _TOKEN_AT.get(frm)
+        if index is None:
+            toks = frm.tokens
+            index = _TOKEN_AT[frm] = ({t.start_offset: k for k, t in enumerate(toks)},
+                                      {t.end_offset: k for k, t in enumerate(toks)})
+        self._starts, self._ends = index
+        self._table = to.table
+
+    def name(self, text: str) -> str:
+        return self.names.get(text, text)
+
+    def range(self, r: Range) -> Range:
+        t = self._table
+        pos = t.source.pos
+        return Range(pos(t.starts[self._starts[r.start.offset]]), pos(t.ends[self._ends[r.end.offset]]))
+
+    def expr(self, e):
+        rng = self.range
+        if isinstance(e, Name):
+            return Name(self.names.get(e.text, e.text), rng(e.range))
+        if isinstance(e, Number):
+            return Number(e.value, e.text, rng(e.range))
+        if isinstance(e, Binary):
+            right = self.expr(e.right)
+            return Binary(e.op, self.expr(e.left), right, rng(e.range), rng(e.op_range))
+        if isinstance(e, Call):
+            return Call(e.op, tuple((s, self.expr(a)) for s, a in e.args), tuple((s, self.expr(n)) for s, n in e.numbers),
+                        e.options, rng(e.range), rng(e.op_range))
+        if isinstance(e, Declaration):
+            fill = (e.fill[0], self.expr(e.fill[1])) if e.fill is not None else None
+            return Declaration(e.role, e.q8, tuple(self.expr(d) for d in e.dims), fill, rng(e.range))
+        return e
+
+    def statement(self, st: Statement) -> Statement:
+        if isinstance(st, Let):
+            return Let(self.expr(st.name), self.expr(st.value), self.range(st.range), st.index)
+        if isinstance(st, Set):
+            row = self.expr(st.row) if st.row is not None else None
+            return Set(self.expr(st.target), row, self.expr(st.value), self.range(st.range), st.index)
+        return Return(self.expr(st.name), self.range(st.range), st.index)
+
+
+def renamed_statements(frm: Section, to: Section) -> tuple[Statement, ...]:
+    """``to``'s statements: ``frm``'s (a section of the same shape), renamed into ``to``'s names and ranges."""
+    r = Renaming(frm, to)
+    return tuple(r.statement(st) for st in frm.statements)

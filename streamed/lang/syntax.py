@@ -160,25 +160,110 @@ class SectionKind(Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
 class Section:
     """One heading and the lines under it, up to the next heading.
 
-    ``tokens`` are the program's tokens (the heading and comments excluded) — exactly what the kind digest reads; each
-    statement covers a contiguous run of them, ``spans[i]`` being statement ``i``'s ``(first, end)`` token indices."""
+    ``texts`` are the program's token texts (the heading and comments excluded) — exactly what the kind digest reads;
+    ``tokens`` the same tokens with their ranges, made the first time they are asked for. Each statement covers a
+    contiguous run of them, ``spans[i]`` being statement ``i``'s ``(first, end)`` token indices. ``diagnostics`` are
+    the parser's findings in this section.
 
-    kind: SectionKind
-    heading: Range
-    title: str  # the heading's text after the hashes, e.g. ``Layer 3: global``
-    index: int | None  # a layer's number
-    note: str | None
-    range: Range  # the heading and its body
-    tokens: tuple[Token, ...] = ()
-    statements: tuple[Statement, ...] = ()
-    spans: tuple[tuple[int, int], ...] = ()
-    constants: tuple[Constant, ...] = ()
-    entries: tuple[CheckpointEntry, ...] = ()
-    index_range: Range | None = None  # the range of the layer number in the heading
+    A layer whose text is another's up to the names it binds (``shape``) is not parsed: ``shared_from`` is that
+    layer's section, and its statements are that tree with its own names and ranges, made when first read.
+    Immutable once made; equal when every part is equal."""
+
+    __slots__ = ("kind", "title", "index", "note", "constants", "entries", "table", "shape", "diagnostics",
+                 "shared_from", "_heading", "_range", "_index_range", "_statements", "_spans", "_tokens",
+                 "__weakref__")
+
+    def __init__(self, kind: SectionKind, heading: Range | None, title: str, index: int | None, note: str | None,
+                 range: Range | None, table=None, statements: tuple | None = (), spans: tuple | None = (),
+                 constants: tuple = (), entries: tuple = (), index_range: Range | None = None, shape=None,
+                 diagnostics: tuple = (), shared_from: "Section | None" = None, tokens: tuple | None = None):
+        self.kind = kind
+        self.title = title
+        self.index = index
+        self.note = note
+        self.constants = constants
+        self.entries = entries
+        self.table = table
+        self.shape = shape
+        self.diagnostics = diagnostics
+        self.shared_from = shared_from
+        # ``heading is None``: the heading's ranges are made from ``table.source`` when first read.
+        self._heading = heading
+        self._range = range
+        self._index_range = index_range
+        self._statements = statements
+        self._spans = spans
+        self._tokens = tokens
+
+    def _place(self) -> None:
+        from .parser import heading_ranges  # the parser's rule for where a heading is
+
+        self._heading, self._range, self._index_range = heading_ranges(self.table.source)
+
+    @property
+    def heading(self) -> Range:
+        if self._heading is None:
+            self._place()
+        return self._heading
+
+    @property
+    def range(self) -> Range:
+        """The heading and its body."""
+        if self._heading is None:
+            self._place()
+        return self._range
+
+    @property
+    def index_range(self) -> Range | None:
+        """The range of the layer number in the heading."""
+        if self._heading is None:
+            self._place()
+        return self._index_range
+
+    @property
+    def texts(self):
+        return self.table.texts if self.table is not None else ()
+
+    @property
+    def tokens(self) -> tuple[Token, ...]:
+        if self._tokens is None:
+            self._tokens = self.table.tokens if self.table is not None else ()
+        return self._tokens
+
+    @property
+    def statements(self) -> tuple["Statement", ...]:
+        if self._statements is None:
+            from .parser import renamed_statements  # the parser's renaming, made on first read
+
+            self._statements = renamed_statements(self.shared_from, self)
+        return self._statements
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        if self._spans is None:
+            self._spans = self.shared_from.spans
+        return self._spans
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Section):
+            return NotImplemented
+        # The cheap parts first: sections of a document differ in kind, title or place.
+        return ((self.kind, self.title, self.index, self.note, self.heading, self.range, self.index_range)
+                == (other.kind, other.title, other.index, other.note, other.heading, other.range, other.index_range)
+                and (list(self.texts), self.diagnostics, self.constants, self.entries)
+                == (list(other.texts), other.diagnostics, other.constants, other.entries)
+                and (self.tokens, self.spans, self.statements) == (other.tokens, other.spans, other.statements))
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.title, self.range))
+
+    def __repr__(self) -> str:
+        return f"Section({self.kind.value}, {self.title!r}, {self.range.start.line + 1}-{self.range.end.line + 1})"
 
     @property
     def label(self) -> str:
@@ -198,19 +283,53 @@ class Section:
         return None
 
 
-@dataclass(frozen=True)
 class Document:
-    text: str
-    title: str | None
-    sections: tuple[Section, ...]
-    diagnostics: tuple[Diagnostic, ...] = field(default=())
+    """A parsed document: its text, its title, its sections in order, and what the parser says about the whole.
+
+    ``text`` may be given as a function that makes it (the editor's text is its chunks, joined only if read).
+    ``by_kind``: the sections of each kind, when the caller has them (else found once, when first asked).
+    Immutable; equal when text, title, sections and diagnostics are equal."""
+
+    __slots__ = ("_text", "title", "sections", "diagnostics", "_by_kind", "_constants", "_checkpoint", "_layers")
+
+    def __init__(self, text, title: str | None, sections: tuple[Section, ...], diagnostics: tuple[Diagnostic, ...] = (),
+                 by_kind: dict | None = None):
+        self._text = text
+        self.title = title
+        self.sections = sections
+        self.diagnostics = diagnostics
+        self._by_kind = by_kind
+        self._constants = self._checkpoint = self._layers = None
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self._text, str):
+            self._text = self._text()
+        return self._text
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Document):
+            return NotImplemented
+        return (self.title, self.sections, self.diagnostics, self.text) == (other.title, other.sections, other.diagnostics, other.text)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Document({self.title!r}, {len(self.sections)} sections, {len(self.diagnostics)} diagnostics)"
 
     def of_kind(self, kind: SectionKind) -> list[Section]:
-        return [s for s in self.sections if s.kind is kind]
+        if self._by_kind is None:
+            by_kind: dict = {}
+            for s in self.sections:
+                by_kind.setdefault(s.kind, []).append(s)
+            self._by_kind = by_kind
+        return list(self._by_kind.get(kind, ()))
 
     @property
     def layers(self) -> list[Section]:
-        return self.of_kind(SectionKind.LAYER)
+        if self._layers is None:
+            self._layers = self.of_kind(SectionKind.LAYER)
+        return self._layers
 
     @property
     def embed(self) -> Section | None:
@@ -224,8 +343,13 @@ class Document:
 
     @property
     def constants(self) -> dict[str, float]:
-        return {c.name.text: c.value.value for s in self.of_kind(SectionKind.MODEL) for c in s.constants}
+        if self._constants is None:
+            self._constants = {c.name.text: c.value.value for s in self.of_kind(SectionKind.MODEL) for c in s.constants}
+        return self._constants
 
     @property
-    def checkpoint(self) -> list[CheckpointEntry]:
-        return [e for s in self.of_kind(SectionKind.CHECKPOINT) for e in s.entries]
+    def checkpoint(self) -> tuple[CheckpointEntry, ...]:
+        """Every ``## Checkpoint`` entry, read once per document (a weight's storage asks for them per weight)."""
+        if self._checkpoint is None:
+            self._checkpoint = tuple(e for s in self.of_kind(SectionKind.CHECKPOINT) for e in s.entries)
+        return self._checkpoint

@@ -8,7 +8,8 @@ checked document serves every deployment. A name whose shape cannot be known (be
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from ..lang import ops as ops_table
@@ -58,18 +59,91 @@ class Decl:
     fill: tuple[str, float] | None = None
 
 
-@dataclass(frozen=True)
 class Program:
-    """One program of the document, checked. ``shapes`` holds every bound name's shape (declared or computed)."""
+    """One program of the document, checked. ``shapes`` holds every bound name's shape (declared or computed).
 
-    section: Section
-    decls: dict[str, Decl]
-    shapes: dict[str, Shape | None]
-    bound_at: dict[str, Range]
-    input: str | None
-    output: str | None
-    carried: tuple[str, ...]
-    errors: int
+    A layer of a shape already checked cleanly (``checked_program``) is not checked again: its program is that one
+    renamed — ``decls``, ``shapes`` and ``bound_at`` in its own names and ranges, made when first read. Immutable;
+    equal when every part is equal."""
+
+    __slots__ = ("section", "input", "output", "carried", "errors", "in_shape", "out_shape", "_decls", "_shapes",
+                 "_bound_at", "_rep", "__weakref__")
+
+    def __init__(self, section: Section, decls: dict[str, Decl], shapes: dict[str, Shape | None],
+                 bound_at: dict[str, Range], input: str | None, output: str | None, carried: tuple[str, ...],
+                 errors: int):
+        self.section = section
+        self.input = input
+        self.output = output
+        self.carried = carried
+        self.errors = errors
+        # The shapes the links between programs compare, kept apart so a renamed program answers them unrenamed.
+        self.in_shape = shapes.get(input) if input is not None else None
+        self.out_shape = shapes.get(output) if output is not None else None
+        self._decls = decls
+        self._shapes = shapes
+        self._bound_at = bound_at
+        self._rep: Program | None = None
+
+    @classmethod
+    def renamed(cls, rep: "Program", section: Section) -> "Program":
+        """``rep``'s program for ``section``, a section of the same shape: its names are ``section``'s binders at
+        the places ``rep``'s are."""
+        index = _name_index(rep)
+        mine = section.shape.names
+        name = lambda n: mine[index[n]] if n in index else n  # noqa: E731
+        p = cls.__new__(cls)
+        p.section = section
+        p.input = name(rep.input) if rep.input is not None else None
+        p.output = name(rep.output) if rep.output is not None else None
+        p.carried = tuple(map(name, rep.carried)) if rep.carried else ()
+        p.errors = rep.errors
+        p.in_shape, p.out_shape = rep.in_shape, rep.out_shape
+        p._decls = p._shapes = p._bound_at = None
+        p._rep = rep
+        return p
+
+    def _rename(self) -> None:
+        from ..lang.parser import Renaming
+
+        rep = self._rep
+        r = Renaming(rep.section, self.section)
+        name, rng = r.name, r.range
+        self._decls = {name(n): replace(d, name=name(n), range=rng(d.range)) for n, d in rep.decls.items()}
+        self._shapes = {name(n): v for n, v in rep.shapes.items()}
+        self._bound_at = {name(n): rng(v) for n, v in rep.bound_at.items()}
+
+    @property
+    def decls(self) -> dict[str, Decl]:
+        if self._decls is None:
+            self._rename()
+        return self._decls
+
+    @property
+    def shapes(self) -> dict[str, Shape | None]:
+        if self._shapes is None:
+            self._rename()
+        return self._shapes
+
+    @property
+    def bound_at(self) -> dict[str, Range]:
+        if self._bound_at is None:
+            self._rename()
+        return self._bound_at
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Program):
+            return NotImplemented
+        return (self.section, self.decls, self.shapes, self.bound_at, self.input, self.output, self.carried,
+                self.errors) == (other.section, other.decls, other.shapes, other.bound_at, other.input, other.output,
+                                 other.carried, other.errors)
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"Program({self.section.label}, input={self.input}, output={self.output})"
 
     @property
     def label(self) -> str:
@@ -90,6 +164,26 @@ class Program:
     def weights(self) -> list[Decl]:
         return [d for d in self.decls.values() if d.role == "weight"]
 
+    def q8_declared(self) -> tuple[str, ...]:
+        """The weights this program declares ``q8``, in declaration order (a renamed program's without renaming the
+        rest of its declarations)."""
+        if self._decls is None and self._rep is not None:
+            index, mine = _name_index(self._rep), self.section.shape.names
+            return tuple(mine[index[n]] for n in self._rep.q8_declared())
+        return tuple(d.name for d in self.decls.values() if d.role == "weight" and d.q8)
+
+
+_NAME_INDEX: "weakref.WeakKeyDictionary[Program, dict[str, int]]" = weakref.WeakKeyDictionary()
+
+
+def _name_index(p: Program) -> dict[str, int]:
+    """Each binder of ``p``'s section and its place in the section's shape."""
+    found = _NAME_INDEX.get(p)
+    if found is None:
+        names = p.section.shape.names
+        found = _NAME_INDEX[p] = dict(zip(names, range(len(names))))
+    return found
+
 
 @dataclass(frozen=True)
 class Programs:
@@ -104,7 +198,10 @@ class Programs:
         return [p for p in (self.embed, *self.layers, self.head) if p is not None]
 
     def layer(self, index: int) -> Program | None:
-        for p in self.layers:
+        layers = self.layers
+        if 0 <= index < len(layers) and layers[index].section.index == index:  # numbered in order: the usual case
+            return layers[index]
+        for p in layers:
             if p.section.index == index:
                 return p
         return None
@@ -113,10 +210,11 @@ class Programs:
 class _Checker:
     """Checks one program statement by statement; every finding is a diagnostic, never an exception."""
 
-    def __init__(self, section: Section, constants: dict[str, float], text: bytes):
+    def __init__(self, section: Section, constants: dict[str, float], text: bytes | None = None):
         self.section = section
         self.constants = constants
-        self.text = text
+        self.text = text  # the bytes a range's byte offsets index (``None``: the section's own source, at its base)
+        self.base = 0
         self.diagnostics: list[Diagnostic] = []
         self.decls: dict[str, Decl] = {}
         self.shapes: dict[str, Shape | None] = {}
@@ -133,7 +231,10 @@ class _Checker:
         self.diagnostics.append(Diagnostic(rng, Severity.ERROR, message, code, data=data))
 
     def src(self, rng: Range) -> str:
-        s = self.text[rng.start.offset:rng.end.offset].decode("utf-8", "replace")
+        if self.text is None:
+            source = self.section.table.source
+            self.text, self.base = source.text.encode("utf-8"), source.offset
+        s = self.text[rng.start.offset - self.base:rng.end.offset - self.base].decode("utf-8", "replace")
         return s if len(s) <= 40 else s[:39] + "…"
 
     def what(self, e: Expr) -> str:
@@ -521,7 +622,9 @@ class _Checker:
             self.output = st.name.text
 
 
-def check_program(section: Section, constants: dict[str, float], text: bytes) -> tuple[Program, list[Diagnostic]]:
+def check_program(section: Section, constants: dict[str, float], text: bytes | None = None) -> tuple[Program, list[Diagnostic]]:
+    """``section``'s program checked under ``constants``, and every finding. ``text``: the bytes its ranges' byte
+    offsets index (by default the section's own source)."""
     c = _Checker(section, constants, text)
     for st in section.statements:
         c.statement(st)
@@ -533,24 +636,36 @@ def check_program(section: Section, constants: dict[str, float], text: bytes) ->
     return program, c.diagnostics
 
 
-def programs_of(doc: Document) -> Programs:
+def checked_program(section: Section, constants: dict[str, float], checked: dict) -> tuple[Program, list[Diagnostic]]:
+    """``check_program``, once per shape: a layer of a shape already checked cleanly under these ``constants``
+    (``checked``: shape key → program, kept by the caller for one set of constants) gets that program renamed.
+
+    Exact, because a clean check reads a binder only as the name it is — never its spelling, except to ask whether it
+    is a constant, which is asked here — and a section shares its shape only when its binders are plain names."""
+    shape = section.shape
+    key = shape.key if shape is not None else None
+    if key is not None and constants.keys().isdisjoint(shape.names):
+        rep = checked.get(key)
+        if rep is not None:
+            return Program.renamed(rep, section), []
+        p, d = check_program(section, constants)
+        if not d:
+            checked[key] = p
+        return p, d
+    return check_program(section, constants)
+
+
+def programs_of(doc: Document, checked: dict | None = None) -> Programs:
     """Check every program of the document and the links between them (layer order, each input the previous
-    program's output)."""
-    text = doc.text.encode("utf-8")
+    program's output); a layer whose shape was checked before is that program renamed (``checked_program``)."""
     constants = doc.constants
-    return link_programs(doc, lambda section: check_program(section, constants, text), lambda section, r: r)
+    checked = {} if checked is None else checked
+    return link_programs(doc, lambda section: checked_program(section, constants, checked), lambda section, r: r)
 
 
-def link_programs(doc: Document, check, at) -> Programs:
-    """The programs of ``doc`` and the diagnostics that link them: constants bound once, one section of each single
-    kind, layers numbered 0, 1, 2, … in order, each program's input the previous program's output.
-
-    ``check(section) -> (Program, diagnostics)`` checks one program (``check_program``, or a cached one) with its
-    diagnostics already where they belong; ``at(section, range) -> range`` places a range of ``section`` in the
-    document (the identity for a whole parsed document; a chunk's base for the incremental analysis, whose sections
-    are parsed alone). One function for both, so the two analyses say the same thing in the same words."""
+def section_links(doc: Document, at) -> list[Diagnostic]:
+    """Constants bound once; one section of each single kind (``at``: as in ``link_programs``)."""
     diagnostics: list[Diagnostic] = []
-    constants = doc.constants
     seen_consts: dict[str, Range] = {}
     for s in doc.of_kind(SectionKind.MODEL):
         for k in s.constants:
@@ -563,6 +678,35 @@ def link_programs(doc: Document, check, at) -> Programs:
         for extra in found[1:]:
             first = at(found[0], found[0].heading)
             diagnostics.append(Diagnostic(at(extra, extra.heading), Severity.ERROR, f"a second `## {kind.value.capitalize()}` section (the first is at line {first.start.line + 1})", "section"))
+    return diagnostics
+
+
+def chain_link(prev: Program, nxt: Program, at) -> Diagnostic | None:
+    """What is wrong, if anything, with ``nxt`` reading ``prev``'s output as its input."""
+    if prev.output is None:
+        return None
+    if nxt.input is None:
+        if nxt.section.kind is not SectionKind.EMBED:
+            return Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input")
+        return None
+    if nxt.input != prev.output:
+        return Diagnostic(at(nxt.section, nxt.decls[nxt.input].range), Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input")
+    a, b = prev.out_shape, nxt.in_shape
+    if a is not None and b is not None and a != b:
+        return Diagnostic(at(nxt.section, nxt.decls[nxt.input].range), Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape")
+    return None
+
+
+def link_programs(doc: Document, check, at) -> Programs:
+    """The programs of ``doc`` and the diagnostics that link them: constants bound once, one section of each single
+    kind, layers numbered 0, 1, 2, … in order, each program's input the previous program's output.
+
+    ``check(section) -> (Program, diagnostics)`` checks one program (``check_program``, or a cached one) with its
+    diagnostics already where they belong; ``at(section, range) -> range`` places a range of ``section`` in the
+    document (the identity for a whole parsed document; a chunk's base for the incremental analysis, whose sections
+    are parsed alone). One function for both, so the two analyses say the same thing in the same words."""
+    diagnostics = section_links(doc, at)
+    constants = doc.constants
 
     def checked(section: Section | None) -> Program | None:
         if section is None:
@@ -603,17 +747,7 @@ def link_programs(doc: Document, check, at) -> Programs:
     # Each program's input is the previous program's output.
     chain = [p for p in (embed, *layers, head) if p is not None]
     for prev, nxt in zip(chain, chain[1:]):
-        if prev.output is None:
-            continue
-        if nxt.input is None:
-            if nxt.section.kind is not SectionKind.EMBED:
-                diagnostics.append(Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input"))
-            continue
-        r = lambda: at(nxt.section, nxt.decls[nxt.input].range)  # noqa: E731 — placed only when reported
-        if nxt.input != prev.output:
-            diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input is `{nxt.input}` but {prev.label} returns `{prev.output}`", "input"))
-        else:
-            a, b = prev.shapes.get(prev.output), nxt.shapes.get(nxt.input)
-            if a is not None and b is not None and a != b:
-                diagnostics.append(Diagnostic(r(), Severity.ERROR, f"{nxt.label}'s input `{nxt.input}` is {show(b)} but {prev.label} returns {show(a)}", "shape"))
+        d = chain_link(prev, nxt, at)
+        if d is not None:
+            diagnostics.append(d)
     return Programs(doc, embed, tuple(layers), head, constants, tuple(diagnostics))

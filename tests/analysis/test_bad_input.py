@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def _inside(text: str | bytes, a) -> None:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     data = text.encode("utf-8")
-    lines = text.split("\n")
+    lines = re.split(r"\r\n|\r|\n", text)  # LSP's line ends
     for d in a.diagnostics:
         for r in [d.range, *(x.range for x in d.related)]:
             assert 0 <= r.start.offset <= r.end.offset <= len(data), d
