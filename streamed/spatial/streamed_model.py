@@ -141,9 +141,9 @@ class StreamedModel:
 # ---- binding -------------------------------------------------------------------------------------------------
 
 
-def _binder_positions(tokens) -> dict[str, int]:
-    """Each binder of a program and the index of its first token: where any program of its kind names it."""
-    texts = [t.text for t in tokens]
+def _binder_positions(texts) -> dict[str, int]:
+    """Each binder of a program (given as its token texts) and the index of its first token: where any program of
+    its kind names it."""
     binders = {texts[i + 1] for i in range(len(texts) - 1) if texts[i] == "Let"}
     first: dict[str, int] = {}
     for i, t in enumerate(texts):
@@ -177,9 +177,9 @@ class _Template:
                 return name[:i], name[i:]
         return None, name
 
-    def bind(self, layer: int, tokens) -> dict[str, str]:
+    def bind(self, layer: int, texts) -> dict[str, str]:
         rep, input_fn = self.rep, self.input_fn
-        return {n: tokens[i].text + suffix if i is not None else rebind_via(n, rep, layer, input_fn)
+        return {n: texts[i] + suffix if i is not None else rebind_via(n, rep, layer, input_fn)
                 for n, i, suffix in self.parts}
 
 
@@ -294,7 +294,7 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
     and raised again as the same ``LoweringError``."""
     q8 = q8_weights(progs, program, storage)
-    key = ("program", label, tuple(t.text for t in program.tokens), q8, cut, target, constants, shared)
+    key = ("program", label, tuple(program.section.texts), q8, cut, target, constants, shared)
     if key not in cache:
         try:
             cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
@@ -317,19 +317,18 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
     if hit is None:
         try:
             program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage))
-            hit = (program, kind.representative, rep.tokens)
+            hit = (program, kind.representative, rep.section.texts)
         except LoweringError as e:
-            hit = (e, kind.representative, rep.tokens)
+            hit = (e, kind.representative, rep.section.texts)
         cache[key] = hit
     found, old_rep, old_tokens = hit
-    tokens = rep.tokens
-    same = old_rep == kind.representative and (old_tokens is tokens or
-                                                [t.text for t in old_tokens] == [t.text for t in tokens])
+    tokens = rep.section.texts  # token texts: what names a layer, without making its tokens' ranges
+    same = old_rep == kind.representative and (old_tokens is tokens or list(old_tokens) == list(tokens))
     if isinstance(found, LoweringError):
         if same or found.binder is None:
             raise found
         positions = _binder_positions(old_tokens)
-        binder = tokens[positions[found.binder]].text if found.binder in positions else found.binder
+        binder = tokens[positions[found.binder]] if found.binder in positions else found.binder
         raise type(found)(found.why.replace(f"`{found.binder}`", f"`{binder}`"), found.statement, binder)
     if not same:
         template = _Template(program_names(found), _binder_positions(old_tokens), old_rep, layer_input)
@@ -407,7 +406,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
                                  e.binder, k.representative) from None
         except LoweringError as e:
             raise _reject(label, e, k.representative) from None
-        tokens = rep.tokens
+        tokens = rep.section.texts
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
                                               _tp_manifest(program, analysis)))
         templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
@@ -420,7 +419,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     for i, k in enumerate(kinds):
         template, name, index = templates[i], k.name, offset + i
         for l in k.layers:
-            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.tokens)
+            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.texts)
             layer_kinds[l] = index
     layers = tuple(bindings)
 
