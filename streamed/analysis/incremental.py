@@ -28,7 +28,7 @@ import bisect
 import re
 from dataclasses import dataclass, replace
 from itertools import accumulate, chain, compress, islice, repeat
-from operator import attrgetter, eq, ne
+from operator import attrgetter, eq, is_, is_not, ne
 
 from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
 from .kinds import Divergence, LayerKind, describe, digest_of, divergences
@@ -366,13 +366,46 @@ class _Generations:
         self.previous, self.current = self.current, {}
 
 
+class _ShapeCache:
+    """A program of each shape (parsed, or checked) kept while some layer of the document has that shape — the
+    analyzer counts them (``use``) — and for two analyses after (``_Generations``), so undoing an edit still hits.
+    A layer retyped into a shape the document already has is renamed, however long ago that shape was parsed."""
+
+    def __init__(self):
+        self.live: dict = {}
+        self.aging = _Generations()
+
+    def get(self, key, default=None):
+        hit = self.live.get(key)
+        if hit is None:
+            hit = self.aging.get(key)
+        return default if hit is None else hit
+
+    def __setitem__(self, key, value) -> None:
+        self.live[key] = value
+
+    def retire(self, key) -> None:
+        hit = self.live.pop(key, None)
+        if hit is not None:
+            self.aging.put(key, hit)
+
+    def revive(self, key) -> None:
+        if key not in self.live:
+            hit = self.aging.get(key)
+            if hit is not None:
+                self.live[key] = hit
+
+    def turn(self) -> None:
+        self.aging.turn()
+
+
 def _common(old: list, new: list) -> tuple[int, int]:
     """How many leading and trailing items of two lists are equal (compared at C speed, by identity first)."""
     m = min(len(old), len(new))
     same = list(map(eq, old[:m], new[:m]))
     p = same.index(False) if False in same else m
     if p == m:
-        return p, 0
+        return m, m  # one is the other's start: the caller clamps the two to what does not overlap
     k = m - p
     tail = list(map(eq, islice(reversed(old), k), islice(reversed(new), k)))
     q = tail.index(False) if False in tail else k
@@ -389,9 +422,10 @@ class IncrementalAnalyzer:
     def __init__(self, storage: Storage = ALL_Q8):
         self.storage = storage
         self._parsed = _Generations()
-        self._shared = _Generations()
+        self._shared = _ShapeCache()
         self._checked = _Generations()
-        self._by_shape: dict[tuple, _Generations] = {}
+        self._by_shape: dict[tuple, _ShapeCache] = {}
+        self._uses: dict[tuple, int] = {}  # how many layers of the current text have each shape
         self._digests = _Generations()
         self._last: IncrementalAnalysis | None = None
         self.parsed = 0  # chunks parsed (a cache miss) — for tests and benchmarks
@@ -419,7 +453,7 @@ class IncrementalAnalyzer:
         if hit is None or hit[0].section is not section:
             shapes = self._by_shape.get(key)
             if shapes is None:
-                self._by_shape = {key: _Generations()}  # other constants' programs are of no use any more
+                self._by_shape = {key: _ShapeCache()}  # other constants' programs are of no use any more
                 shapes = self._by_shape[key]
             p, d = checked_program(section, constants, shapes)
             hit = (p, tuple(d))
@@ -439,6 +473,27 @@ class IncrementalAnalyzer:
         self._last = a
         return a
 
+    def _count(self, gone, came) -> None:
+        """The shapes of the layers an edit removed (``gone``) and added (``came``): a shape no layer has any more
+        ages in the shape caches, one a layer has again is kept."""
+        uses = self._uses
+        caches = (self._shared, *self._by_shape.values())
+        for s in came:
+            if s is not None and s.shape is not None and s.shape.key is not None:
+                k = s.shape.key
+                uses[k] = uses.get(k, 0) + 1
+                if uses[k] == 1:
+                    for c in caches:
+                        c.revive(k)
+        for s in gone:
+            if s is not None and s.shape is not None and s.shape.key is not None:
+                k = s.shape.key
+                uses[k] -= 1
+                if uses[k] == 0:
+                    del uses[k]
+                    for c in caches:
+                        c.retire(k)
+
     def _analyze(self, text: Text) -> IncrementalAnalysis:
         storage = self.storage
         last = self._last
@@ -447,8 +502,9 @@ class IncrementalAnalyzer:
         old = last._columns if last is not None else None
         if old is not None:
             p, q = _common(old.texts, texts)
-            ps, qs = _common(old.seps, seps)
-            p, q = min(p, ps), min(q, qs)
+            if old.seps != seps:
+                ps, qs = _common(old.seps, seps)
+                p, q = min(p, ps), min(q, qs)
             q = min(q, n - p, len(old.texts) - p)
         else:
             p, q = 0, 0
@@ -460,16 +516,20 @@ class IncrementalAnalyzer:
         if old is not None:
             parses = old.parses[:lo] + new_parses + old.parses[old_hi:]
             sizes = old.sizes[:lo] + new_sizes + old.sizes[old_hi:]
+            self._count(map(_section, old.parses[lo:old_hi]), map(_section, new_parses))
         else:
             parses, sizes = new_parses, new_sizes
+            self._uses.clear()
+            self._count((), map(_section, new_parses))
         line0 = list(accumulate(lines, initial=0))[:-1]
         byte0 = list(accumulate(sizes, initial=0))[:-1]
         sections_col = list(map(_section, parses))
         first = 1 if n and sections_col[0] is None else 0
         sections = tuple(sections_col[first:])
         kinds_of = list(map(_kind, sections))
-        layer_at = [i + first for i in compress(range(len(sections)), map(eq, kinds_of, repeat(SectionKind.LAYER)))]
-        special = [i + first for i in compress(range(len(sections)), map(_LINKED.__contains__, kinds_of))]
+        layer_at = list(compress(range(first, n), map(is_, kinds_of, repeat(SectionKind.LAYER))))
+        special = [i for i in compress(range(first, n), map(is_not, kinds_of, repeat(SectionKind.LAYER)))
+                   if sections_col[i].kind in _LINKED]
         by_kind: dict = {SectionKind.LAYER: list(map(sections_col.__getitem__, layer_at))}
         for i in special:
             by_kind.setdefault(sections_col[i].kind, []).append(sections_col[i])
@@ -488,7 +548,7 @@ class IncrementalAnalyzer:
         if title is None:
             doc_diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
         document = Document(text.__str__, title, sections, (), by_kind)
-        where = _Where(sections_col, line0, byte0, layer_at)
+        where = _Where(sections_col, line0, byte0, layer_at, special)
 
         # Constants (and, under a checkpoint's storage, its entries): when they change, every program again.
         constants = document.constants
@@ -608,17 +668,21 @@ def _is_none(x) -> bool:
 class _Where:
     """Where each section's chunk starts, for placing its ranges in the document."""
 
-    def __init__(self, sections_col, line0, byte0, layer_at):
+    def __init__(self, sections_col, line0, byte0, layer_at, special):
         self.sections_col = sections_col
         self.line0 = line0
         self.byte0 = byte0
         self.layer_at = layer_at
+        self.special = special
         self._chunk: dict[int, int] | None = None
 
     def chunk(self, section: Section) -> int:
         layer_at, i = self.layer_at, section.index
         if i is not None and i < len(layer_at) and self.sections_col[layer_at[i]] is section:
             return layer_at[i]  # layers numbered in order: layer i is the i-th layer chunk
+        for k in self.special:  # the model, checkpoint, embed and head: a handful
+            if self.sections_col[k] is section:
+                return k
         if self._chunk is None:
             self._chunk = {id(s): k for k, s in enumerate(self.sections_col) if s is not None}
         return self._chunk[id(section)]

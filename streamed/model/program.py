@@ -666,13 +666,13 @@ def programs_of(doc: Document, checked: dict | None = None) -> Programs:
 def section_links(doc: Document, at) -> list[Diagnostic]:
     """Constants bound once; one section of each single kind (``at``: as in ``link_programs``)."""
     diagnostics: list[Diagnostic] = []
-    seen_consts: dict[str, Range] = {}
+    seen_consts: dict[str, tuple[Section, Range]] = {}
     for s in doc.of_kind(SectionKind.MODEL):
         for k in s.constants:
-            r = at(s, k.name.range)
             if k.name.text in seen_consts:
-                diagnostics.append(Diagnostic(r, Severity.ERROR, f"`{k.name.text}` is already a constant (line {seen_consts[k.name.text].start.line + 1})", "rebound"))
-            seen_consts.setdefault(k.name.text, r)
+                first = at(*seen_consts[k.name.text])
+                diagnostics.append(Diagnostic(at(s, k.name.range), Severity.ERROR, f"`{k.name.text}` is already a constant (line {first.start.line + 1})", "rebound"))
+            seen_consts.setdefault(k.name.text, (s, k.name.range))
     for kind in (SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD):
         found = doc.of_kind(kind)
         for extra in found[1:]:

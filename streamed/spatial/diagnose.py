@@ -10,13 +10,15 @@ reject diagnostics: its errors are the diagnostics, and a program that does not 
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import itemgetter
 
-from ..analysis.incremental import Base, IncrementalAnalysis, as_analysis
+from ..analysis.incremental import IncrementalAnalysis, as_analysis
 from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from .deployment import Deployment
 from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
-from .lower import LoweringError, TPError
+from .lower import LoweringError, TPError, sram_footprint
+from .residency import ResidencyError, plan, state_bytes, weight_bytes
 from .target import TargetError, load_target
 
 DEFAULT = Deployment(mode="decode", ctx=4096)
@@ -34,6 +36,12 @@ def _at(program, statement: int | None):
 
 def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, target=None,
                        cache: dict | None = None) -> list[Diagnostic]:
+    return [d for _, d, _ in _rejects(analysis, deployment, target, cache)]
+
+
+def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | None):
+    """Each reject as ``(the program it is in, the diagnostic, the section of each related range)``: the
+    incremental analysis places them by those sections."""
     if analysis.errors or deployment.refusal():
         return []
     deployment = deployment.normal()
@@ -42,13 +50,12 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
     except TargetError:
         return []
     progs = analysis.programs
-    by_layer = {p.section.index: p for p in progs.layers}
     cache = cache if cache is not None else {}
     constants = tuple(sorted(progs.constants.items()))
-    out: list[Diagnostic] = []
+    out: list = []
     chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
     for k in analysis.kinds:
-        chain.append((f"layer {k.representative} ({k.name})", by_layer[k.representative], deployment.cut("layer"), k))
+        chain.append((f"layer {k.representative} ({k.name})", progs.layer(k.representative), deployment.cut("layer"), k))
     if progs.head is not None:
         chain.append(("head", progs.head, deployment.cut("head"), None))
     try:
@@ -56,67 +63,108 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
     except StreamedReject as r:
         where = next((p for label, p, _, _ in chain if label == r.program), None)
         if where is not None:
-            out.append(Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"))
+            out.append((where, Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"), ()))
         return out
+    lowered = []
     for label, program, cut, kind in chain:
         try:
             if kind is not None:
-                lower_kind(progs, kind, label, program, cut, target, analysis.storage, constants, shared, cache)
+                lowered.append(lower_kind(progs, kind, label, program, cut, target, analysis.storage, constants, shared, cache))
             else:
-                lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache)
+                lowered.append(lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache))
             continue
         except LoweringError as e:
             found = (e.why, e.statement, e.binder, isinstance(e, TPError))
         why, statement, binder, tp = found
-        related = ()
+        related, sections = (), ()
         data = {"program": label, "statement": statement, "binder": binder}
         if kind is not None:
-            related = tuple(Related(by_layer[l].section.heading, f"layer {l} is of kind `{kind.name}` and is refused with it")
-                            for l in kind.layers if l in by_layer)
+            members = [progs.layer(l) for l in kind.layers]
+            members = [m for m in members if m is not None]
+            related = tuple(Related(m.section.heading, f"layer {m.section.index} is of kind `{kind.name}` and is refused with it")
+                            for m in members)
+            sections = tuple(m.section for m in members)
             data["layers"] = list(kind.layers)
         # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the kind.
         message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {why}") if tp
                       else StreamedReject(label, why))
         if kind is not None and len(kind.layers) > 1:
             message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
-        out.append(Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data))
+        out.append((program, Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data), sections))
     if not out:
-        out += _residency(analysis, deployment, target, cache, by_layer)
+        out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
     return out
 
 
-def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, by_layer) -> list[Diagnostic]:
+def _sizes(program, cache: dict) -> tuple[int, int, int]:
+    """A lowered program's own SRAM (activations and tables), weight bytes and state bytes per chip — what the
+    residency plan reads of it — computed once per program."""
+    key = ("sizes", id(program))
+    hit = cache.get(key)
+    if hit is None or hit[0] is not program:
+        use = sram_footprint(program)
+        hit = cache[key] = (program, (use["activations"] + use["tables"], weight_bytes(program), state_bytes(program)))
+    return hit[1]
+
+
+def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, sources, lowered) -> list:
     """The reject no single kind shows: every layer's states (and weights) together not fitting the target's SRAM,
-    HBM and DDR — on the declaration of the state of the first layer that does not fit. Every program comes from
-    ``cache``, so this costs the bindings and the residency arithmetic, linear in the layers."""
+    HBM and DDR — on the declaration of the state of the first layer that does not fit.
+
+    The plan reads of each program only its sizes, and of the layers only which kind each is: so its answer is
+    remembered with the per-layer sizes it was given, and a keystroke that leaves the kinds (or only their sizes)
+    as they were costs a comparison of two lists. Only a new size sequence is planned, and only a plan that does
+    not fit is lowered in full (``lower_streamed``), for the exact reject and its statement."""
+    kinds = analysis.kinds
+    offset = len(lowered) - len(kinds) - (1 if analysis.programs.head is not None else 0)
+    memo_key = ("residency", deployment, target)
+    memo = cache.get(memo_key)
+    programs = tuple(map(id, lowered))
+    if memo is not None and memo[0] is kinds and memo[1] == programs:
+        return memo[3]
+    sizes = [_sizes(p, cache) for p in lowered]
+    layer_kinds = [0] * sum(len(k.layers) for k in kinds)
+    for i, k in enumerate(kinds):
+        for l in k.layers:
+            layer_kinds[l] = offset + i
+    key = (max(s[0] for s in sizes) if sizes else 0,
+           [s[1] for i, s in enumerate(sizes) if not offset <= i < offset + len(kinds)],
+           list(map(itemgetter(1), map(sizes.__getitem__, layer_kinds))),
+           list(map(itemgetter(2), map(sizes.__getitem__, layer_kinds))))
+    if memo is not None and memo[2] == key:
+        found = memo[3]
+    else:
+        entries = [("", None, p) for p in lowered]
+        for i, k in enumerate(kinds):
+            entries[offset + i] = (k.name, list(k.layers), lowered[offset + i])
+        try:
+            plan(entries, layer_kinds, target)
+            found = []
+        except ResidencyError:
+            found = _full_residency(analysis, deployment, target, cache)
+    cache[memo_key] = (kinds, programs, key, found)
+    return found
+
+
+def _full_residency(analysis: Analysis, deployment: Deployment, target, cache: dict) -> list:
+    """The residency reject as ``streamed lower`` gives it, placed on the declaration of the state that does not
+    fit (every program comes from ``cache``: this costs the bindings and the residency arithmetic)."""
     try:
         lower_streamed(analysis, deployment, target, analysis.storage, cache=cache)
     except StreamedReject as r:
-        if r.program == "bundle" and r.layer in by_layer:
+        layer = analysis.programs.layer(r.layer) if r.layer is not None else None
+        if r.program == "bundle" and layer is not None:
             data = {"program": "bundle", "statement": r.statement, "binder": r.binder, "layer": r.layer}
-            return [Diagnostic(_at(by_layer[r.layer], r.statement), Severity.ERROR, str(r), "reject", (), data)]
+            return [(layer, Diagnostic(_at(layer, r.statement), Severity.ERROR, str(r), "reject", (), data), ())]
     return []
 
 
 def reject_diagnostics_of(a: IncrementalAnalysis, deployment, target=None, cache: dict | None = None) -> tuple[Diagnostic, ...]:
     """``reject_diagnostics`` of an incremental analysis (the editor's), in document coordinates. ``cache`` is keyed
     by kind digest, so a kind lowered before — however its layers were renamed since — is not lowered again."""
-    found = reject_diagnostics(as_analysis(a), deployment, target, cache)
-    if not found:
-        return ()
-    # Every range a reject carries is a statement's range or a heading of some program's section (the very objects):
-    # place each by the section it came from.
-    where: dict[int, Base] = {}
-    for p in a.programs.all():
-        base = a.base_of(p.section)
-        where[id(p.section.heading)] = base
-        for st in p.section.statements:
-            where[id(st.range)] = base
     out = []
-    for d in found:
-        base = where.get(id(d.range))
-        if base is None:
-            continue
-        related = tuple(Related(where[id(r.range)].range(r.range), r.message) for r in d.related if id(r.range) in where)
+    for program, d, sections in _rejects(as_analysis(a), deployment, target, cache):
+        base = a.base_of(program.section)
+        related = tuple(Related(a.base_of(s).range(r.range), r.message) for s, r in zip(sections, d.related))
         out.append(replace(d, range=base.range(d.range), related=related))
     return tuple(out)
