@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ..lang.lexer import Range, tokens as _lex_tokens
-from ..lang.syntax import Call, Binary, Let, SectionKind
+from ..lang.syntax import Call, Binary, Let, SectionKind, Set
 from ..model.checkpoint import ALL_Q8, Storage, bind
 from ..model.program import Program, Programs
 
@@ -291,83 +291,226 @@ def _difference(a: Sequence[str], b: Sequence[str]) -> int:
 MAX_DIFFERENCE = 6
 
 
-def _stem(name: str) -> str:
-    head, sep, tail = name.partition("_")
-    return head.rstrip("0123456789") + "…" + (sep + tail if sep else "")
+# ---- where two programs part, in whole tokens and whole statements -------------------------------------------------
+
+_NUMERIC = re.compile(r"\d[A-Za-z0-9_]*")
+_QUOTE = 60
 
 
-def _insertion(ta: Sequence[str], tb: Sequence[str]) -> tuple[int, int] | None:
-    """When ``tb`` is ``ta`` with one run of tokens inserted (or removed), binders counted as alike: the index of the
-    run and its length (negative when removed). ``None`` when the two differ otherwise or are as long."""
-    n = len(tb) - len(ta)
-    if n == 0:
-        return None
-    ca, cb = _canon(ta), _canon(tb)
-    i = 0
-    while i < min(len(ca), len(cb)) and ca[i] == cb[i]:
-        i += 1
-    if n > 0 and cb[i + n:] == ca[i:]:
-        return i, n
-    if n < 0 and ca[i - n:] == cb[i:]:
-        return i, n
+def _span_text(t, a: int, b: int, rename=None) -> str:
+    """Tokens ``a``…``b`` of table ``t`` as written, spaces collapsed and comments left out (each word through
+    ``rename``, if given), at most ``_QUOTE`` characters."""
+    texts = t.texts if rename is None else [rename(w) for w in t.texts]
+    out = [texts[a]]
+    for k in range(a + 1, b + 1):
+        out.append(texts[k] if t.adjacent(k - 1) else " " + texts[k])
+    text = "".join(out)
+    return text if len(text) <= _QUOTE else text[:_QUOTE - 1] + "…"
+
+
+def _whole(t, k: int, names: set) -> tuple[int, int]:
+    """The whole of what token ``k`` is part of, as a person reads it: a number joined from its pieces (``1e`` ``-``
+    ``6``), preceded by the words that say what it is (``epsilon``, ``heads 4 sharing``, ``scaled by``)."""
+    texts, n = t.texts, len(t.texts)
+    a = b = k
+    if _NUMERIC.match(texts[k]) or texts[k] in ".-+":
+        while a > 0 and t.adjacent(a - 1) and (_NUMERIC.match(texts[a - 1]) or texts[a - 1] in ".-+"):
+            a -= 1
+        while b + 1 < n and t.adjacent(b) and (_NUMERIC.match(texts[b + 1]) or
+                                                (texts[b + 1] in ".-+" and b + 2 < n and t.adjacent(b + 1)
+                                                 and _NUMERIC.match(texts[b + 2]))):
+            b += 1
+        for _ in range(3):  # the option or operator words before it
+            w = texts[a - 1] if a > 0 else ""
+            if not w or w in names or not (w[0].isalnum()) or w in ("be", "of", "to", "Let", "Set", "Return"):
+                break
+            a -= 1
+    return a, b
+
+
+def _units(section) -> list[tuple[int, int]]:
+    """Each sentence of a program (its tokens up to and with a full stop, parsed or not) as ``(first, end)``."""
+    from ..lang.parser import split_statements
+
+    return [(a, b) for a, b, _ in split_statements(section.table)]
+
+
+def _op_name(texts, k: int) -> str | None:
+    """The operation (or operator) a program applies at token ``k``, by name."""
+    from ..lang import ops as ops_table
+
+    w = texts[k]
+    if w in ops_table.BINARY_WORDS:
+        return w
+    for op in ops_table.OP_BY_FIRST_WORD.get(w, ()):
+        if tuple(texts[k:k + len(op.words)]) == op.words:
+            return op.name
     return None
+
+
+def _operands(program: Program, k: int) -> tuple[str, list[tuple[int, int]]] | None:
+    """The innermost operation of ``program`` applied over token ``k``: its name and its operands' token spans."""
+    t = program.section.table
+    starts = {r: i for i, r in enumerate(t.starts)}
+    ends = {r: i for i, r in enumerate(t.ends)}
+    pos = t.source.pos
+    at_start = {pos(c).offset: i for c, i in starts.items()}
+    at_end = {pos(c).offset: i for c, i in ends.items()}
+
+    def span(e) -> tuple[int, int] | None:
+        a, b = at_start.get(e.range.start.offset), at_end.get(e.range.end.offset)
+        return (a, b) if a is not None and b is not None else None
+
+    best = None
+
+    def walk(e):
+        nonlocal best
+        if isinstance(e, Binary):
+            kids, name = [e.left, e.right], e.op
+        elif isinstance(e, Call):
+            kids, name = [x for _, x in e.args], e.op
+        else:
+            return
+        sp = span(e)
+        if sp is None or not sp[0] <= k <= sp[1]:
+            return
+        spans = [span(x) for x in kids]
+        if all(x is not None for x in spans):
+            best = (name, spans)
+        for x in kids:
+            walk(x)
+
+    for st in program.statements:
+        value = getattr(st, "value", None)
+        if value is not None and not hasattr(value, "role"):
+            walk(value)
+        if isinstance(st, Set) and st.row is not None:
+            walk(st.row)
+    return best
 
 
 def first_difference(
     programs: Programs, layer: Program, rep: Program, storage: Storage = ALL_Q8
-) -> tuple[int | None, int | None, str]:
-    """The first token (index in ``layer``, index in ``rep``) where ``layer`` stops being ``rep`` renamed, and why."""
-    ta, tb = [t.text for t in rep.tokens], [t.text for t in layer.tokens]
-    na, nb = binders(ta), binders(tb)
-    qa, qb = stored_q8(programs, rep, storage), stored_q8(programs, layer, storage)
+) -> tuple[tuple[int, int] | None, tuple[int, int] | None, str, bool]:
+    """Where ``layer`` stops being ``rep`` renamed, and why: the tokens (first, last) in ``layer`` and in ``rep``,
+    the sentence, and whether the two spans are counterparts (not when one program has a statement the other
+    lacks). In whole statements when a statement is extra or missing, and in whole tokens otherwise: a number as
+    written with the words that say what it is, an operation by both its names, reordered operands by both lists, a
+    weight stored differently by both storages."""
+    ta, tb = rep.section.table, layer.section.table
+    xa, xb = ta.texts, tb.texts
+    na, nb = binders(xa), binders(xb)
+    ca, cb = _canon(xa), _canon(xb)
     L, R = layer.section.index, rep.section.index
-    shift = _insertion(ta, tb)
-    if shift is not None:
-        i, n = shift
-        if n > 0:
-            s = layer.section.statement_at(i - 1) if i else None
-            where = f"after statement {s + 1}" if s is not None else "at its start"
-            return i, i, f"layer {L} has {n} more token{'s' if n != 1 else ''} {where}, which layer {R} does not have"
-        s = rep.section.statement_at(i - 1) if i else None
-        where = f"after statement {s + 1}" if s is not None else "at its start"
-        return i, i, f"layer {L} has {-n} fewer token{'s' if n != -1 else ''} than layer {R}: layer {R} has them {where}"
-    forward: dict[str, str] = {}
-    back: dict[str, str] = {}
-    for i, (x, y) in enumerate(zip(ta, tb)):
-        bx, by = x in na, y in nb
-        if bx and by:
-            fx, by_ = forward.get(x), back.get(y)
-            if fx is not None and fx != y:
-                return i, i, (f"layer {L} reads `{y}` where layer {R} reads `{x}` at the same place: "
-                              f"`{_stem(x)}` is bound as `{fx}` elsewhere in layer {L}")
-            if by_ is not None and by_ != x:
-                return i, i, (f"layer {L} reads `{y}` where layer {R} reads `{x}` at the same place: "
-                              f"`{y}` already stands for `{by_}` of layer {R}")
-            forward[x], back[y] = y, x
-            if (x in qa) != (y in qb):
-                sa = stored_as(programs, x, True, storage) if x in rep.decls and rep.decls[x].q8 else "dense"
-                sb = stored_as(programs, y, True, storage) if y in layer.decls and layer.decls[y].q8 else "dense"
-                return i, i, f"`{y}` is stored {sb} but `{x}` is stored {sa}: layer {L} reads it {'dense' if x in qa else 'as stored, Q8_0'}"
-        elif bx != by:
-            if by:
-                return i, i, f"layer {L} binds `{y}` where layer {R} has `{x}`, a word of the language or a shared name"
-            return i, i, f"layer {L} has `{y}` where layer {R} binds the name `{x}`"
-        elif x != y:
-            prev = ta[i - 1] if i > 0 and ta[i - 1] == tb[i - 1] and ta[i - 1][0].isalpha() else None
-            say_b = f"{prev} {y}" if prev and y[0].isdigit() else y
-            say_a = f"{prev} {x}" if prev and x[0].isdigit() else x
-            return i, i, f"layer {L} says `{say_b}` where layer {R} says `{say_a}`"
-    if len(tb) != len(ta):
-        n = abs(len(tb) - len(ta))
-        longer, shorter = (L, R) if len(tb) > len(ta) else (R, L)
-        common = min(len(ta), len(tb))
-        owner = layer if len(tb) < len(ta) else rep
-        last = owner.section.statement_at(common - 1)
-        after = f"after statement {last + 1}" if last is not None else "at its start"
-        i = common if len(tb) > len(ta) else None
-        j = common if len(ta) > len(tb) else None
-        return i, j, f"layer {longer} has {n} more token{'s' if n != 1 else ''} than layer {shorter}, {after}"
-    return None, None, f"layer {L} is layer {R} renamed, but a weight is read differently"
+    ua, ub = _units(rep.section), _units(layer.section)
+    sm = difflib.SequenceMatcher(None, [tuple(ca[a:b]) for a, b in ua], [tuple(cb[a:b]) for a, b in ub], autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        where = f"after statement {j1}" if j1 else "at its start"
+        before_a = (ua[i1 - 1][1] - 1,) * 2 if i1 else None  # the full stop a statement is missing after
+        before_b = (ub[j1 - 1][1] - 1,) * 2 if j1 else None
+        if tag == "insert":
+            extra = _span_text(tb, ub[j1][0], ub[j1][1] - 1)
+            count = f"an extra statement `{extra}`" if j2 - j1 == 1 else f"{j2 - j1} extra statements, the first `{extra}`,"
+            return (ub[j1][0], ub[j1][1] - 1), before_a, f"layer {L} has {count} {where}", False
+        if tag == "delete":
+            forward: dict[str, str] = {}  # the binders of the statements the two have alike, aligned
+            for a, b, size in sm.get_matching_blocks():
+                for (p, q), (u, v) in zip(ua[a:a + size], ub[b:b + size]):
+                    forward.update(_forward(xa[p:q], xb[u:v]))
+            mine = lambda w: forward.get(w) or rebind(w, R, L) if w in na else w  # noqa: E731
+            missing = _span_text(ta, ua[i1][0], ua[i1][1] - 1, mine)
+            count = f"the statement `{missing}`" if i2 - i1 == 1 else f"{i2 - i1} statements, the first `{missing}`,"
+            return before_b, (ua[i1][0], ua[i1][1] - 1), f"layer {L} lacks {count} that layer {R} has {where}", False
+        return _statement_difference(layer, rep, ua[i1], ub[j1], ca, cb, na, nb, L, R, j1)
+    return _binding_difference(programs, layer, rep, storage, na, nb, L, R)
+
+
+def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set, nb: set, L: int, R: int, n: int):
+    """Where statement ``ub`` of ``layer`` parts from statement ``ua`` of ``rep`` (not one up to names); ``ca``,
+    ``cb``: the programs' tokens with binders alike."""
+    ta, tb = rep.section.table, layer.section.table
+    xa, xb = ta.texts, tb.texts
+    sm = difflib.SequenceMatcher(None, ca[ua[0]:ua[1]], cb[ub[0]:ub[1]], autojunk=False)
+    tag, a1, a2, b1, b2 = next(op for op in sm.get_opcodes() if op[0] != "equal")
+    i, j = ub[0] + b1, ua[0] + a1
+    if tag == "insert":
+        at = (min(j, ua[1] - 1),) * 2
+        return (i, ub[0] + b2 - 1), at, (f"layer {L} has `{_span_text(tb, i, ub[0] + b2 - 1)}` in statement "
+                                         f"{n + 1}, which layer {R}'s does not have"), True
+    if tag == "delete":
+        at = (min(i, ub[1] - 1),) * 2
+        return at, (j, ua[0] + a2 - 1), (f"layer {L} lacks `{_span_text(ta, j, ua[0] + a2 - 1)}` that layer {R} "
+                                         f"has in statement {n + 1}"), True
+    x, y = xa[j], xb[i]
+    if (x in na) != (y in nb):
+        if y in nb:
+            return (i, i), (j, j), f"layer {L} binds `{y}` where layer {R} has `{x}`, a word of the language or a shared name", True
+        return (i, i), (j, j), f"layer {L} has `{y}` where layer {R} binds the name `{x}`", True
+    swapped = _swap(layer, rep, i, j, na, nb)
+    if swapped is not None:
+        return swapped
+    opa, opb = _op_name(xa, j), _op_name(xb, i)
+    if opa is not None and opb is not None and opa != opb:
+        return (i, i), (j, j), f"layer {L} uses `{opb}` where layer {R} uses `{opa}`", True
+    wa, wb = _whole(ta, j, na), _whole(tb, i, nb)
+    return wb, wa, f"layer {L} says `{_span_text(tb, *wb)}` where layer {R} says `{_span_text(ta, *wa)}`", True
+
+
+def _forward(xa, xb) -> dict[str, str]:
+    """Each binder of one program to the other's at the same ``Let`` (the programs read alike up to names)."""
+    out: dict[str, str] = {}
+    for k, t in enumerate(xa[:-1]):
+        if t == "Let" and xb[k] == "Let":
+            out.setdefault(xa[k + 1], xb[k + 1])
+    return out
+
+
+def _swap(layer: Program, rep: Program, i: int, j: int, na: set, nb: set):
+    """When the operation over token ``i`` of ``layer`` (``j`` of ``rep``) takes the same operands in another
+    order: the operands' spans in both and a sentence naming both lists."""
+    found_a, found_b = _operands(rep, j), _operands(layer, i)
+    if found_a is None or found_b is None or found_a[0] != found_b[0]:
+        return None
+    ta, tb = rep.section.table, layer.section.table
+    forward = _forward(ta.texts, tb.texts)
+    canon = lambda t, span, rename: " ".join(rename(w) for w in t.texts[span[0]:span[1] + 1])  # noqa: E731
+    mine = [canon(tb, sp, lambda w: w) for sp in found_b[1]]
+    theirs = [canon(ta, sp, lambda w: forward.get(w, w)) for sp in found_a[1]]
+    if mine == theirs or sorted(mine) != sorted(theirs):
+        return None
+    op = found_a[0]
+    listed = lambda t, spans: ", ".join(_span_text(t, a, b) for a, b in spans)  # noqa: E731
+    whole = lambda spans: (spans[0][0], spans[-1][1])  # noqa: E731
+    return whole(found_b[1]), whole(found_a[1]), (
+        f"layer {layer.section.index}'s `{op}` takes `{listed(tb, found_b[1])}` where layer "
+        f"{rep.section.index}'s takes `{listed(ta, found_a[1])}`: the same operands in another order"), True
+
+
+def _binding_difference(programs: Programs, layer: Program, rep: Program, storage: Storage, na: set, nb: set,
+                        L: int, R: int):
+    """Two programs that read alike token for token with binders alike: where the renaming stops being one to one
+    (a name read where another is bound alike), or where a weight is stored differently."""
+    xa, xb = rep.section.table.texts, layer.section.table.texts
+    forward = _forward(xa, xb)
+    back = {y: x for x, y in forward.items()}
+    for k, (x, y) in enumerate(zip(xa, xb)):
+        if x in na and y in nb and (forward.get(x, y) != y or back.get(y, x) != x):
+            swapped = _swap(layer, rep, k, k, na, nb)
+            if swapped is not None:
+                return swapped
+            if forward.get(x, y) != y:
+                return (k, k), (k, k), f"layer {L} reads `{y}` where layer {R} reads `{x}`, which is layer {L}'s `{forward[x]}`", True
+            return (k, k), (k, k), f"layer {L} reads `{y}` where layer {R} reads `{x}`: layer {L}'s `{y}` is layer {R}'s `{back[y]}`", True
+    qa, qb = stored_q8(programs, rep, storage), stored_q8(programs, layer, storage)
+    for x, y in forward.items():
+        if (x in qa) != (y in qb):
+            k = next(k for k in range(len(xb) - 1) if xb[k] == "Let" and xb[k + 1] == y) + 1
+            sa = stored_as(programs, x, True, storage) if x in rep.decls and rep.decls[x].q8 else "dense"
+            sb = stored_as(programs, y, True, storage) if y in layer.decls and layer.decls[y].q8 else "dense"
+            return (k, k), (k, k), f"`{y}` is stored {sb} but `{x}` is stored {sa}: layer {L} reads it {'dense' if x in qa else 'as stored, Q8_0'}", True
+    return None, None, f"layer {L} is layer {R} renamed, but a weight is read differently", False
 
 
 class _ByIndex:
@@ -415,13 +558,12 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
             layer = by_index[layer_index]
             if layer.section.distinct:
                 continue
-            i, j, why = first_difference(programs, layer, rep, storage)
-            lr = layer.tokens[i].range if i is not None and i < len(layer.tokens) else (layer.tokens[-1].range if layer.tokens else layer.section.heading)
-            rr = rep.tokens[j].range if j is not None and j < len(rep.tokens) else (rep.tokens[-1].range if rep.tokens else rep.section.heading)
-            out.append(Divergence(
-                layer_index, best.representative, best.name, k.name, lr, rr, why,
-                layer.section.statement_at(i) if i is not None else None,
-                rep.section.statement_at(j) if j is not None else None,
-            ))
+            mine, theirs, why, paired = first_difference(programs, layer, rep, storage)
+            lr = layer.section.table.range(*mine) if mine is not None else layer.section.heading
+            rr = rep.section.table.range(*theirs) if theirs is not None else rep.section.heading
+            statement = layer.section.statement_at(mine[0]) if mine is not None else None
+            rep_statement = rep.section.statement_at(theirs[0]) if theirs is not None and paired else None
+            out.append(Divergence(layer_index, best.representative, best.name, k.name, lr, rr, why,
+                                  statement, rep_statement))
     out.sort(key=lambda d: d.layer)
     return out

@@ -4,6 +4,7 @@ layer differs by design."""
 from __future__ import annotations
 
 from builders import document, line_of
+from repo import example
 
 from streamed.analysis.whole import analyze
 from streamed.model.checkpoint import Storage
@@ -21,7 +22,7 @@ def test_a_swapped_weight_names_both_layers_and_the_binding():
     text = document(6).replace("Let qr4 be rope of (xn4 times Wq4)", "Let qr4 be rope of (xn4 times Wk4)")
     (d,) = _divs(text)
     assert (d.layer, d.representative) == (4, 0)
-    assert d.why == "layer 4 reads `Wk4` where layer 0 reads `Wq0` at the same place: `Wq…` is bound as `Wq4` elsewhere in layer 4"
+    assert d.why == "layer 4 reads `Wk4` where layer 0 reads `Wq0`, which is layer 4's `Wq4`"
     assert d.range.start.line + 1 == line_of(text, "Let qr4 be rope")
     assert d.representative_range.start.line + 1 == line_of(text, "Let qr0 be rope")
     data = text.encode()
@@ -48,12 +49,13 @@ def test_a_weight_stored_differently_is_reported_with_how_each_is_stored():
     assert d.why.startswith("`Wv2` is stored F16 but `Wv0` is stored Q8_0")
 
 
-def test_a_longer_layer_says_how_many_tokens_and_after_which_statement():
+def test_a_longer_layer_names_its_extra_statement_and_where_it_is():
     text = document(5).replace("Return xo3.", "Let extra3 be xo3.\nReturn xo3.")
     (d,) = _divs(text)
     statement = 1 + len([ln for ln in text.split("## Layer 3")[1].split("Let extra3")[0].split("\n") if ln.strip()]) - 1
     assert d.layer == 3 and d.range.start.line + 1 == line_of(text, "Let extra3")
-    assert d.why == f"layer 3 has 5 more tokens after statement {statement}, which layer 0 does not have"
+    assert d.why == f"layer 3 has an extra statement `Let extra3 be xo3.` after statement {statement}"
+    assert d.representative_statement is None  # no statement of layer 0 is its counterpart: no quick fix rewrites it
 
 
 def test_a_layer_that_differs_by_design_is_not_reported():
@@ -95,3 +97,54 @@ def test_a_checkpoint_the_document_does_not_describe_is_a_warning_not_silence():
     warnings = [d.message for d in a.diagnostics if d.code == "checkpoint"]
     assert '`Wq0` is bound to "model.layers.0.self_attn.q_proj.weight", which model.gguf does not have (and 2 more like it)' in warnings
     assert any(m.startswith("no `## Checkpoint` entry binds `Wk0`") for m in warnings)
+
+
+# ---- the wording of the reasons, on a real model's layers (Llama 3.1 8B as the author writes it) ---------------------
+
+LLAMA = example("llama-3.1-8b")
+
+
+def _edited(layer: int, old: str, new: str, text: str = LLAMA) -> str:
+    """``text`` with ``old`` replaced by ``new`` once, inside ``## Layer N`` only."""
+    a = text.index(f"## Layer {layer}:")
+    b = text.index("## ", a + 5)
+    assert old in text[a:b]
+    return text[:a] + text[a:b].replace(old, new, 1) + text[b:]
+
+
+def _why(text: str) -> str:
+    (d,) = _divs(text)
+    return d.why
+
+
+def test_a_changed_number_is_quoted_whole_with_the_words_that_say_what_it_is():
+    text = _edited(5, "epsilon 1e-5.\nLet qp5", "epsilon 1e-6.\nLet qp5")
+    (d,) = _divs(text)
+    assert d.why == "layer 5 says `epsilon 1e-6` where layer 0 says `epsilon 1e-5`"
+    data = text.encode()
+    assert data[d.range.start.offset:d.range.end.offset] == b"epsilon 1e-6"
+    assert data[d.representative_range.start.offset:d.representative_range.end.offset] == b"epsilon 1e-5"
+
+
+def test_numbers_written_with_more_digits_are_quoted_as_written():
+    text = _edited(5, "epsilon 1e-5.\nLet qp5", "epsilon 0.000001.\nLet qp5").replace("epsilon 1e-5", "epsilon 0.00001")
+    assert _why(text) == "layer 5 says `epsilon 0.000001` where layer 0 says `epsilon 0.00001`"
+
+
+def test_an_inserted_statement_is_named_by_its_text():
+    text = _edited(9, "Let fo9   be f9 times Wd9.\n", "Let fo9   be f9 times Wd9.\nLet z9 be silu of h9.\n")
+    assert _why(text) == "layer 9 has an extra statement `Let z9 be silu of h9.` after statement 28"
+
+
+def test_a_missing_statement_is_named_in_the_layers_own_names():
+    text = _edited(3, "Let o3    be a3 times Wo3.\n", "").replace("Let h3    be xo2 plus o3.", "Let h3    be xo2 plus a3.")
+    assert _why(text) == "layer 3 lacks the statement `Let o3 be a3 times Wo3.` that layer 0 has after statement 23"
+
+
+def test_a_changed_operation_is_named_by_both_operations():
+    assert _why(_edited(7, "Let f7    be silu of", "Let f7    be gelu of")) == "layer 7 uses `gelu` where layer 0 uses `silu`"
+
+
+def test_operands_in_another_order_are_named_by_both_lists():
+    text = _edited(15, "Let h15   be xo14 plus o15.", "Let h15   be o15 plus xo14.")
+    assert _why(text) == "layer 15's `plus` takes `o15, xo14` where layer 0's takes `x, o0`: the same operands in another order"
