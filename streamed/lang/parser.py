@@ -810,9 +810,10 @@ def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Dia
 # ---- the document ------------------------------------------------------------------------------------------------
 
 
-def parse(source: str | bytes, shared: dict | None = None) -> Document:
+def parse(source: str | bytes, shared: dict | None = None, share: bool = True) -> Document:
     """Parse a whole document. Never raises; everything wrong is a diagnostic. ``shared``: see ``parse_chunk``
-    (a fresh one per document unless the caller keeps one)."""
+    (a fresh one per document unless the caller keeps one); ``share=False`` parses every layer on its own (what
+    the shared parse is tested against)."""
     text, replaced = decode(source)
     size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
     if size > MAX_DOCUMENT_BYTES:
@@ -823,7 +824,7 @@ def parse(source: str | bytes, shared: dict | None = None) -> Document:
     diagnostics: list[Diagnostic] = []
     if replaced:
         diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the file is not valid UTF-8; invalid bytes were replaced by �"))
-    shared = {} if shared is None else shared
+    shared = ({} if shared is None else shared) if share else None
     title = None
     sections: list[Section] = []
     for c in cut(text):

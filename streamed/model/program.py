@@ -655,10 +655,13 @@ def checked_program(section: Section, constants: dict[str, float], checked: dict
     return check_program(section, constants)
 
 
-def programs_of(doc: Document, checked: dict | None = None) -> Programs:
+def programs_of(doc: Document, checked: dict | None = None, share: bool = True) -> Programs:
     """Check every program of the document and the links between them (layer order, each input the previous
-    program's output); a layer whose shape was checked before is that program renamed (``checked_program``)."""
+    program's output); a layer whose shape was checked before is that program renamed (``checked_program``).
+    ``share=False`` checks every program on its own (what the shared check is tested against)."""
     constants = doc.constants
+    if not share:
+        return link_programs(doc, lambda section: check_program(section, constants), lambda section, r: r)
     checked = {} if checked is None else checked
     return link_programs(doc, lambda section: checked_program(section, constants, checked), lambda section, r: r)
 

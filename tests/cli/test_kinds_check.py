@@ -116,3 +116,17 @@ def test_the_small_examples_have_the_kinds_of_their_architectures():
         out = json.loads(run("kinds", str(ROOT / "examples" / f"{name}.lgm"), "--json").stdout)
         assert [(k["name"], k["layers"]) for k in out["kinds"]] == kinds, name
         assert out["divergences"] == []
+
+
+def test_an_expression_nested_ten_thousand_deep_is_one_error_in_check_kinds_and_lower(tmp_path):
+    doc = tmp_path / "deep.lgm"
+    text = document(2)
+    doc.write_text(text.replace("Let h1 be xo0 plus a1 times Wo1.",
+                                "Let h1 be " + "(" * 10_000 + "xo0" + ")" * 10_000 + " plus a1 times Wo1."))
+    for command in (["check", str(doc)], ["kinds", str(doc)], ["lower", str(doc), "--mode", "decode", "--ctx", "64",
+                                                                "-o", str(tmp_path / "b")]):
+        r = run(*command)
+        assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr, command
+        # `kinds` counts the errors and points at `check`, which (like `lower`) says what each is.
+        said = "errors: run `streamed check" if command[0] == "kinds" else "nests more than 64 deep"
+        assert said in r.stdout + r.stderr, command

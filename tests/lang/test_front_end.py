@@ -6,6 +6,7 @@ from pathlib import Path
 
 from streamed.lang import parse, tokens
 from streamed.lang.lexer import lex
+from streamed.lang.limits import MAX_NESTING
 from streamed.lang.syntax import Binary, Call, Declaration, Let, SectionKind, Set
 
 from repo import EXAMPLES
@@ -124,3 +125,83 @@ def test_checkpoint_entries_read_their_tensor_and_slices():
     first = doc.checkpoint[0]
     assert (first.pattern, first.tensor, first.columns) == ("Wqg{l}", "blk.{l}.attn_q.weight", (64, 128, 128))
     assert len(doc.diagnostics) == 2  # `{l}` on one side only, and a line that is no entry
+
+
+# ---- input the parser must not trust: nesting, byte-order marks, old line ends -------------------------------------
+
+
+def _only(doc) -> str:
+    (d,) = doc.diagnostics
+    return d.message
+
+
+def test_ten_thousand_nested_parentheses_are_one_diagnostic_naming_the_limit():
+    text = "# T\n## Layer 0\nLet y be " + "(" * 10_000 + "b" + ")" * 10_000 + ".\nReturn y.\n"
+    doc = parse(text)
+    assert f"at most {MAX_NESTING} levels" in _only(doc)
+    assert [type(st).__name__ for st in doc.layers[0].statements] == ["Return"]  # the rest is still read
+
+
+def test_a_chain_of_operators_deeper_than_the_limit_is_one_diagnostic():
+    doc = parse("# T\n## Layer 0\nLet y be b" + " plus b" * 10_000 + ".\n")
+    assert f"at most {MAX_NESTING} levels" in _only(doc)
+
+
+def test_operations_applied_deeper_than_the_limit_are_one_diagnostic():
+    doc = parse("# T\n## Layer 0\nLet y be " + "silu of " * 5_000 + "b.\n")
+    assert f"at most {MAX_NESTING} levels" in _only(doc)
+
+
+def test_an_expression_as_deep_as_the_limit_is_read():
+    doc = parse("# T\n## Layer 0\nLet y be " + "(" * MAX_NESTING + "b" + ")" * MAX_NESTING + " plus b.\n")
+    assert doc.diagnostics == () and doc.layers[0].statements[0].value.op == "plus"
+
+
+def test_a_byte_order_mark_opening_the_document_is_not_a_token():
+    plain = EXAMPLE.read_text()
+    marked = "\ufeff" + plain
+    doc = parse(marked.encode("utf-8"))
+    assert doc.title == parse(plain).title and doc.diagnostics == ()
+    # Ranges address the text as given: the first line's columns count the mark, later lines are as they were.
+    heading = doc.sections[0].heading
+    assert (heading.start.character, heading.start.offset) == (1, 3)
+    assert doc.layers[0].tokens == parse(plain).layers[0].tokens[:0] + tuple(
+        t._replace(start_offset=t.start_offset + 3, end_offset=t.end_offset + 3) for t in parse(plain).layers[0].tokens)
+
+
+def test_carriage_returns_alone_end_lines_as_newlines_do():
+    plain = EXAMPLE.read_text()
+    old_mac = plain.replace("\n", "\r")
+    a, b = parse(plain), parse(old_mac)
+    assert b.diagnostics == () and [s.title for s in b.sections] == [s.title for s in a.sections]
+    # One character either way: every range is the same.
+    assert [s.range for s in b.sections] == [s.range for s in a.sections]
+    assert [st.range for st in b.layers[2].statements] == [st.range for st in a.layers[2].statements]
+
+
+def test_crlf_line_ends_keep_lines_and_columns():
+    plain = EXAMPLE.read_text()
+    a, b = parse(plain), parse(plain.replace("\n", "\r\n"))
+    assert b.diagnostics == ()
+    strip = lambda r: (r.start.line, r.start.character, r.end.line, r.end.character)  # noqa: E731
+    assert [strip(t.range) for t in b.layers[1].tokens] == [strip(t.range) for t in a.layers[1].tokens]
+
+
+# ---- a layer of a shape already parsed is renamed, not parsed ------------------------------------------------------
+
+
+def test_a_layer_whose_text_is_another_layers_up_to_names_shares_its_parse_and_equals_its_own_parse():
+    doc, alone = parse(EXAMPLE.read_text()), parse(EXAMPLE.read_text(), share=False)
+    layers = doc.layers
+    assert layers[0].shared_from is None and all(s.shared_from is layers[0] for s in layers[1:])
+    assert [s.statements for s in layers] == [s.statements for s in alone.layers]
+
+
+def test_a_layer_binding_a_word_of_the_language_is_parsed_on_its_own():
+    text = EXAMPLE.read_text()
+    a = text.index("## Layer 2")
+    b = text.index("## ", a + 3)
+    clash = text[:a] + text[a:b].replace("xn2", "silu") + text[b:]
+    doc = parse(clash)
+    assert doc.layers[2].shared_from is None
+    assert any("`silu` is a word of the language" in d.message for d in doc.diagnostics)

@@ -84,3 +84,11 @@ async def test_a_burst_of_keystrokes_is_one_analysis(editor, client):
         assert [a.version for a in mine] == [1, editor.versions[uri]]
     finally:
         client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"debounceMs": 0}}))
+
+
+async def test_an_expression_nested_ten_thousand_deep_is_published_as_one_error(editor):
+    text = TINY.replace("Let hn2 be rmsnorm of", "Let hn2 be " + "(" * 10_000 + "x" + ")" * 10_000 + " plus rmsnorm of")
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    (error,) = [d for d in editor.diagnostics(uri) if "nests more than 64 deep" in d.message]
+    assert error.range.start.line == position_of(text, "Let hn2")[0]
