@@ -11,13 +11,15 @@ Invariant: a published snapshot's ``version`` is the client's version of exactly
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+from collections.abc import MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, Text, clean
-from streamed.analysis.whole import diagnostic_order
+from streamed.analysis.whole import diagnostic_order, paced_collector
 from streamed.lang.syntax import Diagnostic
 from streamed.model.checkpoint import ALL_Q8, Storage
 
@@ -66,6 +68,43 @@ class _Doc:
     busy: int = 0  # analyses of this document on the analysis thread (its analyzer is theirs meanwhile)
 
 
+class Lowered(MutableMapping):
+    """Lowered kind programs (and what the reject check remembers), by digest, cut, target and constants: what the
+    last two rounds of analyses used — a round being one analysis per open document — so memory follows the kinds
+    the open documents have, however long the session, and undoing an edit still finds its kind lowered."""
+
+    def __init__(self):
+        self.current: dict = {}
+        self.previous: dict = {}
+
+    def __getitem__(self, key):
+        try:
+            return self.current[key]
+        except KeyError:
+            value = self.current[key] = self.previous[key]
+            return value
+
+    def __setitem__(self, key, value) -> None:
+        self.current[key] = value
+
+    def __delitem__(self, key) -> None:
+        found = self.current.pop(key, None) is not None
+        if self.previous.pop(key, None) is None and not found:
+            raise KeyError(key)
+
+    def __contains__(self, key) -> bool:
+        return key in self.current or key in self.previous
+
+    def __iter__(self):
+        return iter(self.current.keys() | self.previous.keys())
+
+    def __len__(self) -> int:
+        return len(self.current.keys() | self.previous.keys())
+
+    def turn(self) -> None:
+        self.previous, self.current = self.current, {}
+
+
 class Scheduler:
     def __init__(self, on_snapshot: Callable[[Snapshot, object], None], storage: Storage = ALL_Q8,
                  debounce_ms: int = 150, prepare: Callable[[Snapshot], object] = lambda snap: None):
@@ -80,7 +119,13 @@ class Scheduler:
         self.deployment = None  # a ``streamed.spatial.deployment.Deployment`` once settings say which
         self.target = None
         #: Lowered kinds by digest (and cut, target, constants): an edit that renames inside a layer lowers nothing.
-        self.lowered: dict = {}
+        self.lowered = Lowered()
+        self._round = 0  # analyses since the lowered cache last aged
+        # What the server has made by now — modules, classes, the LSP type tables — lives as long as the process:
+        # moved out of the collector's sight once, a full collection walks only what documents make. (Once, not per
+        # analysis: what an analysis makes is collected as any object is.)
+        gc.collect()
+        gc.freeze()
         # One worker: analyses never overlap (an analyzer's caches are not shared between threads).
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="analysis")
 
@@ -153,17 +198,20 @@ class Scheduler:
         """Runs on the analysis thread (or inline, when small): the incremental analysis, then each kind's lowering
         reject (cached by digest) — a document with errors is not lowered: its errors are its diagnostics — then
         ``prepare``."""
-        analysis = analyzer.analyze(text)
-        rejects: tuple = ()
-        if self.deployment is not None and not analysis.errors:
-            if len(self.lowered) > 4096:
-                self.lowered.clear()
-            # Imported here, not at the top: the lowering loads with the first analysis, not with the server's start.
-            from streamed.spatial.diagnose import reject_diagnostics_of
+        with paced_collector():
+            analysis = analyzer.analyze(text)
+            rejects: tuple = ()
+            if self.deployment is not None and not analysis.errors:
+                # Imported here, not at the top: the lowering loads with the first analysis, not the server's start.
+                from streamed.spatial.diagnose import reject_diagnostics_of
 
-            rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
-        snap = Snapshot(uri, version, gen, analysis, rejects)
-        return snap, self.prepare(snap)
+                rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
+            self._round += 1
+            if self._round >= max(1, len(self.docs)):
+                self._round = 0
+                self.lowered.turn()
+            snap = Snapshot(uri, version, gen, analysis, rejects)
+            return snap, self.prepare(snap)
 
     def _edited(self, uri: str, doc: _Doc, delay: float) -> None:
         """The text (or what it is analysed under) changed: a new generation, analysed after ``delay``."""

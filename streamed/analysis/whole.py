@@ -7,6 +7,9 @@ as the error it is and, where it splits the layer from its siblings, as a diverg
 
 from __future__ import annotations
 
+import gc
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .kinds import Divergence, LayerKind, divergences, layer_kinds
@@ -87,6 +90,32 @@ def checkpoint_diagnostics(programs: Programs, storage: Storage, at=None) -> lis
     return out
 
 
+_PACE = threading.Lock()
+_paced = 0
+_threshold: tuple | None = None
+
+
+@contextmanager
+def paced_collector(young: int = 20_000):
+    """While analysing, the young generation is collected every ``young`` allocations instead of 700: an analysis
+    makes tens of thousands of objects that all outlive it, and collecting them 700 at a time only walks them
+    again and again (about 5 % of a 512-layer analysis). Nothing is frozen or disabled — every object is collected
+    as ever, so nothing leaks — and the threshold is restored when the last of any overlapping analyses ends."""
+    global _paced, _threshold
+    with _PACE:
+        if _paced == 0:
+            _threshold = gc.get_threshold()
+            gc.set_threshold(max(young, _threshold[0]), *_threshold[1:])
+        _paced += 1
+    try:
+        yield
+    finally:
+        with _PACE:
+            _paced -= 1
+            if _paced == 0:
+                gc.set_threshold(*_threshold)
+
+
 def diagnostic_order(d: Diagnostic) -> tuple:
     """The order diagnostics are reported in: by place, errors first at one place, then by what they say — a total
     order, so two analyses that find the same diagnostics in different orders report them alike."""
@@ -96,14 +125,15 @@ def diagnostic_order(d: Diagnostic) -> tuple:
 def analyze(text: str | bytes, storage: Storage = ALL_Q8) -> Analysis:
     """Parse, check, kinds and divergences of ``text``: each program of one shape parsed and checked once, every
     other layer of that shape given its tree and program by renaming (``lang.parser``, ``model.program``)."""
-    doc = parse(text)
-    programs = programs_of(doc)
-    kinds = layer_kinds(programs, storage)
-    divs = divergences(programs, kinds, storage)
-    diags = list(doc.diagnostics) + list(programs.diagnostics) + checkpoint_diagnostics(programs, storage)
-    diags += [divergence_diagnostic(programs, d) for d in divs]
-    diags.sort(key=diagnostic_order)
-    return Analysis(doc, programs, tuple(kinds), tuple(divs), tuple(diags), storage)
+    with paced_collector():
+        doc = parse(text)
+        programs = programs_of(doc)
+        kinds = layer_kinds(programs, storage)
+        divs = divergences(programs, kinds, storage)
+        diags = list(doc.diagnostics) + list(programs.diagnostics) + checkpoint_diagnostics(programs, storage)
+        diags += [divergence_diagnostic(programs, d) for d in divs]
+        diags.sort(key=diagnostic_order)
+        return Analysis(doc, programs, tuple(kinds), tuple(divs), tuple(diags), storage)
 
 
 def layer_ranges(layers) -> str:

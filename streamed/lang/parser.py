@@ -24,7 +24,6 @@ import difflib
 import math
 from bisect import bisect_right
 import re
-import weakref
 from dataclasses import dataclass, replace
 
 from . import ops as ops_table
@@ -847,9 +846,6 @@ def parse(source: str | bytes, shared: dict | None = None, share: bool = True) -
 # ---- a shared layer's tree, renamed --------------------------------------------------------------------------------
 
 
-_TOKEN_AT: "weakref.WeakKeyDictionary[Section, tuple[dict, dict]]" = weakref.WeakKeyDictionary()
-
-
 class Renaming:
     """From one section to another of the same shape: each binder of ``frm`` to the binder of ``to`` at the same
     place, and each range of ``frm`` (which starts and ends at token boundaries) to the range of the same tokens in
@@ -859,11 +855,11 @@ class Renaming:
 
     def __init__(self, frm: Section, to: Section):
         self.names = dict(zip(frm.shape.names, to.shape.names))
-        index = _TOKEN_AT.get(frm)
+        index = frm.token_at
         if index is None:
             toks = frm.tokens
-            index = _TOKEN_AT[frm] = ({t.start_offset: k for k, t in enumerate(toks)},
-                                      {t.end_offset: k for k, t in enumerate(toks)})
+            index = frm.token_at = ({t.start_offset: k for k, t in enumerate(toks)},
+                                    {t.end_offset: k for k, t in enumerate(toks)})
         self._starts, self._ends = index
         self._table = to.table
 

@@ -174,7 +174,7 @@ class Section:
 
     __slots__ = ("kind", "title", "index", "note", "constants", "entries", "table", "shape", "diagnostics",
                  "shared_from", "_heading", "_range", "_index_range", "_statements", "_spans", "_tokens",
-                 "__weakref__")
+                 "token_at", "__weakref__")
 
     def __init__(self, kind: SectionKind, heading: Range | None, title: str, index: int | None, note: str | None,
                  range: Range | None, table=None, statements: tuple | None = (), spans: tuple | None = (),
@@ -197,6 +197,7 @@ class Section:
         self._statements = statements
         self._spans = spans
         self._tokens = tokens
+        self.token_at = None  # (start offset → token, end offset → token), made by the first renaming from it
 
     def _place(self) -> None:
         from .parser import heading_ranges  # the parser's rule for where a heading is

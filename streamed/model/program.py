@@ -8,7 +8,6 @@ checked document serves every deployment. A name whose shape cannot be known (be
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Union
 
@@ -67,7 +66,7 @@ class Program:
     equal when every part is equal."""
 
     __slots__ = ("section", "input", "output", "carried", "errors", "in_shape", "out_shape", "_decls", "_shapes",
-                 "_bound_at", "_rep", "__weakref__")
+                 "_bound_at", "_rep", "_names", "__weakref__")
 
     def __init__(self, section: Section, decls: dict[str, Decl], shapes: dict[str, Shape | None],
                  bound_at: dict[str, Range], input: str | None, output: str | None, carried: tuple[str, ...],
@@ -84,6 +83,7 @@ class Program:
         self._shapes = shapes
         self._bound_at = bound_at
         self._rep: Program | None = None
+        self._names: dict[str, int] | None = None
 
     @classmethod
     def renamed(cls, rep: "Program", section: Section) -> "Program":
@@ -101,6 +101,7 @@ class Program:
         p.in_shape, p.out_shape = rep.in_shape, rep.out_shape
         p._decls = p._shapes = p._bound_at = None
         p._rep = rep
+        p._names = None
         return p
 
     def _rename(self) -> None:
@@ -173,16 +174,12 @@ class Program:
         return tuple(d.name for d in self.decls.values() if d.role == "weight" and d.q8)
 
 
-_NAME_INDEX: "weakref.WeakKeyDictionary[Program, dict[str, int]]" = weakref.WeakKeyDictionary()
-
-
 def _name_index(p: Program) -> dict[str, int]:
     """Each binder of ``p``'s section and its place in the section's shape."""
-    found = _NAME_INDEX.get(p)
-    if found is None:
+    if p._names is None:
         names = p.section.shape.names
-        found = _NAME_INDEX[p] = dict(zip(names, range(len(names))))
-    return found
+        p._names = dict(zip(names, range(len(names))))
+    return p._names
 
 
 @dataclass(frozen=True)
