@@ -50,3 +50,62 @@ def record(section: str, path: Path = PERFORMANCE) -> Path:
     tail = "".join(lines[end:])
     path.write_text("".join(lines[:start]) + section + ("\n" + tail if tail else ""), "utf-8")
     return path
+
+
+# ---- what the speed benchmarks share: documents at any depth, whole processes, the floor ---------------------------
+
+#: The floor every speed table stands on: the seed's token rule as one ``re.findall`` over the whole text.
+FLOOR = r"[A-Za-z0-9_]+|\S"
+
+
+def authored(config: str, layers: int) -> str:
+    """``streamed author``'s document for ``examples/configs/CONFIG.json`` grown (or cut) to ``layers`` layers — a
+    real model's program at any depth, its layer pattern kept (``layer_types`` extended by the config's period)."""
+    import json
+
+    from streamed.model.author import author
+    from streamed.model.hf import spec_from_config
+
+    data = json.loads((ROOT / "examples" / "configs" / f"{config}.json").read_text())
+    text = data.get("text_config", data)
+    text["num_hidden_layers"] = layers
+    if "layer_types" in text:
+        if "full_attention_interval" in text:
+            every = text["full_attention_interval"]
+            text["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(layers)]
+        else:
+            pattern = text["layer_types"]
+            text["layer_types"] = [pattern[i % len(pattern)] for i in range(layers)]
+    return author(spec_from_config(data))
+
+
+def run_process(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, int]:
+    """Run ``cmd`` to its end: (CPU seconds it used — user and system, its own and its children's —, wall seconds,
+    exit status). CPU time is what the machine's other load does not change."""
+    import subprocess
+    import time
+
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime, time.perf_counter() - t, p.returncode
+
+
+def floor_command(path: Path) -> list[str]:
+    """A whole process that reads ``path`` and tokenizes it with ``FLOOR``: the interpreter's start and the reading,
+    the least any command can cost."""
+    import sys
+
+    return [sys.executable, "-c", f"import re, sys; re.findall({FLOOR!r}, open(sys.argv[1], encoding='utf-8').read())",
+            str(path)]
+
+
+def median(xs) -> float:
+    import statistics
+
+    return statistics.median(xs)
+
+
+def load_line(start: str, end: str) -> str:
+    return f"load average {start} at the start, {end} at the end"

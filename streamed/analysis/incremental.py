@@ -116,17 +116,22 @@ def chunks(text: str) -> list[Chunk]:
 
 class Text:
     """A document as its chunks: ``texts[i]`` and the line end ``seps[i]`` after it (``""`` for the last). An edit
-    replaces the chunks it touches and keeps every other chunk the very same string, so an analysis finds what
-    changed by identity. Immutable; ``str(t)`` is the whole text."""
+    replaces the chunks it touches and keeps every other chunk the very same string, and remembers which: since the
+    text last analysed, how many chunks at its start and at its end are untouched — so the next analysis reads only
+    what changed without comparing the lists. Immutable (but for that bookkeeping); ``str(t)`` is the whole text."""
 
-    __slots__ = ("texts", "seps", "lines", "_line_starts", "_string")
+    __slots__ = ("texts", "seps", "lines", "_line_starts", "_string", "_since", "_analysed")
 
-    def __init__(self, texts: list[str], seps: list[str], lines: list[int]):
+    def __init__(self, texts: list[str], seps: list[str], lines: list[int], line_starts: list[int] | None = None,
+                 since: "tuple[Text, int, int] | None" = None):
         self.texts = texts
         self.seps = seps
         self.lines = lines  # line ends in each chunk and its separator
-        self._line_starts: list[int] | None = None
+        self._line_starts = line_starts
         self._string: str | None = None
+        # (the text last analysed that this one was edited from, chunks untouched at its start, at its end)
+        self._since = since
+        self._analysed = False
 
     @classmethod
     def of(cls, text: str) -> "Text":
@@ -146,6 +151,15 @@ class Text:
         if self._line_starts is None:
             self._line_starts = list(accumulate(self.lines, initial=0))[:-1]
         return self._line_starts
+
+    def untouched_since(self, other: "Text") -> tuple[int, int] | None:
+        """How many chunks at the start and at the end this text shares with ``other`` (the text an analyzer read
+        last), when this text was edited from it; else ``None``."""
+        if self is other:
+            return len(self.texts), len(self.texts)
+        if self._since is not None and self._since[0] is other:
+            return self._since[1], self._since[2]
+        return None
 
     def _locate(self, line: int, character: int) -> tuple[int, int]:
         """(chunk, ``str`` index in its text) of an editor position, clamped as ``offset_at`` clamps."""
@@ -178,8 +192,18 @@ class Text:
             k = a + j
             if k < b and texts[k] == t:
                 new_texts[j] = texts[k]
-        return Text(texts[:a] + new_texts + texts[b:], seps[:a] + new_seps + seps[b:],
-                    self.lines[:a] + [line_ends(t + s) for t, s in zip(new_texts, new_seps)] + self.lines[b:])
+        new_lines = [line_ends(t + s) for t, s in zip(new_texts, new_seps)]
+        lines = self.lines[:a] + new_lines + self.lines[b:]
+        # The chunks' first lines are the same when the region holds as many chunks of as many lines.
+        same_lines = len(new_lines) == b - a and new_lines == self.lines[a:b]
+        kept_start, kept_end = a, len(texts) - b
+        if not self._analysed and self._since is not None:
+            base, start_, end_ = self._since
+            kept_start, kept_end = min(start_, kept_start), min(end_, kept_end)
+        else:
+            base = self
+        return Text(texts[:a] + new_texts + texts[b:], seps[:a] + new_seps + seps[b:], lines,
+                    self._line_starts if same_lines else None, (base, kept_start, kept_end))
 
 
 # ---- moving ranges between a chunk and the document ----------------------------------------------------------------
@@ -220,21 +244,50 @@ def _placed(diags, base: Base) -> tuple[Diagnostic, ...]:
 # ---- the analysis ---------------------------------------------------------------------------------------------------
 
 _PROGRAM_KINDS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
+_LINKED = frozenset((SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD))
 _input, _output, _in_shape, _out_shape = attrgetter("input"), attrgetter("output"), attrgetter("in_shape"), attrgetter("out_shape")
+_section = attrgetter("section")
+_kind = attrgetter("kind")
+_level = attrgetter("level")
+_diagnostics = attrgetter("diagnostics")
+_number = attrgetter("index")
+_program_index = attrgetter("section.index")
 
 
-@dataclass(frozen=True, eq=False)
-class _Columns:
-    """What an analysis knows per chunk, in chunk order — the previous analysis's, spliced where chunks changed."""
+@dataclass(eq=False)
+class _State:
+    """What one analysis knows, kept for the next: per-chunk columns in chunk order (``texts`` … ``digests``), and
+    what spans chunks in the form an edit updates in place. The next analysis splices the columns where chunks
+    changed and, when an edit changed only layers' text (not their numbers), updates the rest at the edited layers
+    alone."""
 
     texts: list[str]
     seps: list[str]
-    lines: list[int]  # line ends in the chunk and its separator
-    sizes: list[int]  # UTF-8 bytes of the chunk and its separator
-    parses: list[ChunkParse]
-    programs: list  # the checked program of a program section (under the analysis's constants), else None
+    lines: list[int]  # line ends in each chunk and its separator
+    sizes: list[int]  # UTF-8 bytes of each chunk and its separator
+    parses: list  # ChunkParse per chunk
+    sections: list  # its section per chunk (None for text before the first heading)
+    programs: list  # the checked program of a program section (under ``constants_key``), else None
     checks: list  # that check's diagnostics, chunk-relative
     digests: list  # a checked layer's digest, else None
+    first: int  # 1 when the first chunk is text before any heading
+    line0: list[int]  # the document line and byte each chunk starts at
+    byte0: list[int]
+    constants_key: tuple
+    ordered: bool  # layers numbered 0, 1, 2… in order, one embed, one head: linked by the columns
+    layer_at: list[int]  # the chunk of each layer section
+    special: list[int]  # the chunks of the model, checkpoint, embed and head sections
+    embed_at: int | None
+    head_at: int | None
+    titles: list[int]  # the chunks whose heading is a `# Title`
+    doc_diags: list  # what the parser says about the whole document
+    parse_placed: dict  # chunk → its parse diagnostics in document coordinates (only chunks that have some)
+    check_placed: dict  # chunk → its check diagnostics in document coordinates (ordered documents)
+    odd: set  # positions k in the chain (embed, layers, head) where chain[k + 1] does not read chain[k]'s output
+    layer_digests: list
+    layer_indices: list
+    groups: dict  # digest → the layers that have it, ascending
+    relative_divergences: tuple
 
 
 class IncrementalAnalysis:
@@ -243,8 +296,7 @@ class IncrementalAnalysis:
 
     def __init__(self, text_of, document: Document, programs: Programs, kinds: tuple[LayerKind, ...],
                  divergences: tuple[Divergence, ...], diagnostics: tuple[Diagnostic, ...], storage: Storage,
-                 columns: _Columns, line0: list[int], byte0: list[int], first: int, constants_key: tuple,
-                 relative_divergences: tuple[Divergence, ...], layer_digests: list):
+                 state: _State, where: "_Where"):
         self._text_of = text_of
         self._text: str | None = None
         self.document = document
@@ -253,14 +305,8 @@ class IncrementalAnalysis:
         self.divergences = divergences
         self.diagnostics = diagnostics
         self.storage = storage
-        self._columns = columns
-        self._line0 = line0  # the document line and byte each chunk starts at
-        self._byte0 = byte0
-        self._first = first  # 1 when the first chunk is text before any heading (no section)
-        self._constants_key = constants_key
-        self._relative_divergences = relative_divergences
-        self._layer_digests = layer_digests
-        self._layer_indices: list = []
+        self._state = state
+        self._where = where
         self._index: dict[int, int] | None = None
         self._program_at: dict[int, Program] | None = None
 
@@ -273,44 +319,40 @@ class IncrementalAnalysis:
     @property
     def chunk_texts(self) -> tuple[str, ...]:
         """Per section (``document.sections``), its chunk's text."""
-        return tuple(self._columns.texts[self._first:])
+        return tuple(self._state.texts[self._state.first:])
 
     @property
     def bases(self) -> tuple[Base, ...]:
         """Per section, where its chunk starts in the document."""
-        f = self._first
-        return tuple(map(Base, self._line0[f:], self._byte0[f:]))
+        st = self._state
+        return tuple(map(Base, st.line0[st.first:], st.byte0[st.first:]))
 
     @property
     def digests(self) -> dict[int, str]:
         """Layer index → shape digest, for every checked layer."""
-        return {p.section.index: d for p, d in zip(self.programs.layers, self._layer_digests)}
+        return {p.section.index: d for p, d in zip(self.programs.layers, self._state.layer_digests)}
 
     # -- where things are --
     def section_at(self, line: int) -> int | None:
         """The index (into ``document.sections``) of the section holding document line ``line``."""
-        i = bisect.bisect_right(self._line0, line, self._first) - 1 - self._first
+        st = self._state
+        i = bisect.bisect_right(st.line0, line, st.first) - 1 - st.first
         return i if i >= 0 else None
 
     def index_of(self, section: Section) -> int:
-        if self._index is None:
-            self._index = {id(s): i for i, s in enumerate(self.document.sections)}
-        i = self._index.get(id(section))
-        if i is None or self.document.sections[i] is not section:
-            raise ValueError("not a section of this analysis")
-        return i
+        return self._where.chunk(section) - self._state.first
 
     def base_of(self, section: Section) -> Base:
-        i = self.index_of(section) + self._first
-        return Base(self._line0[i], self._byte0[i])
+        return self._where.base(section)
 
     def to_document(self, section: Section, r: Range) -> Range:
         return self.base_of(section).range(r)
 
     def program_of(self, section: Section) -> Program | None:
-        if self._program_at is None:
-            self._program_at = {id(p.section): p for p in self.programs.all()}
-        p = self._program_at.get(id(section))
+        try:
+            p = self._state.programs[self._where.chunk(section)]
+        except KeyError:
+            return None
         return p if p is not None and p.section is section else None
 
     def layer_section(self, layer: int) -> Section | None:
@@ -415,9 +457,9 @@ def _common(old: list, new: list) -> tuple[int, int]:
 class IncrementalAnalyzer:
     """Analyses successive texts of one document, reusing every chunk whose text did not change.
 
-    Caches (each keeping what the last two analyses used): parsed chunks by text; shapes parsed cleanly (a layer of
-    a known shape is renamed, not parsed); checked programs by (text, constants); programs by shape (a layer of a
-    checked shape is renamed, not checked); digests by shape."""
+    Caches: parsed chunks by text and checked programs by (text, constants), each keeping what the last two analyses
+    used; the parse and the program of each shape the document has (a layer of a known shape is renamed, not parsed
+    or checked); digests by shape; kind names by digest."""
 
     def __init__(self, storage: Storage = ALL_Q8):
         self.storage = storage
@@ -427,7 +469,9 @@ class IncrementalAnalyzer:
         self._by_shape: dict[tuple, _ShapeCache] = {}
         self._uses: dict[tuple, int] = {}  # how many layers of the current text have each shape
         self._digests = _Generations()
+        self._names = _Generations()
         self._last: IncrementalAnalysis | None = None
+        self._last_text: Text | None = None
         self.parsed = 0  # chunks parsed (a cache miss) — for tests and benchmarks
         self.digested = 0
 
@@ -440,13 +484,29 @@ class IncrementalAnalyzer:
                 self.parsed += 1
         return hit
 
+    def _window(self, text: Text) -> tuple[int, int, int]:
+        """The chunks of ``text`` that differ from the last analysis's: ``(lo, hi, old_hi)`` — chunks ``lo:hi`` of
+        ``text`` replace chunks ``lo:old_hi`` of the last text."""
+        last = self._last._state
+        n, m = len(text.texts), len(last.texts)
+        known = text.untouched_since(self._last_text) if self._last_text is not None else None
+        if known is not None:
+            p, q = known
+        else:
+            p, q = _common(last.texts, text.texts)
+            if last.seps != text.seps:
+                ps, qs = _common(last.seps, text.seps)
+                p, q = min(p, ps), min(q, qs)
+        p = min(p, n, m)
+        q = min(q, n - p, m - p)
+        return p, n - q, m - q
+
     def unparsed(self, text: "Text") -> int:
         """How many characters of ``text`` the caches do not hold: what analysing it will read."""
-        last = self._last
-        if last is None:
+        if self._last is None:
             return sum(map(len, text.texts))
-        p, q = _common(last._columns.texts, text.texts)
-        return sum(len(t) for t in text.texts[p:len(text.texts) - q] if self._parsed.get(t) is None)
+        lo, hi, _ = self._window(text)
+        return sum(len(t) for t in text.texts[lo:hi] if self._parsed.get(t) is None)
 
     def _check(self, section: Section, chunk_text: str, constants: dict[str, float], key: tuple) -> tuple[Program, tuple[Diagnostic, ...]]:
         hit = self._checked.get((chunk_text, key))
@@ -461,16 +521,27 @@ class IncrementalAnalyzer:
         return hit
 
     def analyze(self, text: "str | Text", cut: list | None = None) -> IncrementalAnalysis:
-        """The analysis of ``text`` (a ``str``, or the editor's ``Text``, whose unchanged chunks are found by
-        identity). ``cut`` is ignored (kept for callers that cut the text themselves)."""
+        """The analysis of ``text`` (a ``str``, or the editor's ``Text``, whose edits since the last analysis say
+        which chunks changed). ``cut`` is ignored (kept for callers that cut the text themselves)."""
         if isinstance(text, str):
             text = Text.of(clean(text))
         try:
-            a = self._analyze(text)
+            a = None
+            if self._last is not None:
+                lo, hi, old_hi = self._window(text)
+                a = self._in_place(text, lo, hi, old_hi)
+                if a is None:
+                    a = self._analyze(text, lo, hi, old_hi)
+            else:
+                a = self._analyze(text, 0, len(text.texts), 0)
         finally:
-            for cache in (self._parsed, self._shared, self._checked, self._digests, *self._by_shape.values()):
+            for cache in (self._parsed, self._shared, self._checked, self._digests, self._names,
+                          *self._by_shape.values()):
                 cache.turn()
-        self._last = a
+        self._last, self._last_text = a, text
+        # Edits from this text are counted from it now; what it was edited from is of no use (and would keep every
+        # text of the session alive through the chain).
+        text._analysed, text._since = True, None
         return a
 
     def _count(self, gone, came) -> None:
@@ -494,21 +565,124 @@ class IncrementalAnalyzer:
                     for c in caches:
                         c.retire(k)
 
-    def _analyze(self, text: Text) -> IncrementalAnalysis:
+    def _digest(self, programs: Programs, program: Program) -> str:
+        shape = program.section.shape
+        known = self.storage.all_q8 and shape is not None and shape.key is not None and self._digests.get(shape.key) is not None
+        d = digest_of(programs, program, self.storage, self._digests)
+        self.digested += not known
+        return d
+
+    # ---- an edit that changed only layers' text: everything else is the last analysis's ----------------------
+
+    def _in_place(self, text: Text, lo: int, hi: int, old_hi: int) -> IncrementalAnalysis | None:
+        """The analysis of ``text`` when chunks ``lo:hi`` were layers and still are, with the same numbers, in a
+        document whose layers are numbered in order: its sections, programs, links, kinds and diagnostics are the
+        last analysis's but at those layers — the chain rechecked around them, the kinds regrouped for them, every
+        diagnostic after them shifted by the lines they gained. ``None`` for any other edit."""
+        last = self._last
+        st = last._state
+        if not st.ordered or hi - lo != old_hi - lo or len(text.texts) != len(st.texts):
+            return None
+        texts, seps, lines = text.texts, text.seps, text.lines
+        new_parses = [self._parse(t) for t in texts[lo:hi]]
+        for i, p in zip(range(lo, hi), new_parses):
+            old, new = st.sections[i], p.section
+            if old is None or new is None or old.kind is not SectionKind.LAYER or new.kind is not SectionKind.LAYER \
+                    or new.index is None or new.index != old.index:
+                return None
+        self._count(st.sections[lo:hi], map(_section, new_parses))
+        window = range(lo, hi)
+        parses = st.parses[:lo] + new_parses + st.parses[hi:]
+        sections_col = st.sections[:lo] + list(map(_section, new_parses)) + st.sections[hi:]
+        new_sizes = [utf8_length(t) + len(s) for t, s in zip(texts[lo:hi], seps[lo:hi])]
+        sizes = st.sizes[:lo] + new_sizes + st.sizes[hi:]
+        shift = (sum(lines[lo:hi]) - sum(st.lines[lo:hi]), sum(new_sizes) - sum(st.sizes[lo:hi]))
+        if shift == (0, 0) and hi - lo == 1:
+            line0, byte0 = st.line0, st.byte0
+        else:
+            line0 = list(accumulate(lines, initial=0))[:-1]
+            byte0 = list(accumulate(sizes, initial=0))[:-1]
+
+        constants = last.programs.constants
+        programs_col, checks_col = st.programs[:], st.checks[:]
+        for i in window:
+            programs_col[i], checks_col[i] = self._check(sections_col[i], texts[i], constants, st.constants_key)
+
+        # The document: the same sections but these.
+        by_kind = dict(last.document._by_kind)
+        positions = [bisect.bisect_left(st.layer_at, i) for i in window]  # each edited layer's place among layers
+        layer_sections = list(by_kind[SectionKind.LAYER])
+        for i, k in zip(window, positions):
+            layer_sections[k] = sections_col[i]
+        by_kind[SectionKind.LAYER] = layer_sections
+        document = Document(text.__str__, last.document.title, tuple(sections_col[st.first:]), (), by_kind)
+        where = _Where(sections_col, line0, byte0, st.layer_at, st.special)
+
+        # Diagnostics of each chunk: the edited chunks' anew, those after them moved by the lines they gained.
+        parse_placed, check_placed = dict(st.parse_placed), dict(st.check_placed)
+        for i in window:
+            base = Base(line0[i], byte0[i])
+            for placed, diags in ((parse_placed, parses[i].diagnostics), (check_placed, checks_col[i])):
+                if diags:
+                    placed[i] = _placed(diags, base)
+                else:
+                    placed.pop(i, None)
+        doc_diags = st.doc_diags
+        if shift != (0, 0):
+            for placed, column in ((parse_placed, parses), (check_placed, None)):
+                for i in [i for i in placed if i >= hi]:
+                    diags = column[i].diagnostics if column is not None else checks_col[i]
+                    placed[i] = _placed(diags, Base(line0[i], byte0[i]))
+            if any(i >= hi for i in st.titles):
+                doc_diags = _document_diagnostics(parses, sections_col, st.first, line0, byte0)[0]
+
+        # Links: the chain rechecked where it passes the edited layers.
+        layer_programs = list(last.programs.layers)
+        for i, k in zip(window, positions):
+            layer_programs[k] = programs_col[i]
+        embed, head = last.programs.embed, last.programs.head
+        chain_ = ([embed] if embed is not None else []) + layer_programs + ([head] if head is not None else [])
+        off = 1 if embed is not None else 0
+        near = {j for k in positions for j in (k + off - 1, k + off) if 0 <= j < len(chain_) - 1}
+        odd = {j for j in st.odd if j not in near}
+        odd.update(j for j in near if chain_link(chain_[j], chain_[j + 1], where.at) is not None)
+        programs = Programs(document, embed, tuple(layer_programs), head, constants,
+                            tuple(_links(document, chain_, odd, where, check_placed)))
+
+        # Kinds: regrouped only for layers whose digest changed.
+        layer_digests = st.layer_digests[:]
+        digests_col = st.digests[:]
+        groups = st.groups
+        for i, k in zip(window, positions):
+            d = digests_col[i] = self._digest(programs, programs_col[i])
+            if d != layer_digests[k]:
+                if groups is st.groups:
+                    groups = dict(groups)
+                number = layer_programs[k].section.index
+                before = [l for l in groups[layer_digests[k]] if l != number]
+                if before:
+                    groups[layer_digests[k]] = before
+                else:
+                    del groups[layer_digests[k]]
+                groups[d] = sorted([*groups.get(d, ()), number])
+            layer_digests[k] = d
+        kinds = last.kinds if groups is st.groups else self._kinds_of(programs, groups)
+
+        state = _State(texts, seps, lines, sizes, parses, sections_col, programs_col, checks_col, digests_col,
+                       st.first, line0, byte0, st.constants_key, True, st.layer_at, st.special, st.embed_at,
+                       st.head_at, st.titles, doc_diags, parse_placed, check_placed, odd, layer_digests,
+                       st.layer_indices, groups, ())
+        changed = {sections_col[i].index for i in window}
+        return self._finish(text, document, programs, kinds, state, where, changed, recheck=False)
+
+    # ---- any other text ------------------------------------------------------------------------------------
+
+    def _analyze(self, text: Text, lo: int, hi: int, old_hi: int) -> IncrementalAnalysis:
         storage = self.storage
         last = self._last
         texts, seps, lines = text.texts, text.seps, text.lines
         n = len(texts)
-        old = last._columns if last is not None else None
-        if old is not None:
-            p, q = _common(old.texts, texts)
-            if old.seps != seps:
-                ps, qs = _common(old.seps, seps)
-                p, q = min(p, ps), min(q, qs)
-            q = min(q, n - p, len(old.texts) - p)
-        else:
-            p, q = 0, 0
-        lo, hi, old_hi = p, n - q, (len(old.texts) - q if old is not None else 0)
+        old = last._state if last is not None else None
 
         # Per chunk: its parse (cached by text) and size; the chunks outside the edit are the last analysis's.
         new_parses = [self._parse(t) for t in texts[lo:hi]]
@@ -516,7 +690,7 @@ class IncrementalAnalyzer:
         if old is not None:
             parses = old.parses[:lo] + new_parses + old.parses[old_hi:]
             sizes = old.sizes[:lo] + new_sizes + old.sizes[old_hi:]
-            self._count(map(_section, old.parses[lo:old_hi]), map(_section, new_parses))
+            self._count(old.sections[lo:old_hi], map(_section, new_parses))
         else:
             parses, sizes = new_parses, new_sizes
             self._uses.clear()
@@ -535,25 +709,14 @@ class IncrementalAnalyzer:
             by_kind.setdefault(sections_col[i].kind, []).append(sections_col[i])
 
         # The document: its title, and what the parser says about the whole (text before any heading, titles).
-        doc_diags: list[Diagnostic] = []
-        if first:
-            doc_diags += _placed(parses[0].diagnostics, Base(0, 0))
-        title = None
-        for i in compress(range(n), map(eq, map(_level, parses), repeat(1))):
-            if title is None and i == first:
-                title = sections_col[i].title
-            else:
-                doc_diags.append(Diagnostic(Base(line0[i], byte0[i]).range(sections_col[i].heading), Severity.ERROR,
-                                            "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …", "syntax"))
-        if title is None:
-            doc_diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
+        doc_diags, title, titles = _document_diagnostics(parses, sections_col, first, line0, byte0)
         document = Document(text.__str__, title, sections, (), by_kind)
         where = _Where(sections_col, line0, byte0, layer_at, special)
 
         # Constants (and, under a checkpoint's storage, its entries): when they change, every program again.
         constants = document.constants
         constants_key = tuple(constants.items())
-        recheck = old is None or constants_key != last._constants_key
+        recheck = old is None or constants_key != old.constants_key
         if not recheck and not storage.all_q8 and document.checkpoint != last.document.checkpoint:
             recheck = True
         if recheck:
@@ -567,70 +730,92 @@ class IncrementalAnalyzer:
             s = sections_col[i]
             if s is not None and s.kind in _PROGRAM_KINDS:
                 programs_col[i], checks_col[i] = self._check(s, texts[i], constants, constants_key)
-        columns = _Columns(texts, seps, lines, sizes, parses, programs_col, checks_col, digests_col)
 
         # What the parser says in each chunk, in document coordinates (only chunks that say something are read).
-        parse_diags: list[Diagnostic] = []
-        for i in compress(range(first, n), map(_diagnostics, islice(parses, first, None))):
-            parse_diags += _placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
+        parse_placed = {i: _placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
+                        for i in compress(range(first, n), map(_diagnostics, islice(parses, first, None)))}
 
         # Links between programs: the usual document (layers numbered 0, 1, 2… in order, one embed, one head) is
         # answered by list comparisons at C speed; any other by the sentence-level link.
         indices = list(map(_number, map(sections_col.__getitem__, layer_at)))
         embeds = [i for i in special if sections_col[i].kind is SectionKind.EMBED]
         heads = [i for i in special if sections_col[i].kind is SectionKind.HEAD]
-        at = where.at
         ordered = indices == list(range(len(indices))) and len(embeds) <= 1 and len(heads) <= 1
+        check_placed: dict = {}
+        odd: set = set()
         if ordered:
-            link_diags = section_links(document, at)
             layer_programs = list(map(programs_col.__getitem__, layer_at))
             embed = programs_col[embeds[0]] if embeds else None
             head = programs_col[heads[0]] if heads else None
             checked_at = embeds + layer_at + heads
             for i in compress(checked_at, map(checks_col.__getitem__, checked_at)):
-                link_diags += _placed(checks_col[i], Base(line0[i], byte0[i]))
-            if not layer_at and title is not None:
-                link_diags.append(Diagnostic(at(sections[0], sections[0].heading), Severity.ERROR, "the model has no layers: add `## Layer 0`", "layers"))
+                check_placed[i] = _placed(checks_col[i], Base(line0[i], byte0[i]))
             chain_ = ([embed] if embed is not None else []) + layer_programs + ([head] if head is not None else [])
             odd = set(compress(range(len(chain_) - 1), map(ne, map(_output, chain_[:-1]), map(_input, chain_[1:]))))
             odd.update(compress(range(len(chain_) - 1), map(ne, map(_out_shape, chain_[:-1]), map(_in_shape, chain_[1:]))))
-            for k in sorted(odd):
-                d = chain_link(chain_[k], chain_[k + 1], at)
-                if d is not None:
-                    link_diags.append(d)
-            programs = Programs(document, embed, tuple(layer_programs), head, constants, tuple(link_diags))
+            odd = {k for k in odd if chain_link(chain_[k], chain_[k + 1], where.at) is not None}
+            programs = Programs(document, embed, tuple(layer_programs), head, constants,
+                                tuple(_links(document, chain_, odd, where, check_placed)))
         else:
             def check(section: Section):
                 i = where.chunk(section)
                 return programs_col[i], _placed(checks_col[i], Base(line0[i], byte0[i]))
 
-            programs = link_programs(document, check, at)
+            programs = link_programs(document, check, where.at)
             layer_programs = list(programs.layers)
 
         # Kinds: digests cached by shape; the kinds are the last analysis's unless a layer's digest changed.
-        cache = self._digests
         if ordered:
             layer_digests = list(map(digests_col.__getitem__, layer_at))
-            for k in compress(range(len(layer_at)), map(_is_none, layer_digests)):
-                i = layer_at[k]
-                before = self._digests_known(programs_col[i], storage)
-                layer_digests[k] = digests_col[i] = digest_of(programs, programs_col[i], storage, cache)
-                self.digested += not before
+            for k in compress(range(len(layer_at)), map(is_, layer_digests, repeat(None))):
+                layer_digests[k] = digests_col[layer_at[k]] = self._digest(programs, programs_col[layer_at[k]])
         else:
-            layer_digests = [digest_of(programs, prog, storage, cache) for prog in layer_programs]
+            layer_digests = [self._digest(programs, prog) for prog in layer_programs]
         layer_indices = list(map(_program_index, layer_programs))
-        if last is not None and not recheck and layer_digests == last._layer_digests and layer_indices == last._layer_indices:
-            kinds = last.kinds
+        if old is not None and not recheck and layer_digests == old.layer_digests and layer_indices == old.layer_indices:
+            kinds, groups = last.kinds, old.groups
         else:
-            kinds = tuple(_kinds(programs, layer_programs, layer_digests))
+            groups = {}
+            for l, d in zip(layer_indices, layer_digests):
+                groups.setdefault(d, []).append(l)
+            kinds = self._kinds_of(programs, groups)
 
-        # Divergences: the last analysis's unless a kind, or a layer one names, changed.
+        state = _State(texts, seps, lines, sizes, parses, sections_col, programs_col, checks_col, digests_col, first,
+                       line0, byte0, constants_key, ordered, layer_at, special, embeds[0] if embeds else None,
+                       heads[0] if heads else None, titles, doc_diags, parse_placed, check_placed, odd,
+                       layer_digests, layer_indices, groups, ())
         changed = {s.index for s in sections_col[lo:hi] if s is not None and s.kind is SectionKind.LAYER}
+        return self._finish(text, document, programs, kinds, state, where, changed, recheck)
+
+    # ---- what both paths share ------------------------------------------------------------------------------
+
+    def _kinds_of(self, programs: Programs, groups: dict) -> tuple[LayerKind, ...]:
+        """The kinds of ``groups`` (digest → its layers, ascending), in the order of their first layer, each named
+        after what it does (names cached by digest and constants), told apart by their first layer when a name
+        does not."""
+        ordered = sorted(groups.items(), key=lambda kv: kv[1][0])
+        constants = tuple(programs.constants.items())
+        names = []
+        for digest, layers in ordered:
+            name = self._names.get((digest, constants))
+            if name is None:
+                name = describe(programs.layer(layers[0]), programs.constants)
+                self._names.put((digest, constants), name)
+            names.append(name)
+        return tuple(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers[0]})", tuple(layers), digest)
+                     for (digest, layers), name in zip(ordered, names))
+
+    def _finish(self, text: Text, document: Document, programs: Programs, kinds, state: _State, where: "_Where",
+                changed: set, recheck: bool) -> IncrementalAnalysis:
+        """Divergences (the last analysis's unless a kind, or a layer one names, changed), and every diagnostic
+        in document coordinates, in order."""
+        storage, last = self.storage, self._last
         if last is not None and kinds is last.kinds and not recheck and not any(
-                d.layer in changed or d.representative in changed for d in last._relative_divergences):
-            divs_rel = last._relative_divergences
+                d.layer in changed or d.representative in changed for d in last._state.relative_divergences):
+            divs_rel = last._state.relative_divergences
         else:
             divs_rel = tuple(divergences(programs, list(kinds), storage)) if len(kinds) > 1 else ()
+        state.relative_divergences = divs_rel
         divs: list[Divergence] = []
         div_diags: list[Diagnostic] = []
         for d in divs_rel:
@@ -638,31 +823,44 @@ class IncrementalAnalyzer:
             rb = where.base(programs.layer(d.representative).section)
             div_diags.append(lb.diagnostic(divergence_diagnostic(programs, d), related=rb))
             divs.append(replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
-
         ckpt = checkpoint_diagnostics(programs, storage, lambda prog, r: where.base(prog.section).range(r))
-        all_diags = doc_diags + parse_diags + list(programs.diagnostics) + ckpt + div_diags
+        all_diags = (state.doc_diags + list(chain.from_iterable(state.parse_placed.values())) + list(programs.diagnostics)
+                     + ckpt + div_diags)
         all_diags.sort(key=diagnostic_order)
-        a = IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), tuple(all_diags), storage,
-                                columns, line0, byte0, first, constants_key, divs_rel, layer_digests)
-        a._layer_indices = layer_indices
-        return a
-
-    def _digests_known(self, p: Program, storage: Storage) -> bool:
-        shape = p.section.shape
-        return storage.all_q8 and shape is not None and shape.key is not None and self._digests.get(shape.key) is not None
+        return IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), tuple(all_diags), storage,
+                                   state, where)
 
 
-_LINKED = frozenset((SectionKind.MODEL, SectionKind.CHECKPOINT, SectionKind.EMBED, SectionKind.HEAD))
-_section = attrgetter("section")
-_kind = attrgetter("kind")
-_level = attrgetter("level")
-_diagnostics = attrgetter("diagnostics")
-_number = attrgetter("index")
-_program_index = attrgetter("section.index")
+def _document_diagnostics(parses, sections_col, first: int, line0, byte0):
+    """What the parser says about the whole document — text before the first heading, a `# Title` heading that is
+    not the first, no title — its title, and the chunks whose heading is a `# Title`."""
+    diags: list[Diagnostic] = []
+    if first:
+        diags += _placed(parses[0].diagnostics, Base(0, 0))
+    title = None
+    titles = list(compress(range(len(parses)), map(eq, map(_level, parses), repeat(1))))
+    for i in titles:
+        if title is None and i == first:
+            title = sections_col[i].title
+        else:
+            diags.append(Diagnostic(Base(line0[i], byte0[i]).range(sections_col[i].heading), Severity.ERROR,
+                                    "only the first heading is a `# Title`; sections are `## Model`, `## Layer N`, …", "syntax"))
+    if title is None:
+        diags.append(Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, "the document has no `# Title` first line", "syntax"))
+    return diags, title, titles
 
 
-def _is_none(x) -> bool:
-    return x is None
+def _links(document: Document, chain_: list, odd: set, where: "_Where", check_placed: dict) -> list[Diagnostic]:
+    """The diagnostics ``link_programs`` gives a document whose layers are numbered in order: constants and single
+    sections, each program's own check, no layers at all, and each input that is not the previous output."""
+    out = section_links(document, where.at)
+    out += chain.from_iterable(check_placed.values())
+    if not document.layers and document.title is not None:
+        out.append(Diagnostic(where.at(document.sections[0], document.sections[0].heading), Severity.ERROR,
+                              "the model has no layers: add `## Layer 0`", "layers"))
+    for k in sorted(odd):
+        out.append(chain_link(chain_[k], chain_[k + 1], where.at))
+    return out
 
 
 class _Where:
@@ -677,6 +875,7 @@ class _Where:
         self._chunk: dict[int, int] | None = None
 
     def chunk(self, section: Section) -> int:
+        """The chunk of ``section`` (``KeyError`` for a section not of this document)."""
         layer_at, i = self.layer_at, section.index
         if i is not None and i < len(layer_at) and self.sections_col[layer_at[i]] is section:
             return layer_at[i]  # layers numbered in order: layer i is the i-th layer chunk
@@ -685,7 +884,10 @@ class _Where:
                 return k
         if self._chunk is None:
             self._chunk = {id(s): k for k, s in enumerate(self.sections_col) if s is not None}
-        return self._chunk[id(section)]
+        k = self._chunk[id(section)]
+        if self.sections_col[k] is not section:
+            raise KeyError(section)
+        return k
 
     def base(self, section: Section) -> Base:
         i = self.chunk(section)
@@ -693,18 +895,6 @@ class _Where:
 
     def at(self, section: Section, r: Range) -> Range:
         return self.base(section).range(r)
-
-
-def _kinds(programs: Programs, layers: list[Program], digests: list[str]) -> list[LayerKind]:
-    groups: dict[str, list[Program]] = {}
-    for p, d in zip(layers, digests):
-        groups.setdefault(d, []).append(p)
-    names = [describe(m[0], programs.constants) for m in groups.values()]
-    out = []
-    for (digest, members), name in zip(groups.items(), names):
-        layers_ = tuple(m.section.index for m in members)
-        out.append(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers_[0]})", layers_, digest))
-    return out
 
 
 # ---- what is at an editor position ----------------------------------------------------------------------------------

@@ -106,28 +106,29 @@ def _is_name(text: str | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """A program's text up to the names it binds. ``names``: its binders (every token after ``Let``) in order of
-    first appearance. ``key``: its tokens (comments included) with each binder replaced by its index in ``names``,
+    """A program's text up to the names it binds. ``names``: its binders (every token after ``Let``) in the order of
+    their first ``Let``. ``key``: its tokens (comments included) with each binder replaced by its index in ``names``,
     and the whitespace between them — two programs with equal keys are one text up to a one-to-one renaming of
-    binders, token for token, space for space; ``None`` when a binder is not a plain name (a word of the language, a
-    number, a character), whose spelling the parser reads, so that the layer is parsed on its own."""
+    binders (the binder at each index of one to the binder at that index of the other), token for token, space for
+    space; ``None`` when a binder is not a plain name (a word of the language, a number, a character), whose
+    spelling the parser reads, so that the layer is parsed on its own."""
 
     names: tuple[str, ...]
     key: tuple[str, str] | None
 
 
-def binders_of(texts) -> set[str]:
-    """Every token that follows a ``Let`` token (LANGUAGE §7)."""
-    out: set[str] = set()
+def let_binders(texts) -> tuple[str, ...]:
+    """Every token that follows a ``Let`` token (LANGUAGE §7), once each, in the order of their first ``Let``."""
+    out: list[str] = []
     i = -1
     index = texts.index
     try:
         while True:
             i = index("Let", i + 1)
-            out.add(texts[i + 1])
+            out.append(texts[i + 1])
     except (ValueError, IndexError):
         pass
-    return out
+    return tuple(dict.fromkeys(out))
 
 
 #: A binder's mark in a shape's key: tokens and comments hold no line end, so ``\r`` never starts one of them.
@@ -136,10 +137,9 @@ _MARKS = tuple(f"\r{i}" for i in range(512))
 
 def shape_of(texts, parts) -> Shape:
     """The shape of a program whose ``pieces`` are ``parts`` and token texts ``texts``."""
-    found = binders_of(texts)
-    names = tuple(dict.fromkeys(filter(found.__contains__, texts)))
+    names = let_binders(texts)
     key = None
-    if found.isdisjoint(ops_table.KEYWORDS) and _PLAIN_NAMES.fullmatch(" ".join(names)) is not None:
+    if ops_table.KEYWORDS.isdisjoint(names) and _PLAIN_NAMES.fullmatch(" ".join(names)) is not None:
         marks = dict(zip(names, _MARKS if len(names) <= len(_MARKS) else (f"\r{i}" for i in range(len(names)))))
         odd = parts[1::2]
         # Tokens joined by a line end (none holds one); the whitespace between them joined by NUL (none is one).
@@ -625,23 +625,24 @@ class Chunk:
     sep: str = ""
 
 
-def _line_end_before(text: str, i: int) -> int:
-    return max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) + 1
-
-
 def heading_starts(text: str) -> list[int]:
     """Where each heading line starts: a line whose first character that is not a space is ``#`` (a ``--`` comment
     before it makes it a comment). ``#`` is rare outside headings, so finding each one (at C speed) and looking back
-    to its line start beats scanning every line."""
+    to its line start beats scanning every line. (A text without ``\r`` is searched for ``\n`` alone: a search for a
+    character the text lacks reads to its end, once per heading.)"""
     out = []
+    cr = "\r" in text
     i = text.find("#")
     while i >= 0:
-        start = _line_end_before(text, i)
+        start = (max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) if cr else text.rfind("\n", 0, i)) + 1
         before = text[start:i]
         if not before or before.isspace() or (start == 0 and before[0] == BOM and (len(before) == 1 or before[1:].isspace())):
             out.append(start)
-        nl, cr = text.find("\n", i), text.find("\r", i)
-        nxt = min(x for x in (nl, cr) if x >= 0) if nl >= 0 or cr >= 0 else -1
+        if cr:
+            m = _LINE_END.search(text, i)
+            nxt = m.start() if m else -1
+        else:
+            nxt = text.find("\n", i)
         if nxt < 0:
             break
         i = text.find("#", nxt)
