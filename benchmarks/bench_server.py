@@ -308,12 +308,13 @@ def report(m: dict) -> str:
         f"{TARGETS['p95']:g} ms: {verdict(p95 <= TARGETS['p95'], p95 / TARGETS['p95'])}); CPU per keystroke "
         f"{cpu_top / base:.2f}× that at 32 layers (≤ {TARGETS['cpu_ratio']}×: "
         f"{verdict(cpu_top / base <= TARGETS['cpu_ratio'], cpu_top / base / TARGETS['cpu_ratio'])}).\n\n"
-        "An edit re-cuts only the chunks it touches (the document is kept as its sections); the chunk's layer is "
-        "lexed, and renamed from a layer of its shape (a rename or a comment the shape ignores: no parse, no check) "
-        "or parsed and checked; its digest is one lookup. What spans layers — numbering, inputs and outputs, kinds, "
-        "the residency check — is answered from per-layer columns with list operations at C speed, recomputed only "
-        "where a digest or a size changed. Typing in a comment or renaming lowers nothing; editing a number makes a "
-        "new kind, lowered once (and reused when the layer returns).\n")
+        "An edit re-cuts only the chunks it touches (the document is kept as its sections), and one that changes only "
+        "layers' text updates the last analysis at those layers alone: the layer is lexed, then renamed from a layer "
+        "of its shape (a rename: no parse, no check) or parsed and checked (a comment, a number); its links are "
+        "rechecked with its neighbours, its digest looked up, and the kinds regrouped only when the digest changed. "
+        "The residency check is remembered with the per-layer sizes it was given, so only a new sequence of sizes is "
+        "planned. Typing in a comment or renaming lowers nothing; editing a number makes a new kind, lowered once "
+        "(and reused when the layer returns).\n")
     return text
 
 

@@ -2,9 +2,10 @@
 sections and statements as a frozen syntax tree whose every node carries its range — and the syntax diagnostics.
 ``parse`` is total: any input gives a ``Document``, never an exception.
 
-Modules: ``lexer`` (tokens with (line, UTF-16 column) and byte offsets), ``ops`` (the operation table: every spelling,
-slot and option, written once), ``syntax`` (the tree and ``Diagnostic``), ``parser`` (sections, statements,
-sentence-level recovery). Imports nothing else of the project.
+Modules: ``lexer`` (token tables; positions — (line, UTF-16 column) and byte offset — made when asked for),
+``ops`` (the operation table: every spelling, slot and option, written once), ``syntax`` (the tree and
+``Diagnostic``), ``parser`` (chunks, layer shapes, statements, sentence-level recovery; one parse per shape),
+``limits`` (the accepted sizes). Imports nothing else of the project.
 """
 
 from .lexer import Pos, Range, Token, tokens
