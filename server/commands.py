@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
-from streamed.spatial.deployment import MODES, Deployment
+from streamed.spatial.deployment import MODES, SIZE_LIMITS, Deployment, size_problem
 
 from .scheduler import Snapshot
 
@@ -104,11 +104,12 @@ def deployment_args(obj: dict, defaults: dict) -> dict:
     if mode not in MODES:
         raise CommandError(f"`mode` must be one of {', '.join(MODES)}, not {mode!r}")
     dep = {"mode": mode}
-    for k in ("ctx", "chunk", "batch", "tp"):
+    for k in SIZE_LIMITS:
         v = obj.get(k, defaults.get(k))
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
-            raise CommandError(f"`{k}` must be a positive whole number, not {v!r}")
-        dep[k] = v
+        why = size_problem(k, v) if v is not None else None
+        if why is not None:
+            raise CommandError(f"`{k}` {why}")
+        dep[k] = None if v is None else int(v)
     return dep
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
+from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .author import gguf_tensor
 from .spec import (
@@ -72,7 +74,10 @@ def _reader(path: str):
         if f.read(4) != b"GGUF":
             raise CheckpointError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
     try:
-        reader = GGUFReader(path)
+        with warnings.catch_warnings():
+            # numpy warns, and reads on, when a corrupt header's offsets overflow: that is a corrupt file too.
+            warnings.simplefilter("error", RuntimeWarning)
+            reader = GGUFReader(path)
     except Exception as e:  # the reader is the format's reference; anything it cannot read is a corrupt file
         why = str(e) or type(e).__name__
         raise CheckpointError(f"{path}: a corrupt or truncated GGUF file ({why})") from None
@@ -151,7 +156,10 @@ class _Meta:
             return default
         return self.meta[kk]
 
-    def int(self, k: str, default: Any = None, required: bool = False, layer: int | None = None) -> int | None:
+    def int(self, k: str, default: Any = None, required: bool = False, layer: int | None = None, minimum: int = 1,
+            maximum: int = MAX_DIMENSION) -> int | None:
+        """A whole number from ``minimum`` to ``maximum`` (a width or a count: ``MAX_DIMENSION`` bounds them all), the
+        layer's own when the metadata lists one per layer."""
         v = self.get(k, default, required)
         if isinstance(v, list):
             if layer is None:
@@ -162,16 +170,20 @@ class _Meta:
                 raise SpecError(f"{self.path}: metadata `{self.key(k)}` lists {len(v)} layers; layer {layer} has none")
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
-            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a whole number, not {v!r}")
+        why = beyond(v, maximum, minimum=minimum)
+        if why is not None:
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` {why}")
         return int(v)
 
-    def float(self, k: str, default: float | None = None) -> float | None:
+    def float(self, k: str, default: float | None = None, positive: bool = False) -> float | None:
         v = self.get(k, default)
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a number, not {v!r}")
+        why = beyond(v, math.inf, minimum=-math.inf, whole=False)
+        if why is None and positive and v <= 0:
+            why = f"is {v:g}; it must be positive"
+        if why is not None:
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` {why}")
         return float(v)
 
 
@@ -187,12 +199,8 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     if arch not in SUPPORTED:
         raise SpecError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED)})")
     m = _Meta(path, meta, arch)
-    n = m.int(Keys.LLM.BLOCK_COUNT, required=True)
+    n = m.int(Keys.LLM.BLOCK_COUNT, required=True, maximum=MAX_LAYER + 1)
     d = m.int(Keys.LLM.EMBEDDING_LENGTH, required=True)
-    if n < 1:
-        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.BLOCK_COUNT)}` is {n}: a model has at least one layer")
-    if d < 1:
-        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
 
     def shape(t: str) -> tuple[int, ...] | None:
         info = tensors.get(t)
@@ -219,7 +227,7 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     norm = Norm(eps)
     notes: list[str] = []
 
-    base = m.float(Keys.Rope.FREQ_BASE, 10000.0)
+    base = m.float(Keys.Rope.FREQ_BASE, 10000.0, positive=True)
     scaling_type = m.get(Keys.Rope.SCALING_TYPE)
     factor = m.float(Keys.Rope.SCALING_FACTOR)
     scaling = None
@@ -280,7 +288,7 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
     heads = m.int(Keys.Attention.HEAD_COUNT, required=True, layer=l)
     if shape(T("attn_kv_a_mqa")) is not None:
         kv_rank = m.int(Keys.Attention.KV_LORA_RANK, required=True)
-        q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0) or None
+        q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0, minimum=0) or None
         rope = m.int(Keys.Rope.DIMENSION_COUNT, required=True)
         if m.has(Keys.Attention.KEY_LENGTH_MLA):
             qk, v = m.int(Keys.Attention.KEY_LENGTH_MLA), m.int(Keys.Attention.VALUE_LENGTH_MLA, required=True)
@@ -318,14 +326,14 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
     if arch == "llama4":
         # llama.cpp: chunked attention with rotation on three layers of four; the fourth is global NoPE.
         if swa[l]:
-            chunk = m.int(Keys.Attention.SLIDING_WINDOW, 8192) or 8192
+            chunk = m.int(Keys.Attention.SLIDING_WINDOW, 8192, minimum=0) or 8192
         else:
             rotation = None
             notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
     elif swa[l] and m.has(Keys.Attention.SLIDING_WINDOW):
         window = m.int(Keys.Attention.SLIDING_WINDOW)
         if arch == "gemma3":
-            rotation = Rotation(rope_dims, m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0))
+            rotation = Rotation(rope_dims, m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0, positive=True))
     scale, why = None, None
     if m.has(Keys.Attention.SCALE):
         scale = m.float(Keys.Attention.SCALE)
@@ -352,9 +360,9 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
         if gate_exps[0] != d:
             raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} reads {gate_exps[0]} inputs, but the model is {d} wide")
         top = m.int(Keys.LLM.EXPERT_USED_COUNT, required=True)
-        gating = m.int(Keys.LLM.EXPERT_GATING_FUNC, 1)
+        gating = m.int(Keys.LLM.EXPERT_GATING_FUNC, 1, minimum=0)
         shared = shape(T("ffn_gate_shexp"))
-        groups = m.int(Keys.LLM.EXPERT_GROUP_COUNT, 1) or 1
+        groups = m.int(Keys.LLM.EXPERT_GROUP_COUNT, 1, minimum=0) or 1
         scale = m.float(Keys.LLM.EXPERT_WEIGHTS_SCALE)
         llama4 = arch == "llama4"
         return Experts(count, top, gate_exps[1], scoring="sigmoid" if gating == 2 or llama4 else "softmax",

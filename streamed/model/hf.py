@@ -26,6 +26,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.jsontext import JsonError, loads
+from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
 )
@@ -40,6 +42,8 @@ SUPPORTED = (
 )
 
 _REQUIRED = object()
+#: The fields that size a whole model: one left to its class default is said in the document (``ModelSpec.assumed``).
+SIZING = ("num_hidden_layers", "hidden_size", "vocab_size")
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 #: Older names transformers still reads as these (``remap_legacy_layer_types``).
 LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
@@ -176,23 +180,24 @@ class _Config:
             return default
         return v
 
-    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
+    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1, maximum: int = MAX_DIMENSION) -> int:
+        """A whole number from ``minimum`` to ``maximum``: every integer a config gives is a width, a count or a
+        layer index, and none of a real model comes near ``MAX_DIMENSION``."""
         v = self.raw(field, default)
         if v is default and default is not _REQUIRED:
             return v
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-            raise self.fail(field, f"must be a whole number, not {json.dumps(v)}")
-        v = int(v)
-        if v < minimum:
-            raise self.fail(field, f"is {v}; it must be at least {minimum}")
-        return v
+        why = beyond(v, maximum, minimum=minimum)
+        if why is not None:
+            raise self.fail(field, why)
+        return int(v)
 
     def float(self, field: str, default: Any = _REQUIRED) -> float:
         v = self.raw(field, default)
         if v is default and default is not _REQUIRED:
             return v
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise self.fail(field, f"must be a number, not {json.dumps(v)}")
+        why = beyond(v, math.inf, minimum=-math.inf, whole=False)
+        if why is not None:
+            raise self.fail(field, why)
         return float(v)
 
     def bool(self, field: str, default: Any = _REQUIRED) -> bool:
@@ -243,12 +248,16 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
     else:
         base = c.get("rope_theta") or default_base
         kind = scaling.get("rope_type") or scaling.get("type") or "default"
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
-        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)}")
+    if beyond(base, math.inf, minimum=0, whole=False) or base == 0:
+        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)[:40]}")
     if kind in ("default", "mrope", None):  # Qwen2-VL's `mrope` is the default rotation on each of its sections
         return float(base), None, {}
+    if not isinstance(kind, str):
+        raise c.fail("rope_scaling", f"names its scheme with a string `rope_type`, not {json.dumps(kind)[:40]}")
     factor = scaling.get("factor")
-    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if isinstance(factor, (int, float)) else "")
+    if factor is not None and beyond(factor, math.inf, minimum=0, whole=False):
+        raise c.fail("rope_scaling", f"has `factor` {json.dumps(factor)[:40]}; it is a positive number")
+    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if factor is not None else "")
     return float(base), phrase, scaling
 
 
@@ -401,7 +410,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     wrapper = None
     text = config.get("text_config")
     inner = text.get("model_type", WRAPPERS.get(model_type)) if isinstance(text, dict) else None
-    if model_type in WRAPPERS and inner in _FAMILY and inner not in TEXT_MODEL:
+    if model_type in WRAPPERS and isinstance(inner, str) and inner in _FAMILY and inner not in TEXT_MODEL:
         # A vision-language wrapper around a text model this tool writes: the text model, as transformers holds it
         # under `model.language_model.`; the vision tower is not written.
         wrapper, model_type = model_type, inner
@@ -425,9 +434,15 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         text_where = f"{where}: text_config"
     family = _FAMILY[model_type]
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
-    n = c.int("num_hidden_layers")
+    n = c.int("num_hidden_layers", maximum=MAX_LAYER + 1)
     d = c.int("hidden_size")
     vocab = c.int("vocab_size")
+    # Every supported class has a real default for these three; a config leaving one out is read as transformers
+    # reads it, but the document says so (a model authored at LlamaConfig's 4096 × 32 layers without a word would
+    # be a silently different model).
+    cls = f"{_ARCH_STEM[model_type]}{'Text' if text_type.endswith('_text') else ''}Config"
+    assumed = tuple(f"The config leaves out `{f}`: {c.get(f)} is transformers' {cls} default." for f in SIZING
+                    if f not in c.data)
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -454,7 +469,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
-        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes),
+        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
 
 
@@ -609,6 +624,8 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     scale, why = None, None
     mall = params.get("mscale_all_dim") if params else None
     if params and mall:
+        if beyond(mall, math.inf, minimum=0, whole=False):
+            raise c.fail("rope_scaling", f"has `mscale_all_dim` {json.dumps(mall)[:40]}; it is a positive number")
         m = _yarn_mscale(float(params.get("factor", 1.0)), float(mall))
         scale = (nope + rope_dim) ** -0.5 * m * m
         why = f"1/√{nope + rope_dim} × {m:.4f}²: yarn's attention scale (mscale_all_dim {mall:g})"
@@ -703,9 +720,7 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     except OSError as e:
         raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
     try:
-        config = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark, as Windows editors write, is not JSON
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a config.json: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+        config = loads(raw)
+    except JsonError as e:
+        raise SpecError(f"{path}: {e}") from None
     return spec_from_config(config, str(path), name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..lang import ops as ops_table
+from ..lang.limits import MAX_DIMENSION, beyond
 from ..lang.lexer import Range
 from ..lang.parser import nearest
 from ..lang.syntax import (
@@ -125,6 +126,7 @@ class _Checker:
         self.output: str | None = None
         self.input: str | None = None
         self.binders = {st.name.text for st in section.statements if isinstance(st, Let)}
+        self.reported: set[str] = set()  # constants already reported as no dimension
 
     # ---- reporting ----
     def error(self, rng: Range, message: str, code: str, replacement: str | None = None) -> None:
@@ -141,17 +143,26 @@ class _Checker:
 
     # ---- dimensions ----
     def dim(self, d: Name | Number, *, allow_deployment: bool) -> Dim | None:
+        """A dimension: a whole number from 1 to ``MAX_DIMENSION``, written or named by a constant. A zero or
+        negative width would lower to a program of no (or negative) bytes and be certified with silently wrong
+        figures, so it is refused here, on the name that gives it."""
         if isinstance(d, Number):
-            if d.value != int(d.value) or d.value < 0:
-                self.error(d.range, f"a dimension is a whole number, not {d.text}", "shape")
+            why = beyond(d.value, MAX_DIMENSION)
+            if why is not None:
+                self.error(d.range, f"a dimension is a whole number from 1 to {MAX_DIMENSION:,}, not {d.text}", "shape")
                 return None
             return int(d.value)
         if allow_deployment and d.text in DEPLOYMENT_WORDS:
             return d.text
         if d.text in self.constants:
             v = self.constants[d.text]
-            if v != int(v):
-                self.error(d.range, f"`{d.text}` is {v:g}, not a whole number", "shape")
+            why = None if v == int(v) else f"is {v:g}, not a whole number"
+            if why is None and beyond(v, MAX_DIMENSION) is not None:
+                why = f"is {v:g}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
+            if why is not None:
+                if d.text not in self.reported:  # one mistake, one diagnostic: the constant's first use as a width
+                    self.reported.add(d.text)
+                    self.error(d.range, f"`{d.text}` {why}", "shape")
                 return None
             return int(v)
         self.unknown_constant(d)
@@ -177,8 +188,9 @@ class _Checker:
         v = self.number(n)
         if v is None:
             return None
-        if v != int(v) or v <= 0:
-            self.error(n.range, f"`{slot}` must be a positive whole number, not {v:g}", "shape")
+        why = beyond(v, MAX_DIMENSION)
+        if why is not None:
+            self.error(n.range, f"`{slot}` {why}", "shape")
             return None
         return int(v)
 
