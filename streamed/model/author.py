@@ -19,10 +19,14 @@ each kind; comments are not part of a program, so every layer still reads as its
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from ..lang.limits import MAX_DOCUMENT_BYTES
 from ..lang.ops import KEYWORDS
-from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
+from .spec import (
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+)
 
 __all__ = ["author", "summary", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
 
@@ -295,7 +299,7 @@ class _Writer:
         col = max(commented, default=0)
         out = []
         for line, (_, _, _, comment) in zip(body, self.lines):
-            out.append(f"{line.ljust(col)}  -- {comment}" if comment else line)
+            out.append(f"{line.ljust(col)}  -- {one_line(comment)}" if comment else line)
         return "\n".join(out)
 
 
@@ -690,11 +694,17 @@ class _Author:
         embed = self.embed()
         layers: list[str] = []
         seen: set[LayerSpec] = set()
+        size = 0
         for l, layer in enumerate(spec.layers):
             first = layer not in seen
             seen.add(layer)
             body = self.layer(l, first)
             layers.append(f"## Layer {l}: {kind_label(layer)}\n{body}\n")
+            size += len(layers[-1])
+            if size > MAX_DOCUMENT_BYTES:  # never write a document streamed would not read
+                raise SpecError(f"{spec.source or spec.name}: its {len(spec.layers):,} layers would make a document "
+                                f"of over {MAX_DOCUMENT_BYTES // 1048576} MB by layer {l:,}; streamed reads model "
+                                f"programs up to {MAX_DOCUMENT_BYTES // 1048576} MB")
         head = self.head()
         consts = [("d", spec.d, "the hidden width"), ("vocab", spec.vocab, None)]
         for k in ("ffn", "eff"):
@@ -705,16 +715,27 @@ class _Author:
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))
-        top = [f"# {spec.name}"]
+        top = [f"# {one_line(spec.name)}"]
         if spec.source:
-            top.append(f"-- Authored by `streamed author` from {spec.source}.")
+            top.append(f"-- Authored by `streamed author` from {one_line(spec.source)}.")
         summary_line = summary(spec)
         top.append(f"-- {summary_line}")
-        for note in spec.notes:
-            top.append(f"-- {note}")
+        for note in (*spec.assumed, *spec.notes):
+            top.append(f"-- {one_line(note)}")
         parts = ["\n".join(top), f"## Model\n{model}", f"## Checkpoint\n{self.checkpoint()}",
                  f"## Embed\n{embed}", *[s.rstrip("\n") for s in layers], f"## Head\n{head}"]
         return "\n\n".join(parts) + "\n"
+
+
+#: What ends a line for the lexer, an editor or a terminal: text from a config or a GGUF (a name, a path, a scaling
+#: scheme) written into a title or a comment must not start a line of its own, or it would write headings and
+#: statements into the document.
+_LINE_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of a document: each run of control characters and line breaks becomes one space."""
+    return _LINE_BREAKS.sub(" ", text).strip()
 
 
 def summary(spec: ModelSpec) -> str:

@@ -163,7 +163,10 @@ class ModelSpec:
     comment); ``tied`` means the output projection is the embedding; ``source`` names where the spec came from (for
     the document's title comment); ``notes`` are facts of the source the language does not model, said in comments.
 
-    ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers')."""
+    ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers').
+    ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
+    taken for them (transformers' class default): the author writes them first among the notes, and ``streamed
+    author`` repeats them as warnings, so a config missing ``hidden_size`` is never authored at 4096 without a word."""
 
     name: str
     architecture: str
@@ -177,6 +180,7 @@ class ModelSpec:
     hf_prefix: str = "model."
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    assumed: tuple[str, ...] = field(default=())
 
     def __post_init__(self):
         if not self.layers:
