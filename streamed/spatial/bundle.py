@@ -7,28 +7,52 @@ Layout::
     DIR/programs/layer-0.json  a layer kind's program, named after its representative
     DIR/programs/head.json
 
-Writing is atomic: the bundle is written into a temporary directory beside ``DIR`` and renamed into place, so a
-reader never sees half of one (replacing a bundle renames the old one aside first: between the two renames there is
-briefly no ``DIR``); a failure leaves no directory behind and never touches an existing one. An existing ``DIR`` is replaced only when it is a bundle (or empty) — never a directory of other
-files. ``read_bundle(write_bundle(m))`` equals ``m``.
+What holds, and why:
+
+* **Nothing is lost.** An existing ``DIR`` is replaced only when everything in it is what a lowering wrote: the
+  manifest lists every file it wrote (``files``), and a file, folder or link it does not list — notes, a ``.git`` —
+  makes the write refuse, naming the first such entry. An empty folder is taken; a file is never.
+* **Whole or not at all.** The bundle is written into ``.DIR.<pid>.tmp`` beside ``DIR`` and renamed into place
+  (replacing renames the old one to ``.DIR.<pid>.old`` first, and removes it after); any failure, an exception or a
+  signal the caller turns into one, removes the temporary and puts the old bundle back. ``uninterrupted`` is the
+  context the two renames run in: the command line defers its stop signals there, so a bundle is either installed
+  and said to be, or not installed.
+* **One writer at a time, nothing left behind.** Writers of bundles in one folder take turns on a lock of that folder
+  (``flock``, released by the kernel when a writer dies). Holding it, a writer knows every ``.DIR.*.tmp`` and
+  ``.DIR.*.old`` beside ``DIR`` is a dead writer's: it removes them — and if a writer was killed between its two
+  renames, so that ``DIR`` is missing and its ``.old`` is the previous bundle, it puts that back first.
+* **Strict JSON, read as untrusted.** Files are written with ``allow_nan=False``; the reader refuses nesting past
+  ``MAX_JSON_DEPTH``, validates the manifest and every program against the shipped JSON Schemas before using them,
+  checks that the manifest agrees with itself, and refuses any program path that leaves the bundle.
+
+``read_bundle(write_bundle(m))`` equals ``m``.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
 import os
+import re
 import shutil
-import tempfile
+import time
+import json
 from dataclasses import asdict
+from functools import lru_cache
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from ..lang.jsontext import JsonError, dumps, loads
 from .ir import SpatialProgram
-from .target import SpatialTarget
-from .deployment import Deployment
+from .target import SpatialTarget, target_problem
+from .deployment import Deployment, size_problem
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel
 
 FORMAT = "streamed-bundle/1"
+
+#: How long a writer waits for another writing beside the same folder before it gives up (a bundle takes well under a
+#: second to write; a writer that holds the lock longer is stuck).
+LOCK_WAIT_SECONDS = 60.0
 
 
 class BundleError(Exception):
@@ -43,8 +67,15 @@ def kind_file(kind: LayerKindProgram) -> str:
     return _program_file(f"layer-{kind.representative}")
 
 
+def _program_files(model: StreamedModel) -> list[tuple[SpatialProgram, str]]:
+    """Every program of the bundle with the file it is written to."""
+    files = [(model.embed, _program_file("embed"))] if model.embed is not None else []
+    return files + [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
+
+
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
-    """The manifest: what runs at each layer and how each kind's names bind to that layer's tensors."""
+    """The manifest: what runs at each layer and how each kind's names bind to that layer's tensors; ``files``, every
+    file the bundle's writer writes (what a later lowering may replace)."""
     d = model.deployment
     return {
         "format": FORMAT,
@@ -65,101 +96,300 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors} for b in model.layers],
         "residency": model.residency,
         "estimate": model.estimate,
+        "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
     }
 
 
-def _is_bundle(path: Path) -> bool:
-    m = path / "manifest.json"
-    try:
-        return json.loads(m.read_text("utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+# ---- writing ----------------------------------------------------------------------------------------------------
 
 
-def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None) -> Path:
-    """Write ``model`` to ``out_dir`` atomically; returns the manifest's path."""
+def _destination(out_dir: str | Path) -> Path:
+    """The folder to write: ``out_dir``, or where it leads when it is a symbolic link (the link is kept and what it
+    points to is written, as writing through a link does), after the checks that need no file system lock."""
     if not str(out_dir):
         raise BundleError("an empty output path: name the bundle directory, such as model.bundle")
     out = Path(out_dir)
+    if out.is_symlink():
+        out = Path(os.path.realpath(out))
     here = Path.cwd()
     if Path(os.path.abspath(out)) in (here, *here.parents):
         # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
-        raise BundleError(f"{out}: is the current directory{' or above it' if Path(os.path.abspath(out)) != here else ''}"
+        raise BundleError(f"{out_dir}: is the current directory{' or above it' if Path(os.path.abspath(out)) != here else ''}"
                           f"; name a new directory for the bundle, such as {here.name or 'model'}.bundle")
     parent = out.parent if str(out.parent) else Path(".")
     above = next((p for p in (parent, *parent.parents) if p.exists()), None)
     if above is not None and not above.is_dir():
-        raise BundleError(f"{out}: cannot be written: {above} is a file, not a directory")
+        raise BundleError(f"{out_dir}: cannot be written: {above} is a file, not a directory")
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"{out_dir}: exists and is not a directory")
+    return out
+
+
+@contextlib.contextmanager
+def _folder_lock(parent: Path, shown: str):
+    """Hold the lock of the folder bundles are written in: writers take turns, and the kernel releases a dead
+    writer's lock. A writer that waits longer than ``LOCK_WAIT_SECONDS`` gives up with a ``BundleError``."""
+    fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        if out.exists() and not out.is_dir():
-            raise BundleError(f"{out}: exists and is not a directory")
-        if out.is_dir() and any(out.iterdir()) and not _is_bundle(out):
-            raise BundleError(f"{out}: exists and is not a bundle; choose another directory or remove it")
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=parent))
-        # mkdtemp makes its directory private (0700); a bundle is an ordinary directory, as the umask says.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)
-    except OSError as e:
-        raise BundleError(f"{out}: cannot be written ({e.strerror})") from None
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise BundleError(f"{shown}: another lowering has been writing in {parent} for "
+                                      f"{LOCK_WAIT_SECONDS:.0f} s; try again when it is done") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _temporaries(parent: Path, name: str) -> list[tuple[Path, str]]:
+    """The ``.NAME.<pid>.tmp`` and ``.NAME.<pid>.old`` folders beside ``NAME`` that hold only what a writer writes
+    (anything else of that name is left alone: it is not ours to remove)."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.\d+\.(tmp|old)")
+    out = []
+    for entry in sorted(parent.iterdir()):
+        m = pattern.fullmatch(entry.name)
+        if m and entry.is_dir() and not entry.is_symlink() and _holds_only_bundle_files(entry):
+            out.append((entry, m.group(1)))
+    return out
+
+
+def _holds_only_bundle_files(folder: Path) -> bool:
+    names = {p.name for p in folder.iterdir()}
+    if not names <= {"manifest.json", "programs"}:
+        return False
+    programs = folder / "programs"
+    return not programs.exists() or (programs.is_dir() and not programs.is_symlink() and
+                                     all(p.is_file() and not p.is_symlink() for p in programs.iterdir()))
+
+
+def _recover(parent: Path, out: Path) -> None:
+    """Under the folder's lock: what dead writers left beside ``out`` is removed; a previous bundle a writer had moved
+    aside when it was killed is put back first."""
+    for path, what in _temporaries(parent, out.name):
+        if what == "old" and not out.exists():
+            os.rename(path, out)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _written_by_a_lowering(out: Path) -> set[str]:
+    """The files a lowering wrote in ``out``, as its manifest lists them; empty when it has no streamed manifest."""
+    try:
+        m = loads((out / "manifest.json").read_bytes())
+    except (OSError, JsonError):
+        return set()
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        return set()
+    files = m.get("files")
+    if files is None:  # a bundle written before manifests listed their files: the layout named files of
+        programs = m.get("programs") if isinstance(m.get("programs"), dict) else {}
+        kinds = m.get("kinds") if isinstance(m.get("kinds"), list) else []
+        files = ["manifest.json", *programs.values(), *(k.get("program") for k in kinds if isinstance(k, dict))]
+    if not isinstance(files, list):
+        return set()
+    return {f for f in files if isinstance(f, str) and _inside_bundle(f)}
+
+
+def _first_foreign(out: Path) -> str | None:
+    """The first entry of ``out`` in sorted order that no lowering wrote — a file its manifest does not list, a folder
+    that holds none it lists, any symbolic link — or ``None``. A foreign folder is named (``.git/``), not entered, so
+    only the bundle's own folders are walked."""
+    written = _written_by_a_lowering(out)
+    folders = {str(PurePosixPath(f).parent) for f in written} - {"."}
+    foreign, stack = [], [""]
+    while stack:
+        rel = stack.pop()
+        for e in os.scandir(out / rel if rel else out):
+            path = f"{rel}/{e.name}" if rel else e.name
+            if e.is_symlink():
+                foreign.append(path)
+            elif e.is_dir():
+                if path in folders:
+                    stack.append(path)
+                else:
+                    foreign.append(path + "/")
+            elif path not in written:
+                foreign.append(path)
+    return min(foreign, default=None)
+
+
+def _check_replaceable(out: Path, shown: str) -> None:
+    if out.is_dir():
+        foreign = _first_foreign(out)
+        if foreign is not None:
+            raise BundleError(f"{shown}: holds {foreign}, which no lowering wrote; lower into another folder, or move "
+                              f"it out first")
+
+
+def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None, *,
+                 uninterrupted=contextlib.nullcontext) -> Path:
+    """Write ``model`` to ``out_dir`` atomically; returns the manifest's path. ``uninterrupted()`` is the context the
+    renames that install it run in (the command line defers its stop signals there)."""
+    out = _destination(out_dir)
+    parent = out.parent if str(out.parent) else Path(".")
+    shown = str(out_dir)
+    with contextlib.ExitStack() as held:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(_folder_lock(parent, shown))
+            _recover(parent, out)
+        except OSError as e:
+            raise BundleError(f"{shown}: cannot be written ({e.strerror}: {e.filename})") from None
+        _check_replaceable(out, shown)
+        tmp = parent / f".{out.name}.{os.getpid()}.tmp"
+        _write_files(model, source, tmp, shown)
+        with uninterrupted():
+            _install(tmp, out, shown)
+    return out / "manifest.json"
+
+
+def _write_files(model: StreamedModel, source: str | None, tmp: Path, shown: str) -> None:
+    """Every file of the bundle, into ``tmp``; on any failure (or interrupt) ``tmp`` is removed."""
+    try:
+        tmp.mkdir()
+        # A bundle is an ordinary folder: its mode is what the umask gives (mkdir applies it).
+        (tmp / "programs").mkdir()
+        for program, name in _program_files(model):
+            (tmp / name).write_text(dumps(program.to_json(), separators=(",", ":")), "utf-8")
+        (tmp / "manifest.json").write_text(dumps(manifest(model, source), indent=1), "utf-8")
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
+        if isinstance(e, ValueError):  # allow_nan=False: a NaN or an infinity reached the bundle
+            raise BundleError(f"{shown}: not written: a figure of the bundle is not a finite number ({e})") from None
+        raise
+
+
+def _install(tmp: Path, out: Path, shown: str) -> None:
+    """Rename ``tmp`` into ``out``, the old ``out`` aside first and removed after; a failure puts the old one back."""
     old = None
     try:
-        (tmp / "programs").mkdir()
-        files = [(model.embed, _program_file("embed"))] if model.embed is not None else []
-        files += [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
-        for program, name in files:
-            (tmp / name).write_text(json.dumps(program.to_json(), separators=(",", ":")), "utf-8")
-        (tmp / "manifest.json").write_text(json.dumps(manifest(model, source), indent=1), "utf-8")
         if out.exists():
-            old = parent / f".{out.name}.{os.getpid()}.old"
+            old = out.parent / f".{out.name}.{os.getpid()}.old"
             os.rename(out, old)
         os.rename(tmp, out)
-    except OSError as e:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and not out.exists():
             os.rename(old, out)
-        raise BundleError(f"{out}: cannot be written ({e.strerror})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not out.exists():
-            os.rename(old, out)
+        if isinstance(e, OSError):
+            raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return out / "manifest.json"
+
+
+# ---- reading ----------------------------------------------------------------------------------------------------
+
+
+def _inside_bundle(name: str) -> bool:
+    """Whether ``name`` is a relative path that stays inside the bundle (no root, no drive, no ``..``, no ``\\``)."""
+    p = PurePosixPath(name)
+    return bool(name) and not p.is_absolute() and ".." not in p.parts and "\\" not in name and ":" not in name
 
 
 def _read_json(path: Path):
     try:
-        return json.loads(path.read_text("utf-8"))
+        return loads(path.read_bytes())
     except OSError as e:
         raise BundleError(f"{path}: cannot be read ({e.strerror})") from None
-    except ValueError as e:
-        raise BundleError(f"{path}: not JSON ({e})") from None
+    except JsonError as e:
+        raise BundleError(f"{path}: {e}") from None
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str):
+    """The Draft 2020-12 validator of the shipped schema ``name`` (loaded once: building one costs milliseconds)."""
+    import jsonschema  # loaded with the first bundle read, not with the command line
+
+    return jsonschema.Draft202012Validator(schema(name))
+
+
+def _validated(value, name: str, path: Path):
+    """``value`` if the shipped schema ``name`` accepts it; else one ``BundleError`` naming the first place it does
+    not (``kinds[0].layers[1]: -1 is less than the minimum of 0``)."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(name).iter_errors(value))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        message = error.message if len(error.message) <= 160 else error.message[:159] + "…"
+        raise BundleError(f"{path}: not a {FORMAT} {name}: {where + ': ' if where else ''}{message}")
+    return value
+
+
+def _consistent(m: dict, path: Path) -> None:
+    """What the schema cannot say: the layers are 0, 1, 2, … once each, each bound to a kind the manifest has, each
+    kind's layers exactly those bound to it, and its representative one of them."""
+    def bad(why: str) -> BundleError:
+        return BundleError(f"{path}: not a {FORMAT} manifest: {why}")
+
+    for size in ("ctx", "chunk", "batch", "tp"):
+        why = size_problem(size, m[size]) if m.get(size) is not None else None
+        if why is not None:
+            raise bad(f"`{size}` {why}")
+    layers = [b["layer"] for b in m["layers"]]
+    if layers != list(range(len(layers))):
+        raise bad(f"its layers are {layers[:8]}{'…' if len(layers) > 8 else ''}, not 0, 1, 2, … in order")
+    kinds = {k["name"]: k for k in m["kinds"]}
+    if len(kinds) != len(m["kinds"]):
+        raise bad("two kinds have one name")
+    for b in m["layers"]:
+        if b["kind"] not in kinds:
+            raise bad(f"layer {b['layer']} runs kind `{b['kind'][:40]}`, which it does not list")
+    for k in m["kinds"]:
+        bound = [b["layer"] for b in m["layers"] if b["kind"] == k["name"]]
+        if k["layers"] != bound:
+            raise bad(f"kind `{k['name'][:40]}` lists layers {k['layers'][:8]} but layers {bound[:8]} are bound to it")
+        if k["representative"] not in k["layers"]:
+            raise bad(f"kind `{k['name'][:40]}`'s representative, layer {k['representative']}, is not one of its layers")
+    for name in [*m["programs"].values(), *(k["program"] for k in m["kinds"])]:
+        if name is not None and not _inside_bundle(name):
+            raise bad(f"the program path {name[:60]!r} leaves the bundle; a bundle's programs are inside it")
 
 
 def read_bundle(directory: str | Path) -> StreamedModel:
-    """The model a bundle directory holds (the inverse of ``write_bundle``)."""
+    """The model a bundle directory holds (the inverse of ``write_bundle``): every file validated against its schema,
+    the manifest checked against itself, each program read from inside the bundle; ``BundleError`` naming the file
+    and the first thing wrong otherwise."""
     root = Path(directory)
-    m = _read_json(root / "manifest.json")
+    where = root / "manifest.json"
+    m = _read_json(where)
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise BundleError(f"{root / 'manifest.json'}: not a {FORMAT} manifest")
+        raise BundleError(f"{where}: not a {FORMAT} manifest")
+    _consistent(_validated(m, "manifest", where), where)
+    real_root = os.path.realpath(root)
+
+    def program(name: str) -> SpatialProgram:
+        file = root / name
+        if os.path.commonpath([real_root, os.path.realpath(file)]) != real_root:  # a link that leads out
+            raise BundleError(f"{where}: the program {name[:60]!r} leads out of the bundle through a symbolic link")
+        return SpatialProgram.from_json(_validated(_read_json(file), "program", file))
+
     try:
-        program = lambda name: SpatialProgram.from_json(_read_json(root / name))
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
         kinds = tuple(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), program(k["program"]),
                                        tuple(k["carried"]), k["tp"]) for k in m["kinds"])
-        spec = m["target_spec"]
-        target = SpatialTarget(**spec)
+        target = SpatialTarget(**m["target_spec"])
+        if target_problem(target) is not None:
+            raise BundleError(f"{where}: not a {FORMAT} manifest: its target's {target_problem(target)}")
         deployment = Deployment(m["mode"], ctx=m["ctx"], chunk=m["chunk"] or 0, batch=m["batch"], tp=m["tp"])
+        refusal = deployment.refusal()
+        if refusal is not None:
+            raise BundleError(f"{where}: not a {FORMAT} manifest: its deployment is {refusal}")
         return StreamedModel(
             embed=embed, kinds=kinds, head=program(m["programs"]["head"]),
             layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"]) for b in m["layers"]),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"))
-    except (KeyError, TypeError) as e:
-        raise BundleError(f"{root / 'manifest.json'}: malformed bundle ({e})") from None
+    except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
+        raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
 
 
 def schema(name: str = "manifest") -> dict:

@@ -58,6 +58,28 @@ class SpatialTarget:
         }
 
 
+#: The limit of each figure of a ``SpatialTarget``, in its own units (units, bytes, bytes/s, FLOP/s).
+FIGURE_LIMITS = {"pcus": MAX_UNITS, "pmus": MAX_UNITS, "sram_bytes": MAX_TARGET_BYTES, "hbm_bytes": MAX_TARGET_BYTES,
+                 "ddr_bytes": MAX_TARGET_BYTES, "sram_bandwidth": MAX_TARGET_RATE, "hbm_bandwidth": MAX_TARGET_RATE,
+                 "ddr_bandwidth": MAX_TARGET_RATE, "link_bandwidth": MAX_TARGET_RATE, "peak_bf16": MAX_TARGET_RATE,
+                 "peak_fp8": MAX_TARGET_RATE}
+
+
+def target_problem(t: SpatialTarget) -> str | None:
+    """Why ``t`` (read back from a manifest, say) is no target, or ``None``: each figure positive, finite and within
+    its limit, and every PMU holding at least a byte — what ``parse_target`` holds a TOML file to, in its units."""
+    for figure, limit in FIGURE_LIMITS.items():
+        v = getattr(t, figure)
+        why = beyond(v, limit, whole=figure in ("pcus", "pmus", "sram_bytes", "hbm_bytes", "ddr_bytes"), minimum=0)
+        if why is None and v == 0:
+            why = "is 0; it must be positive"
+        if why is not None:
+            return f"`{figure}` {why}"
+    if t.sram_bytes < t.pmus:
+        return f"{t.sram_bytes:,} bytes of SRAM over {t.pmus:,} PMUs leave each less than a byte"
+    return None
+
+
 BUILTIN = ("sn50", "sn40l")
 DEFAULT = "sn50"
 

@@ -85,7 +85,7 @@ def test_a_directory_that_is_not_a_bundle_is_never_replaced(tmp_path, analyses):
     out = tmp_path / "notes"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    with pytest.raises(BundleError, match="not a bundle"):
+    with pytest.raises(BundleError, match="holds mine.txt, which no lowering wrote"):
         write_bundle(lower_streamed(analyses["tiny-llama"], Deployment("decode", ctx=64)), out)
     assert (out / "mine.txt").read_text() == "keep me"
 
