@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
+from .signals import SIGNALS
 from .common import (
     UserError, add_deployment_options, deployment_from, load_storage, load_target_or_fail, print_errors, read_document,
 )
@@ -122,7 +123,7 @@ def cmd_lower(args) -> int:
     finally:
         bar.close()  # also on Ctrl-C: the message after it starts on a clean line
     try:
-        write_bundle(model, args.output, source=args.doc)
+        write_bundle(model, args.output, source=args.doc, uninterrupted=SIGNALS.deferred)
     except BundleError as e:
         raise UserError(str(e)) from None
     print(summary(model, args.output))
