@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from .whole import Analysis, divergence_diagnostic
 from .kinds import Divergence, LayerKind, describe, divergences, shape_digest, stored_q8
 from ..lang.lexer import Pos, Range, lex
+from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
 from ..lang.parser import _heading, _section, _stray
 from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
@@ -271,6 +272,13 @@ class IncrementalAnalysis:
         return analyze(self.text, self.storage)
 
 
+def unanalysed(text: str, why: Diagnostic, storage: Storage = ALL_Q8) -> IncrementalAnalysis:
+    """The analysis of a text that was not analysed — too large to read, or one the analysis failed on: no sections,
+    no programs, and ``why`` as its one diagnostic, so an editor still shows what happened."""
+    doc = Document(text, None, (), (why,))
+    return IncrementalAnalysis(text, doc, (), Programs(doc, None, (), None, {}), (), (), (why,), storage, (), {})
+
+
 class _Generations:
     """A cache that keeps what the last two analyses used: memory stays proportional to the document however long
     the editing session, and undoing the last edit still hits. Keyed by value, so an entry is never wrong."""
@@ -322,7 +330,13 @@ class IncrementalAnalyzer:
         return sum(len(c.text) for c in cut if self._parsed.get(c.text) is None)
 
     def analyze(self, text: str, cut: list[Chunk] | None = None) -> IncrementalAnalysis:
-        """The analysis of ``text``; ``cut`` is ``chunks(text)`` if the caller has it already."""
+        """The analysis of ``text``; ``cut`` is ``chunks(text)`` if the caller has it already. A text over
+        ``MAX_DOCUMENT_BYTES`` is refused as ``parse`` refuses it: one diagnostic, nothing lexed."""
+        if len(text) * 4 > MAX_DOCUMENT_BYTES:
+            too_large = document_too_large(len(text.encode("utf-8", "replace")))
+            if too_large is not None:
+                return unanalysed(text, Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, too_large, "size"),
+                                  self.storage)
         if cut is None or clean(text) is not text:
             text = clean(text)
             cut = chunks(text)

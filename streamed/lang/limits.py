@@ -46,6 +46,15 @@ MAX_TARGET_RATE = 10**18
 MAX_JSON_DEPTH = 64
 
 
+def document_too_large(size: int) -> str | None:
+    """The one message for a document of ``size`` bytes over ``MAX_DOCUMENT_BYTES`` (the command line's ``parse``
+    and the editor's incremental analysis both refuse it in these words), or ``None``."""
+    if size <= MAX_DOCUMENT_BYTES:
+        return None
+    return (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
+            f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
+
+
 def beyond(value, limit: int | float, *, minimum: int | float = 1, whole: bool = True, say_value: bool = True) -> str | None:
     """Why ``value`` is not a size from ``minimum`` to ``limit`` (a whole number unless ``whole`` is false), as the
     end of a sentence that names the field first — ``must be a whole number, not 1.5``, ``is 0; it must be at least

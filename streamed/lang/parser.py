@@ -14,7 +14,7 @@ import math
 import re
 
 from . import ops as ops_table
-from .limits import MAX_DOCUMENT_BYTES, MAX_LAYER
+from .limits import MAX_LAYER, document_too_large
 from .lexer import Line, Pos, Range, Token, decode, end_of, lex
 from .syntax import (
     Binary,
@@ -546,11 +546,9 @@ def parse(source: str | bytes) -> Document:
     """Parse a whole document. Never raises; everything wrong is a diagnostic."""
     text, replaced = decode(source)
     size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
-    if size > MAX_DOCUMENT_BYTES:
-        at = Range(Pos(0, 0, 0), Pos(0, 0, 0))
-        message = (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
-                   f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
-        return Document(text, None, (), (_error(at, message, "size"),))
+    too_large = document_too_large(size)
+    if too_large is not None:
+        return Document(text, None, (), (_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), too_large, "size"),))
     lines = lex(text)
     diagnostics: list[Diagnostic] = []
     if replaced:
