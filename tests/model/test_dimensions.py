@@ -46,3 +46,21 @@ def test_check_lower_and_verify_refuse_a_document_with_a_negative_or_zero_width(
     err = capsys.readouterr().err
     assert "Traceback" not in err and "nothing was lowered" in err and "nothing was verified" in err
     assert not (tmp_path / "b").exists()
+
+
+def test_verify_counts_the_weights_of_widths_at_the_limit_exactly(tmp_path, capsys):
+    """Three widths of 2²⁴ make one tensor of 2⁷² values: counted in numpy's int64 the total wrapped round to a
+    figure a million times too small."""
+    from repo import example
+
+    text = example("small-qwen35")
+    for old, new in (("Let d be 128.", "Let d be 16777216."), ("Let eff be 64.", "Let eff be 16777216."),
+                     ("8 by d by eff", "16777216 by d by eff"), ("8 by eff by d", "16777216 by eff by d"),
+                     ("weight of d by 8.", "weight of d by 16777216.")):
+        text = text.replace(old, new)
+    doc = tmp_path / "m.lgm"
+    doc.write_text(text)
+    assert main(["verify", str(doc), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    count = int(re.search(r"declares ([\d,]+) weight values", err).group(1).replace(",", ""))
+    assert count >= MAX_DIMENSION**3
