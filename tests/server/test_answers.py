@@ -152,3 +152,22 @@ def test_a_document_the_analysis_fails_on_still_gets_a_diagnostic_saying_so(tmp_
         assert "Traceback" not in client.stderr()
     finally:
         client.close()
+
+
+def test_a_target_a_pmu_cannot_hold_a_byte_of_is_refused_and_diagnostics_go_on(tmp_path):
+    """Issue 11: the server accepted a target whose SRAM was tiny, then published no diagnostics for any document
+    (every analysis died dividing by its PMUs' zero bytes)."""
+    from importlib import resources
+
+    sn50 = resources.files("streamed.spatial").joinpath("targets", "sn50.toml").read_text("utf-8")
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(sn50.replace("sram_mb = 432", "sram_mb = 0.000001"))
+    client = RawClient(tmp_path)
+    try:
+        client.initialize({"target": str(tiny)})
+        uri = client.open("m.lgm", TINY)
+        assert client.published(uri)["diagnostics"] == []  # analysed under the previous target, sn50
+        said = [m["params"]["message"] for m in client.received if m.get("method") == "window/showMessage"]
+        assert any(f"{tiny}: `sram_mb` 1e-06 over 2,080 PMUs leaves each less than a byte" in s for s in said), said
+    finally:
+        client.close()
