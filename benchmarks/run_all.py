@@ -16,6 +16,7 @@ BENCHMARKS = [
     ("bench_lowering.py", ["--write"]),
     ("bench_verify.py", ["--write"]),
     ("bench_server.py", ["--write"]),
+    ("bench_bundle.py", ["--write"]),
 ]
 
 
