@@ -121,6 +121,10 @@ experts        X, R, G, U, D [, …] → Y          mixture of experts; after th
                                                 (silu SwiGLU of the shared tensors) is added, times
                                                 ``σ(X·shared_gate)`` when given.
 argmax         X → Y                            the index of the largest value of each row (int32, ``(rows,)``).
+running_argmax X → Y, M                         ``argmax`` over column tiles (see Tiles): Y (int32) and M hold the
+                                                index, counted from column 0 of the whole, and the value of the
+                                                largest of X's columns seen so far in this row tile; a tie keeps the
+                                                lowest index. Untiled, ``Y = argmax(X)``, ``M = max(X)``.
 write_rows     S, P, V → S                      ``S[P + r] = V[r]`` for each row r of V (``Set row P of S``).
 assign         V → S                            ``S = V`` (``Set S to V``).
 copy           X → Y                            ``Y = X``.
@@ -163,7 +167,46 @@ expert; the router and the shared gate are replicated; only chip 0 receives ``bi
 on the other chips), so the all-reduced sum adds it once.
 
 Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
-earlier op; every intermediate and output is written exactly once; shapes agree op by op.
+earlier op; every intermediate and output is written exactly once (once per tile); shapes agree op by op.
+
+Tiles
+-----
+
+A program whose working footprint does not fit its target's SRAM is *tiled*: its ops run once per tile of
+``tiles``, in order. Its tensors and ops are then those of one tile — the *body*, lowered at the largest tile's
+rows (and columns) — while ``rows`` stays the whole program's. Tile t covers the program's rows ``[r0, r1)``
+(``Tile.rows``) and, in a column-tiled program, columns ``[c0, c1)`` of its vocabulary-wide product
+(``Tile.cols``). Running tile t:
+
+- a *per-row* tensor holds the tile's ``r1 − r0`` rows: a row input (an ``input`` that is not a position: the
+  hidden state, the token ids) is its rows ``[r0, r1)``, and an op's output other than a state is per-row when the
+  op reads a per-row tensor (``row_tensors``). A smaller (last) tile runs the same ops over fewer rows. The
+  program's output is its tiles' rows, in order.
+- the position input reads ``P + r0``: row r of the tile is at position ``P + r0 + r``, as in the whole program.
+- states are whole and persist from tile to tile: tile t sees what the tiles before it wrote (a cache's earlier
+  rows, a recurrence's state after row ``r0 − 1``); a state not carried is zeroed once, at the start of the step.
+- weights and tables are whole, except a column-tiled weight, of which the tile reads columns ``[c0, c1)`` (its
+  ``read`` along axis 1). A *per-column* tensor (that weight, and the output of an op reading a per-column tensor,
+  except ``running_argmax``'s) holds the tile's columns (``column_tensors``). Column tiles of one row tile are
+  consecutive in ``tiles``; an op that reads no per-column tensor runs in the first column tile of its row tile
+  only, and the later ones read what it wrote (``runs_in``).
+- any other intermediate (one no row reaches) is recomputed alike by every tile.
+
+Each tile lists what it ``reads`` and ``writes`` of the program's tensors (``Access``): a tensor, an axis and
+``[start, stop)`` along it (axis ``None``: all of it; start ``None``: from its first row); with ``from_position``
+start and stop count from the step's position P. So a tile of rows ``[r0, r1)`` writes rows ``[P + r0, P + r1)``
+of a KV cache and its attention reads rows ``[0, P + r1)`` (with a window W, from ``P + r0 − W + 1``): the keys
+and values it needs, causally — every earlier tile's rows and its own.
+
+``weights_on_chip``: the body's weights stay in SRAM across the tiles (they fit beside a tile's footprint), so a
+step reads each from its tier once; otherwise every tile reads the weights it uses.
+
+Invariant (checked by ``certify``): the tiles cover every row (and, column-tiled, every column of every row) exactly
+once, in order, none larger than the body; the body is row-local — an op reads per-row tensors only at its own rows
+(attention reads its keys and values from states, not from per-row tensors; no ``take_rows``, ``stack_rows``,
+``take_cols``, all-reduce or all-gather, and no ``assign`` of a per-row value), and only elementwise ops and
+``running_argmax`` read per-column tensors; the body's footprint (with its weights when ``weights_on_chip``) and
+its PMUs fit the target.
 """
 
 from __future__ import annotations
@@ -224,12 +267,39 @@ class Op:
 
 
 @dataclass(frozen=True)
+class Access:
+    """What a tile reads or writes of one tensor of the program: ``axis`` and ``[start, stop)`` along it (``axis``
+    ``None``: the whole tensor; ``start`` ``None``: from its first row); ``from_position``: start and stop count from
+    the step's position."""
+
+    tensor: str
+    axis: int | None = None
+    start: int | None = None
+    stop: int | None = None
+    from_position: bool = False
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One run of a tiled program's body: the program's rows ``[r0, r1)`` and, column-tiled, columns ``[c0, c1)``;
+    what it reads and writes of the program's tensors."""
+
+    rows: tuple[int, int]
+    cols: tuple[int, int] | None = None
+    reads: tuple[Access, ...] = ()
+    writes: tuple[Access, ...] = ()
+
+
+@dataclass(frozen=True)
 class SpatialProgram:
     """One program of a bundle: ``embed``, ``head`` or a layer kind's (named after its representative layer).
 
     ``tensors`` in declaration order, then intermediates in the order they are written; ``ops`` in pipeline order;
     ``carried`` the states a step hands to the next; ``certificate`` the checks ``certify`` passed, with numbers
-    (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel)."""
+    (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel); ``tiles`` the tiles of a program
+    whose footprint does not fit SRAM whole (empty: it runs once), ``weights_on_chip`` whether its weights stay
+    in SRAM across them, ``cols`` the whole width of a column-tiled program's vocabulary product (see the module
+    docstring)."""
 
     name: str
     rows: int
@@ -239,6 +309,19 @@ class SpatialProgram:
     carried: tuple[str, ...] = ()
     certificate: dict | None = None
     tp: int = 1
+    tiles: tuple[Tile, ...] = ()
+    weights_on_chip: bool = False
+    cols: int | None = None
+
+    @property
+    def tile_rows(self) -> int:
+        """The body's rows: the largest tile's (the program's own when it is not tiled)."""
+        return max((t.rows[1] - t.rows[0] for t in self.tiles), default=self.rows)
+
+    @property
+    def tile_cols(self) -> int | None:
+        """The body's columns of a column-tiled program (the largest column tile's); ``None`` otherwise."""
+        return max((t.cols[1] - t.cols[0] for t in self.tiles if t.cols is not None), default=None)
 
     def tensor(self, name: str) -> Tensor:
         return self._index()[name]
@@ -328,8 +411,36 @@ def op_from_json(d: dict) -> Op:
     )
 
 
+def access_to_json(a: Access) -> dict:
+    out: dict = {"tensor": a.tensor}
+    if a.axis is not None:
+        out.update(axis=a.axis, start=a.start, stop=a.stop)
+    if a.from_position:
+        out["from_position"] = True
+    return out
+
+
+def access_from_json(d: dict) -> Access:
+    return Access(d["tensor"], d.get("axis"), d.get("start"), d.get("stop"), bool(d.get("from_position", False)))
+
+
+def tile_to_json(t: Tile) -> dict:
+    out: dict = {"rows": list(t.rows)}
+    if t.cols is not None:
+        out["cols"] = list(t.cols)
+    out["reads"] = [access_to_json(a) for a in t.reads]
+    out["writes"] = [access_to_json(a) for a in t.writes]
+    return out
+
+
+def tile_from_json(d: dict) -> Tile:
+    return Tile(tuple(d["rows"]), tuple(d["cols"]) if d.get("cols") is not None else None,
+                tuple(access_from_json(a) for a in d.get("reads", ())),
+                tuple(access_from_json(a) for a in d.get("writes", ())))
+
+
 def program_to_json(p: SpatialProgram) -> dict:
-    return {
+    out = {
         "format": "streamed-program/1",
         "name": p.name, "rows": p.rows, "ctx": p.ctx, "tp": p.tp,
         "tensors": [tensor_to_json(t) for t in p.tensors],
@@ -337,6 +448,12 @@ def program_to_json(p: SpatialProgram) -> dict:
         "carried": list(p.carried),
         "certificate": _plain(p.certificate) if p.certificate is not None else None,
     }
+    if p.tiles:
+        out["tiles"] = [tile_to_json(t) for t in p.tiles]
+        out["weights_on_chip"] = p.weights_on_chip
+        if p.cols is not None:
+            out["cols"] = p.cols
+    return out
 
 
 def program_from_json(data: dict | str) -> SpatialProgram:
@@ -346,7 +463,42 @@ def program_from_json(data: dict | str) -> SpatialProgram:
         tensors=tuple(tensor_from_json(t) for t in d["tensors"]),
         ops=tuple(op_from_json(o) for o in d["ops"]),
         carried=tuple(d.get("carried", ())), certificate=d.get("certificate"), tp=d.get("tp", 1),
+        tiles=tuple(tile_from_json(t) for t in d.get("tiles", ())), weights_on_chip=bool(d.get("weights_on_chip", False)),
+        cols=d.get("cols"),
     )
+
+
+def row_tensors(program: SpatialProgram) -> frozenset[str]:
+    """The per-row tensors of a program (see Tiles): its row inputs, and every op output other than a state that an
+    op computes from a per-row tensor."""
+    rows = {t.name for t in program.tensors if t.role == "input" and t.shape != ()}
+    states = {t.name for t in program.tensors if t.role == "state"}
+    for op in program.ops:
+        if any(n in rows for n in op.inputs):
+            rows.update(n for n in op.outputs if n not in states)
+    return frozenset(rows)
+
+
+def column_tensors(program: SpatialProgram, weights: frozenset[str] | None = None) -> frozenset[str]:
+    """The per-column tensors of a column-tiled program (see Tiles): the weights its tiles read by columns (or
+    ``weights``), and every op output computed from one — except ``running_argmax``'s, which fold the columns
+    away."""
+    cols = set(weights) if weights is not None else {
+        a.tensor for t in program.tiles if t.cols is not None for a in t.reads
+        if a.axis == 1 and program.has(a.tensor) and program.tensor(a.tensor).role == "weight"}
+    for op in program.ops:
+        if op.kind != "running_argmax" and any(n in cols for n in op.inputs):
+            cols.update(op.outputs)
+    return frozenset(cols)
+
+
+def runs_in(program: SpatialProgram, tile: Tile, columns: frozenset[str] | None = None) -> list[Op]:
+    """The ops a tile runs: all of them, except in a column tile after its row tile's first, which runs only the ops
+    reading a per-column tensor (``columns``: ``column_tensors(program)``, when the caller has it)."""
+    if tile.cols is None or tile.cols[0] == 0:
+        return list(program.ops)
+    columns = column_tensors(program) if columns is None else columns
+    return [op for op in program.ops if any(n in columns for n in op.inputs)]
 
 
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
@@ -357,6 +509,6 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 
 __all__ = [
-    "Tensor", "Op", "SpatialProgram", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
+    "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
     "program_to_json", "program_from_json", "replace", "fields",
 ]
