@@ -180,9 +180,14 @@ rows (and columns) — while ``rows`` stays the whole program's. Tile t covers t
 
 - a *per-row* tensor holds the tile's ``r1 − r0`` rows: a row input (an ``input`` that is not a position: the
   hidden state, the token ids) is its rows ``[r0, r1)``, and an op's output other than a state is per-row when the
-  op reads a per-row tensor (``row_tensors``). A smaller (last) tile runs the same ops over fewer rows. The
-  program's output is its tiles' rows, in order.
+  op reads a per-row tensor — except a ``take_rows``'s (a part of the tile's rows), while a ``stack_rows``'s is
+  (``row_tensors``). A smaller (last) tile runs the same ops over fewer rows. The program's output is its tiles'
+  rows, in order.
 - the position input reads ``P + r0``: row r of the tile is at position ``P + r0 + r``, as in the whole program.
+- in a batched program, row b of a tile is sequence ``r0 + b``: an op's per-sequence state or position
+  ``N_s{b}`` (``N_s{b}_c{c}`` on chip c) is the program's ``N_s{r0+b}``. The program holds every sequence's states
+  and positions; its ops name those of the tile's sequences, ``b`` below the body's rows. A batched program's
+  tiles are all as large as its body (its ``take_rows`` pick sequence b of the tile).
 - states are whole and persist from tile to tile: tile t sees what the tiles before it wrote (a cache's earlier
   rows, a recurrence's state after row ``r0 − 1``); a state not carried is zeroed once, at the start of the step.
 - weights and tables are whole, except a column-tiled weight, of which the tile reads columns ``[c0, c1)`` (its
@@ -198,20 +203,24 @@ start and stop count from the step's position P. So a tile of rows ``[r0, r1)`` 
 of a KV cache and its attention reads rows ``[0, P + r1)`` (with a window W, from ``P + r0 − W + 1``): the keys
 and values it needs, causally — every earlier tile's rows and its own.
 
+``from_position`` counts from the position of the tensor's own sequence in a batched program (``pos_s{b}``).
+
 ``weights_on_chip``: the body's weights stay in SRAM across the tiles (they fit beside a tile's footprint), so a
 step reads each from its tier once; otherwise every tile reads the weights it uses.
 
 Invariant (checked by ``certify``): the tiles cover every row (and, column-tiled, every column of every row) exactly
-once, in order, none larger than the body; the body is row-local — an op reads per-row tensors only at its own rows
-(attention reads its keys and values from states, not from per-row tensors; no ``take_rows``, ``stack_rows``,
-``take_cols``, all-reduce or all-gather, and no ``assign`` of a per-row value), and only elementwise ops and
-``running_argmax`` read per-column tensors; the body's footprint (with its weights when ``weights_on_chip``) and
-its PMUs fit the target.
+once, in order, none larger than the body (a batched program's all equal to it); when there are several row tiles
+the body is row-local — an op reads per-row tensors only at its own rows (attention reads its keys and values from
+states, not from per-row tensors; no all-gather along rows, no ``assign`` of a per-row value, and
+``take_rows``/``stack_rows`` only as a batched program picks and stacks its sequences); only elementwise ops and
+``running_argmax`` read per-column tensors; the body's footprint (with its weights when ``weights_on_chip``), its
+PMUs and its PCUs fit the target.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -474,9 +483,30 @@ def row_tensors(program: SpatialProgram) -> frozenset[str]:
     rows = {t.name for t in program.tensors if t.role == "input" and t.shape != ()}
     states = {t.name for t in program.tensors if t.role == "state"}
     for op in program.ops:
-        if any(n in rows for n in op.inputs):
+        if op.kind == "stack_rows" or op.kind != "take_rows" and any(n in rows for n in op.inputs):
             rows.update(n for n in op.outputs if n not in states)
     return frozenset(rows)
+
+
+#: A batched program's per-sequence state or position: ``Kc3_s1`` (``Kc3_s1_c0``, chip 0's part), ``pos_s1``.
+_SEQUENCE = re.compile(r"(.*_s)(\d+)((?:_c\d+)?)\Z")
+
+
+def sequence_of(name: str) -> int | None:
+    """The sequence a batched program's per-sequence name belongs to (``Kc3_s1`` → 1), else ``None``."""
+    m = _SEQUENCE.match(name)
+    return int(m.group(2)) if m and "__" not in name else None
+
+
+def in_tile(program: SpatialProgram, tile: Tile, name: str) -> str:
+    """The program's tensor that ``name``, as an op of ``tile`` names it, is: a batched program's per-sequence state
+    or position of the tile's sequence b is the program's of sequence ``r0 + b``; every other name is itself."""
+    if tile.rows[0] == 0 or not program.has(name) or program.tensor(name).role not in ("state", "input"):
+        return name
+    m = _SEQUENCE.match(name)
+    if m is None or "__" in name:
+        return name
+    return f"{m.group(1)}{int(m.group(2)) + tile.rows[0]}{m.group(3)}"
 
 
 def column_tensors(program: SpatialProgram, weights: frozenset[str] | None = None) -> frozenset[str]:
@@ -509,6 +539,7 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 
 __all__ = [
-    "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
+    "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
+    "in_tile", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
     "program_to_json", "program_from_json", "replace", "fields",
 ]

@@ -37,7 +37,9 @@ from typing import Callable
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ..model.program import Program
 from .deployment import Cut
-from .ir import Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, column_tensors, nbytes, row_tensors, runs_in
+from .ir import (
+    Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, column_tensors, in_tile, nbytes, row_tensors, runs_in, sequence_of,
+)
 from .target import SpatialTarget
 from .units import beside, size
 
@@ -1035,10 +1037,12 @@ def own_bytes(program: SpatialProgram) -> int:
 
 
 def pmus_needed(program: SpatialProgram, target: SpatialTarget) -> int:
-    """PMUs for a program's on-chip buffers (chip 0's): each takes the PMUs its bytes fill; a state at least one, the
-    buffer it streams through from wherever residency puts it; weights kept on chip across tiles their own."""
+    """PMUs for a program's on-chip buffers (chip 0's): each takes the PMUs its bytes fill; a state its ops read at
+    least one, the buffer it streams through from wherever residency puts it (a tile streams its own sequences');
+    weights kept on chip across tiles their own."""
+    used = {n for op in program.ops for n in (*op.inputs, *op.outputs)}
     n = sum(1 if t.role == "state" else math.ceil(t.bytes / target.pmu_bytes) for t in program.tensors
-            if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0))
+            if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0) and (t.role != "state" or t.name in used))
     if program.weights_on_chip:
         n += sum(math.ceil(t.bytes / target.pmu_bytes) for t in program.tensors if t.role == "weight")
     return n
@@ -1051,18 +1055,34 @@ def pmus_needed(program: SpatialProgram, target: SpatialTarget) -> int:
 COLUMN_LOCAL = frozenset({"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "copy", "add", "sub", "mul"})
 
 
+def ops_per_chip(program: SpatialProgram) -> int:
+    """The ops of a program's fullest chip: one PCU each at least."""
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    return max(sum(1 for op in program.ops if c is None or op.chip in (None, c)) for c in chips)
+
+
 def _fits(p: SpatialProgram, target: SpatialTarget) -> bool:
-    return own_bytes(p) <= target.sram_bytes and pmus_needed(p, target) <= target.pmus
+    return (own_bytes(p) <= target.sram_bytes and pmus_needed(p, target) <= target.pmus
+            and ops_per_chip(p) <= target.pcus)
+
+
+def batched(p: SpatialProgram) -> bool:
+    """Whether ``p`` runs per sequence: it holds per-sequence positions or states (``pos_s0``, ``Kc3_s0``)."""
+    return any((t.role == "state" or t.role == "input" and t.shape == ()) and sequence_of(t.name) is not None
+               for t in p.tensors)
 
 
 def row_blocker(p: SpatialProgram) -> tuple[Op, str] | None:
     """The first op a tile of rows could not compute on its own rows, and why; ``None`` when the program is
     row-local (ir.py, Tiles), so that tiles of its rows compute exactly what the whole does."""
     rows = row_tensors(p)
+    per_sequence = batched(p)
     for op in p.ops:
         if not any(n in rows for n in op.inputs):
             continue
         k = op.kind
+        if per_sequence and (k == "stack_rows" or k == "take_rows" and op.attr("count") == 1):
+            continue  # a batched program picks and stacks its sequences: row b of a tile is one of them
         if k in ("attention", "latent_attention"):
             own = [n for n in op.inputs[1:3] if n in rows]
             if own:
@@ -1074,8 +1094,9 @@ def row_blocker(p: SpatialProgram) -> tuple[Op, str] | None:
             return op, f"it multiplies by `{authored(op.inputs[1])}`, computed from the step's rows"
         elif k == "assign":
             return op, f"it replaces the whole state `{authored(op.outputs[0])}` with a value of the step's rows"
-        elif k in ("take_rows", "stack_rows", "take_cols", "allreduce", "allgather"):
-            return op, f"`{k}` reads rows or chips of the whole step"
+        elif k in ("take_rows", "stack_rows") or k == "allgather" and op.attr("axis", -1) % len(
+                p.tensor(op.inputs[0]).shape) == 0:
+            return op, f"`{k}` reads rows of the whole step"
     return None
 
 
@@ -1138,42 +1159,55 @@ def accesses(p: SpatialProgram, tile: Tile, columns: frozenset[str]) -> Tile:
     used = {n for op in ops for n in op.inputs}
     reads: dict[str, Access] = {}
     writes: dict[str, Access] = {}
+    # A batched tile's rows are whole sequences, each at its own position: it reads and writes their rows from 0.
+    r0_at, r1_at = (0, r1 - r0) if batched(p) else (r0, r1)
+    name = lambda n: in_tile(p, tile, n)  # noqa: E731 — the program's tensor an op of this tile names
     for t in p.tensors:
         if t.name not in used:
             continue
         if t.role == "input":
-            reads[t.name] = Access(t.name) if t.shape == () else Access(t.name, 0, r0, r1)
+            reads[t.name] = Access(name(t.name)) if t.shape == () else Access(t.name, 0, r0, r1)
         elif t.role == "weight":
             reads[t.name] = Access(t.name, 1, *cols) if cols is not None and t.name in columns else Access(t.name)
     for op in ops:
         k = op.kind
         if k == "rope":
             for table in op.inputs[2:4]:
-                reads.setdefault(table, Access(table, 0, r0, r1, True))
+                reads.setdefault(table, Access(table, 0, r0_at, r1_at, True))
         elif k in ("attention", "latent_attention"):
             window = op.attr("window") if k == "attention" else None
             for cache in op.inputs[1:3]:
-                reads.setdefault(cache, Access(cache, 0, r0 - window + 1 if window else None, r1, True))
+                rows_read = 1 if batched(p) else r1_at
+                first = (rows_read - window if batched(p) else r0_at - window + 1) if window else None
+                reads.setdefault(cache, Access(name(cache), 0, first, rows_read, True))
         elif k in ("gated_delta", "short_convolution"):
             state = op.inputs[3] if k == "gated_delta" else op.inputs[1]
-            reads.setdefault(state, Access(state))
-            writes[state] = Access(state)
+            reads.setdefault(state, Access(name(state)))
+            writes[state] = Access(name(state))
         elif k == "write_rows":
-            writes[op.outputs[0]] = Access(op.outputs[0], 0, r0, r1, True)
+            v = p.tensor(op.inputs[2]).shape[0]
+            writes[op.outputs[0]] = Access(name(op.outputs[0]), 0, 0 if batched(p) else r0, v if batched(p) else r1,
+                                           True)
         elif k == "assign":
-            writes[op.outputs[0]] = Access(op.outputs[0])
+            writes[op.outputs[0]] = Access(name(op.outputs[0]))
     for t in p.tensors:
         if t.name in used and t.role in ("table", "state") and t.name not in reads:
-            reads[t.name] = Access(t.name)
+            reads[t.name] = Access(name(t.name))
     out = p.output
     if out is not None and any(out in op.outputs for op in ops):
         writes[out] = Access(out, 0, r0, r1)
     return replace(tile, reads=tuple(reads.values()), writes=tuple(writes.values()))
 
 
-def _tiled(body: SpatialProgram, rows: int, cols: int | None, columns: frozenset[str]) -> SpatialProgram:
+def _tiled(body: SpatialProgram, rows: int, cols: int | None, columns: frozenset[str],
+           whole: SpatialProgram) -> SpatialProgram:
     """``body`` (lowered at one tile's rows and columns) with its tiles over ``rows`` rows and ``cols`` columns:
-    row tiles in order, each row tile's column tiles in order; ``columns`` its per-column tensors."""
+    row tiles in order, each row tile's column tiles in order; ``columns`` its per-column tensors. A batched body
+    also holds the states and positions of the sequences past its own (from ``whole``), which its tiles read."""
+    held = {t.name for t in body.tensors}
+    beyond = tuple(t for t in whole.tensors if t.name not in held and sequence_of(t.name) is not None
+                   and t.role in ("state", "input"))
+    body = replace(body, tensors=body.tensors + beyond, carried=whole.carried)
     step = _body_rows(body)
     width = None if cols is None else next(body.tensor(n).shape[-1] for n in columns
                                            if body.tensor(n).role == "weight")
@@ -1224,6 +1258,8 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
     blocker = row_blocker(whole)
     product = vocabulary_product(whole)
     most_rows = rows if blocker is None else 1  # without row locality, one row tile: the whole rows
+    # A batched program's tiles are all its body's size (its ops pick sequence b of a tile): a divisor of the batch.
+    even = (lambda total, most: max(d for d in range(1, most + 1) if total % d == 0)) if batched(whole) else _even
 
     def body(n: int, width: int | None = None, on_chip: bool = False) -> SpatialProgram:
         p = whole if n == rows else body_at(n)
@@ -1239,27 +1275,27 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
         for on_chip in (False, True):
             n = _largest(lambda n: _fits(body(n, None, on_chip), target), rows)
             if n is not None:
-                plans.append(_tiled(body(_even(rows, n), None, on_chip), rows, None, frozenset()))
+                plans.append(_tiled(body(even(rows, n), None, on_chip), rows, None, frozenset(), whole))
     if product is not None:
         width = whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1]
         narrow = min(width, Q8_BLOCK)
         n = _largest(lambda n: _fits(body(rows_of(n), narrow), target), most_rows)
         if n is not None:
-            n = _even(rows, rows_of(n))
+            n = even(rows, rows_of(n))
             blocks = _largest(lambda b: _fits(body(n, min(width, b * Q8_BLOCK)), target), -(-width // Q8_BLOCK))
             cols = _even(width, min(width, blocks * Q8_BLOCK))
             if cols < width:
                 p = body(n, cols)
                 columns = column_tensors(p, frozenset(p.ops[product[0]].inputs[1:]))
-                plans.append(_tiled(p, rows, width, columns))
+                plans.append(_tiled(p, rows, width, columns, whole))
     if plans:
         return min(plans, key=lambda p: (*_seconds(p, target), len(p.tiles)))
     # Refused: the smallest tile, measured.
     if blocker is not None and product is None:
         op, why = blocker
-        need, have = beside(own_bytes(whole), target.sram_bytes)
-        raise LoweringError(f"needs {need} of SRAM, more than the {target.name.upper()}'s {have}, and its rows "
-                            f"cannot be tiled: {why}", op.statement, authored(op.outputs[0]))
+        over = _over_limits(whole, target)
+        raise LoweringError.of([LoweringError(f"{e.why}, and its rows cannot be tiled: {why}", e.statement, e.binder)
+                                for e in over])
     smallest = body(rows_of(1), min(whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1], Q8_BLOCK)
                     if product is not None else None)
     raise LoweringError.of(_over_limits(smallest, target, "even in tiles of one row" if blocker is None
@@ -1276,9 +1312,14 @@ def _seconds(p: SpatialProgram, target: SpatialTarget) -> tuple[float, float]:
 
 
 def _over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list[LoweringError]:
-    """The target's on-chip limits ``p`` (a program, or one tile of it) exceeds: SRAM and PMUs, each a refusal on
-    the statement that makes most of what does not fit."""
+    """The target's on-chip limits ``p`` (a program, or one tile of it) exceeds: PCUs, SRAM and PMUs, each a refusal
+    on the statement that makes most of what does not fit."""
     out = []
+    ops = ops_per_chip(p)
+    if ops > target.pcus:
+        statement, binder = _heaviest_statement(p, lambda op: 1)
+        out.append(LoweringError(f"needs {ops:,} PCUs, one for each of its ops; the {target.name.upper()} has "
+                                 f"{target.pcus:,}", statement, binder))
     if own_bytes(p) > target.sram_bytes:
         out.append(_sram_refusal(p, target, how))
     pmus = pmus_needed(p, target)
@@ -1364,8 +1405,9 @@ def _certify_tiles(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
         if r0 != at or r1 <= r0:
             raise LoweringError(f"its tiles cover rows {at} to {r0 - 1} {'twice' if r0 < at else 'never'}"
                                 if r0 != at else f"a tile covers the empty rows {r0} to {r1}")
-        if r1 - r0 > body_rows:
-            raise LoweringError(f"the tile of rows {r0} to {r1 - 1} is larger than its body's {body_rows} rows")
+        if r1 - r0 > body_rows or (r1 - r0 != body_rows and batched(program)):
+            raise LoweringError(f"the tile of rows {r0} to {r1 - 1} is {'larger than' if r1 - r0 > body_rows else 'not'}"
+                                f" its body's {body_rows} rows")
         at = r1
         if program.cols is not None:
             width = program.tile_cols
@@ -1446,17 +1488,12 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     # tiled). Its carried states (KV caches, recurrent state) are placed by residency over the whole deployment —
     # SRAM while they fit, then HBM, then DDR, streamed from there — so a cache larger than SRAM is a residency
     # question, not a refusal here.
-    refused: list[LoweringError] = []
     chips = range(program.tp) if program.tp > 1 else (None,)
-    per_chip_ops = max(sum(1 for op in program.ops if c is None or op.chip in (None, c)) for c in chips)
-    if per_chip_ops > target.pcus:
-        statement, binder = _heaviest_statement(program, lambda op: 1)
-        refused.append(LoweringError(f"needs {per_chip_ops:,} PCUs, one for each of its ops; the "
-                                     f"{target.name.upper()} has {target.pcus:,}", statement, binder))
+    per_chip_ops = ops_per_chip(program)
     use = sram_footprint(program)
     need = own_bytes(program)
     pmus = pmus_needed(program, target)
-    refused += _over_limits(program, target, "in tiles" if program.tiles else "")
+    refused = _over_limits(program, target, "in tiles" if program.tiles else "")
     if refused:
         raise LoweringError.of(refused)
     certificate = {
@@ -1561,7 +1598,9 @@ def lower_program(program: Program, constants: dict[str, float], cut: Cut, targe
     reject of the program in its ``every``)."""
     sp, dense = _unplaced(program, constants, cut, name, q8)
     try:
-        sp = tile(sp, lambda rows: _unplaced(program, constants, replace(cut, rows=rows), name, q8)[0], target)
+        # A batched cut's rows are its sequences: a tile of n rows is a batch of n.
+        at = lambda rows: replace(cut, rows=rows, batch=rows if cut.batched else cut.batch)  # noqa: E731
+        sp = tile(sp, lambda rows: _unplaced(program, constants, at(rows), name, q8)[0], target)
         sp = certify(place(sp, target), target, {d.name for d in program.decls.values()
                                                  if d.role not in ("position", "state")})
     except LoweringError as e:
