@@ -2,8 +2,8 @@
 ``target.py`` reads a target's figures), three significant digits.
 
 A refusal compares what a program needs with what the target has, and the two must never read alike when they
-differ: ``beside(need, have)`` writes both in one unit with as many digits as it takes to tell them apart
-(``1.2 MB`` against ``1 MB``; ``1.0004 MB`` against ``1 MB``).
+differ: ``beside(need, have)`` writes them with as many digits as it takes to tell them apart (``1.2 MB`` against
+``1 MB``; ``1.0004 MB`` against ``1 MB``).
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ def size(n: float, significant: int = 3) -> str:
 
 
 def beside(need: float, have: float) -> tuple[str, str]:
-    """``need`` and ``have`` in the unit of the larger, with the fewest digits (three at least) that tell two
-    different numbers apart."""
+    """``need`` and ``have`` as ``size`` writes them — unless two different numbers would then read alike, when both
+    are written in the unit of the larger with the fewest digits that tell them apart."""
+    a, b = size(need), size(have)
+    if a != b or need == have:
+        return a, b
     unit, scale = _unit(max(need, have))
-    for significant in range(3, 16):
-        a, b = (_digits(v / scale, significant) if unit != "B" else str(int(v)) for v in (need, have))
-        if a != b or need == have:
+    for significant in range(4, 16):
+        a, b = (_digits(v / scale, significant) for v in (need, have))
+        if a != b:
             break
     return (f"{a} {unit}", f"{b} {unit}")

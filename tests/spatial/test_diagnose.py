@@ -151,10 +151,16 @@ def test_a_batched_steps_caches_are_summed_under_the_authored_name(tmp_path):
     assert a.programs.layer(0).statements[e.value.statement].name.text == e.value.binder
 
 
-def test_a_program_whose_own_activations_exceed_sram_is_refused_at_the_statement_that_makes_them():
+def test_a_program_whose_own_activations_exceed_sram_is_tiled_and_refused_only_when_one_row_does_not_fit():
     a = analyze(two_kind_document(4, d=256, ffn=8192))
+    model = lower_streamed(a, Deployment("forward", ctx=16384))  # 16384 rows of 8192-wide activations: tiled
+    assert all(p.tiles and p.certificate["sram_bytes"] <= p.certificate["sram_available"] for p in
+               (k.program for k in model.kinds))
+    # One row of a 200-million-wide feed-forward needs more than the SN50's SRAM: refused, on the statement.
+    wide = analyze(two_kind_document(4, d=256, ffn=200_000_000, q8=False))
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(a, Deployment("forward", ctx=16384))
-    assert "for its activations, the largest `" in e.value.why and "the SN50 has 432 MB" in e.value.why
-    stmt = a.programs.layer(0).statements[e.value.statement]
-    assert stmt.name.text == e.value.binder
+        lower_streamed(wide, Deployment("forward", ctx=16))
+    assert e.value.why.startswith("needs 1.6 GB of SRAM even in tiles of one row")
+    assert "the largest `f0` of 1.6 GB" in e.value.why and e.value.why.endswith("; the SN50 has 432 MB")
+    stmt = wide.programs.layer(0).statements[e.value.statement]
+    assert stmt.name.text == e.value.binder == "f0"
