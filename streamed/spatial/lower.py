@@ -1298,8 +1298,9 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
                                 for e in over])
     smallest = body(rows_of(1), min(whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1], Q8_BLOCK)
                     if product is not None else None)
-    raise LoweringError.of(_over_limits(smallest, target, "even in tiles of one row" if blocker is None
-                                        else "even in tiles of its columns"))
+    how = "" if rows == 1 and product is None else "even in tiles of one row" if blocker is None else \
+        "even in tiles of its columns"
+    raise LoweringError.of(_over_limits(smallest, target, how))
 
 
 def _seconds(p: SpatialProgram, target: SpatialTarget) -> tuple[float, float]:
@@ -1421,7 +1422,8 @@ def _certify_tiles(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
                 raise LoweringError(f"the column tiles of rows {r0} to {r1 - 1} stop at column {c_at} of "
                                     f"{program.cols}")
         elif cols != [None]:
-            raise LoweringError("a tile has columns but the program is not column-tiled")
+            raise LoweringError(f"its tiles cover rows {r0} to {r1 - 1} twice" if set(cols) == {None}
+                                else "a tile has columns but the program is not column-tiled")
     if at != program.rows:
         raise LoweringError(f"its tiles cover rows 0 to {at - 1} of {program.rows}")
     if len(groups) > 1:

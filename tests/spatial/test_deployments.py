@@ -364,3 +364,55 @@ def test_the_64_layer_qwen38_example_lowers_two_programs_for_its_two_kinds(monke
     assert len(model.layers) == 64 and len(model.kinds) == 2
     assert sorted(calls) == sorted(["embed", "head"] + [f"layer {k.representative}" for k in model.kinds])
     assert sum(len(k.layers) for k in model.kinds) == 64
+
+
+def identities(model) -> list:
+    return [model.embed_identity, model.head_identity] + [k.identity for k in model.kinds] + \
+        [b.identity for b in model.layers]
+
+
+def test_every_program_and_layer_binding_carries_the_identity_of_its_own_text_and_cut(tmp_path):
+    text = two_kind_document(8)
+    model = lower_streamed(analyze(text), Deployment("decode", ctx=64))
+    assert identities(model) == identities(lower_streamed(analyze(text), Deployment("decode", ctx=64)))
+    assert len({b.identity["digest"] for b in model.layers}) == 8  # every layer's own text
+    for k in model.kinds:  # a kind is what its representative is
+        assert k.identity == model.layers[k.representative].identity
+    assert model.layers[5].identity["program"] == "layer 5" and model.head_identity["program"] == "head"
+    # A name changed in layer 5: layer 5 is another text of the same kind; nothing else changes.
+    renamed = lower_streamed(analyze(text.replace("hn5", "hx5")), Deployment("decode", ctx=64))
+    assert [k.name for k in renamed.kinds] == [k.name for k in model.kinds]
+    changed = [l for l, (a, b) in enumerate(zip(model.layers, renamed.layers)) if a.identity != b.identity]
+    assert changed == [5]
+    # Another cut of the same text is another program.
+    longer = lower_streamed(analyze(text), Deployment("decode", ctx=128))
+    assert all(a["digest"] != b["digest"] for a, b in zip(identities(model), identities(longer)))
+    # The manifest carries them, and a bundle read back has them.
+    from streamed.spatial.bundle import manifest, read_bundle, write_bundle
+
+    m = manifest(model)
+    assert m["identities"] == {"embed": model.embed_identity, "head": model.head_identity}
+    assert [b["identity"] for b in m["layers"]] == [b.identity for b in model.layers]
+    write_bundle(model, tmp_path / "b")
+    assert identities(read_bundle(tmp_path / "b")) == identities(model)
+
+
+@pytest.mark.parametrize("mode", ["prefill", "batched", "batched-tp"])
+def test_a_stacked_deployment_names_its_hidden_states_and_token_ids_as_the_seed_does(mode):
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment(mode, ctx=64, chunk=4, batch=2, tp=2))
+    assert [t.name for t in model.embed.inputs] == ["toks"] and model.embed.output == "X"
+    for b in model.layers:
+        program = model.kind(b.kind).program
+        hidden = next(t.name for t in program.inputs if t.shape != ())
+        assert b.tensors[hidden] == ("X" if b.layer == 0 else f"bxo{b.layer - 1}")
+        assert b.tensors[program.output] == f"bxo{b.layer}"
+    assert [t.name for t in model.head.inputs] == ["bxo7"]
+
+
+@pytest.mark.parametrize("mode", ["decode", "tp", "forward"])
+def test_an_unstacked_deployment_keeps_the_authored_names(mode):
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment(mode, ctx=64, tp=2))
+    if model.embed is not None:
+        assert [t.name for t in model.embed.inputs] == ["tok"] and model.embed.output == "x"
+    assert model.layers[5].tensors[model.kind(model.layers[5].kind).program.output] == "xo5"
+    assert [t.name for t in model.head.inputs] == ["xo7"]
