@@ -173,7 +173,8 @@ def estimate(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer
         t, moved = seconds(costs[i], wt, next((t.tier for t in p.tensors if t.name in set(p.carried)), "sram"), target)
         per_program[name] = {"flops": costs[i]["flops"], "bytes": moved, "link_bytes": costs[i]["link"],
                              "seconds": t, "instances": len(layers) if layers is not None else 1,
-                             "tiles": len(p.tiles) or 1, "weight_reads": weight_reads(p)}
+                             "tiles": len(p.tiles) or 1, "weight_reads": weight_reads(p),
+                             "weight_bytes": costs[i]["weights"]}
         if layers is None:
             add(i, wt, "sram")
     counts: dict[tuple[int, str, str], int] = {}

@@ -55,11 +55,12 @@ def test_the_estimate_charges_every_row_tile_the_weights_it_reads(llama):
     cost = model.estimate["programs"][model.kinds[0].name]
     row_tiles = len({t.rows for t in layer.tiles})
     assert row_tiles > 1 and not layer.weights_on_chip and cost["weight_reads"] == row_tiles
-    assert cost["bytes"]["hbm"] >= row_tiles * weight_bytes(layer)
+    assert cost["weight_bytes"] == row_tiles * weight_bytes(layer)
     # The same document at a chunk that fits whole reads each weight once a step.
     small = lower_streamed(llama, Deployment("prefill", ctx=131072, chunk=512))
     assert not small.kinds[0].program.tiles
     assert small.estimate["programs"][small.kinds[0].name]["weight_reads"] == 1
+    assert small.estimate["programs"][small.kinds[0].name]["weight_bytes"] == weight_bytes(small.kinds[0].program)
 
 
 def test_a_tiled_layers_weights_read_per_tile_are_exactly_what_the_estimate_moves_from_hbm():
