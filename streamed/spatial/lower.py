@@ -1,6 +1,6 @@
 """Lowering one authored program to a certified ``SpatialProgram``: a pipeline of named passes.
 
-    lift  →  split_tp (tensor parallel only)  →  fold_q8  →  place  →  certify
+    lift  →  split_tp (tensor parallel only)  →  fold_q8  →  tile  →  place  →  certify
 
 One pass runs over the whole deployment before any program is lowered: the dense tables
 (``streamed.spatial.streamed_model.shared_tables``) — the host tables and hidden-state boundaries the programs share, declared
@@ -10,21 +10,29 @@ alike everywhere, whose set is part of every program's cache key.
   ``{binder}__{k}`` (a ``Set`` statement's ``{state}__w{statement}_{k}``), so every derived name starts with the
   authored name it comes from, followed by ``_`` — which is what lets a kind program's names be rebound to any layer
   of the kind (``streamed.analysis.kinds.rebind_via``). A batched cut runs the ops that read a position or a state once per
-  sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). A statement that cannot be lifted
-  raises ``LoweringError`` with its index, its binder and why.
+  sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). Every statement that cannot be
+  lifted is refused (``LoweringError.every``: its index, its binder and why); a statement that reads what a refused
+  one binds is not refused again.
 - ``split_tp``: every chip its own heads and FFN columns (Megatron): a product from a replicated activation into an
   activation that nothing needs whole is split by columns; a product from a split activation is split by rows and
   its partial sums all-reduced at once — two all-reduces for an attention + feed-forward layer. Divisibility (heads,
-  KV heads, widths, whole Q8_0 blocks of a row slice) is checked here and refused as ``TPError``.
+  KV heads, widths) is checked here and refused as ``TPError``. A Q8_0 weight whose row slice cuts its blocks is
+  read dense by the chips (the seed's Storage rule), recorded with why in the certificate's ``read_dense``.
 - ``fold_q8``: a product over a weight the checkpoint stores Q8_0 reads its int8 planes and block scales
   (``matmul_q8``); every other weight is read dense.
+- ``tile``: a program whose footprint exceeds the target's SRAM, PMUs or PCUs runs as tiles that each fit
+  (ir.py, Tiles): of its rows, of a batch's sequences, and of the head's vocabulary columns with a running
+  arg-max; the weights are streamed to every tile or kept on chip across them, whichever moves less. Refused, with
+  the numbers of its smallest tile, only when even that does not fit.
 - ``place``: PCUs for each op in proportion to its FLOPs (at least one each), PMUs for each on-chip buffer, bytes
-  moved per tier; refused when the ops outnumber the PCUs.
-- ``certify``: every tensor bound exactly once, shapes re-inferred op by op and equal to the declared ones, the
-  program's own SRAM footprint (its states, tables, inputs and intermediates, per chip) within the target's SRAM.
-  Refused with numbers otherwise.
+  moved per tier.
+- ``certify``: every tensor bound exactly once, shapes re-inferred op by op and equal to the declared ones, tiles
+  that cover every row once and compute on their own rows, the program's own footprint (one tile's: its tables,
+  inputs and intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise —
+  for every limit exceeded, each on the statement that takes most of it.
 
-Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth.
+Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth (the tile
+pass lowers the program again at a logarithmic number of tile sizes).
 """
 
 from __future__ import annotations
