@@ -28,6 +28,7 @@ bundle and the seed's, can be compared program by program and layer by layer.
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -89,11 +90,23 @@ def identity(program: str, deployment: Deployment, cut: Cut, tokens, stored) -> 
     """What one program of a bundle is (the seed's ``Identity``): its part of the model (``embed``, ``layer 3``,
     ``head``), the deployment and cut it was lowered at, and the SHA-256 of the cut, ``stored`` (how it reads its
     weights: the stored-Q8_0 names, or a layer's kind digest, which marks them) and its exact token stream."""
-    h = hashlib.sha256(repr(cut).encode())
-    h.update(b"\x00" + str(stored).encode() + b"\x00")
-    h.update("\x00".join(t.text if hasattr(t, "text") else t for t in tokens).encode("utf-8"))
+    return identified(program, deployment, cut, _identity_prefix(cut, stored), tokens)
+
+
+def _identity_prefix(cut: Cut, stored) -> "hashlib._Hash":
+    """The digest of what every layer of a kind shares in its identity (the cut, how it reads its weights): hashed
+    once a kind, copied for each layer."""
+    return hashlib.sha256(repr(cut).encode() + b"\x00" + str(stored).encode() + b"\x00")
+
+
+def identified(program: str, deployment: Deployment, cut: Cut, prefix, tokens) -> dict:
+    h = prefix.copy()
+    h.update("\x00".join(map(_text, tokens)).encode("utf-8"))
     return {"program": program, "mode": deployment.mode, "rows": cut.rows, "ctx": cut.ctx, "batch": cut.batch,
             "tp": cut.tp, "digest": h.hexdigest()}
+
+
+_text = operator.attrgetter("text")
 
 
 class LayerBinding:
@@ -508,8 +521,8 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     for i, k in enumerate(kinds):
         template, name, index = templates[i], k.name, offset + i
 
-        def identify(l: int, tokens, digest=k.digest) -> dict:
-            return identity(f"layer {l}", deployment, layer_cut, tokens, digest)
+        def identify(l: int, tokens, prefix=_identity_prefix(layer_cut, k.digest)) -> dict:
+            return identified(f"layer {l}", deployment, layer_cut, prefix, tokens)
 
         for l in k.layers:
             bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.tokens, identify=identify)
