@@ -14,9 +14,10 @@ Tensors (``Tensor``)
 
 ``role`` says where a tensor's value comes from:
 
-- ``input``: supplied by the host each step. The program's hidden-state input (``x`` at layer 0, ``xo{l-1}`` after),
-  its token ids (``tok``: ``int32`` of shape ``(rows,)``, one id per row) and its positions (``pos``: ``int32``,
-  shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
+- ``input``: supplied by the host each step. The program's hidden-state input (``x`` at layer 0, ``xo{l-1}`` after;
+  in a deployment that stacks rows — prefill, batched, batched-tp — ``X`` and ``bxo{l-1}``, as the seed names them),
+  its token ids (``tok``: ``int32`` of shape ``(rows,)``, one id per row; ``toks`` where rows are stacked) and its
+  positions (``pos``: ``int32``, shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
 - ``weight``: read from the checkpoint (or a seeded generator) under the name ``of`` if ``of`` is set, else under
   ``name``. ``slice`` (``(axis, start, stop)``) keeps only ``[start, stop)`` of that axis of the declared weight (a
   tensor-parallel chip's part). ``part`` says how the stored weight is encoded:
@@ -149,7 +150,7 @@ Batched (``batched``, ``batched-tp``): rows = batch, row b is sequence b. Ops th
 norms, activations, experts…) run on all rows at once. Ops that read a position or a state run per sequence: the
 lowering emits ``take_rows(X, start=b, count=1) → X__s{b}``, the op on sequence b's own tensors — its position
 ``pos_s{b}`` (an input) and its states ``Kc3_s{b}`` (one state per sequence; the authored ``Kc3`` does not exist in a
-batched program) — and ``stack_rows`` of the per-sequence results in sequence order. The token ids ``tok`` hold one
+batched program) — and ``stack_rows`` of the per-sequence results in sequence order. The token ids ``toks`` hold one
 id per sequence.
 
 Tensor parallel (``tp``, ``batched-tp``) over ``tp`` chips: a program's ``tp`` is the chip count. A tensor with

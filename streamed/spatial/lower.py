@@ -1237,6 +1237,12 @@ def _even(total: int, most: int) -> int:
     return -(-total // -(-total // most))
 
 
+def _divisor(total: int, most: int) -> int:
+    """The largest tile of ``total`` rows, at most ``most``, that divides it: a batched program's tiles are all its
+    body's size, because its ops pick sequence b of a tile."""
+    return max(d for d in range(1, most + 1) if total % d == 0)
+
+
 def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
     """The largest n in [1, hi] with ``ok(n)``, for ``ok`` true up to some n and false after; ``None`` if not 1."""
     if hi < 1 or not ok(1):
@@ -1266,8 +1272,7 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
     blocker = row_blocker(whole)
     product = vocabulary_product(whole)
     most_rows = rows if blocker is None else 1  # without row locality, one row tile: the whole rows
-    # A batched program's tiles are all its body's size (its ops pick sequence b of a tile): a divisor of the batch.
-    even = (lambda total, most: max(d for d in range(1, most + 1) if total % d == 0)) if batched(whole) else _even
+    even = _divisor if batched(whole) else _even
 
     def body(n: int, width: int | None = None, on_chip: bool = False) -> SpatialProgram:
         p = whole if n == rows else body_at(n)
