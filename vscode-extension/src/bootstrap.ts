@@ -4,6 +4,7 @@
 // offered to be created.
 import * as vscode from 'vscode';
 import * as cp from 'node:child_process';
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
@@ -22,6 +23,7 @@ import {
   pipStep,
   readProbe,
   venvPython,
+  wheelIdentity,
 } from './environment';
 
 export type Found =
@@ -84,6 +86,11 @@ export function wheelOf(ctx: Ctx): string | undefined {
   return w ? path.join(dir, w) : undefined;
 }
 
+/** The bundled wheel's identity (name and hash): the private environment is made again when it changes. */
+function identityOf(wheel: string): string {
+  return wheelIdentity(wheel, crypto.createHash('sha256').update(fs.readFileSync(wheel)).digest('hex'));
+}
+
 /**
  * Every Python to try, each probed, in order, up to the first that has the server. A Python in `crashed` (its server
  * stopped at start-up in this session) counts as one without the server: it can still make the private environment.
@@ -122,7 +129,7 @@ export async function privateServer(ctx: Ctx, crashed: ReadonlySet<string>): Pro
   const env = privateEnv(ctx);
   const stamp = readStamp(env.stamp);
   const wheel = wheelOf(ctx);
-  const state = fs.existsSync(env.python) ? envState(stamp, ctx.version, wheel && path.basename(wheel)) : 'missing';
+  const state = fs.existsSync(env.python) ? envState(stamp, ctx.version, wheel && identityOf(wheel)) : 'missing';
   if (state === 'missing') return undefined;
   if (state === 'outdated') {
     ctx.output.info(`[bootstrap] the private environment was made by ${stamp ? `version ${stamp.extension}` : 'another version'}; upgrading it to ${ctx.version}`);
@@ -205,7 +212,7 @@ export async function installServer(ctx: Ctx, base: string, mode: 'create' | 'up
         if (token.isCancellationRequested) return { ok: false, why: 'cancelled' };
         if (r.code !== 0) return { ok: false, why: `pip failed: ${lastLine(r.tail) || `exit ${r.code}`}` };
       }
-      const stamp: EnvStamp = { extension: ctx.version, wheel: path.basename(wheel), python: base };
+      const stamp: EnvStamp = { extension: ctx.version, wheel: identityOf(wheel), python: base };
       fs.writeFileSync(env.stamp, JSON.stringify(stamp, null, 2));
       say('done');
       return { ok: true, why: '' };

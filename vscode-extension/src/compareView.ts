@@ -70,6 +70,5 @@ export class CompareView implements vscode.TextDocumentContentProvider {
     this.put(right, c.layerText);
     const title = `Layer ${c.representative} ↔ Layer ${c.layer} in layer ${c.representative}'s names (${name})`;
     await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: false });
-    if (c.why) vscode.window.setStatusBarMessage(`Streamed: ${c.why}`, 15000);
   }
 }

@@ -102,16 +102,25 @@ export function readProbe(stdout: string, failure?: string): Probe {
   return { status: 'runs', version, executable, detail: typeof r.error === 'string' ? r.error : 'streamed_lsp is not installed' };
 }
 
-/** The record kept beside the private environment: which extension version and which wheel installed it. */
+/**
+ * The record kept beside the private environment: which extension version and which wheel installed it — `wheel`
+ * is the wheel's identity, its file name and the start of its SHA-256 (`wheelIdentity`), so a rebuilt wheel of the
+ * same version counts as another.
+ */
 export interface EnvStamp {
   extension: string;
   wheel: string;
   python: string;
 }
 
+export function wheelIdentity(file: string, sha256: string): string {
+  return `${path.basename(file)}#${sha256.slice(0, 16)}`;
+}
+
 /**
  * The private environment against this extension: `missing` (never set up, or its Python is gone), `current`, or
- * `outdated` — made by another version of the extension, so the wheel it carries must be installed again.
+ * `outdated` — made by another version of the extension or from another wheel, so the wheel it carries must be
+ * installed again.
  */
 export function envState(stamp: EnvStamp | undefined, extensionVersion: string, wheel: string | undefined): 'missing' | 'current' | 'outdated' {
   if (!stamp) return 'missing';

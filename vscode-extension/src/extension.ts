@@ -24,7 +24,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const status = new Status(ctx, srv);
   const lower = (arg?: unknown) => commands.lowerBundle(arg);
   const refreshKinds = () => kinds.refresh(activeModelDocument()?.uri);
-  let lastServed: unknown;
 
   context.subscriptions.push(
     ctx.output,
@@ -32,13 +31,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ctx.changed,
     ctx.changed.event(() => {
       status.update();
-      // The view follows the server: refreshed when it (re)starts and when the active document's analysis arrives.
-      const active = activeModelDocument();
-      const served = ctx.running() && active ? active.uri.toString() + JSON.stringify(ctx.analysisOf(active.uri)) : undefined;
-      if (served !== lastServed) {
-        lastServed = served;
-        void kinds.refresh(active?.uri);
-      }
+      kinds.follow();
     }),
     vscode.window.registerTreeDataProvider('streamed.layerKinds', kinds),
     vscode.window.registerWebviewPanelSerializer(VIEW_TYPE, manifests),

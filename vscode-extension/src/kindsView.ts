@@ -2,7 +2,7 @@
 // layers; clicking a layer reveals its heading.
 import * as vscode from 'vscode';
 import * as path from 'node:path';
-import { Ctx, errorText, findColumn } from './ctx';
+import { Ctx, activeModelDocument, errorText, findColumn } from './ctx';
 import { Kind, TreeNode, findLayerLine, kindsToTree } from './kinds';
 
 export class KindsView implements vscode.TreeDataProvider<TreeNode> {
@@ -10,8 +10,18 @@ export class KindsView implements vscode.TreeDataProvider<TreeNode> {
   readonly onDidChangeTreeData = this.emitter.event;
   private nodes: TreeNode[] = [];
   private uri: vscode.Uri | undefined;
+  private shown: string | undefined;
 
   constructor(private readonly ctx: Ctx) {}
+
+  /** Refreshed when what it shows may have changed: another document, the server (re)started, a new analysis. */
+  follow(): void {
+    const active = activeModelDocument();
+    const shown = this.ctx.running() && active ? active.uri.toString() + JSON.stringify(this.ctx.analysisOf(active.uri)) : undefined;
+    if (shown === this.shown) return;
+    this.shown = shown;
+    void this.refresh(active?.uri);
+  }
 
   async refresh(uri: vscode.Uri | undefined): Promise<void> {
     this.uri = uri;

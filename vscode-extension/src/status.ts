@@ -4,12 +4,14 @@
 import * as vscode from 'vscode';
 import { Ctx, activeModelDocument } from './ctx';
 import { Server } from './client';
-import { deploymentSummary, lowerTitle, chipOf } from './config';
+import { chipOf, deploymentSummary } from './config';
 import { statusText } from './kinds';
 
 export class Status implements vscode.Disposable {
   private readonly bar = vscode.window.createStatusBarItem('streamed.status', vscode.StatusBarAlignment.Left, 50);
   private readonly language = vscode.languages.createLanguageStatusItem('streamed.deployment', { language: 'streamed' });
+
+  private chip: string | undefined;
 
   constructor(private readonly ctx: Ctx, private readonly server: Server) {
     this.bar.name = 'Streamed';
@@ -19,8 +21,9 @@ export class Status implements vscode.Disposable {
   update(): void {
     const opts = this.ctx.initOptions();
     // Menus and palette entries whose titles follow the target read this key.
-    void vscode.commands.executeCommand('setContext', 'streamed.chip', chipOf(opts.target) ?? 'file');
-    this.language.detail = `${deploymentSummary(opts)} — ${lowerTitle(opts.target).replace('…', '')} with it`;
+    const chip = chipOf(opts.target) ?? 'file';
+    if (chip !== this.chip) void vscode.commands.executeCommand('setContext', 'streamed.chip', (this.chip = chip));
+    this.language.detail = deploymentSummary(opts);
     this.language.command = { title: 'Change Deployment', command: 'streamed.client.chooseDeployment', tooltip: 'The deployment the server analyses and lowers for' };
     const doc = activeModelDocument();
     const why = this.server.stopped;

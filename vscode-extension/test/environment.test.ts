@@ -13,6 +13,7 @@ import {
   pipStep,
   readProbe,
   venvPython,
+  wheelIdentity,
 } from '../src/environment';
 
 const existing = (...files: string[]) => (f: string) => files.includes(f);
@@ -81,11 +82,14 @@ test('a probe that could not run, or a Python too old, says so', () => {
 });
 
 test('the private environment is current only for the extension version and wheel that made it', () => {
-  const stamp = { extension: '0.2.0', wheel: 'streamed_lgm-0.2.0-py3-none-any.whl', python: '/usr/bin/python3' };
-  assert.equal(envState(undefined, '0.2.0', stamp.wheel), 'missing');
-  assert.equal(envState(stamp, '0.2.0', stamp.wheel), 'current');
-  assert.equal(envState(stamp, '0.3.0', 'streamed_lgm-0.3.0-py3-none-any.whl'), 'outdated');
-  assert.equal(envState(stamp, '0.2.0', 'streamed_lgm-0.2.1-py3-none-any.whl'), 'outdated');
+  const wheel = wheelIdentity('/ext/server/streamed_lgm-0.2.0-py3-none-any.whl', 'ab'.repeat(32));
+  assert.equal(wheel, 'streamed_lgm-0.2.0-py3-none-any.whl#abababababababab');
+  const stamp = { extension: '0.2.0', wheel, python: '/usr/bin/python3' };
+  assert.equal(envState(undefined, '0.2.0', wheel), 'missing');
+  assert.equal(envState(stamp, '0.2.0', wheel), 'current');
+  assert.equal(envState(stamp, '0.3.0', wheelIdentity('streamed_lgm-0.3.0-py3-none-any.whl', 'cd'.repeat(32))), 'outdated');
+  // The same version rebuilt: another wheel.
+  assert.equal(envState(stamp, '0.2.0', wheelIdentity('streamed_lgm-0.2.0-py3-none-any.whl', 'cd'.repeat(32))), 'outdated');
 });
 
 test('the bundled wheel is the distribution of our own name', () => {
