@@ -43,10 +43,10 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from ..lang.jsontext import JsonError, dumps, loads
-from .ir import SpatialProgram
+from .ir import SpatialProgram, tile_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
-from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel
+from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling
 
 FORMAT = "streamed-bundle/1"
 
@@ -73,6 +73,13 @@ def _program_files(model: StreamedModel) -> list[tuple[SpatialProgram, str]]:
     return files + [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
 
 
+def tiles_entry(p: SpatialProgram) -> dict | None:
+    """A program's tiles as the manifest lists them: ``tiling`` in brief, and each tile in order with what it reads
+    and writes (in the program's names; a layer's binding maps a kind's to the layer's)."""
+    brief = tiling(p)
+    return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
+
+
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
     """The manifest: what runs at each layer and how each kind's names bind to that layer's tensors; ``files``, every
     file the bundle's writer writes (what a later lowering may replace)."""
@@ -92,8 +99,13 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,
                      "head": _program_file("head")},
         "kinds": [{"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                   "program": kind_file(k), "carried": list(k.carried), "tp": k.tp} for k in model.kinds],
-        "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors} for b in model.layers],
+                   "program": kind_file(k), "carried": list(k.carried), "tp": k.tp, "identity": k.identity,
+                   "tiles": tiles_entry(k.program)} for k in model.kinds],
+        "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors, "identity": b.identity}
+                   for b in model.layers],
+        "identities": {"embed": model.embed_identity, "head": model.head_identity},
+        "tiles": {"embed": tiles_entry(model.embed) if model.embed is not None else None,
+                  "head": tiles_entry(model.head)},
         "residency": model.residency,
         "estimate": model.estimate,
         "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
@@ -375,7 +387,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
     try:
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
         kinds = tuple(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), program(k["program"]),
-                                       tuple(k["carried"]), k["tp"]) for k in m["kinds"])
+                                       tuple(k["carried"]), k["tp"], k.get("identity")) for k in m["kinds"])
         target = SpatialTarget(**m["target_spec"])
         if target_problem(target) is not None:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its target's {target_problem(target)}")
@@ -385,9 +397,11 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its deployment is {refusal}")
         return StreamedModel(
             embed=embed, kinds=kinds, head=program(m["programs"]["head"]),
-            layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"]) for b in m["layers"]),
+            layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"], identity=b.get("identity"))
+                         for b in m["layers"]),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
-            title=m.get("title"))
+            title=m.get("title"), embed_identity=m.get("identities", {}).get("embed"),
+            head_identity=m.get("identities", {}).get("head"))
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
 
