@@ -82,7 +82,7 @@ def cmd_verify(args) -> int:
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")
-    # Python's integers, not numpy's: three widths of 2²⁴ overflow int64 and would pass the check as negative.
+    # Python's integers, not numpy's: three widths of 2²⁴ overflow int64 and wrap round to a wrong count.
     count = sum(math.prod(concrete(d.shape)) for d in declared_weights(a.programs).values())
     if count > args.max_weights:
         raise UserError(f"{args.doc} declares {count:,} weight values ({count * 4 / 1e9:.1f} GB as float32); "

@@ -21,9 +21,9 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_LAYER = 65_535
 
 #: The largest width a document, a config or a GGUF may give (hidden size, vocabulary, heads, experts, a window):
-#: the largest real ones are vocabularies of about 262,000; 2²⁴ is sixty times that, and the product of two such
-#: widths still counts bytes exactly in a float.
-MAX_DIMENSION = 1 << 24
+#: the largest real ones are vocabularies of about 262,000; 2²⁸ is a thousand times that — room for a test of a row
+#: wider than any chip's SRAM — and sizes made of such widths are counted in Python's integers, never numpy's.
+MAX_DIMENSION = 1 << 28
 
 #: The longest context (KV cache, a prefill chunk, a forward sequence) a deployment may name: 2²⁴ tokens, past the
 #: 10-million-token context of the longest published model.
