@@ -4,8 +4,9 @@
 Arguments are checked here and a bad one is a ``CommandError`` whose message names what was sent and what was
 expected (the server turns it into a JSON-RPC "invalid params" error). Long commands report ``$/progress`` and stop
 when the client cancels. A bundle is written only for a document saved on disk, only inside the workspace folders
-(a root folder such as ``/`` confines nothing and is not counted; with none, the document's folder), only into a
-folder that exists — by default ``<stem>.bundle/`` beside the document — and a manifest is read only from there.
+(a root folder such as ``/`` confines nothing and is not counted; with none, the document's folder, where no folder
+but the bundle's own is created) — by default ``<stem>.bundle/`` beside the document — and a manifest is read only
+from there.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def confining(folders: list[Path], doc: Path | None = None) -> list[Path]:
 
 def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
     """Where the bundle goes: ``out`` if given (relative to the document's folder), else ``<stem>.bundle/`` beside
-    the document. Refused outside the confining folders (``confining``) and where its own folder does not exist: a
-    command creates the bundle, never the folders leading to it."""
+    the document. Refused outside the confining folders (``confining``). Folders leading to it are created only
+    inside a workspace folder the user opened; with none, only the bundle's own folder is (its parent must exist)."""
     out = obj.get("out")
     if out is not None and (not isinstance(out, str) or not out.strip()):
         raise CommandError(f"`out` must be a folder path, not {out!r}")
@@ -108,8 +109,9 @@ def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
     if not inside(target, allowed):
         raise CommandError(f"will not write {target}: it is outside the workspace folders ({', '.join(map(str, allowed))})")
     target = Path(os.path.realpath(target))
-    if not target.parent.is_dir():
-        raise CommandError(f"will not write {target}: its folder {target.parent} does not exist")
+    if not target.parent.is_dir() and not inside(target, confining(folders)):
+        raise CommandError(f"will not write {target}: its folder {target.parent} does not exist (with no workspace "
+                           f"folder open, folders are not created)")
     return target
 
 

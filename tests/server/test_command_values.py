@@ -65,6 +65,8 @@ def test_a_bundle_is_never_written_for_an_unsaved_document_nor_into_a_folder_tha
     with pytest.raises(CommandError, match="its folder .*deep.* does not exist"):
         output_folder({"out": "deep/er/x.bundle"}, doc, [])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.lgm"]
+    # Inside a workspace folder the user opened, the folders leading to the bundle may be made.
+    assert output_folder({"out": "deep/er/x.bundle"}, doc, [tmp_path]) == tmp_path / "deep" / "er" / "x.bundle"
 
 
 def test_open_manifest_reads_only_inside_the_workspace_folders(tmp_path):
