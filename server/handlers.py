@@ -20,8 +20,6 @@ from . import inlay_hints, rename, semantic_tokens, symbols
 from .scheduler import Scheduler, Snapshot, failure
 from .settings import Settings
 
-
-
 log = logging.getLogger("streamed_lsp")
 
 
@@ -39,6 +37,10 @@ class Protocol(LanguageServerProtocol):
     answered — params that do not fit the method's type (a negative position, ``null``, a list) get -32602 naming
     what is wrong (pygls logged a traceback and answered nothing, so a client waited for ever), a refusal is its error
     response alone, and a crash is one error response and one log line, never a traceback."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._methods: dict = {}  # the method of each request being handled, for the log line of one that fails
 
     def structure_message(self, data: dict):
         if not isinstance(data, dict) or "jsonrpc" not in data or "method" not in data:
@@ -78,13 +80,6 @@ class Protocol(LanguageServerProtocol):
         log.error("%s failed: %s", method, why)
         self._send_response(msg_id, error=JsonRpcInternalError(message=f"{method} failed: {why}").to_response_error())
         return None
-
-    @property
-    def _methods(self) -> dict:
-        """The method of each request being handled, for the log line of one that fails."""
-        if not hasattr(self, "_streamed_methods"):
-            self._streamed_methods = {}
-        return self._streamed_methods
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams):
