@@ -115,3 +115,15 @@ async def test_every_command_reports_progress_from_begin_to_end(editor, client):
     assert len(new) == 1
     kinds = [getattr(p, "kind", None) for p in client.progress_reports[new[0]]]
     assert kinds[0] == "begin" and kinds[-1] == "end"
+
+
+async def test_lower_bundle_never_replaces_a_bundle_folder_holding_a_file_no_lowering_wrote(editor, client):
+    """Issue 11: the command replaced any folder whose manifest.json said streamed-bundle/1, deleting the rest."""
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    got = await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 64})
+    folder = Path(got["manifest"]).parent
+    (folder / "NOTES.md").write_text("mine\n")
+    with pytest.raises(JsonRpcInvalidParams, match="holds NOTES.md, which no lowering wrote"):
+        await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 128})
+    assert (folder / "NOTES.md").read_text() == "mine\n" and json.loads((folder / "manifest.json").read_text())["ctx"] == 64
