@@ -30,7 +30,7 @@ from streamed.numerics.reference import Reference  # noqa: E402
 from streamed.spatial.deployment import Deployment  # noqa: E402
 from streamed.spatial.streamed_model import lower_streamed  # noqa: E402
 from streamed.numerics.verify import run  # noqa: E402
-from streamed.numerics.weights import seeded, tables  # noqa: E402
+from streamed.numerics.weights import seeded  # noqa: E402
 
 HEADING = "## Numerical certification"
 SMALL = ("tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2")
@@ -50,7 +50,6 @@ def per_step(name: str, runs: int) -> tuple[str, int, float, float]:
     a = analyze((ROOT / "examples" / f"{name}.lgm").read_text())
     w = seeded(a.programs, 0)
     plan = plan_of(lower_streamed(a, Deployment("decode", ctx=CTX)))
-    t = tables(a.programs, CTX)
 
     def reference():
         r = Reference(a.programs, w, CTX)
@@ -58,7 +57,7 @@ def per_step(name: str, runs: int) -> tuple[str, int, float, float]:
             r.step([pos + 1], pos)
 
     def bundle():
-        e = Executor(w, t)
+        e = Executor(w)
         for pos in range(8):
             e.step(plan, [pos + 1], [pos])
 

@@ -27,7 +27,7 @@ from .execute import ExecuteError, Executed, Executor, Plan, Session
 from ..model.program import Programs
 from .reference import Batch, Reference, ReferenceError, Step
 from ..spatial.deployment import Deployment
-from .weights import Weights, tables as host_tables
+from .weights import Weights
 
 RTOL = 1e-5
 
@@ -132,8 +132,10 @@ def stacked(programs: Programs, steps: list[Step]) -> Step:
             if role.get(name) in ("state", "position"):
                 for b, s in enumerate(steps):
                     env[f"{name}_s{b}"] = s.values[label][name]
-            elif name == "__output__" or role.get(name) in ("weight", "table"):
+            elif name == "__output__" or role.get(name) == "weight":
                 continue
+            elif role.get(name) == "table":
+                env[name] = v0
             elif isinstance(v0, np.ndarray) and v0.ndim >= 1 and v0.shape[0] == 1:
                 env[name] = np.concatenate([s.values[label][name] for s in steps], axis=0)
         values[label] = env
@@ -198,10 +200,9 @@ def run(programs: Programs, weights: Weights, deployment: Deployment, plans: dic
     rng = np.random.default_rng(seed)
     vocab = _vocab(programs)
     roles = _roles(programs)
-    skip = lambda label, name: roles.get(label, {}).get(name) in ("weight", "table")  # noqa: E731
+    skip = lambda label, name: roles.get(label, {}).get(name) == "weight"  # noqa: E731
     layers = [p.label for p in programs.layers]
-    tables = host_tables(programs, dep.ctx)
-    executor = Executor(weights, tables, Session(), _renamer())
+    executor = Executor(weights, Session(), _renamer())
 
     def record(s: int, want: Step, got: Executed) -> bool:
         """Measure one step; whether to stop here."""

@@ -154,6 +154,13 @@ def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weig
 # ---- host tables ---------------------------------------------------------------------------------------------------
 
 
+def filled(fill: tuple, rows: int, width: int) -> np.ndarray:
+    """A table of ``rows`` by ``width`` as its ``fill`` rule says (§4: ``("cosines", base)``, ``("sines", base)``):
+    the one place a fill rule is evaluated — for the document's tables here and for a bundle's by the executor, so
+    a rule the lowering wrote wrong is a table that differs."""
+    return rotary_table(fill[0], fill[1], rows, width)
+
+
 def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
     """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound."""
     out: dict[str, np.ndarray] = {}
@@ -164,7 +171,7 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = rotary_table(d.fill[0], d.fill[1], rows, width)
+            out[d.name] = filled(d.fill, rows, width)
     return out
 
 

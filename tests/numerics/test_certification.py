@@ -14,7 +14,7 @@ from streamed.numerics.execute import Executor, plan_of
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import LayerBinding, StreamedReject, lower_streamed
 from streamed.numerics.verify import label, run
-from streamed.numerics.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded, tables
+from streamed.numerics.weights import concrete, declared_weights, from_gguf, gguf_storage, seeded
 
 from repo import EXAMPLES
 #: Documents of this suite's own: every option the examples leave out, and heads wide enough for 4 chips.
@@ -105,11 +105,10 @@ def tiny():
 def test_a_batched_bundle_step_equals_the_decode_bundle_run_once_per_sequence():
     a = tiny()
     w = seeded(a.programs, 3)
-    t = tables(a.programs, CTX)
     batched = plan_of(lowered(a, Deployment("batched", CTX, batch=3)))
     decode = plan_of(lowered(a, Deployment("decode", CTX)))
-    together = Executor(w, t)
-    alone = [Executor(w, t) for _ in range(3)]
+    together = Executor(w)
+    alone = [Executor(w) for _ in range(3)]
     tokens, positions = np.array([7, 100, 31]), [0, 2, 5]
     for _ in range(4):
         got = together.step(batched, tokens, positions)
@@ -125,11 +124,10 @@ def test_a_batched_bundle_step_equals_the_decode_bundle_run_once_per_sequence():
 def test_prefill_of_a_chunk_then_decode_equals_decoding_the_same_tokens_one_by_one():
     a = tiny()
     w = seeded(a.programs, 4)
-    t = tables(a.programs, CTX)
     prefill = plan_of(lowered(a, Deployment("prefill", CTX, chunk=5)))
     decode = plan_of(lowered(a, Deployment("decode", CTX)))
     chunk = [9, 8, 200, 4, 51]
-    bulk, single = Executor(w, t), Executor(w, t)
+    bulk, single = Executor(w), Executor(w)
     first = bulk.step(prefill, chunk, [0])
     for i, tok in enumerate(chunk):
         last = single.step(decode, [tok], [i])
