@@ -7,10 +7,19 @@ Layout::
     DIR/programs/layer-0.json  a layer kind's program, named after its representative
     DIR/programs/head.json
 
+The manifest (``streamed-bundle/2``) is what a runtime loads without the document: the step's programs in order;
+each program's weights — every declared weight, its declared shape and the tensors a chip loads it as (Q8_0 planes
+and scales, each tensor-parallel chip's slice) — its carried states and its tables (with their fill rules); and, one
+row per layer, that layer's own names for its kind's weights and states, the checkpoint tensor each weight reads
+and how it is stored. Per-layer data is a table — a kind's columns are written once, a layer is a row of names — so
+the manifest grows by one short row per layer, whatever the deployment.
+
 Writing is atomic: the bundle is written into a temporary directory beside ``DIR`` and renamed into place, so a
 reader never sees half of one (replacing a bundle renames the old one aside first: between the two renames there is
 briefly no ``DIR``); a failure leaves no directory behind and never touches an existing one. An existing ``DIR`` is replaced only when it is a bundle (or empty) — never a directory of other
-files. ``read_bundle(write_bundle(m))`` equals ``m``.
+files. ``read_bundle(write_bundle(m))`` writes the same manifest and programs as ``m``: a layer's binding is read
+back as the names a runtime needs (its weights and carried states; a derived name is ``kinds.rebind`` of the
+representative's).
 """
 
 from __future__ import annotations
@@ -21,14 +30,18 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePath
 
+from ..model.checkpoint import Naming, TensorRef
 from .ir import SpatialProgram
+from .lower import tp_slices
 from .target import SpatialTarget
 from .deployment import Deployment
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel
 
-FORMAT = "streamed-bundle/1"
+FORMAT = "streamed-bundle/2"
+#: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
+OLDER_FORMATS = ("streamed-bundle/1",)
 
 
 class BundleError(Exception):
@@ -43,12 +56,101 @@ def kind_file(kind: LayerKindProgram) -> str:
     return _program_file(f"layer-{kind.representative}")
 
 
+def weight_reads(program: SpatialProgram) -> list[dict]:
+    """Every declared weight ``program`` reads, in the order the program first holds it: its name (the program's),
+    its declared shape, and the tensors it is loaded as — ``encoding`` ``dense``, ``planes`` or ``scales``, dtype,
+    shape, bytes, the ``chip`` holding it (``None``: every chip) and the ``slice`` ``[axis, start, stop]`` of the
+    declared weight it keeps (``None``: all of it)."""
+    out: dict[str, dict] = {}
+    for t in program.tensors:
+        if t.role != "weight":
+            continue
+        name = t.of or t.name
+        w = out.setdefault(name, {"name": name, "shape": None, "reads": []})
+        w["reads"].append({"tensor": t.name, "encoding": t.part or "dense", "dtype": t.dtype, "shape": list(t.shape),
+                           "bytes": t.bytes, "chip": t.chip, "slice": list(t.slice) if t.slice else None})
+        if t.part != "scales":  # dense values and planes have the declared shape, but along a slice's axis
+            shape = list(t.shape)
+            if t.slice is not None:
+                axis, _, stop = t.slice
+                shape[axis] = stop  # the chips' slices tile the axis: the largest stop is its length
+            w["shape"] = shape if w["shape"] is None else [max(a, b) for a, b in zip(w["shape"], shape)]
+    return list(out.values())
+
+
+def _reads_q8(w: dict) -> bool:
+    return any(r["encoding"] == "planes" for r in w["reads"])
+
+
+def _part(ref: TensorRef) -> dict:
+    """The part of its checkpoint tensor a binding keeps: output ``columns`` [start, stop, every] and input ``rows``
+    [start, stop], in the language's ``in by out`` orientation."""
+    out = {}
+    if ref.columns is not None:
+        out["columns"] = list(ref.columns)
+    if ref.rows is not None:
+        out["rows"] = list(ref.rows)
+    return out
+
+
+def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
+    """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
+    head), carried states and tables."""
+    weights = weight_reads(p)
+    if naming is not None:
+        for w in weights:
+            ref = naming.ref(w["name"])
+            w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], _reads_q8(w), ref), **_part(ref))
+    carried = set(p.carried)
+    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
+              for t in p.tensors if t.name in carried]
+    tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
+               "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
+    return {"weights": weights, "states": states, "tables": tables}
+
+
+def _layer_tiers(residency: dict) -> dict[int, dict]:
+    return {l: {"weights": g["weights"], "states": g["states"]} for g in residency.get("layers", ())
+            for l in g["layers"]}
+
+
+def _row(b: LayerBinding, kind: dict, naming: Naming, tiers: dict) -> dict:
+    """One layer of the table: its names for its kind's weights (in the kind's order), the checkpoint tensor each
+    reads and its storage, the parts of tensors it keeps, its names for the kind's carried states, and the tiers its
+    weights and states live in."""
+    names = [b.tensors.get(w["name"], w["name"]) for w in kind["weights"]]
+    refs = [naming.ref(n) for n in names]
+    row = {"layer": b.layer, "kind": b.kind, "weights": names, "checkpoint": [r.tensor for r in refs],
+           "storage": [naming.stored(n, _reads_q8(w), r) for n, w, r in zip(names, kind["weights"], refs)]}
+    parts = {n: _part(r) for n, r in zip(names, refs) if r.columns is not None or r.rows is not None}
+    if parts:
+        row["parts"] = parts
+    row["states"] = [b.tensors.get(s["name"], s["name"]) for s in kind["states"]]
+    row["tiers"] = tiers.get(b.layer)
+    return row
+
+
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
-    """The manifest: what runs at each layer and how each kind's names bind to that layer's tensors."""
+    """The manifest (the module docstring): what runs at each layer, and every tensor it loads — by its own name, its
+    checkpoint tensor and its part of it — without the document. ``source``: the document's path (its name is
+    recorded, beside the SHA-256 of its text)."""
     d = model.deployment
+    naming = model.naming or Naming("declared")
+    name = PurePath(source).name if source else None
+    tiers = _layer_tiers(model.residency)
+    kinds = []
+    for k in model.kinds:
+        spec = _program(k.program)
+        tp = {"chips": k.tp["chips"], "allreduces": k.tp["allreduces"]} if k.tp else None
+        kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
+                      "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec})
+    by_name = {k["name"]: k for k in kinds}
+    step = ([_program_file("embed")] if model.embed is not None else []) + \
+        [by_name[b.kind]["program"] for b in sorted(model.layers, key=lambda b: b.layer)] + [_program_file("head")]
     return {
         "format": FORMAT,
-        "source": source,
+        "source": name,
+        "document": {"name": name, "sha256": model.document_sha256},
         "title": model.title,
         "mode": d.mode,
         "target": model.target.name,
@@ -58,20 +160,37 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "batch": d.batch if d.batched else 1,
         "chunk": d.chunk if d.mode == "prefill" else None,
         "tp": d.chips,
+        "checkpoint": {"naming": naming.kind, "file": naming.file},
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,
                      "head": _program_file("head")},
-        "kinds": [{"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                   "program": kind_file(k), "carried": list(k.carried), "tp": k.tp} for k in model.kinds],
-        "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors} for b in model.layers],
+        "step": step,
+        "shared": {"embed": _program(model.embed, naming) if model.embed is not None else None,
+                   "head": _program(model.head, naming)},
+        "kinds": kinds,
+        "layers": [_row(b, by_name[b.kind], naming, tiers) for b in model.layers],
         "residency": model.residency,
         "estimate": model.estimate,
     }
 
 
+def manifest_text(m: dict) -> str:
+    """The manifest as written: one key per line, and one line per element of a list of objects (a layer's row, a
+    kind) — a table a person can read line by line and a diff shows row by row, at the size of compact JSON."""
+    compact = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    lines = []
+    for key, value in m.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            body = ",\n".join(f"  {compact(v)}" for v in value)
+            lines.append(f" {json.dumps(key)}: [\n{body}\n ]")
+        else:
+            lines.append(f" {json.dumps(key)}: {compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def _is_bundle(path: Path) -> bool:
     m = path / "manifest.json"
     try:
-        return json.loads(m.read_text("utf-8")).get("format") == FORMAT
+        return json.loads(m.read_text("utf-8")).get("format") in (FORMAT, *OLDER_FORMATS)
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -110,7 +229,7 @@ def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None =
         files += [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
         for program, name in files:
             (tmp / name).write_text(json.dumps(program.to_json(), separators=(",", ":")), "utf-8")
-        (tmp / "manifest.json").write_text(json.dumps(manifest(model, source), indent=1), "utf-8")
+        (tmp / "manifest.json").write_text(manifest_text(manifest(model, source)), "utf-8")
         if out.exists():
             old = parent / f".{out.name}.{os.getpid()}.old"
             os.rename(out, old)
@@ -140,26 +259,51 @@ def _read_json(path: Path):
 
 
 def read_bundle(directory: str | Path) -> StreamedModel:
-    """The model a bundle directory holds (the inverse of ``write_bundle``)."""
+    """The model a bundle directory holds (the inverse of ``write_bundle``), with every layer bound by its row of
+    the manifest's table and every weight named by the checkpoint tensor the manifest records."""
     root = Path(directory)
     m = _read_json(root / "manifest.json")
+    if isinstance(m, dict) and m.get("format") in OLDER_FORMATS:
+        raise BundleError(f"{root / 'manifest.json'}: a {m['format']} bundle, written by an older streamed; lower "
+                          f"the document again")
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise BundleError(f"{root / 'manifest.json'}: not a {FORMAT} manifest")
     try:
         program = lambda name: SpatialProgram.from_json(_read_json(root / name))
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
-        kinds = tuple(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), program(k["program"]),
-                                       tuple(k["carried"]), k["tp"]) for k in m["kinds"])
+        kinds, layers, refs = [], [], {}
+        by_name = {k["name"]: k for k in m["kinds"]}
+        for k in m["kinds"]:
+            p = program(k["program"])
+            tp = dict(k["tp"], slices=tp_slices(p)) if k["tp"] else None
+            kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(k["carried"]),
+                                          tp))
+        for row in m["layers"]:
+            kind = by_name[row["kind"]]
+            tensors = {w["name"]: n for w, n in zip(kind["weights"], row["weights"])}
+            tensors.update({s["name"]: n for s, n in zip(kind["states"], row["states"])})
+            layers.append(LayerBinding(row["layer"], row["kind"], tensors))
+            parts = row.get("parts", {})
+            for n, tensor, stored in zip(row["weights"], row["checkpoint"], row["storage"]):
+                refs[n] = (_ref(tensor, parts.get(n, {})), stored)
+        for shared in m["shared"].values():
+            for w in (shared or {}).get("weights", ()):
+                refs[w["name"]] = (_ref(w["checkpoint"], w), w["storage"])
+        naming = Naming(m["checkpoint"]["naming"], m["checkpoint"]["file"], refs=refs)
         spec = m["target_spec"]
         target = SpatialTarget(**spec)
         deployment = Deployment(m["mode"], ctx=m["ctx"], chunk=m["chunk"] or 0, batch=m["batch"], tp=m["tp"])
         return StreamedModel(
-            embed=embed, kinds=kinds, head=program(m["programs"]["head"]),
-            layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"]) for b in m["layers"]),
+            embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
-            title=m.get("title"))
+            title=m.get("title"), naming=naming, document_sha256=(m.get("document") or {}).get("sha256"))
     except (KeyError, TypeError) as e:
         raise BundleError(f"{root / 'manifest.json'}: malformed bundle ({e})") from None
+
+
+def _ref(tensor: str, part: dict) -> TensorRef:
+    columns, rows = part.get("columns"), part.get("rows")
+    return TensorRef(tensor, tuple(columns) if columns else None, tuple(rows) if rows else None)
 
 
 def schema(name: str = "manifest") -> dict:

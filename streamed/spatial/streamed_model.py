@@ -20,12 +20,13 @@ batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (row
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, rebind_via, stored_q8
-from ..model.checkpoint import Storage, bind
+from ..model.checkpoint import Naming, Storage
 from .ir import SpatialProgram
 from .deployment import Cut, Deployment
 from .lower import LoweringError, TPError, authored, lower_program, tp_slices
@@ -114,6 +115,10 @@ class StreamedModel:
     deployment: Deployment
     target: SpatialTarget
     title: str | None = None
+    #: Which checkpoint tensor every weight reads, by each layer's own name (the manifest's table), and how it is stored.
+    naming: Naming | None = None
+    #: The SHA-256 of the document's text (UTF-8) the model was lowered from.
+    document_sha256: str | None = None
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -257,21 +262,13 @@ def _table(spec) -> str:
     return f"{text}, {fill[0]} of base {fill[1]:g}" if fill else text
 
 
-def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
+def tp_summary(p: SpatialProgram) -> dict | None:
+    """A tensor-parallel kind program's chips, all-reduces and the slices of each declared weight each chip loads —
+    in the declared weight's coordinates, the same for every layer of the kind (the manifest names each layer's own
+    checkpoint tensor)."""
     if p.tp <= 1:
         return None
-    entries = analysis.document.checkpoint
-    slices = tp_slices(p)
-    for s in slices:
-        # The slice is in the declared weight's coordinates; an entry that itself keeps part of its tensor
-        # (``columns A to B [of every N]``, ``rows A to B``) says where those coordinates sit in the checkpoint.
-        ref = bind(entries, s["of"]) if entries else None
-        s["checkpoint"] = ref.tensor if ref else None
-        if ref is not None and ref.columns is not None:
-            s["checkpoint_columns"] = list(ref.columns)
-        if ref is not None and ref.rows is not None:
-            s["checkpoint_rows"] = list(ref.rows)
-    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
+    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": tp_slices(p)}
 
 
 def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
@@ -409,7 +406,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
             raise _reject(label, e, k.representative) from None
         tokens = rep.tokens
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
-                                              _tp_manifest(program, analysis)))
+                                              tp_summary(program)))
         templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
 
     head = whole("head", progs.head, deployment.cut("head"))
@@ -441,7 +438,8 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     if progress is not None:
         progress("bound", total, total)
     return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
-                         analysis.document.title)
+                         analysis.document.title, Naming.of(analysis.document.checkpoint, storage),
+                         hashlib.sha256(analysis.document.text.encode("utf-8")).hexdigest())
 
 
 # ---- the six deployments, by name ------------------------------------------------------------------------------

@@ -31,13 +31,15 @@ def test_manifest_and_program_files_validate_and_the_bundle_round_trips(analyses
         path = write_bundle(model, out, source=f"{name}.lgm")
         m = json.loads(path.read_text())
         jsonschema.validate(m, schema("manifest"))
-        assert m["format"] == "streamed-bundle/1" and m["source"] == f"{name}.lgm"
+        assert m["format"] == "streamed-bundle/2" and m["source"] == f"{name}.lgm"
         assert m["mode"] == deployment.mode and m["rows"] == deployment.rows
         files = [m["programs"]["head"]] + [k["program"] for k in m["kinds"]] + \
                 ([m["programs"]["embed"]] if m["programs"]["embed"] else [])
         for f in files:
             jsonschema.validate(json.loads((out / f).read_text()), schema("program"))
-        assert read_bundle(out) == model
+        back = read_bundle(out)
+        assert manifest(back, f"{name}.lgm") == m
+        assert back.programs() == model.programs() and back.deployment == model.deployment
 
 
 def test_the_manifest_says_which_kind_runs_at_each_layer(analyses):
