@@ -219,24 +219,11 @@ def test_a_swapped_binding_is_caught_with_its_layer_and_tensor_named():
     assert all(m.ok for m in report.measures[: report.measures.index(bad)])
 
 
-def write_mixed_checkpoint(tmp_path, checkpoint_writer, analysis):
-    floats = seeded(analysis.programs, 6).dense
-
-    def type_of(name, tensor):
-        if name == "Emb":
-            return "Q8_0", True  # stored Q8_0 as vocab × d, declared dense: read dequantised, never as planes
-        if name == "Wo2":
-            return "F16", False  # one layer's output projection stored F16 among Q8_0 layers
-        return ("Q8_0" if name.startswith("W") else "F32"), False
-
-    return checkpoint_writer(tmp_path / "tiny-mixed.gguf", analysis.programs, floats, type_of)
-
-
 @pytest.mark.parametrize("dep", [Deployment("decode", CTX), Deployment("prefill", CTX, chunk=3),
                                  Deployment("tp", CTX, tp=2), Deployment("batched", CTX, batch=2)],
                          ids=label)
-def test_a_gguf_checkpoint_of_q8_0_and_f16_weights_is_certified_end_to_end(tmp_path, checkpoint_writer, dep):
-    path = write_mixed_checkpoint(tmp_path, checkpoint_writer, tiny())
+def test_a_gguf_checkpoint_of_q8_0_and_f16_weights_is_certified_end_to_end(tmp_path, mixed_checkpoint, dep):
+    path = mixed_checkpoint(tmp_path / "tiny-mixed.gguf", tiny().programs, 6)
     storage = gguf_storage(path)
     a = analyze((EXAMPLES / "tiny-llama.lgm").read_text(), storage)
     assert [k.layers for k in a.kinds] == [(0, 1, 3), (2,)]  # the F16 layer is its own kind
@@ -307,8 +294,9 @@ def test_a_written_bundle_is_certified_from_disk_and_a_tampered_manifest_is_caug
     assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 0
     assert "tp (ctx 20, tp 2)" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
-    binding = next(b for b in manifest["layers"] if b["layer"] == 3)["tensors"]
-    binding["Wg0"], binding["Wu0"] = binding["Wu0"], binding["Wg0"]
+    row = next(b for b in manifest["layers"] if b["layer"] == 3)["weights"]
+    g, u = row.index("Wg3"), row.index("Wu3")
+    row[g], row[u] = row[u], row[g]
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 1
     err = capsys.readouterr().err
