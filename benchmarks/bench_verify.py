@@ -13,16 +13,14 @@ import argparse
 import datetime
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import cpu_model, record  # noqa: E402
+from common import cpu_model, median_time, publish  # noqa: E402
 
 from streamed.analysis.whole import analyze  # noqa: E402
 from streamed.numerics.execute import Executor, plan_of  # noqa: E402
@@ -35,15 +33,6 @@ from streamed.numerics.weights import seeded  # noqa: E402
 HEADING = "## Numerical certification"
 SMALL = ("tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2")
 CTX = 32
-
-
-def median_of(runs: int, fn) -> float:
-    samples = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def per_step(name: str, runs: int) -> tuple[str, int, float, float]:
@@ -61,7 +50,7 @@ def per_step(name: str, runs: int) -> tuple[str, int, float, float]:
         for pos in range(8):
             e.step(plan, [pos + 1], [pos])
 
-    return name, len(a.programs.layers), median_of(runs, reference) / 8, median_of(runs, bundle) / 8
+    return name, len(a.programs.layers), median_time(runs, reference) / 8, median_time(runs, bundle) / 8
 
 
 def whole_verify(runs: int) -> list[tuple[str, float]]:
@@ -79,7 +68,7 @@ def whole_verify(runs: int) -> list[tuple[str, float]]:
             report = run(a.programs, w, dep, plans, 8)
             assert report.ok, report.first_failure or report.error
 
-        out.append((dep.mode, median_of(runs, once)))
+        out.append((dep.mode, median_time(runs, once)))
     return out
 
 
@@ -107,9 +96,7 @@ def main() -> int:
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     section = report([per_step(n, args.runs) for n in SMALL], whole_verify(args.runs), args.runs)
-    print(section)
-    if args.write:
-        print(f"recorded in {record(section)}")
+    publish(section, args.write)
     return 0
 
 
