@@ -104,20 +104,22 @@ class Naming:
     read (the names are the authoring's own: GGUF names from a GGUF, Hugging Face names from a ``config.json``);
     ``declared`` — the document binds nothing, so each weight's tensor is its declared name (as seeded weights are
     read). A weight no binding names is read under its declared name in every case. ``refs`` holds the names a
-    manifest recorded, when a bundle is read back without its document."""
+    manifest recorded, when a bundle is read back without its document. ``declared_q8``: the weights the document
+    declares ``q8`` (without a checkpoint, those are the ones stored Q8_0)."""
 
     kind: str
     file: str | None = None
     entries: tuple[CheckpointEntry, ...] = ()
     storage: Storage = ALL_Q8
     refs: Mapping[str, tuple[TensorRef, str]] | None = None
+    declared_q8: frozenset[str] = frozenset()
 
     @staticmethod
-    def of(entries: tuple[CheckpointEntry, ...], storage: Storage) -> "Naming":
+    def of(entries: tuple[CheckpointEntry, ...], storage: Storage, declared_q8: frozenset[str]) -> "Naming":
         """The naming a lowering of a document with checkpoint ``entries`` over ``storage`` gives."""
         kind = "declared" if not entries else "document" if storage.all_q8 else "gguf"
         file = None if storage.all_q8 else PurePath(storage.source).name
-        return Naming(kind, file, tuple(entries), storage)
+        return Naming(kind, file, tuple(entries), storage, None, frozenset(declared_q8))
 
     def ref(self, name: str) -> TensorRef:
         """The tensor (and part of it) the declared weight ``name`` reads."""
@@ -125,13 +127,13 @@ class Naming:
             return self.refs[name][0]
         return (bind(self.entries, name) if self.entries else None) or TensorRef(name)
 
-    def stored(self, name: str, read_q8: bool, ref: TensorRef | None = None) -> str:
+    def stored(self, name: str, ref: TensorRef | None = None) -> str:
         """How the weight ``name`` (which reads ``ref``, when known) is stored: the checkpoint's type (``Q8_0``,
-        ``F16``, ``F32``…; ``missing`` when the checkpoint lacks it); without a checkpoint, ``Q8_0`` for a weight the
-        program reads as Q8_0 blocks and ``dense`` for any other."""
+        ``F16``, ``F32``…; ``missing`` when the checkpoint lacks it); without a checkpoint, ``Q8_0`` for a weight
+        declared ``q8`` and ``dense`` for any other (``Storage.stored_as``)."""
         if self.refs is not None and name in self.refs:
             return self.refs[name][1]
-        return self.storage.stored_as(ref or self.ref(name), read_q8)
+        return self.storage.stored_as(ref or self.ref(name), name in self.declared_q8)
 
 
 def storage_of(checkpoint: str | None) -> Storage:

@@ -33,11 +33,10 @@ from importlib import resources
 from pathlib import Path, PurePath
 
 from ..model.checkpoint import Naming, TensorRef
-from .ir import SpatialProgram
-from .lower import tp_slices
+from .ir import SpatialProgram, tile_to_json
 from .target import SpatialTarget
 from .deployment import Deployment
-from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel
+from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling, tp_summary
 
 FORMAT = "streamed-bundle/2"
 #: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
@@ -78,10 +77,6 @@ def weight_reads(program: SpatialProgram) -> list[dict]:
     return list(out.values())
 
 
-def _reads_q8(w: dict) -> bool:
-    return any(r["encoding"] == "planes" for r in w["reads"])
-
-
 def _part(ref: TensorRef) -> dict:
     """The part of its checkpoint tensor a binding keeps: output ``columns`` [start, stop, every] and input ``rows``
     [start, stop], in the language's ``in by out`` orientation."""
@@ -100,7 +95,7 @@ def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
     if naming is not None:
         for w in weights:
             ref = naming.ref(w["name"])
-            w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], _reads_q8(w), ref), **_part(ref))
+            w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
     carried = set(p.carried)
     states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
               for t in p.tensors if t.name in carried]
@@ -121,13 +116,21 @@ def _row(b: LayerBinding, kind: dict, naming: Naming, tiers: dict) -> dict:
     names = [b.tensors.get(w["name"], w["name"]) for w in kind["weights"]]
     refs = [naming.ref(n) for n in names]
     row = {"layer": b.layer, "kind": b.kind, "weights": names, "checkpoint": [r.tensor for r in refs],
-           "storage": [naming.stored(n, _reads_q8(w), r) for n, w, r in zip(names, kind["weights"], refs)]}
+           "storage": [naming.stored(n, r) for n, r in zip(names, refs)]}
     parts = {n: _part(r) for n, r in zip(names, refs) if r.columns is not None or r.rows is not None}
     if parts:
         row["parts"] = parts
     row["states"] = [b.tensors.get(s["name"], s["name"]) for s in kind["states"]]
     row["tiers"] = tiers.get(b.layer)
+    row["identity"] = b.identity
     return row
+
+
+def tiles_entry(p: SpatialProgram) -> dict | None:
+    """A program's tiles as the manifest lists them: ``tiling`` in brief, and each tile in order with what it reads
+    and writes (in the program's names; a layer's binding maps a kind's to the layer's)."""
+    brief = tiling(p)
+    return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
 
 
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
@@ -141,9 +144,10 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
     kinds = []
     for k in model.kinds:
         spec = _program(k.program)
-        tp = {"chips": k.tp["chips"], "allreduces": k.tp["allreduces"]} if k.tp else None
+        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
         kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                      "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec})
+                      "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
+                      "identity": k.identity, "tiles": tiles_entry(k.program)})
     by_name = {k["name"]: k for k in kinds}
     step = ([_program_file("embed")] if model.embed is not None else []) + \
         [by_name[b.kind]["program"] for b in sorted(model.layers, key=lambda b: b.layer)] + [_program_file("head")]
@@ -168,6 +172,9 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
                    "head": _program(model.head, naming)},
         "kinds": kinds,
         "layers": [_row(b, by_name[b.kind], naming, tiers) for b in model.layers],
+        "identities": {"embed": model.embed_identity, "head": model.head_identity},
+        "tiles": {"embed": tiles_entry(model.embed) if model.embed is not None else None,
+                  "head": tiles_entry(model.head)},
         "residency": model.residency,
         "estimate": model.estimate,
     }
@@ -275,14 +282,13 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         by_name = {k["name"]: k for k in m["kinds"]}
         for k in m["kinds"]:
             p = program(k["program"])
-            tp = dict(k["tp"], slices=tp_slices(p)) if k["tp"] else None
             kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(k["carried"]),
-                                          tp))
+                                          tp_summary(p), k.get("identity")))
         for row in m["layers"]:
             kind = by_name[row["kind"]]
             tensors = {w["name"]: n for w, n in zip(kind["weights"], row["weights"])}
             tensors.update({s["name"]: n for s, n in zip(kind["states"], row["states"])})
-            layers.append(LayerBinding(row["layer"], row["kind"], tensors))
+            layers.append(LayerBinding(row["layer"], row["kind"], tensors, identity=row.get("identity")))
             parts = row.get("parts", {})
             for n, tensor, stored in zip(row["weights"], row["checkpoint"], row["storage"]):
                 refs[n] = (_ref(tensor, parts.get(n, {})), stored)
@@ -296,7 +302,8 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         return StreamedModel(
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
-            title=m.get("title"), naming=naming, document_sha256=(m.get("document") or {}).get("sha256"))
+            title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
+            naming=naming, document_sha256=m["document"]["sha256"])
     except (KeyError, TypeError) as e:
         raise BundleError(f"{root / 'manifest.json'}: malformed bundle ({e})") from None
 

@@ -54,14 +54,12 @@ DEPLOYMENTS = [
 ]
 
 
-#: Where a document refuses a deployment, the refusal it gives: tensor parallel over more chips than its heads (or
-#: its Q8_0 blocks) split into. Every other (document, deployment) pair is certified.
+#: Where a document refuses a deployment, the refusal it gives: tensor parallel over more chips than its heads split
+#: into. Every other (document, deployment) pair is certified.
 REFUSED = {
     ("tiny-llama", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-gemma3", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-qwen35", 4): "the key heads of gated delta (2) do not split over 4 chips",
-    ("options", 4): "`Wo0` is stored Q8_0 and its 64 input features split over 4 chips as rows of 16, not whole "
-                    "blocks of 32",
 }
 
 
