@@ -160,3 +160,16 @@ def test_a_bundle_read_back_summarises_its_kinds_and_estimate(tmp_path, analyses
     assert s["mode"] == "decode" and s["layers"] == 12
     assert [(k["name"], k["layers"]) for k in s["kinds"]] == [(k.name, len(k.layers)) for k in a.kinds]
     assert s["tokens_per_second"] > 0 and sum(s["states"].values()) > 0
+
+
+def test_a_bundle_an_older_streamed_wrote_is_refused_naming_its_format_and_replaced_by_a_new_one(tmp_path, analyses):
+    out = tmp_path / "b"
+    model = lower_streamed(analyses["tiny-llama"], Deployment("decode", ctx=64))
+    write_bundle(model, out)
+    m = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**m, "format": "streamed-bundle/1"}))
+    with pytest.raises(BundleError, match="a streamed-bundle/1 bundle, written by an older streamed; lower the "
+                                          "document again"):
+        read_bundle(out)
+    write_bundle(model, out)  # still a bundle directory: replaced, not refused as someone else's files
+    assert json.loads((out / "manifest.json").read_text())["format"] == "streamed-bundle/2"
