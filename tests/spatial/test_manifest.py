@@ -152,3 +152,17 @@ def test_the_per_layer_part_is_a_table_of_one_short_row_per_layer(dep):
     per_layer = (sizes[512] - sizes[128]) / 384
     # one row: the layer's 9 weight names, their 9 checkpoint tensors and storage, its states, its tiers
     assert per_layer < 1024, per_layer  # the name maps it replaces took 1.2 KB a layer in decode, 5 KB here
+
+
+def test_the_extensions_manifest_fixture_is_a_manifest_this_writer_writes():
+    """The manifest view's unit tests render ``vscode-extension/test/fixtures/manifest-streamed-bundle-2.json``: it must
+    stay what `streamed lower` writes (the current format, valid against the shipped schema), or the view is tested
+    against a manifest no user has."""
+    import jsonschema
+
+    from repo import ROOT
+    from streamed.spatial.bundle import FORMAT, schema
+
+    fixture = json.loads((ROOT / "vscode-extension" / "test" / "fixtures" / "manifest-streamed-bundle-2.json").read_text())
+    assert fixture["format"] == FORMAT
+    jsonschema.validate(fixture, schema("manifest"))
