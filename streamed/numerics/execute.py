@@ -10,8 +10,12 @@ Invariants:
   the declared weight a chip-local tensor is part of.
 - States live across steps in a ``Session`` under the names the LAYER gives them (``Kc7``, ``Kc7_s1``), so a state a
   kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
-- Ops run in list (pipeline) order over one environment of uniquely named tensors: a tensor-parallel program's
-  chip-local tensors are distinct names, so chip by chip then the all-reduce is list order.
+- Ops run by ``phase``, in list order within a phase (ir.py: phases run in order; the chips' ops of one phase run
+  at once), over one environment of uniquely named tensors: a tensor-parallel program's chip-local tensors are
+  distinct names. So an op scheduled in a phase before the one that writes its input reads nothing and is refused
+  — the executor runs the schedule the program states, not the order its list happens to be in.
+- A table is filled by its own ``fill`` rule, as the bundle states it (``weights.filled``) — never taken from the
+  host by name — so a rule the lowering wrote wrong is a table that differs from the document's.
 - A tiled program runs its ops once per tile, in order, as ir.py's Tiles section says: each tile's row inputs and
   weights are what its ``reads`` say, its position the step's plus its first row, states whole and carried from
   tile to tile (a batched tile's sequence b is the program's sequence r0 + b); the per-row (and per-column) tensors
@@ -29,8 +33,10 @@ import numpy as np
 from . import kernels as nx
 from ..analysis.kinds import rebind
 from .q8 import BLOCK, Planes
-from ..spatial.ir import Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of
-from .weights import Weights
+from ..spatial.ir import (
+    COLLECTIVES, Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
+)
+from .weights import Weights, filled
 
 
 class ExecuteError(Exception):
@@ -189,7 +195,7 @@ def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
     tensors and replicated ones; an op on every chip only replicated ones; an all-reduce or all-gather reads one
     tensor of each chip, in chip order, and writes a replicated one. A single-process executor would compute the
     right numbers from a tensor another chip holds — the chips could not."""
-    if op.kind in ("allreduce", "allgather"):
+    if op.kind in COLLECTIVES:
         held = [chips.get(n) for n in op.inputs]
         if any(c is not None for c in held) and held != list(range(len(held))):
             return f"gathers {', '.join(op.inputs)} from chips {held}, not one per chip in order"
@@ -218,12 +224,12 @@ def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dic
 
 def _run_ops(program: SpatialProgram, ops, env: dict[str, np.ndarray], where: str = "",
              fold: Callable[[Op, tuple], tuple] | None = None) -> dict[str, np.ndarray]:
-    """Run ``ops`` (of ``program``, in order) over ``env``; ``fold`` adjusts what an op computed (a tile's
-    running arg-max) before it is written."""
+    """Run ``ops`` (of ``program``, in the order its schedule gives them) over ``env``; ``fold`` adjusts what an
+    op computed (a tile's running arg-max) before it is written."""
     chips = {t.name: t.chip for t in program.tensors}
     index = {id(op): i for i, op in enumerate(program.ops)}
     name = program.name + where
-    for op in ops:
+    for op in sorted(ops, key=lambda op: op.phase):  # the schedule: by phase, list order within one
         i = index[id(op)]
         misplaced = _misplaced(op, chips)
         if misplaced:
@@ -357,10 +363,9 @@ class Session:
         return self.states[name]
 
 
-def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
-              session: Session) -> dict[str, np.ndarray]:
-    """Execute ``b.program`` with every weight, table and state read under the layer's names; ``inputs`` by the
-    program's own input names. Returns the environment keyed by the program's names; carried states go back to
+def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], session: Session) -> dict[str, np.ndarray]:
+    """Execute ``b.program`` with every weight and state read under the layer's names and every table filled by its
+    rule; ``inputs`` by the program's own input names. Returns the environment keyed by the program's names; carried states go back to
     ``session``, the others are zeroed for the next step (ir.py: a state not carried is zero at each step)."""
     p = b.program
     given: dict[str, np.ndarray] = {}
@@ -371,7 +376,7 @@ def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inpu
             elif t.role == "weight":
                 given[t.name] = weight_value(t, b.bound(t.of or t.name), weights)
             elif t.role == "table":
-                given[t.name] = _table(t, tables)
+                given[t.name] = _table(t)
             elif t.role == "state":
                 name = b.bound(t.name)
                 if t.name not in p.carried:
@@ -391,12 +396,12 @@ def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inpu
     return env
 
 
-def _table(t: Tensor, tables: Mapping[str, np.ndarray]) -> np.ndarray:
-    if t.name in tables and tables[t.name].shape[0] >= t.shape[0]:
-        return tables[t.name][: t.shape[0]]
+def _table(t: Tensor) -> np.ndarray:
     if t.fill is None:
-        raise KeyError(f"no fill for table `{t.name}`")
-    return nx.rotary_table(t.fill[0], t.fill[1], t.shape[0], t.shape[1])
+        raise KeyError(f"the bundle gives table `{t.name}` no fill rule")
+    if len(t.shape) != 2:
+        raise ValueError(f"table `{t.name}` is {t.shape}, not rows by width")
+    return filled(t.fill, t.shape[0], t.shape[1])
 
 
 # ---- a bundle, step by step ----------------------------------------------------------------------------------------
@@ -453,16 +458,15 @@ class Executor:
     ids (one per row), the position of each sequence (one for an unbatched step) and, for a forward bundle, the first
     hidden state."""
 
-    def __init__(self, weights: Weights, tables: Mapping[str, np.ndarray], session: Session | None = None,
+    def __init__(self, weights: Weights, session: Session | None = None,
                  rename: Callable[[Bound, str], str] | None = None):
         self.weights = weights
-        self.tables = tables
         self.session = session or Session()
         self.rename = rename or (lambda b, n: b.bound(n))  # how a program's names read at its layer
 
     def run(self, b: Bound, tokens, positions, hidden) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         p = b.program
-        env = run_bound(b, self.weights, self.tables, _inputs(p, tokens, positions, hidden, b.bound), self.session)
+        env = run_bound(b, self.weights, _inputs(p, tokens, positions, hidden, b.bound), self.session)
         return env, {self.rename(b, n): v for n, v in env.items()}
 
     def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:

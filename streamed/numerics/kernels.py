@@ -178,7 +178,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     group = heads // sharing
     kh = np.repeat(k.reshape(ctx, sharing, dk).transpose(1, 0, 2), group, axis=0)  # H × ctx × dk
     vh = np.repeat(v.reshape(ctx, sharing, dv).transpose(1, 0, 2), group, axis=0)
-    logits = (qh @ kh.transpose(0, 2, 1)) * f  # H × rows × ctx
+    # Both products are ``matmul``'s — accumulated in float64, rounded once — so a row's attention does not depend
+    # on how many rows are computed with it (a tile's, a batch's): BLAS picks its float32 kernel by the row count.
+    logits = matmul(qh, kh.transpose(0, 2, 1)) * f  # H × rows × ctx
     keep = causal_mask(pos, rows, ctx, window, chunks)[None]
     logits = np.where(keep, logits, -np.inf)
     top = np.max(logits, axis=-1, keepdims=True)
@@ -190,7 +192,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     if sinks is not None:
         denom = denom + np.exp(sink - top)
     p = (e / denom).astype(F32)
-    out = p @ vh  # H × rows × dv
+    out = matmul(p, vh)  # H × rows × dv
     return out.transpose(1, 0, 2).reshape(rows, heads * dv).astype(F32)
 
 
@@ -207,12 +209,13 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
     f = F32(1 / np.sqrt(nope + rope_dims)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, nope + rope_dims).transpose(1, 0, 2)  # H × rows × (N+M)
     q_nope, q_rope = qh[..., :nope], qh[..., nope:]
-    q_lat = q_nope @ a  # H × rows × r
-    logits = (q_lat @ c.T + q_rope @ kr.T) * f  # H × rows × ctx
+    # Every product is ``matmul``'s (float64, rounded once), as in ``attention``: a row computes alike in any tile.
+    q_lat = matmul(q_nope, a)  # H × rows × r
+    logits = (matmul(q_lat, c.T) + matmul(q_rope, kr.T)) * f  # H × rows × ctx
     keep = causal_mask(pos, rows, ctx)[None]
     p = softmax(np.where(keep, logits, -np.inf))
-    o_lat = p @ c  # H × rows × r
-    out = o_lat @ b  # H × rows × V
+    o_lat = matmul(p, c)  # H × rows × r
+    out = matmul(o_lat, b)  # H × rows × V
     return out.transpose(1, 0, 2).reshape(rows, -1).astype(F32)
 
 

@@ -80,9 +80,11 @@ def operands(call: Call) -> tuple[dict[str, object], dict[str, object]]:
 
 @dataclass
 class Step:
-    """One step's results: ``values[label][name]`` every name each program bound (its declared inputs and states as
-    read, every ``Let``), ``hidden`` each layer's output in order, ``logits`` the head's values before the argmax
-    (``None`` when the head has no argmax), ``next`` the head's output, ``x`` the first hidden state."""
+    """One step's results: ``values[label][name]`` every name each program bound (its declared inputs, every
+    ``Let``, each state as the step left it), in the order they were last written — so the first that differs
+    from another run is the first computed differently; ``hidden`` each layer's output in order, ``logits`` the
+    head's values before the argmax (``None`` when the head has no argmax), ``next`` the head's output, ``x`` the
+    first hidden state."""
 
     values: dict[str, dict[str, np.ndarray]]
     x: np.ndarray
@@ -129,6 +131,7 @@ class Reference:
                             raise ReferenceError(label, st.index, f"rows {p}…{p + value.shape[0] - 1} of `{name}` are past its {new.shape[0]} rows (ctx)")
                         new[p:p + value.shape[0]] = value
                     self.states[name] = new
+                    env.pop(name, None)  # a state is listed where it was last written (see ``Step``)
                     env[name] = new
                 elif isinstance(st, Return):
                     env["__output__"] = env[st.name.text]
@@ -239,6 +242,7 @@ class Reference:
         if not isinstance(target, Name) or target.text not in self.states:
             raise ValueError(f"the state an update writes must be a declared state, not `{getattr(target, 'text', target)}`")
         self.states[target.text] = new
+        env.pop(target.text, None)
         env[target.text] = new
 
     # ---- a step ----

@@ -47,8 +47,9 @@ holds a tensor-parallel program's local tensor; ``None`` means replicated (every
 Operations (``Op``)
 -------------------
 
-Ops run in list order (the pipeline order). Each reads ``inputs`` and writes ``outputs`` (names of tensors of the
-program). An op writing a ``state`` updates it in place: later ops and the next step see the new value. ``attrs``
+Ops run by ``phase``, phases in increasing order, and in list order within one phase (``SpatialProgram.schedule``).
+Each reads ``inputs`` and writes ``outputs`` (names of tensors of the program). An op writing a ``state`` updates it
+in place: ops after it in the schedule and the next step see the new value. ``attrs``
 is a tuple of ``(key, value)`` pairs; an absent optional attr takes the default below. ``statement`` is the index of
 the authored statement the op was lifted from (``None`` for ops the lowering adds). ``rows`` below is ``shape[0]``
 of the hidden state.
@@ -168,7 +169,10 @@ expert; the router and the shared gate are replicated; only chip 0 receives ``bi
 on the other chips), so the all-reduced sum adds it once.
 
 Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
-earlier op; every intermediate and output is written exactly once (once per tile); shapes agree op by op.
+op before it in the schedule — in an earlier phase, or earlier in the list within the same phase, except that an
+``allreduce``/``allgather`` reads only what earlier phases wrote (the chips' ops of one phase run at once); the ops
+that read or write one state keep their list order in the schedule; every intermediate and output is written
+exactly once (once per tile); shapes agree op by op.
 
 Tiles
 -----
@@ -226,6 +230,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 ROLES = ("input", "weight", "state", "table", "intermediate", "output")
+#: The ops that read one tensor of every chip: they wait for every chip's phase before theirs.
+COLLECTIVES = ("allreduce", "allgather")
 TIERS = ("sram", "hbm", "ddr")
 DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0}
 Q8_BLOCK = 32
@@ -335,6 +341,10 @@ class SpatialProgram:
 
     def tensor(self, name: str) -> Tensor:
         return self._index()[name]
+
+    def schedule(self) -> list[tuple[int, "Op"]]:
+        """The ops in the order they run, each with its index in ``ops``: by phase, in list order within a phase."""
+        return sorted(enumerate(self.ops), key=lambda io: io[1].phase)
 
     def has(self, name: str) -> bool:
         return name in self._index()
@@ -541,6 +551,6 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 __all__ = [
     "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
-    "in_tile", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
+    "in_tile", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
     "program_to_json", "program_from_json", "replace", "fields",
 ]

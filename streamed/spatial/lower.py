@@ -26,10 +26,11 @@ alike everywhere, whose set is part of every program's cache key.
   the numbers of its smallest tile, only when even that does not fit.
 - ``place``: PCUs for each op in proportion to its FLOPs (at least one each), PMUs for each on-chip buffer, bytes
   moved per tier.
-- ``certify``: every tensor bound exactly once, shapes re-inferred op by op and equal to the declared ones, tiles
-  that cover every row once and compute on their own rows, the program's own footprint (one tile's: its tables,
-  inputs and intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise —
-  for every limit exceeded, each on the statement that takes most of it.
+- ``certify``: every tensor bound exactly once, every value written in a phase before the one that reads it (the
+  schedule is the phases), shapes re-inferred op by op and equal to the declared ones, tiles that cover every row
+  once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
+  intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise — for every
+  limit exceeded, each on the statement that takes most of it.
 
 Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth (the tile
 pass lowers the program again at a logarithmic number of tile sizes).
@@ -46,7 +47,8 @@ from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, 
 from ..model.program import Program
 from .deployment import Cut
 from .ir import (
-    Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, column_tensors, in_tile, nbytes, row_tensors, runs_in, sequence_of,
+    COLLECTIVES, Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, column_tensors, in_tile, nbytes, row_tensors,
+    runs_in, sequence_of,
 )
 from .target import SpatialTarget
 from .units import beside, size
@@ -1390,6 +1392,39 @@ def place(program: SpatialProgram, target: SpatialTarget) -> SpatialProgram:
     return replace(program, ops=tuple(ops))
 
 
+def _in_phase_order(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
+    """★ THE SCHEDULE IS THE PHASES. An executor (and the chip) runs ops by phase (ir.py), so a value must be
+    written in a phase before the one that reads it — or earlier in the same phase, except by a collective, which
+    waits for every chip's earlier phases — and the ops that touch one state keep their list order. Refused naming
+    the reader, the value and both phases: an all-reduce scheduled ahead of its partial sums would read nothing."""
+    writer: dict[str, tuple[int, Op]] = {}
+    touches: dict[str, list[tuple[int, Op]]] = {}
+    for i, op in enumerate(program.ops):
+        for n in op.outputs:
+            if tensors.get(n) is not None and tensors[n].role == "state":
+                continue
+            writer.setdefault(n, (i, op))
+        for n in {*op.inputs, *op.outputs}:
+            if tensors.get(n) is not None and tensors[n].role == "state":
+                touches.setdefault(n, []).append((i, op))
+    for i, op in enumerate(program.ops):
+        collective = op.kind in COLLECTIVES
+        for n in op.inputs:
+            if n not in writer:
+                continue
+            j, w = writer[n]
+            if w.phase > op.phase or (w.phase == op.phase and (collective or j > i)):
+                when = "the same phase" if w.phase == op.phase else f"the later phase {w.phase}"
+                raise LoweringError(f"`{op.kind}` in phase {op.phase} reads `{n}`, which `{w.kind}` writes in {when}"
+                                    + (": a collective reads what every chip wrote in earlier phases" if collective
+                                       and w.phase == op.phase else ""), op.statement)
+    for n, ops in touches.items():
+        for (i, a), (j, b) in zip(ops, ops[1:]):
+            if b.phase < a.phase:
+                raise LoweringError(f"`{b.kind}` in phase {b.phase} touches the state `{n}` before `{a.kind}` in "
+                                    f"phase {a.phase}, which comes first in the program", b.statement)
+
+
 def _heaviest_statement(program: SpatialProgram, weigh: Callable[[Op], int]) -> tuple[int | None, str | None]:
     """The authored statement whose ops weigh most (``weigh``): where a program over a target's units is made
     smaller — and the binder it writes."""
@@ -1465,9 +1500,10 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
         if t.name in tensors:
             raise LoweringError(f"`{t.name}` is declared twice")
         tensors[t.name] = t
+    _in_phase_order(program, tensors)
     available = {n for n, t in tensors.items() if t.role in ("input", "weight", "state", "table")}
     written: set[str] = set()
-    for op in program.ops:
+    for _, op in program.schedule():
         for n in op.inputs:
             if n not in tensors:
                 raise LoweringError(f"`{op.kind}` reads `{n}`, which the program does not hold", op.statement)

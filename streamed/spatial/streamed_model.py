@@ -34,7 +34,7 @@ from typing import Callable
 
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, rebind_via, stacked_layer_input, stored_q8
-from ..model.checkpoint import Storage, bind
+from ..model.checkpoint import Naming, Storage
 from .ir import Access, SpatialProgram
 from .deployment import Cut, Deployment
 from .lower import LoweringError, TPError, authored, lower_program, read_dense, tp_slices
@@ -165,6 +165,10 @@ class StreamedModel:
     title: str | None = None
     embed_identity: dict | None = None
     head_identity: dict | None = None
+    #: Which checkpoint tensor every weight reads, by each layer's own name (the manifest's table), and how it is stored.
+    naming: Naming | None = None
+    #: The SHA-256 of the document's text (UTF-8) the model was lowered from.
+    document_sha256: str | None = None
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -332,26 +336,14 @@ def _table(spec) -> str:
     return f"{text}, {fill[0]} of base {fill[1]:g}" if fill else text
 
 
-def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
+def tp_summary(p: SpatialProgram) -> dict | None:
+    """A tensor-parallel kind program's chips, all-reduces and the slices of each declared weight each chip loads —
+    in the declared weight's coordinates, the same for every layer of the kind (the manifest names each layer's own
+    checkpoint tensor)."""
     if p.tp <= 1:
         return None
-    entries = analysis.document.checkpoint
-    slices = tp_slices(p)
-    for s in slices:
-        # The slice is in the declared weight's coordinates; an entry that itself keeps part of its tensor
-        # (``columns A to B [of every N]``, ``rows A to B``) says where those coordinates sit in the checkpoint.
-        ref = bind(entries, s["of"]) if entries else None
-        s["checkpoint"] = ref.tensor if ref else None
-        if ref is not None and ref.columns is not None:
-            s["checkpoint_columns"] = list(ref.columns)
-        if ref is not None and ref.rows is not None:
-            s["checkpoint_rows"] = list(ref.rows)
-    dense = read_dense(p)
-    for d in dense:  # which checkpoint tensor a host dequantises for these chips
-        ref = bind(entries, d["of"]) if entries else None
-        d["checkpoint"] = ref.tensor if ref else None
-    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices,
-            "read_dense": dense}
+    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": tp_slices(p),
+            "read_dense": read_dense(p)}
 
 
 def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
@@ -502,7 +494,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
             program = stack_names(program, stacked(k.representative, program))
         tokens = rep.tokens
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
-                                              _tp_manifest(program, analysis),
+                                              tp_summary(program),
                                               identity(f"layer {k.representative}", deployment, layer_cut, tokens,
                                                        k.digest)))
         templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, input_of))
@@ -545,10 +537,13 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     head = placed[-1]
     if progress is not None:
         progress("bound", total, total)
+    q8 = frozenset(d.name for p in progs.all() for d in p.decls.values() if d.role == "weight" and d.q8)
+    naming = Naming.of(analysis.document.checkpoint, storage, q8)
     return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
                          analysis.document.title,
                          whole_identity("embed", progs.embed, embed_cut) if embed is not None else None,
-                         whole_identity("head", progs.head, head_cut))
+                         whole_identity("head", progs.head, head_cut), naming,
+                         hashlib.sha256(analysis.document.text.encode("utf-8")).hexdigest())
 
 
 def _stacked_names(progs, deployment: Deployment) -> Callable[[int | None, SpatialProgram], dict[str, str]]:

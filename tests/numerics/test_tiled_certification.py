@@ -1,10 +1,9 @@
 """Tiled bundles computed tile by tile as ir.py's Tiles section says, certified against the reference interpreter in
 every deployment where tiles are needed — on a 10 KB test chip, so the small documents need them at test sizes.
 
-Bitwise where the arithmetic is unchanged: a tile's products, norms, recurrences and experts compute each row as
-the whole program does, and column tiles of the head give the same logits and the same arg-max (ties to the lowest
-index) — only attention, a float32 product whose kernel the BLAS chooses by its row count, may differ in the last
-bits, inside verify's tolerance."""
+Bit for bit, as every bundle outside tensor parallelism: a tile's products (attention's too, accumulated in float64
+as ``matmul``'s), norms, recurrences and experts compute each row as the whole program does, and column tiles of the
+head give the same logits and the same arg-max (ties to the lowest index)."""
 
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from streamed.analysis.whole import analyze
 from streamed.numerics.execute import Executor, plan_of
 from streamed.numerics.q8 import quantize_weight
 from streamed.numerics.verify import label, run
-from streamed.numerics.weights import seeded, tables
+from streamed.numerics.weights import seeded
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import lower_streamed
 from streamed.spatial.synth import two_kind_document
@@ -24,7 +23,7 @@ from repo import EXAMPLES, TINY_CHIP
 
 DOCUMENTS = Path(__file__).resolve().parent / "documents"
 SMALL = ["tiny-llama", "small-qwen35", "small-deepseek-v2", "small-gemma3"]
-TILED = [Deployment("forward", 16), Deployment("prefill", 16, chunk=8), Deployment("batched", 16, batch=4),
+TILED = [Deployment("forward", 16), Deployment("prefill", 32, chunk=8), Deployment("batched", 16, batch=4),
          Deployment("batched-tp", 16, batch=6, tp=2)]
 STEPS = 4
 
@@ -57,11 +56,11 @@ def test_a_tiled_bundle_computes_what_the_document_computes(name, dep):
 
 def test_column_tiles_of_the_head_give_the_same_logits_and_next_token_bit_for_bit():
     a = analyze(two_kind_document(4, vocab=8192))
-    w, t = seeded(a.programs, 9), tables(a.programs, 16)
+    w = seeded(a.programs, 9)
     tiled = plan_of(lower_streamed(a, Deployment("decode", 16), target=str(TINY_CHIP)))
     whole = plan_of(lower_streamed(a, Deployment("decode", 16)))
     assert tiled.head.program.tiles and not whole.head.program.tiles
-    one, two = Executor(w, t), Executor(w, t)
+    one, two = Executor(w), Executor(w)
     tok = [17]
     for pos in range(6):
         x, y = one.step(tiled, tok, [pos]), two.step(whole, tok, [pos])
@@ -82,7 +81,7 @@ def test_the_running_arg_max_keeps_the_lowest_index_of_equal_maxima_in_different
     out[:, 3] = out[:, width + 3] = 10 * np.abs(out).max() * np.sign(out[:, 0] + 1e-9)
     w.planes["Wout"] = quantize_weight(out)  # read as stored Q8_0, as the checkpoint would store it
     w.dense["Wout"] = w.planes["Wout"].dense()
-    step = Executor(w, tables(a.programs, 16)).step(plan_of(model), [5], [0])
+    step = Executor(w).step(plan_of(model), [5], [0])
     logits = step.values["head"]["logits"][0]
     assert logits[3] == logits[width + 3] == logits.max()
     assert step.next.tolist() == [3]
@@ -90,11 +89,11 @@ def test_the_running_arg_max_keeps_the_lowest_index_of_equal_maxima_in_different
 
 def test_a_batched_bundle_tiled_by_sequences_equals_it_untiled_bit_for_bit():
     a = analyze((EXAMPLES / "small-qwen35.lgm").read_text())
-    w, t = seeded(a.programs, 3), tables(a.programs, 16)
+    w = seeded(a.programs, 3)
     tiled = plan_of(lower_streamed(a, Deployment("batched", 16, batch=4), target=str(TINY_CHIP)))
     whole = plan_of(lower_streamed(a, Deployment("batched", 16, batch=4)))
     assert all(b.program.tiles for b in tiled.layers) and not any(b.program.tiles for b in whole.layers)
-    one, two = Executor(w, t), Executor(w, t)
+    one, two = Executor(w), Executor(w)
     tokens, positions = np.array([7, 100, 31, 2]), [0, 2, 5, 1]
     for _ in range(4):
         x, y = one.step(tiled, tokens, positions), two.step(whole, tokens, positions)

@@ -8,6 +8,7 @@ from streamed.analysis.whole import analyze
 from streamed.analysis.kinds import stored_q8
 from streamed.model.checkpoint import Storage
 from streamed.spatial import lower as lower_module
+from streamed.spatial.bundle import manifest
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import (
@@ -223,8 +224,12 @@ def test_a_q8_row_slice_off_a_block_boundary_is_read_dense_and_the_manifest_says
     model = lower_streamed(analyze(text), Deployment("tp", ctx=64, tp=4))
     kind = model.kinds[0]
     dense = kind.tp["read_dense"]
-    assert [(d["of"], d["chips"], d["checkpoint"]) for d in dense] == [("Wo0", [0, 1, 2, 3], "blk.0.attn_output.weight")]
+    assert [(d["of"], d["chips"]) for d in dense] == [("Wo0", [0, 1, 2, 3])]
     assert "64 input features split over 4 chips as rows of 16, which cut its Q8_0 blocks of 32" in dense[0]["why"]
+    m = manifest(model)  # each layer's own tensor, which its chips dequantise
+    for row in m["layers"]:
+        at = row["weights"].index(f"Wo{row['layer']}")
+        assert (row["checkpoint"][at], row["storage"][at]) == (f"blk.{row['layer']}.attn_output.weight", "Q8_0")
     p = kind.program
     for op in p.ops:
         if op.kind.startswith("matmul") and p.tensor(op.inputs[1]).of == "Wo0":
@@ -238,7 +243,8 @@ def test_deepseek_v2_lite_lowers_over_four_chips_naming_the_weights_its_chips_re
     model = lower_streamed(a, Deployment("tp", ctx=4096, tp=4))
     dense = {d["of"]: d for k in model.kinds for d in k.tp["read_dense"]}
     assert "Wd0" in dense and dense["Wd0"]["chips"] == [0, 1, 2, 3]
-    assert dense["Wd0"]["checkpoint"] == "model.layers.0.mlp.down_proj.weight"
+    row = manifest(model)["layers"][0]
+    assert row["checkpoint"][row["weights"].index("Wd0")] == "model.layers.0.mlp.down_proj.weight"
     assert "10944 input features split over 4 chips as rows of 2736" in dense["Wd0"]["why"]
 
 
@@ -388,7 +394,7 @@ def test_every_program_and_layer_binding_carries_the_identity_of_its_own_text_an
     longer = lower_streamed(analyze(text), Deployment("decode", ctx=128))
     assert all(a["digest"] != b["digest"] for a, b in zip(identities(model), identities(longer)))
     # The manifest carries them, and a bundle read back has them.
-    from streamed.spatial.bundle import manifest, read_bundle, write_bundle
+    from streamed.spatial.bundle import read_bundle, write_bundle
 
     m = manifest(model)
     assert m["identities"] == {"embed": model.embed_identity, "head": model.head_identity}

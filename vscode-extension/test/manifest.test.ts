@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapeHtml, formatBytes, kindOfLayer, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
+import { escapeHtml, formatBytes, kindOfLayer, layerWeights, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
 
 const full: Manifest = {
   format: 'streamed-bundle/1',
@@ -113,6 +113,24 @@ test('manifest → HTML: a manifest written by `streamed lower` (kinds by name, 
   const tiers = residencyByTier(m);
   assert.deepEqual(tiers.find((t) => t.tier === 'sram'), { tier: 'sram', states: 12, bytes: 3145728, capacity: 432000000 });
   assert.equal(tiers.find((t) => t.tier === 'hbm')!.weights, 286848);
+});
+
+test('manifest → HTML: streamed-bundle/2 (a real `streamed lower` of small-gemma3) lists each layer\'s weights with their checkpoint tensors', async () => {
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const m: Manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'test', 'fixtures', 'manifest-streamed-bundle-2.json'), 'utf8'));
+  assert.equal(m.format, 'streamed-bundle/2');
+  const html = renderManifestHtml(m, opts);
+  assert.equal((html.match(/<tr class="layer-row"/g) ?? []).length, 12);
+  const l5 = m.layers![5];
+  const weights = layerWeights(l5);
+  assert.equal(weights.length, l5.weights!.length);
+  assert.ok(weights.length > 0);
+  // Layer 5's own tensors, never layer 0's (the bug a runtime would load).
+  assert.ok(weights.every((w) => !/\.0\./.test(w)), weights.join(', '));
+  assert.ok(weights.includes('Wq5 ← model.layers.5.self_attn.q_proj.weight (Q8_0)'), weights.join(', '));
+  const row = html.split('\n').find((r) => r.startsWith('<tr class="layer-row" data-layer="5"'))!;
+  assert.match(row, new RegExp(`<td class="num" title="[^"]*model\\.layers\\.5\\.self_attn\\.q_proj\\.weight[^"]*">${weights.length}</td></tr>$`));
 });
 
 test('the kind of a layer: by index, by name, or from the kinds\' layer lists', () => {
