@@ -71,9 +71,9 @@ class Signals:
 
     @contextlib.contextmanager
     def deferred(self):
-        """Hold stopping signals back while the block runs; if it fails, the held signal is raised as it would have
-        been. If it succeeds, holding goes on: the command reports what it did and ``main`` says that the signal came
-        after (see ``held``)."""
+        """Hold stopping signals back while the block runs. If it fails, holding ends and the failure is what the
+        command reports. If it succeeds, holding goes on: the command reports what it did, and ``main`` adds that a
+        signal came meanwhile (``held``) and was acted on by finishing."""
         self.holding = True
         try:
             yield
