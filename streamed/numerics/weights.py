@@ -24,7 +24,7 @@ from ..analysis.kinds import stored_q8
 from ..lang.syntax import Call, Binary
 from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
 from ..model.program import Decl, Programs
-from .kernels import rotary_table
+from .kernels import fill_table
 
 
 class WeightError(Exception):
@@ -164,7 +164,7 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = rotary_table(d.fill[0], d.fill[1], rows, width)
+            out[d.name] = fill_table(d.fill, rows, width)
     return out
 
 
