@@ -125,7 +125,7 @@ def run_op(op: Op, v: list) -> tuple:
     if k == "lookup":
         return (nx.lookup(v[0], v[1]),)
     if k == "rope":
-        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0)),)
+        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
     if k == "attention":
         return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
                              a("scale"), v[4] if len(v) > 4 else None),)
@@ -133,7 +133,7 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale")),)
     if k == "gated_delta":
-        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"))
+        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False))
     if k == "short_convolution":
         return nx.short_convolution(v[0], v[1], v[2])
     if k == "experts":
@@ -297,7 +297,7 @@ def _table(t: Tensor, tables: Mapping[str, np.ndarray]) -> np.ndarray:
         return tables[t.name][: t.shape[0]]
     if t.fill is None:
         raise KeyError(f"no fill for table `{t.name}`")
-    return nx.rotary_table(t.fill[0], t.fill[1], t.shape[0], t.shape[1])
+    return nx.fill_table(t.fill, t.shape[0], t.shape[1])
 
 
 # ---- a bundle, step by step ----------------------------------------------------------------------------------------
