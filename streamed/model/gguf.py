@@ -343,7 +343,7 @@ def llama3_from_factors(path: str, factors: list[float], base: float, dims: int)
         if cut < 0:
             high = 1 - 1 / cut
             context = slope * (high - 1)
-            candidates += [(float(round(context)), float(round(high, 6))), (context, high)]
+            candidates.append((context, high))
     lows = [lam for lam, f in zip(wavelengths, factors) if f <= 1 + 1e-6]
     tops = [lam for lam, f in zip(wavelengths, factors) if f >= top * (1 - 1e-6)]
     for k in range(4, 32):
@@ -354,10 +354,12 @@ def llama3_from_factors(path: str, factors: list[float], base: float, dims: int)
         elif not between and (not lows or max(lows) < context) and (not tops or context < min(tops)):
             candidates.append((context, 1.0))
     for context, high in candidates:
-        if high >= 1:
-            s = Scaling("llama3", top, context, 1.0, high)
-            if fits(s):
-                return s
+        # The plainest numbers that reproduce the factors: a whole context, the high factor to as few places as do.
+        for c, h in [(float(round(context)), float(round(high, k))) for k in range(4)] + [(context, high)]:
+            if h >= 1 and c > 0:
+                s = Scaling("llama3", top, c, 1.0, h)
+                if fits(s):
+                    return s
     raise SpecError(f"{path}: tensor {ROPE_FREQS} holds frequency factors that no llama3 scaling gives; the "
                     f"language's tables cannot say them")
 
@@ -435,9 +437,12 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
     rotation: Rotation | None = scaling.rotation(rope_dims)
     notes: tuple[str, ...] = ()
     if arch == "llama4":
-        # llama.cpp: chunked attention with rotation on three layers of four; the fourth is global NoPE.
-        if swa[l]:
-            chunk = m.int(Keys.Attention.SLIDING_WINDOW, 8192) or 8192
+        # llama.cpp: chunked attention with rotation on three layers of four, the fourth global NoPE — chunks of 8192
+        # whatever the metadata says, unless its sliding window is 0: then every layer rotates and attends globally.
+        if m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW) == 0:
+            pass
+        elif swa[l]:
+            chunk = 8192
         else:
             rotation = None
             notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
@@ -456,7 +461,9 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         why = f"1/√{d // heads}: Gemma 3 27B's query_pre_attn_scalar"
     qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if shape(T("attn_q_norm")) is not None else None
     return Attention(heads, kv, hd, rotation, window=window, chunk=chunk, qk_norm=qk_norm,
-                     qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None,
+                     # llama.cpp norms Llama 4's rotated q and k unless the model has 128 experts (Maverick).
+                     qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None
+                     and m.int(Keys.LLM.EXPERT_COUNT, 0) != 128,
                      gated=gated, bias=shape(T("attn_q_bias")) is not None,
                      out_bias=shape(T("attn_output_bias")) is not None, sinks=shape(T("attn_sinks")) is not None,
                      scale=scale, scale_why=why, notes=notes)
