@@ -178,10 +178,12 @@ def _columns(n: int, cols: tuple[int, int, int | None]) -> np.ndarray:
     return np.concatenate([g * every + np.arange(a, b) for g in range(n // every)])
 
 
-def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...]) -> tuple[bool, np.ndarray | None]:
+def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...],
+            lookup: bool = False) -> tuple[bool, np.ndarray | None]:
     """Whether the tensor binds in product orientation (numpy's last two axes swapped: GGUF ``ne = [in, out]`` read
-    ``in by out``) or stored orientation, and the kept output columns; product wins where both fit (§6)."""
-    for product in (True, False):
+    ``in by out``) or stored orientation, and the kept output columns. Where both fit (a square tensor) a weight
+    the programs look rows up in (an embedding) binds as stored, any other in product orientation (§6)."""
+    for product in ((False, True) if lookup else (True, False)):
         shape = list(arr_np.shape)
         if product and len(shape) >= 2:
             shape[-1], shape[-2] = shape[-2], shape[-1]
@@ -223,6 +225,7 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
     reader = GGUFReader(str(path))
     tensors = {t.name: t for t in reader.tensors}
     q8_names = read_as_q8(programs, storage)
+    uses = _uses(programs)
     entries = programs.document.checkpoint
     dense: dict[str, np.ndarray] = {}
     planes: dict[str, q8mod.Planes] = {}
@@ -239,7 +242,7 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
             logical = qv
         else:
             logical = np.asarray(t.data)
-        product, cols = _orient(name, ref, logical, declared)
+        product, cols = _orient(name, ref, logical, declared, "lookup" in uses.get(name, ()))
         if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
             p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
             if name in q8_names:
