@@ -12,6 +12,11 @@ Invariants:
   kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
 - Ops run in list (pipeline) order over one environment of uniquely named tensors: a tensor-parallel program's
   chip-local tensors are distinct names, so chip by chip then the all-reduce is list order.
+- A tiled program runs its ops once per tile, in order, as ir.py's Tiles section says: each tile's row inputs and
+  weights are what its ``reads`` say, its position the step's plus its first row, states whole and carried from
+  tile to tile (a batched tile's sequence b is the program's sequence r0 + b); the per-row (and per-column) tensors
+  of the tiles are assembled into the whole program's, so a tiled program's values compare with the reference's
+  tensor by tensor.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import numpy as np
 from . import kernels as nx
 from ..analysis.kinds import rebind
 from .q8 import BLOCK, Planes
-from ..spatial.ir import Op, SpatialProgram, Tensor
+from ..spatial.ir import Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of
 from .weights import Weights
 
 
@@ -122,6 +127,9 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
     if k in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
         return (getattr(nx, k)(v[0]),)
+    if k == "running_argmax":  # one column tile's own: ``run_tiles`` folds it into the row tile's
+        x = nx.f32(v[0])
+        return (nx.argmax(x), np.max(x, axis=-1))
     if k == "lookup":
         return (nx.lookup(v[0], v[1]),)
     if k == "rope":
@@ -195,31 +203,122 @@ def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
 
 def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute ``program`` over ``given`` — a value for every input, weight, table and state tensor, by the program's
-    own tensor names — and return every tensor's value after the last op (states updated)."""
+    own tensor names — and return every tensor's value after the last op (states updated). A tiled program runs
+    tile by tile (``run_tiles``)."""
     env: dict[str, np.ndarray] = {}
     for t in program.tensors:
         if t.role in ("input", "weight", "table", "state"):
             if t.name not in given:
                 raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
             env[t.name] = given[t.name]
+    if program.tiles:
+        return run_tiles(program, env)
+    return _run_ops(program, program.ops, env)
+
+
+def _run_ops(program: SpatialProgram, ops, env: dict[str, np.ndarray], where: str = "",
+             fold: Callable[[Op, tuple], tuple] | None = None) -> dict[str, np.ndarray]:
+    """Run ``ops`` (of ``program``, in order) over ``env``; ``fold`` adjusts what an op computed (a tile's
+    running arg-max) before it is written."""
     chips = {t.name: t.chip for t in program.tensors}
-    for i, op in enumerate(program.ops):
-        where = _misplaced(op, chips)
-        if where:
-            raise ExecuteError(program.name, i, where, op.kind)
+    index = {id(op): i for i, op in enumerate(program.ops)}
+    name = program.name + where
+    for op in ops:
+        i = index[id(op)]
+        misplaced = _misplaced(op, chips)
+        if misplaced:
+            raise ExecuteError(name, i, misplaced, op.kind)
         try:
             args = [env[n] for n in op.inputs]
         except KeyError as e:
-            raise ExecuteError(program.name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
+            raise ExecuteError(name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
         try:
             out = run_op(op, args)
+            if fold is not None:
+                out = fold(op, out)
         except (ValueError, IndexError, TypeError, KeyError) as e:
-            raise ExecuteError(program.name, i, str(e), op.kind) from e
+            raise ExecuteError(name, i, str(e), op.kind) from e
         if len(out) != len(op.outputs):
-            raise ExecuteError(program.name, i, f"writes {len(op.outputs)} tensors but computes {len(out)}", op.kind)
-        for name, value in zip(op.outputs, out):
-            env[name] = value
+            raise ExecuteError(name, i, f"writes {len(op.outputs)} tensors but computes {len(out)}", op.kind)
+        for out_name, value in zip(op.outputs, out):
+            env[out_name] = value
     return env
+
+
+def _read(value: np.ndarray, access) -> np.ndarray:
+    """The part of ``value`` an ``Access`` without ``from_position`` names: all of it, or a slice along an axis."""
+    if access.axis is None:
+        return value
+    return _cut(value, access.axis, access.start or 0, access.stop)
+
+
+def run_tiles(program: SpatialProgram, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A tiled program (ir.py, Tiles) over ``given`` (the whole program's values): each tile's ops over its reads,
+    its position the step's plus its first row, states carried from tile to tile; returns the whole program's
+    values — the tiles' per-row and per-column tensors assembled, states as the last tile left them."""
+    per_row, per_col = row_tensors(program), column_tensors(program)
+    shapes = {t.name: t.shape for t in program.tensors}
+    states = {t.name: given[t.name] for t in program.tensors if t.role == "state"}
+    named = {n for op in program.ops for n in (*op.inputs, *op.outputs)}  # the names the tiles' ops read and write
+    whole: dict[str, np.ndarray] = {}
+    env: dict[str, np.ndarray] = {}
+    for number, tile in enumerate(program.tiles):
+        (r0, r1), cols = tile.rows, tile.cols
+        if cols is None or cols[0] == 0:  # a new row tile: nothing of the last one is read again
+            env = {}
+        for t in program.tensors:
+            if t.name not in named:
+                continue
+            if t.role == "input" and t.shape == ():  # a sequence's own position, or the step's moved to the tile
+                env[t.name] = (given[in_tile(program, tile, t.name)] if sequence_of(t.name) is not None
+                               else np.int32(int(given[t.name]) + r0))
+            elif t.role == "table":
+                env[t.name] = given[t.name]
+            elif t.role == "state":
+                env[t.name] = states[in_tile(program, tile, t.name)]
+        for access in tile.reads:
+            t = program.tensor(access.tensor)
+            if t.role in ("input", "weight") and not access.from_position and t.shape != ():
+                env[access.tensor] = _read(given[access.tensor], access)
+
+        def fold(op: Op, out: tuple) -> tuple:
+            """A column tile's arg-max joins its row tile's: indices from column 0, a tie to the lowest index."""
+            if op.kind != "running_argmax" or cols is None:
+                return out
+            index, best = np.asarray(out[0]) + cols[0], np.asarray(out[1], dtype=np.float32)
+            if cols[0] > 0:
+                before, seen = env[op.outputs[0]], env[op.outputs[1]]
+                better = best > seen
+                index, best = np.where(better, index, before), np.where(better, best, seen)
+            return (index, best)
+
+        ops = runs_in(program, tile, per_col)
+        _run_ops(program, ops, env, f", tile {number} (rows {r0}-{r1 - 1})", fold)
+        for t in program.tensors:
+            if t.role == "state" and t.name in named:
+                states[in_tile(program, tile, t.name)] = env[t.name]
+        for op in ops:
+            for name in op.outputs:
+                if name in states:
+                    continue
+                value = np.asarray(env[name])
+                if name not in per_row and name not in per_col:
+                    whole[name] = value
+                    continue
+                if name not in whole:
+                    shape = list(shapes[name])
+                    if name in per_row:
+                        shape[0] = program.rows
+                    if name in per_col:
+                        shape[-1] = program.cols
+                    whole[name] = np.zeros(shape, dtype=value.dtype)
+                index = [slice(None)] * value.ndim
+                if name in per_row:
+                    index[0] = slice(r0, r1)
+                if name in per_col and cols is not None:
+                    index[-1] = slice(cols[0], cols[1])
+                whole[name][tuple(index)] = value
+    return {**given, **whole, **states}
 
 
 # ---- a bound program -----------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
-from .ir import SpatialProgram
+from .ir import SpatialProgram, tile_to_json
 from .target import SpatialTarget
 from .deployment import Deployment
-from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel
+from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling
 
 FORMAT = "streamed-bundle/1"
 
@@ -41,6 +41,13 @@ def _program_file(name: str) -> str:
 
 def kind_file(kind: LayerKindProgram) -> str:
     return _program_file(f"layer-{kind.representative}")
+
+
+def tiles_entry(p: SpatialProgram) -> dict | None:
+    """A program's tiles as the manifest lists them: ``tiling`` in brief, and each tile in order with what it reads
+    and writes (in the program's names; a layer's binding maps a kind's to the layer's)."""
+    brief = tiling(p)
+    return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
 
 
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
@@ -61,8 +68,13 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,
                      "head": _program_file("head")},
         "kinds": [{"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                   "program": kind_file(k), "carried": list(k.carried), "tp": k.tp} for k in model.kinds],
-        "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors} for b in model.layers],
+                   "program": kind_file(k), "carried": list(k.carried), "tp": k.tp, "identity": k.identity,
+                   "tiles": tiles_entry(k.program)} for k in model.kinds],
+        "layers": [{"layer": b.layer, "kind": b.kind, "tensors": b.tensors, "identity": b.identity}
+                   for b in model.layers],
+        "identities": {"embed": model.embed_identity, "head": model.head_identity},
+        "tiles": {"embed": tiles_entry(model.embed) if model.embed is not None else None,
+                  "head": tiles_entry(model.head)},
         "residency": model.residency,
         "estimate": model.estimate,
     }
@@ -149,15 +161,17 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         program = lambda name: SpatialProgram.from_json(_read_json(root / name))
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
         kinds = tuple(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), program(k["program"]),
-                                       tuple(k["carried"]), k["tp"]) for k in m["kinds"])
+                                       tuple(k["carried"]), k["tp"], k.get("identity")) for k in m["kinds"])
         spec = m["target_spec"]
         target = SpatialTarget(**spec)
         deployment = Deployment(m["mode"], ctx=m["ctx"], chunk=m["chunk"] or 0, batch=m["batch"], tp=m["tp"])
         return StreamedModel(
             embed=embed, kinds=kinds, head=program(m["programs"]["head"]),
-            layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"]) for b in m["layers"]),
+            layers=tuple(LayerBinding(b["layer"], b["kind"], b["tensors"], identity=b.get("identity"))
+                         for b in m["layers"]),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
-            title=m.get("title"))
+            title=m.get("title"), embed_identity=m.get("identities", {}).get("embed"),
+            head_identity=m.get("identities", {}).get("head"))
     except (KeyError, TypeError) as e:
         raise BundleError(f"{root / 'manifest.json'}: malformed bundle ({e})") from None
 

@@ -50,6 +50,13 @@ class Deployment:
         return self.mode in ("batched", "batched-tp")
 
     @property
+    def stacked(self) -> bool:
+        """Whether a step's hidden states are rows stacked from several tokens or sequences (batched, batched-tp,
+        prefill): the seed names them ``X`` (the first layer's input), ``bxo{l-1}`` (layer l's) and its token ids
+        ``toks``."""
+        return self.mode in ("batched", "batched-tp", "prefill")
+
+    @property
     def chips(self) -> int:
         return self.tp if self.mode in ("tp", "batched-tp") else 1
 

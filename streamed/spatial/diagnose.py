@@ -1,4 +1,6 @@
-"""Lowering rejects as diagnostics: each kind's refusal on the statement that caused it, in its representative layer.
+"""Lowering rejects as diagnostics: every refusal of each kind on the statement that caused it, in its representative
+layer — a program with two statements it cannot lower shows both, and a program over the target's PCUs or PMUs
+shows that on the statement that takes most of them.
 
 ``streamed check`` and the editor call ``reject_diagnostics``. Only the representative of each kind is lowered (the
 other layers of a kind are that program renamed), so a reject costs one lowering per kind however deep the model,
@@ -66,20 +68,22 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
                 lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache)
             continue
         except LoweringError as e:
-            found = (e.why, e.statement, e.binder, isinstance(e, TPError))
-        why, statement, binder, tp = found
-        related = ()
-        data = {"program": label, "statement": statement, "binder": binder}
-        if kind is not None:
-            related = tuple(Related(by_layer[l].section.heading, f"layer {l} is of kind `{kind.name}` and is refused with it")
-                            for l in kind.layers if l in by_layer)
-            data["layers"] = list(kind.layers)
-        # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the kind.
-        message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {why}") if tp
-                      else StreamedReject(label, why))
-        if kind is not None and len(kind.layers) > 1:
-            message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
-        out.append(Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data))
+            found = e.every
+        for e in found:
+            related = ()
+            data = {"program": label, "statement": e.statement, "binder": e.binder}
+            if kind is not None:
+                related = tuple(Related(by_layer[l].section.heading,
+                                        f"layer {l} is of kind `{kind.name}` and is refused with it")
+                                for l in kind.layers if l in by_layer)
+                data["layers"] = list(kind.layers)
+            # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the
+            # kind.
+            message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {e.why}")
+                          if isinstance(e, TPError) else StreamedReject(label, e.why))
+            if kind is not None and len(kind.layers) > 1:
+                message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
+            out.append(Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data))
     if not out:
         out += _residency(analysis, deployment, target, cache, by_layer)
     return out

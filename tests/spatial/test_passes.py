@@ -111,8 +111,10 @@ def test_place_gives_every_op_units_within_the_target_and_refuses_too_many_ops(d
     assert sum(o.pcus for o in p.ops) <= 2080
     assert max(p.ops, key=lambda o: o.flops).pcus == max(o.pcus for o in p.ops)
     small = parse_target(GOOD.replace("pcus = 100", "pcus = 5"), "small.toml")
-    with pytest.raises(LoweringError, match=r"needs \d+ PCUs, one for each of its ops; the MINE has 5"):
-        place(p, small)
+    with pytest.raises(LoweringError, match=r"needs \d+ PCUs, one for each of its ops; the MINE has 5") as e:
+        certify(place(p, small), small)
+    # On the statement with the most ops: `f0`'s two products, its silu and its product of the two.
+    assert e.value.binder == "f0" and doc.programs.layer(0).statements[e.value.statement].name.text == "f0"
 
 
 def test_certify_refuses_a_tensor_written_twice_and_a_shape_that_disagrees(doc):
