@@ -17,6 +17,7 @@ import numpy as np
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.program import Programs
 from ..spatial.deployment import Deployment
+from ..spatial.streamed_model import lower_streamed
 from .execute import Executor, Plan, plan_of
 from .reference import Reference
 from .weights import Weights, tables as host_tables
@@ -74,8 +75,6 @@ def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, s
                   target: str | None = None, ctx: int | None = None) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
     1) and a decode bundle, both with KV caches of ``ctx`` rows (default: just the tokens)."""
-    from ..spatial.streamed_model import lower_streamed
-
     ctx = ctx or len(tokens)
     plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx), target, storage))}
     if prefill > 1:
