@@ -9,14 +9,15 @@ position's logits are compared relative to the largest logit llama.cpp gives the
 Tolerances, each measured (``docs/oracle.md`` has the figures):
 - F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` in
   float64 rounded once (and llama.cpp builds its rotation angles by repeated float32 multiplication). Measured: at
-  most 3e-6 over every case; the bound leaves 3× room.
+  most 5e-6 over every case (Qwen3.5 with experts); the bound leaves 2× room.
 - GELU (Gemma 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry fp16 table
   (``GGML_GELU_FP16``). Measured 3e-5; with that table emulated in the reference the case agrees within the F32 bound,
   which a test here shows.
 - Q8_0 projections: ``Q8_TOLERANCE``. llama.cpp quantises the activations to Q8_0 too (blocks of 32, an fp16 scale)
   before an int8 dot product; ``streamed`` multiplies float32 activations by the exactly dequantised weights. Measured
-  up to 8e-2; with llama.cpp's activation quantisation emulated in the reference the agreement is within
-  ``Q8_EMULATED_TOLERANCE``, which a test here shows.
+  up to 0.05 for dense models and 0.2 with experts (a quantised router input flips a top-k choice); with llama.cpp's
+  activation quantisation emulated in the reference a dense model agrees within ``Q8_EMULATED_TOLERANCE``, which a
+  test here shows.
 
 The module imports ``llama_cpp`` (through ``llamacpp``): without it the suite fails to collect — never skips.
 """
@@ -34,7 +35,7 @@ from repo import CONFIGS
 
 F32_TOLERANCE = 1e-5
 GELU_TOLERANCE = 1e-4
-Q8_TOLERANCE = 0.2
+Q8_TOLERANCE = 0.25
 Q8_EMULATED_TOLERANCE = F32_TOLERANCE
 PREFILL = 16
 WINDOW = 8  # every windowed case's window: 12 decode steps run past it
@@ -131,7 +132,7 @@ def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_
     assert rel <= tolerance, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "gpt-oss"])
+@pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "qwen3next", "gpt-oss"])
 def test_q8_0_checkpoints_agree_within_what_llama_cpp_s_activation_quantisation_explains(tmp_path, name):
     want, ours = evaluate(tmp_path, name, q8=True, bundle=False)
     rel, at = worst(ours.reference, want)
