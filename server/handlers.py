@@ -14,7 +14,7 @@ from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
-from . import code_actions, code_lens, commands, completion, definition, diagnostics, folding, formatting, hover
+from . import code_actions, code_lens, commands, compare, completion, definition, diagnostics, folding, formatting, hover
 from . import inlay_hints, rename, semantic_tokens, symbols
 from .scheduler import Scheduler, Snapshot
 from .settings import Settings
@@ -188,7 +188,7 @@ async def pull_diagnostics(ls: StreamedServer, params: lsp.DocumentDiagnosticPar
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 async def lens(ls: StreamedServer, params: lsp.CodeLensParams):
     snap = await _snap(ls, params.text_document.uri)
-    return code_lens.code_lenses(snap) if snap else []
+    return code_lens.code_lenses(snap, ls.settings.target) if snap else []
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
@@ -365,6 +365,12 @@ async def cmd_go_to_representative(ls: StreamedServer, args, work: Work):
     snap = await _document(ls, "streamed.goToRepresentative", obj, example)
     line, character = commands.position_arg("streamed.goToRepresentative", obj)
     return definition.go_to_representative(snap, line, character)
+
+
+@_command(compare.COMMAND, "Comparing with the representative")
+async def cmd_compare_with_representative(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object(compare.COMMAND, args, compare.EXAMPLE)
+    return compare.comparison(await _document(ls, compare.COMMAND, obj, compare.EXAMPLE), obj)
 
 
 @_command("streamed.openManifest", "Opening the manifest")

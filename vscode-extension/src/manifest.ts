@@ -185,6 +185,13 @@ export interface RenderOptions {
   cspSource: string;
   nonce: string;
   manifestPath?: string;
+  /** Kept by the webview (`setState`) so that VS Code can restore the view after a reload. */
+  state?: unknown;
+}
+
+/** A value as a JavaScript literal inside a `<script>`: JSON with `<` escaped, so no text can close the script. */
+export function scriptLiteral(v: unknown): string {
+  return JSON.stringify(v ?? null).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
 export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
@@ -324,6 +331,7 @@ ${tierRows}
 ${reserved}
 <script nonce="${n}">
   const vscode = acquireVsCodeApi();
+  ${opts.state !== undefined ? `vscode.setState(${scriptLiteral(opts.state)});` : ''}
   document.addEventListener('click', (e) => {
     const a = e.target.closest && e.target.closest('.layer-link');
     if (!a) return;

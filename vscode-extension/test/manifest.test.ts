@@ -122,3 +122,13 @@ test('the kind of a layer: by index, by name, or from the kinds\' layer lists', 
   assert.equal(kindOfLayer(m, { layer: 2 })!.name, 'a');
   assert.equal(kindOfLayer(m, { layer: 1, kind: 'zz' })!.name, 'zz');
 });
+
+test('manifest → HTML: the view keeps its manifest as state, and no path can close the script', () => {
+  const state = { manifestPath: '/ws/a</script><script>alert(1)</script>.bundle/manifest.json', source: '/ws/a.lgm' };
+  const html = renderManifestHtml(full, { ...opts, state });
+  const script = /<script nonce="N0NCE">([\s\S]*?)<\/script>/.exec(html)![1];
+  const set = /vscode\.setState\((.*)\);/.exec(script)![1];
+  assert.deepEqual(JSON.parse(set), state);
+  assert.doesNotMatch(script, /<\/script>|<script>/);
+  assert.doesNotMatch(renderManifestHtml(full, opts), /setState/);
+});
