@@ -255,22 +255,9 @@ def _match(s: _Statement, pattern, op: ops_table.Op, args: list, numbers: list) 
             s.take()
 
 
-def _call(s: _Statement) -> Call:
-    start = s.peek()
-    candidates = ops_table.OP_BY_FIRST_WORD[start.text]
-    op = None
-    for o in candidates:
-        if all((t := s.peek(k)) is not None and t.text == w for k, w in enumerate(o.words)):
-            op = o
-            break
-    if op is None:
-        # The first word is an operation's, the rest is not: name what was meant.
-        o = candidates[0]
-        raise _Fail(start.range, f"`{start.text}` starts the operation `{o.spelling}`")
-    args: list = []
-    numbers: list = []
-    _match(s, op.pattern, op, args, numbers)
-    op_end = s.last()
+def _options(s: _Statement, op: ops_table.Op, start: Token, args: list, numbers: list) -> list[str]:
+    """The options written after an operation's (or a table fill's) pattern, each introduced by a comma; their
+    operands are appended to ``args`` and ``numbers``. Returns their keys in the order written."""
     options: list[str] = []
     while s.at(","):
         nxt = s.peek(1)
@@ -308,6 +295,26 @@ def _call(s: _Statement) -> Call:
         if opt.required and opt.key not in options:
             raise _Fail(Range(start.range.start, s.last().range.end),
                         f"`{op.name}` needs `, {' '.join(opt.pattern)}` ({op.spelling})")
+    return options
+
+
+def _call(s: _Statement) -> Call:
+    start = s.peek()
+    candidates = ops_table.OP_BY_FIRST_WORD[start.text]
+    op = None
+    for o in candidates:
+        if all((t := s.peek(k)) is not None and t.text == w for k, w in enumerate(o.words)):
+            op = o
+            break
+    if op is None:
+        # The first word is an operation's, the rest is not: name what was meant.
+        o = candidates[0]
+        raise _Fail(start.range, f"`{start.text}` starts the operation `{o.spelling}`")
+    args: list = []
+    numbers: list = []
+    _match(s, op.pattern, op, args, numbers)
+    op_end = s.last()
+    options = _options(s, op, start, args, numbers)
     rng = Range(start.range.start, s.last().range.end)
     return Call(op.name, tuple(args), tuple(numbers), tuple(options), rng, Range(start.range.start, op_end.range.end))
 
@@ -375,14 +382,18 @@ def _declaration(s: _Statement) -> Declaration:
     if s.at(","):
         s.take()
         kind = s.peek()
-        if kind is None or kind.text not in ("cosines", "sines"):
+        if kind is None or kind.text not in ops_table.FILL_BY_FIRST_WORD:
             raise _Fail(s.here(), "expected `cosines of base B` or `sines of base B` after the table's shape")
-        s.take()
-        s.expect("of", f"after `{kind.text}`")
-        s.expect("base", f"after `{kind.text} of`")
-        fill = (kind.text, _slot_number(s, "as the rotation base"))
         if role.text != "table":
             raise _Fail(kind.range, f"only a table says how the host fills it, not a {role.text}")
+        op = ops_table.FILL_BY_FIRST_WORD[kind.text]
+        args: list = []
+        numbers: list = []
+        _match(s, op.pattern, op, args, numbers)
+        op_end = s.last()
+        options = _options(s, op, kind, args, numbers)
+        fill = Call(op.name, (), tuple(numbers), tuple(options), Range(kind.range.start, s.last().range.end),
+                    Range(kind.range.start, op_end.range.end))
     return Declaration(role.text, q8, tuple(dims), fill, Range(article.range.start, s.last().range.end))
 
 

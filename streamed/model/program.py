@@ -46,6 +46,16 @@ def show(shape: Shape | None) -> str:
     return "×".join(str(d) for d in shape)
 
 
+#: A table's fill as the host computes it: ``(kind, base)`` or ``(kind, base, params)`` with ``params`` the rotation's
+#: scaling as ``(key, value)`` pairs — ``scaling`` (``linear``, ``llama3``, ``yarn``), ``factor``, ``context``,
+#: ``low``, ``high``, ``fast``, ``slow``, ``unrounded``, ``attention``. The lowering copies it into the bundle and
+#: ``numerics.kernels.fill_table`` computes the table from it alone (LANGUAGE §4).
+Fill = tuple
+
+#: The scaling options of a fill (``ops.FILLS``) and the scheme each names.
+SCALINGS = {"linear scaling by": "linear", "llama3 scaling by": "llama3", "yarn scaling by": "yarn"}
+
+
 @dataclass(frozen=True)
 class Decl:
     """A declared tensor or runtime scalar of one program."""
@@ -56,7 +66,7 @@ class Decl:
     shape: Shape
     range: Range  # the binder's range
     statement: int
-    fill: tuple[str, float] | None = None
+    fill: Fill | None = None
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,40 @@ class _Checker:
             return self.constants[d.text]
         self.unknown_constant(d)
         return None
+
+    def fill(self, c: Call) -> Fill | None:
+        """A table's fill as the host computes it (``Fill``), or ``None`` after reporting what is wrong with it."""
+        values = {slot: self.number(n) for slot, n in c.numbers}
+        if any(v is None for v in values.values()):
+            return None
+        if values["B"] <= 0:
+            self.error(c.number("B").range, f"a rotation base is positive, not {values['B']:g}", "table")
+            return None
+        scalings = [k for k in c.options if k in SCALINGS]
+        if len(scalings) > 1:
+            self.error(c.range, f"a table has one rotation scaling, not both `{scalings[0]}` and `{scalings[1]}`", "table")
+            return None
+        params: list[tuple[str, object]] = []
+        if scalings:
+            kind = SCALINGS[scalings[0]]
+            params.append(("scaling", kind))
+            for slot, key in (("F", "factor"), ("N", "context"), ("L", "low"), ("H", "high"), ("BF", "fast"), ("BS", "slow")):
+                if slot in values:
+                    params.append((key, values[slot]))
+            if values["F"] <= 0:
+                self.error(c.number("F").range, f"a scaling factor is positive, not {values['F']:g}", "table")
+                return None
+            if kind == "llama3" and values["H"] < values["L"]:
+                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({values['H']:g}) is below its low one ({values['L']:g})", "table")
+                return None
+        if "unrounded ramp" in c.options:
+            if not scalings or SCALINGS[scalings[0]] != "yarn":
+                self.error(c.range, "only a `yarn scaling` has a ramp to leave unrounded", "table")
+                return None
+            params.append(("unrounded", True))
+        if "A" in values:
+            params.append(("attention", values["A"]))
+        return (c.op, values["B"], tuple(params)) if params else (c.op, values["B"])
 
     def unknown_constant(self, d: Name) -> None:
         guess = nearest(d.text, list(self.constants) + list(DEPLOYMENT_WORDS))
@@ -489,8 +533,7 @@ class _Checker:
         if d.role == "table" and d.fill is None:
             self.error(d.range, f"a table says how the host fills it: `Let {st.name.text} be a table of ctx by 32, cosines of base 10000.`", "table")
         if d.fill is not None:
-            base = self.number(d.fill[1])
-            fill = (d.fill[0], base) if base is not None else None
+            fill = self.fill(d.fill)
         if d.role == "input":
             if self.input is not None:
                 self.error(st.name.range, f"{self.section.label} already has an input, `{self.input}`", "input")

@@ -14,7 +14,7 @@ Invariants:
   at once), over one environment of uniquely named tensors: a tensor-parallel program's chip-local tensors are
   distinct names. So an op scheduled in a phase before the one that writes its input reads nothing and is refused
   — the executor runs the schedule the program states, not the order its list happens to be in.
-- A table is filled by its own ``fill`` rule, as the bundle states it (``weights.filled``) — never taken from the
+- A table is filled by its own ``fill`` rule, as the bundle states it (``kernels.fill_table``) — never taken from the
   host by name — so a rule the lowering wrote wrong is a table that differs from the document's.
 - A tiled program runs its ops once per tile, in order, as ir.py's Tiles section says: each tile's row inputs and
   weights are what its ``reads`` say, its position the step's plus its first row, states whole and carried from
@@ -36,7 +36,7 @@ from .q8 import BLOCK, Planes
 from ..spatial.ir import (
     COLLECTIVES, Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
 )
-from .weights import Weights, filled
+from .weights import Weights
 
 
 class ExecuteError(Exception):
@@ -139,7 +139,7 @@ def run_op(op: Op, v: list) -> tuple:
     if k == "lookup":
         return (nx.lookup(v[0], v[1]),)
     if k == "rope":
-        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0)),)
+        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
     if k == "attention":
         return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
                              a("scale"), v[4] if len(v) > 4 else None),)
@@ -147,7 +147,7 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale")),)
     if k == "gated_delta":
-        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"))
+        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False))
     if k == "short_convolution":
         return nx.short_convolution(v[0], v[1], v[2])
     if k == "experts":
@@ -401,7 +401,7 @@ def _table(t: Tensor) -> np.ndarray:
         raise KeyError(f"the bundle gives table `{t.name}` no fill rule")
     if len(t.shape) != 2:
         raise ValueError(f"table `{t.name}` is {t.shape}, not rows by width")
-    return filled(t.fill, t.shape[0], t.shape[1])
+    return nx.fill_table(t.fill, t.shape[0], t.shape[1])
 
 
 # ---- a bundle, step by step ----------------------------------------------------------------------------------------

@@ -205,7 +205,8 @@ class Reference:
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
-            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0))
+            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0),
+                           "interleaved" in c.options)
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
@@ -213,7 +214,8 @@ class Reference:
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"))
         if op == "gated delta":
-            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"))
+            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"),
+                                    "in turn" in c.options)
             self._update(c.arg("S"), s, env)
             return out
         if op == "short convolution":

@@ -25,7 +25,7 @@ from ..lang.syntax import Call, Binary
 from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
 from ..model.program import Decl, Programs
 from ..spatial.bundle import weight_reads
-from .kernels import rotary_table
+from .kernels import fill_table
 
 
 class WeightError(Exception):
@@ -155,13 +155,6 @@ def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weig
 # ---- host tables ---------------------------------------------------------------------------------------------------
 
 
-def filled(fill: tuple, rows: int, width: int) -> np.ndarray:
-    """A table of ``rows`` by ``width`` as its ``fill`` rule says (§4: ``("cosines", base)``, ``("sines", base)``):
-    the one place a fill rule is evaluated — for the document's tables here and for a bundle's by the executor, so
-    a rule the lowering wrote wrong is a table that differs."""
-    return rotary_table(fill[0], fill[1], rows, width)
-
-
 def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
     """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound."""
     out: dict[str, np.ndarray] = {}
@@ -172,7 +165,7 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = filled(d.fill, rows, width)
+            out[d.name] = fill_table(d.fill, rows, width)
     return out
 
 
@@ -186,10 +179,12 @@ def _columns(n: int, cols: tuple[int, int, int | None]) -> np.ndarray:
     return np.concatenate([g * every + np.arange(a, b) for g in range(n // every)])
 
 
-def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...]) -> tuple[bool, np.ndarray | None]:
+def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...],
+            lookup: bool = False) -> tuple[bool, np.ndarray | None]:
     """Whether the tensor binds in product orientation (numpy's last two axes swapped: GGUF ``ne = [in, out]`` read
-    ``in by out``) or stored orientation, and the kept output columns; product wins where both fit (§6)."""
-    for product in (True, False):
+    ``in by out``) or stored orientation, and the kept output columns. Where both fit (a square tensor) a weight
+    the programs look rows up in (an embedding) binds as stored, any other in product orientation (§6)."""
+    for product in ((False, True) if lookup else (True, False)):
         shape = list(arr_np.shape)
         if product and len(shape) >= 2:
             shape[-1], shape[-2] = shape[-2], shape[-1]
@@ -226,9 +221,11 @@ def _tensors(path: str | Path) -> dict:
     return {t.name: t for t in GGUFReader(str(path)).tensors}
 
 
-def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], keep_planes: bool):
-    """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says: its dense
-    float32 value and, when ``keep_planes`` and the tensor is Q8_0 in product orientation, its stored planes."""
+def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], keep_planes: bool,
+          lookup: bool = False):
+    """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says (``lookup``: a
+    weight the programs look rows up in, which binds as stored when both orientations fit): its dense float32 value
+    and, when ``keep_planes`` and the tensor is Q8_0 in product orientation, its stored planes."""
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
@@ -240,7 +237,7 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], k
         logical = qv
     else:
         logical = np.asarray(t.data)
-    product, cols = _orient(name, ref, logical, declared)
+    product, cols = _orient(name, ref, logical, declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
         p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
         return p.dense(), (p if keep_planes else None)
@@ -266,6 +263,7 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
     storage = storage or gguf_storage(path)
     tensors = _tensors(path)
     q8_names = read_as_q8(programs, storage)
+    uses = _uses(programs)
     entries = programs.document.checkpoint
     dense: dict[str, np.ndarray] = {}
     planes: dict[str, q8mod.Planes] = {}
@@ -273,7 +271,7 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
         ref = bind(entries, name)
         if ref is None:
             raise WeightError(name, "no `## Checkpoint` entry binds it")
-        dense[name], p = _read(tensors, name, ref, concrete(d.shape), name in q8_names)
+        dense[name], p = _read(tensors, name, ref, concrete(d.shape), name in q8_names, "lookup" in uses.get(name, ()))
         if p is not None:
             planes[name] = p
     return Weights(dense, planes, f"checkpoint {storage.source}", storage)
@@ -290,6 +288,9 @@ def from_bundle(model, path: str | Path) -> Weights:
     naming = model.naming
     kinds = {k.name: k.program for k in model.kinds}
     bound = [(p, {}) for p in (model.embed, model.head) if p is not None]
+    # A square embedding binds as stored (§6): the weights some program looks rows up in, in the program's names.
+    looked_up = {(id(p), o.inputs[1]) for p in (model.embed, model.head, *kinds.values()) if p is not None
+                 for o in p.ops if o.kind == "lookup"}
     bound += [(kinds[b.kind], b.tensors) for b in model.layers]
     columns: dict[int, list[dict]] = {}
     dense: dict[str, np.ndarray] = {}
@@ -300,7 +301,8 @@ def from_bundle(model, path: str | Path) -> Weights:
             if name in dense:
                 continue
             keep = any(r["encoding"] == "planes" for r in w["reads"])
-            dense[name], p = _read(tensors, name, naming.ref(name), tuple(w["shape"]), keep)
+            lookup = (id(program), w["name"]) in looked_up
+            dense[name], p = _read(tensors, name, naming.ref(name), tuple(w["shape"]), keep, lookup)
             if p is not None:
                 planes[name] = p
             elif keep:

@@ -432,7 +432,8 @@ class _Lifter:
             heads = int(n("H"))
             after = int(n("N")) if "after" in c.options else 0
             rot = int(n("R")) if "rotating" in c.options else self.shape(x)[1] // heads - after
-            attrs = (("heads", heads), ("rotating", rot)) + ((("after", after),) if after else ())
+            attrs = (("heads", heads), ("rotating", rot)) + ((("after", after),) if after else ()) \
+                + ((("interleaved", True),) if "interleaved" in c.options else ())
             return self.emit("rope", (x, self.position(c), t("C"), t("S")), attrs, dest)
         if op == "attention":
             q, k, v = t("Q"), t("K"), t("V")
@@ -461,6 +462,8 @@ class _Lifter:
             s = t("S")
             heads = int(n("H"))
             attrs = [("heads", heads), ("groups", int(n("G")) if c.number("G") is not None else heads)]
+            if "in turn" in c.options:
+                attrs.append(("in_turn", True))
             dest = dest or self.fresh()
             return self.emit(kind, (t("Q"), t("K"), t("V"), s, t("A"), t("B")), attrs, dest, outputs=(dest, s))
         if op == "short convolution":
@@ -822,6 +825,8 @@ class _Splitter:
             return
         if k == "gated_delta" and split(ins[2]) and outs[0] not in self.need:
             h, g = op.attr("heads"), op.attr("groups")
+            if op.attr("in_turn") and g != h:
+                self.refuse(f"value heads that take the {g} key heads in turn do not split in blocks over chips")
             self.part(h, f"the {h} value heads of gated delta")
             self.part(g, f"the {g} key heads of gated delta")
             s = ins[3]

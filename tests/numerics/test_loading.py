@@ -73,3 +73,19 @@ def test_a_checkpoint_without_the_tensor_the_manifest_names_is_refused_naming_bo
     path.write_text(json.dumps(m))
     with pytest.raises(WeightError, match='`Wq3`: the checkpoint has no tensor "blk.3.attn_q.missing"'):
         from_bundle(read_bundle(tmp_path / "bundle"), ckpt)
+
+
+def test_a_square_embedding_loads_from_the_bundle_as_the_document_reads_it(tmp_path, mixed_checkpoint):
+    """With vocabulary = width both orientations of the embedding fit its declared shape; like the document's
+    bindings (§6), the bundle's loader binds a weight that is looked up in as stored — not transposed."""
+    doc = tmp_path / "square.lgm"
+    doc.write_text((EXAMPLES / "tiny-llama.lgm").read_text().replace("Let vocab be 256.", "Let vocab be 64."))
+    ckpt = mixed_checkpoint(tmp_path / "square.gguf", analyze(doc.read_text()).programs, 3)
+    storage = gguf_storage(ckpt)
+    a = analyze(doc.read_text(), storage)
+    write_bundle(lower_streamed(a, Deployment("decode", CTX), storage=storage), tmp_path / "bundle", source=str(doc))
+    from_document = from_gguf(ckpt, a.programs, storage)
+    loaded = from_bundle(read_bundle(tmp_path / "bundle"), ckpt)
+    assert from_document.dense["Emb"].shape == (64, 64)
+    assert not np.array_equal(from_document.dense["Emb"], from_document.dense["Emb"].T)
+    assert np.array_equal(loaded.dense["Emb"], from_document.dense["Emb"])
