@@ -1,4 +1,5 @@
 # The whole set-up on a fresh machine with Python 3.11 and Node 20:  make test   and   make demo
+SHELL  := bash
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,21 +10,34 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip uninstall --quiet --yes streamed 2>/dev/null || true  # the distribution's name before streamed-lgm
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: test-python test-extension
+SUMMARY := build/test-summary
+
+# Every suite, then one line per suite with its counts (also when one failed).
+test: $(STAMP)
+	@rm -rf $(SUMMARY) && mkdir -p $(SUMMARY)
+	@status=0; $(MAKE) --no-print-directory test-python || status=1; \
+	  [[ $$status -eq 0 ]] && { $(MAKE) --no-print-directory test-extension || status=1; }; \
+	  printf '\n==== make test: one line per suite\n'; cat $(SUMMARY)/*.txt; exit $$status
 
 test-python: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	@mkdir -p $(SUMMARY)
+	@set -o pipefail; s=$$SECONDS; $(PY) -m pytest -q -p no:cacheprovider | tee build/python-tests.log; status=$$?; \
+	  printf 'python: %s (%ss)\n' "$$(tail -n 1 build/python-tests.log | sed -E 's/^=+ //; s/ =+$$//; s/ in [0-9.]+s.*$$//')" \
+	  "$$((SECONDS - s))" > $(SUMMARY)/1-python.txt; exit $$status
 
 # The grammar tests, the extension's unit tests, the .vsix, and the end-to-end tests in code-server + Chromium
 # (the first run installs npm packages, code-server and, where missing, Debian's chromium; later runs use the cache).
 test-extension: $(STAMP)
-	STREAMED_PYTHON=$(abspath $(PY)) STREAMED_E2E_CACHE=$${STREAMED_E2E_CACHE:-$$HOME/.cache/streamed-e2e} bash vscode-extension/scripts/test-all.sh
+	STREAMED_PYTHON=$(abspath $(PY)) STREAMED_E2E_CACHE=$${STREAMED_E2E_CACHE:-$$HOME/.cache/streamed-e2e} \
+	  STREAMED_TEST_SUMMARY=$(abspath $(SUMMARY)) bash vscode-extension/scripts/test-all.sh
 
-vsix:
-	cd vscode-extension && npm ci --no-audit --no-fund && npm run package
+# vscode-extension/streamed.vsix: the extension with the project's wheel built from this checkout inside it.
+vsix: $(STAMP)
+	cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error && STREAMED_PYTHON=$(abspath $(PY)) npm run package
 
 # The main job on a shipped example: the 64-layer Qwen3.8 program's kinds, its SN50 decode bundle, and the numerical
 # certification of a bundle of the same architecture at a size numpy runs in seconds.

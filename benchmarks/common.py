@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +52,24 @@ def record(section: str, path: Path = PERFORMANCE) -> Path:
     tail = "".join(lines[end:])
     path.write_text("".join(lines[:start]) + section + ("\n" + tail if tail else ""), "utf-8")
     return path
+
+
+def publish(section: str, write: bool) -> None:
+    """Print a benchmark's section and, with ``--write``, record it in docs/performance.md."""
+    print(section)
+    if write:
+        print(f"recorded in {record(section)}")
+
+
+def median_time(runs: int, fn, clock=time.perf_counter) -> float:
+    """The median of ``runs`` timings of ``fn()`` by ``clock`` (wall time unless told: ``time.process_time`` for
+    this process's CPU)."""
+    samples = []
+    for _ in range(runs):
+        t = clock()
+        fn()
+        samples.append(clock() - t)
+    return statistics.median(samples)
 
 
 # ---- what the speed benchmarks share: documents at any depth, whole processes, the floor ---------------------------
@@ -102,8 +122,6 @@ def floor_command(path: Path) -> list[str]:
 
 
 def median(xs) -> float:
-    import statistics
-
     return statistics.median(xs)
 
 

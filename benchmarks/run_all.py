@@ -14,8 +14,10 @@ BENCHMARKS = [
     ("bench_kinds.py", ["--append"]),
     ("bench_author.py", ["--append"]),
     ("bench_lowering.py", ["--write"]),
+    ("bench_manifest.py", ["--write"]),
     ("bench_verify.py", ["--write"]),
     ("bench_server.py", ["--write"]),
+    ("bench_bundle.py", ["--write"]),
 ]
 
 

@@ -1,11 +1,13 @@
 """Code lenses: on every ``## Layer N`` header its kind (``attention, window 512 · 52 layers · first: layer 0``,
-clicking goes to the representative), and on ``## Model`` the kind count and the bundle command."""
+clicking goes to the representative) and, on a layer that diverges, the comparison with its representative; on
+``## Model`` the kind count and the bundle command, named after the target it lowers for."""
 
 from __future__ import annotations
 
 from lsprotocol import types as lsp
 
 from streamed.lang.syntax import SectionKind
+from . import compare
 from .convert import to_range
 from .scheduler import Snapshot
 
@@ -15,7 +17,17 @@ def lens_title(kind, layer: int | None = None) -> str:
     return f"{kind.name} · {n} layer{'s' if n != 1 else ''} · first: layer {kind.representative}"
 
 
-def code_lenses(snap: Snapshot) -> list[lsp.CodeLens]:
+def bundle_title(target: str) -> str:
+    """``Lower SN50 bundle…``: the chip's name as the target gives it (a target file names its own)."""
+    from streamed.spatial.target import TargetError, load_target  # function-local: the server starts without spatial
+
+    try:
+        return f"Lower {load_target(target).name.upper()} bundle…"
+    except TargetError:
+        return "Lower bundle…"
+
+
+def code_lenses(snap: Snapshot, target: str = "sn50") -> list[lsp.CodeLens]:
     a = snap.analysis
     out: list[lsp.CodeLens] = []
     checked = {p.section.index for p in a.programs.layers}
@@ -28,8 +40,11 @@ def code_lenses(snap: Snapshot) -> list[lsp.CodeLens]:
             # The command maps this heading to the representative's (``definition.representative_location``).
             arg = {"uri": snap.uri, "position": {"line": heading.start.line, "character": heading.start.character}}
             out.append(lsp.CodeLens(range=to_range(heading), command=lsp.Command(title=lens_title(kind), command="streamed.goToRepresentative", arguments=[arg])))
+            d = a.divergence_of(section.index)
+            if d is not None:
+                out.append(lsp.CodeLens(range=to_range(heading), command=compare.command(snap.uri, d.layer, d.representative)))
         elif section.kind is SectionKind.MODEL:
             n = len(a.kinds)
-            title = f"{n} kind{'s' if n != 1 else ''} · Lower SN50 bundle…"
+            title = f"{n} kind{'s' if n != 1 else ''} · {bundle_title(target)}"
             out.append(lsp.CodeLens(range=to_range(heading), command=lsp.Command(title=title, command="streamed.lowerBundle", arguments=[{"uri": snap.uri}])))
     return out

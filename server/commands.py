@@ -3,8 +3,10 @@
 
 Arguments are checked here and a bad one is a ``CommandError`` whose message names what was sent and what was
 expected (the server turns it into a JSON-RPC "invalid params" error). Long commands report ``$/progress`` and stop
-when the client cancels. A bundle is written only inside the workspace folders: by default ``<stem>.bundle/``
-beside the document.
+when the client cancels. A bundle is written only for a document saved on disk, only inside the workspace folders
+(a root folder such as ``/`` confines nothing and is not counted; with none, the document's folder, where no folder
+but the bundle's own is created) — by default ``<stem>.bundle/`` beside the document — and a manifest is read only
+from there.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
-from streamed.spatial.deployment import MODES, Deployment
+from streamed.spatial.deployment import MODES, SIZE_LIMITS, Deployment, size_problem
 
 from .scheduler import Snapshot
 
@@ -86,17 +88,31 @@ def inside(path: Path, folders: list[Path]) -> bool:
     return any(p == f or f in p.parents for f in (Path(os.path.realpath(x)) for x in folders))
 
 
+def confining(folders: list[Path], doc: Path | None = None) -> list[Path]:
+    """The folders a command may write bundles in and read manifests from: the workspace folders — but not one that
+    is a file system's root, which would confine nothing (a client that adds ``/`` lifts no limit) — or, when none is
+    left, the document's own folder."""
+    real = [Path(os.path.realpath(f)) for f in folders]
+    kept = [f for f in real if f != Path(f.anchor)]
+    return kept or ([Path(os.path.realpath(doc.parent))] if doc is not None else [])
+
+
 def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
     """Where the bundle goes: ``out`` if given (relative to the document's folder), else ``<stem>.bundle/`` beside
-    the document. Refused outside the workspace folders (or, with none open, outside the document's folder)."""
+    the document. Refused outside the confining folders (``confining``). Folders leading to it are created only
+    inside a workspace folder the user opened; with none, only the bundle's own folder is (its parent must exist)."""
     out = obj.get("out")
-    if out is not None and not isinstance(out, str):
+    if out is not None and (not isinstance(out, str) or not out.strip()):
         raise CommandError(f"`out` must be a folder path, not {out!r}")
     target = (doc.parent / out) if out else doc.with_name(doc.stem + ".bundle")
-    allowed = folders or [doc.parent]
+    allowed = confining(folders, doc)
     if not inside(target, allowed):
         raise CommandError(f"will not write {target}: it is outside the workspace folders ({', '.join(map(str, allowed))})")
-    return Path(os.path.realpath(target))
+    target = Path(os.path.realpath(target))
+    if not target.parent.is_dir() and not inside(target, confining(folders)):
+        raise CommandError(f"will not write {target}: its folder {target.parent} does not exist (with no workspace "
+                           f"folder open, folders are not created)")
+    return target
 
 
 def deployment_args(obj: dict, defaults: dict) -> dict:
@@ -104,11 +120,12 @@ def deployment_args(obj: dict, defaults: dict) -> dict:
     if mode not in MODES:
         raise CommandError(f"`mode` must be one of {', '.join(MODES)}, not {mode!r}")
     dep = {"mode": mode}
-    for k in ("ctx", "chunk", "batch", "tp"):
+    for k in SIZE_LIMITS:
         v = obj.get(k, defaults.get(k))
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
-            raise CommandError(f"`{k}` must be a positive whole number, not {v!r}")
-        dep[k] = v
+        why = size_problem(k, v) if v is not None else None
+        if why is not None:
+            raise CommandError(f"`{k}` {why}")
+        dep[k] = None if v is None else int(v)
     return dep
 
 
@@ -121,7 +138,7 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     """Lower every kind of the document under the deployment and write the bundle; runs off the event loop.
     ``cache`` is the server's kind cache (by digest): a kind lowered before, for diagnostics or a bundle, is reused."""
     doc = path_of(snap.uri)
-    if doc is None:
+    if doc is None or not doc.is_file():
         raise CommandError(f"{snap.uri} is not a file on disk; save it first so the bundle has a folder to go beside")
     dep_args = deployment_args(obj, settings.deployment)
     out = output_folder(obj, doc, folders)
@@ -182,9 +199,11 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     return {"manifest": str(manifest), "kinds": kinds, "layers": layers, "estimate": model.estimate}
 
 
-def open_manifest(obj: dict) -> dict:
+def open_manifest(obj: dict, folders: list[Path]) -> dict:
     """``{uri}`` (the document's default bundle, ``<stem>.bundle/``) or ``{bundle}`` (a bundle folder or its
-    manifest) → the manifest's path and a summary: title, deployment, target, kinds, layers, estimate."""
+    manifest) → the manifest's path and a summary: title, deployment, target, kinds, layers, estimate. Read only
+    inside the confining folders (``confining``), as bundles are written."""
+    doc = None
     if "bundle" in obj:
         b = obj["bundle"]
         if not isinstance(b, str) or not b:
@@ -198,6 +217,10 @@ def open_manifest(obj: dict) -> dict:
         if doc is None:
             raise CommandError(f"{uri} is not a file on disk")
         folder = doc.with_name(doc.stem + ".bundle")
+    allowed = confining(folders, doc)
+    if not inside(folder, allowed):
+        where = f"the workspace folders ({', '.join(map(str, allowed))})" if allowed else "a workspace folder"
+        raise CommandError(f"will not read {folder}: manifests are read inside {where}")
     manifest = folder / "manifest.json"
     if not manifest.exists():
         raise CommandError(f"no manifest at {manifest}: lower the bundle first (streamed.lowerBundle)")

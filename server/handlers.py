@@ -10,21 +10,76 @@ import uuid
 from pathlib import Path
 
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from . import code_actions, code_lens, commands, completion, definition, diagnostics, folding, formatting, hover
+from . import code_actions, code_lens, commands, compare, completion, definition, diagnostics, folding, formatting, hover
 from . import inlay_hints, rename, semantic_tokens, symbols
-from .scheduler import Scheduler, Snapshot
+from .scheduler import Scheduler, Snapshot, failure
 from .settings import Settings
 
+log = logging.getLogger("streamed_lsp")
+
+
+class _Refused:
+    """What a message whose params could not be read becomes: already answered, handled as nothing."""
+
+
+REFUSED = _Refused()
 
 
 class Protocol(LanguageServerProtocol):
-    """pygls's protocol with three differences: document text lives in the scheduler alone (pygls's copy is not
+    """pygls's protocol with these differences: document text lives in the scheduler alone (pygls's copy is not
     kept, so an edit it could not apply cannot stop the server's own handler from running); positions are always
-    UTF-16; commands are dispatched with their raw arguments and the client's work-done token."""
+    UTF-16; commands are dispatched with their raw arguments and the client's work-done token; and every request is
+    answered — params that do not fit the method's type (a negative position, ``null``, a list) get -32602 naming
+    what is wrong (pygls logged a traceback and answered nothing, so a client waited for ever), a refusal is its error
+    response alone, and a crash is one error response and one log line, never a traceback."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._methods: dict = {}  # the method of each request being handled, for the log line of one that fails
+
+    def structure_message(self, data: dict):
+        if not isinstance(data, dict) or "jsonrpc" not in data or "method" not in data:
+            return super().structure_message(data)  # a nested object, or a response to the server's own request
+        method = data.get("method")
+        try:
+            default = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
+            kind = self.get_message_type(method) if isinstance(method, str) else None
+            return self._converter.structure(data, kind or default)
+        except Exception as e:  # noqa: BLE001 — whatever the converter says, the answer is "invalid params"
+            why = _unstructurable(e)
+            if "id" in data:
+                msg_id = data["id"] if isinstance(data["id"], (int, str)) and not isinstance(data["id"], bool) else None
+                self._send_response(msg_id, error=JsonRpcInvalidParams(message=f"{str(method)[:60]}: {why}").to_response_error())
+            log.warning("refused %s: %s", str(method)[:60], why)
+            return REFUSED
+
+    def handle_message(self, message):
+        if message is REFUSED:
+            return None
+        return super().handle_message(message)
+
+    def _handle_request(self, msg_id, method_name: str, params):
+        self._methods[msg_id] = method_name
+        return super()._handle_request(msg_id, method_name, params)
+
+    def _send_handler_result(self, future, *, msg_id):
+        method = self._methods.pop(msg_id, "a request")
+        if future.cancelled() or future.exception() is None:
+            return super()._send_handler_result(future, msg_id=msg_id)
+        self._request_futures.pop(msg_id, None)
+        e = future.exception()
+        if isinstance(e, JsonRpcException):  # refused, with the reason in the answer: nothing to log
+            self._send_response(msg_id, error=e.to_response_error())
+            return None
+        why = failure(e)
+        log.error("%s failed: %s", method, why)
+        self._send_response(msg_id, error=JsonRpcInternalError(message=f"{method} failed: {why}").to_response_error())
+        return None
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams):
@@ -132,6 +187,22 @@ async def _snap(ls: StreamedServer, uri: str) -> Snapshot | None:
     return await ls.sched().fresh(uri)
 
 
+def _unstructurable(e: Exception) -> str:
+    """Why a message's params could not be read, as one line: cattrs' own account of each field (``invalid value
+    for type, expected int @ $.params.position.line``), the first few."""
+    try:
+        from cattrs import transform_error
+        from cattrs.v import format_exception
+
+        # A validator's own words ("Position.line should be in range [0:2147483647], but was -1") over "invalid value".
+        said = lambda x, t: str(x) if type(x) is ValueError and str(x) else format_exception(x, t)  # noqa: E731
+        lines = transform_error(e, format_exception=said)
+    except Exception:  # noqa: BLE001 — not a cattrs error: its own message
+        lines = [str(e) or type(e).__name__]
+    text = "; ".join(" ".join(str(l).split()) for l in lines[:3])
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
 def _invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=message)
 
@@ -191,7 +262,7 @@ async def pull_diagnostics(ls: StreamedServer, params: lsp.DocumentDiagnosticPar
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 async def lens(ls: StreamedServer, params: lsp.CodeLensParams):
     snap = await _snap(ls, params.text_document.uri)
-    return code_lens.code_lenses(snap) if snap else []
+    return code_lens.code_lenses(snap, ls.settings.target) if snap else []
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
@@ -370,10 +441,16 @@ async def cmd_go_to_representative(ls: StreamedServer, args, work: Work):
     return definition.go_to_representative(snap, line, character)
 
 
+@_command(compare.COMMAND, "Comparing with the representative")
+async def cmd_compare_with_representative(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object(compare.COMMAND, args, compare.EXAMPLE)
+    return compare.comparison(await _document(ls, compare.COMMAND, obj, compare.EXAMPLE), obj)
+
+
 @_command("streamed.openManifest", "Opening the manifest")
 async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
-    return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj)
+    return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj, ls.folders)
 
 
 @_command("streamed.lowerBundle", "Lowering SN50 bundle")

@@ -65,7 +65,9 @@ def describe_name(a: IncrementalAnalysis, s: Spot, name: str) -> str | None:
             else:
                 lines.append("checkpoint tensor: none (no `## Checkpoint` section: seeded weights)")
         if decl is not None and decl.fill is not None:
-            lines.append(f"filled by the host: {decl.fill[0]} of base {decl.fill[1]:g}")
+            scaling = "".join(f", {k} {v:g}" if isinstance(v, float) else f", {k} {v}" for k, v in
+                              (decl.fill[2] if len(decl.fill) > 2 else ()))
+            lines.append(f"filled by the host: {decl.fill[0]} of base {decl.fill[1]:g}{scaling}")
         if name == p.input:
             lines.append("the hidden state this program receives")
         if name == p.output:

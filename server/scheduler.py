@@ -18,9 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, Text, clean
+from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, Text, clean, unanalysed
+from streamed.lang.lexer import Pos, Range
 from streamed.analysis.whole import diagnostic_order, paced_collector
-from streamed.lang.syntax import Diagnostic
+from streamed.lang.syntax import Diagnostic, Severity
 from streamed.model.checkpoint import ALL_Q8, Storage
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,17 @@ class _Doc:
     waiters: list = field(default_factory=list)  # (generation, future)
     analyzer: IncrementalAnalyzer | None = None  # this document's caches
     busy: int = 0  # analyses of this document on the analysis thread (its analyzer is theirs meanwhile)
+
+
+def failure(e: BaseException) -> str:
+    """An unexpected exception as one line: its type, its message, and where it was raised (the innermost frame),
+    enough to find the bug without a traceback on stderr."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    message = " ".join(str(e).split())
+    return f"{type(e).__name__}{': ' + message[:200] if message else ''}{where}"
 
 
 class Lowered(MutableMapping):
@@ -205,7 +217,12 @@ class Scheduler:
                 # Imported here, not at the top: the lowering loads with the first analysis, not the server's start.
                 from streamed.spatial.diagnose import reject_diagnostics_of
 
-                rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
+                try:
+                    rejects = reject_diagnostics_of(analysis, self.deployment, self.target, self.lowered)
+                except Exception as e:  # the analysis stands; the lowering's check says it failed, on the first line
+                    log.error("lowering check of %s failed: %s", uri, failure(e))
+                    rejects = (Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR,
+                                          f"the lowering of this document could not be checked: {failure(e)}", "internal"),)
             self._round += 1
             if self._round >= max(1, len(self.docs)):
                 self._round = 0
@@ -245,9 +262,13 @@ class Scheduler:
                         self._pool, self._analyze, analyzer, text, uri, version, gen)
                 finally:
                     doc.busy -= 1
-        except Exception:  # the core is total; if it is not, say so in the log and keep the last good snapshot
-            log.exception("analysis of %s failed", uri)
-            return
+        except Exception as e:  # the core is total; if it is not, the document still shows why, and the log one line
+            why = failure(e)
+            log.error("analysis of %s (version %s) failed: %s", uri, version, why)
+            snap = Snapshot(uri, version, gen, unanalysed(str(text), Diagnostic(
+                Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, f"this document could not be analysed: {why}",
+                "internal"), self.storage))
+            payload = self.prepare(snap)
         finally:
             if doc.running == gen:
                 doc.running = None

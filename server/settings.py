@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from streamed.spatial.deployment import MODES
+from streamed.spatial.deployment import MODES, SIZE_LIMITS, size_problem
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,12 @@ class Settings:
                             dep[k] = v
                         else:
                             problems.append(f"`streamed.deployment.mode` must be one of {', '.join(MODES)}, not {v!r}")
-                    elif k in ("ctx", "chunk", "batch", "tp"):
-                        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                            dep[k] = v
+                    elif k in SIZE_LIMITS:
+                        why = size_problem(k, v)
+                        if why is None:
+                            dep[k] = int(v)
                         else:
-                            problems.append(f"`streamed.deployment.{k}` must be a positive whole number, not {v!r}")
+                            problems.append(f"`streamed.deployment.{k}` {why}")
                     else:
                         problems.append(f"`streamed.deployment.{k}` is not a setting (mode, ctx, chunk, batch, tp)")
                 out = replace(out, deployment=dep)

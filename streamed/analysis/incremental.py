@@ -33,6 +33,7 @@ from operator import attrgetter, eq, is_, is_not, ne
 from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
 from .kinds import Divergence, LayerKind, describe, digest_of, divergences
 from ..lang.lexer import Pos, Range, line_ends, utf8_length
+from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
 from ..lang.parser import Chunk, ChunkParse, cut, parse_chunk
 from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
@@ -40,7 +41,7 @@ from ..model.program import Program, Programs, chain_link, checked_program, link
 
 __all__ = [
     "Base", "Chunk", "ChunkParse", "IncrementalAnalysis", "IncrementalAnalyzer", "Spot", "Text", "apply_change",
-    "as_analysis", "chunks", "clean", "offset_at", "parse_chunk", "spot", "token_at",
+    "as_analysis", "chunks", "clean", "offset_at", "parse_chunk", "spot", "token_at", "unanalysed",
 ]
 
 # ---- the editor's text ---------------------------------------------------------------------------------------------
@@ -120,13 +121,14 @@ class Text:
     text last analysed, how many chunks at its start and at its end are untouched — so the next analysis reads only
     what changed without comparing the lists. Immutable (but for that bookkeeping); ``str(t)`` is the whole text."""
 
-    __slots__ = ("texts", "seps", "lines", "_line_starts", "_string", "_since", "_analysed")
+    __slots__ = ("texts", "seps", "lines", "chars", "_line_starts", "_string", "_since", "_analysed")
 
     def __init__(self, texts: list[str], seps: list[str], lines: list[int], line_starts: list[int] | None = None,
-                 since: "tuple[Text, int, int] | None" = None):
+                 since: "tuple[Text, int, int] | None" = None, chars: int | None = None):
         self.texts = texts
         self.seps = seps
         self.lines = lines  # line ends in each chunk and its separator
+        self.chars = sum(map(len, texts)) + sum(map(len, seps)) if chars is None else chars
         self._line_starts = line_starts
         self._string: str | None = None
         # (the text last analysed that this one was edited from, chunks untouched at its start, at its end)
@@ -144,6 +146,10 @@ class Text:
         if self._string is None:
             self._string = "".join(chain.from_iterable(zip(self.texts, self.seps)))
         return self._string
+
+    def __contains__(self, needle: str) -> bool:
+        """Whether ``needle`` occurs in the text, as for the ``str`` it is."""
+        return needle in str(self)
 
     @property
     def line_starts(self) -> list[int]:
@@ -202,8 +208,10 @@ class Text:
             kept_start, kept_end = min(start_, kept_start), min(end_, kept_end)
         else:
             base = self
+        chars = self.chars - sum(len(texts[j]) + len(seps[j]) for j in range(a, b)) + \
+            sum(map(len, new_texts)) + sum(map(len, new_seps))
         return Text(texts[:a] + new_texts + texts[b:], seps[:a] + new_seps + seps[b:], lines,
-                    self._line_starts if same_lines else None, (base, kept_start, kept_end))
+                    self._line_starts if same_lines else None, (base, kept_start, kept_end), chars)
 
 
 # ---- moving ranges between a chunk and the document ----------------------------------------------------------------
@@ -522,9 +530,16 @@ class IncrementalAnalyzer:
 
     def analyze(self, text: "str | Text", cut: list | None = None) -> IncrementalAnalysis:
         """The analysis of ``text`` (a ``str``, or the editor's ``Text``, whose edits since the last analysis say
-        which chunks changed). ``cut`` is ignored (kept for callers that cut the text themselves)."""
+        which chunks changed). ``cut`` is ignored (kept for callers that cut the text themselves). A text over
+        ``MAX_DOCUMENT_BYTES`` is refused as ``parse`` refuses it: one diagnostic, nothing lexed."""
         if isinstance(text, str):
             text = Text.of(clean(text))
+        if text.chars * 4 > MAX_DOCUMENT_BYTES:  # four bytes a character at most: only then count them
+            too_large = document_too_large(utf8_length(str(text)))
+            if too_large is not None:
+                self._last = self._last_text = None  # the next text is analysed whole
+                return unanalysed(str(text), Diagnostic(Range(Pos(0, 0, 0), Pos(0, 0, 0)), Severity.ERROR, too_large,
+                                                        "size"), self.storage)
         try:
             a = None
             if self._last is not None:
@@ -534,6 +549,14 @@ class IncrementalAnalyzer:
                     a = self._analyze(text, lo, hi, old_hi)
             else:
                 a = self._analyze(text, 0, len(text.texts), 0)
+        except BaseException:
+            # Half an analysis proves nothing about the next: it starts from the text alone (the caches stay: they
+            # are keyed by value).
+            self._last = self._last_text = None
+            self._uses.clear()
+            for shapes in (self._shared, *self._by_shape.values()):
+                shapes.live.clear()
+            raise
         finally:
             for cache in (self._parsed, self._shared, self._checked, self._digests, self._names,
                           *self._by_shape.values()):
@@ -829,6 +852,16 @@ class IncrementalAnalyzer:
         all_diags.sort(key=diagnostic_order)
         return IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), tuple(all_diags), storage,
                                    state, where)
+
+
+def unanalysed(text: str, why: Diagnostic, storage: Storage = ALL_Q8) -> IncrementalAnalysis:
+    """The analysis of a text that was not analysed — too large to read, or one the analysis failed on: no sections,
+    no programs, and ``why`` as its one diagnostic, so an editor still shows what happened."""
+    doc = Document(text, None, (), (why,))
+    state = _State([], [], [], [], [], [], [], [], [], 0, [], [], (), False, [], [], None, None, [], [why], {}, {},
+                   set(), [], [], {}, ())
+    return IncrementalAnalysis(lambda: text, doc, Programs(doc, None, (), None, {}), (), (), (why,), storage, state,
+                               _Where([], [], [], [], []))
 
 
 def _document_diagnostics(parses, sections_col, first: int, line0, byte0):

@@ -4,14 +4,19 @@
 statement, renamed into the layer's names. The renaming is the one the two layers agree on before they part
 (aligned binder by binder, LANGUAGE §7); a name the aligned part does not reach is renamed by ``rebind`` (its layer
 suffix). Spacing is the representative's own.
+
+``compare_with_representative``: the two programs as text side by side, the layer's bound names renamed into the
+representative's, so that a line-by-line diff of the two shows only what makes them two programs.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
-from .kinds import binders, rebind
-from ..lang.lexer import Range
+from .kinds import _canon, binders, rebind
+from ..lang.lexer import Range, Token
 from ..model.program import Program
 
 
@@ -74,3 +79,74 @@ def make_one_program(rep: Program, rep_text: str, layer: Program, statement: int
         at = t.range.end.offset
     text = "".join(pieces)
     return Repair(layer, statement_range(layer, statement), text, f"make layer {L} one program with layer {R}")
+
+
+# ---- the layer beside its representative ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A layer and the representative it was meant to be one program with, as text of the same shape: one line per
+    source line that holds tokens, comments and blank lines dropped, tokens one space apart (none where the source
+    has them touching) — so a layer whose author aligned ``be`` to its longer names still lines up. ``layer_text``
+    reads every name the layer binds as the representative's name for it: the lines that differ are exactly the
+    lines where the two programs differ."""
+
+    layer: int
+    representative: int
+    representative_text: str
+    layer_text: str
+
+
+def matched_names(layer: Program, rep: Program) -> dict[str, str]:
+    """The layer's binder → the representative's, read off the statements the two programs share once binders are
+    counted as alike, matched as a diff matches lines — so the renaming continues past the place where the programs
+    part, and an inserted or removed statement shifts nothing. A pair that contradicts an earlier one is not taken
+    (the first reading of a name, its ``Let``, decides); names in no shared statement are left out."""
+    ta, tb = [t.text for t in layer.tokens], [t.text for t in rep.tokens]
+    na, nb = binders(ta), binders(tb)
+    ca, cb = _canon(ta), _canon(tb)
+    sa, sb = layer.section.spans, rep.section.spans
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    statements = difflib.SequenceMatcher(None, [tuple(ca[a:b]) for a, b in sa], [tuple(cb[a:b]) for a, b in sb],
+                                         autojunk=False)
+    for tag, i1, i2, j1, j2 in statements.get_opcodes():
+        if tag != "equal":
+            continue
+        for (a, b), (c, d) in zip(sa[i1:i2], sb[j1:j2]):
+            for x, y in zip(ta[a:b], tb[c:d]):
+                if x in na and y in nb and x not in out and y not in taken:
+                    out[x] = y
+                    taken.add(y)
+    return out
+
+
+def program_lines(tokens: Sequence[Token], name: Callable[[str], str] = lambda w: w) -> str:
+    """The program's tokens as text, one line per source line, each word passed through ``name``."""
+    lines: list[str] = []
+    line, prev = None, None
+    for t in tokens:
+        if t.line != line:
+            lines.append("")
+            line = t.line
+        elif prev is not None and prev.end_offset != t.start_offset:
+            lines[-1] += " "
+        lines[-1] += name(t.text)
+        prev = t
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def compare_with_representative(layer: Program, rep: Program) -> Comparison:
+    """``layer`` and ``rep`` as a ``Comparison``: each name ``layer`` binds becomes the representative's name for it
+    (``matched_names``), else the name ``rebind`` gives it in the representative's layer."""
+    L, R = layer.section.index, rep.section.index
+    names = matched_names(layer, rep)
+    own = binders([t.text for t in layer.tokens])
+
+    def renamed(word: str) -> str:
+        if word not in own:
+            return word
+        return names.get(word) or rebind(word, L, R)
+
+    return Comparison(L, R, program_lines(rep.tokens), program_lines(layer.tokens, renamed))

@@ -1,10 +1,11 @@
 """The ``streamed`` command line: one argparse application over the core, one thin module per subcommand
-(``author``, ``kinds``, ``check``, ``lower``, ``verify``, ``serve``); ``common`` holds what they share.
+(``author``, ``kinds``, ``check``, ``lower``, ``verify``, ``run``, ``serve``); ``common`` holds what they share.
 
 Each subcommand reads files, calls the core, and prints for people or JSON. Exit status: 0 success; 1 the document
 has errors (``check``), a lowering is refused (``lower``) or a verification fails (``verify``); 2 bad input (a file
-that cannot be read, a bad option, a corrupt checkpoint or config). Every failure is one clear message on stderr that
-names what the user gave, never a traceback.
+that cannot be read, a bad option, a corrupt checkpoint or config); 128 + N when signal N stopped it (130 for Ctrl-C,
+143 for SIGTERM), after removing whatever it was writing (``signals``). Every failure is one clear message on stderr
+that names what the user gave, never a traceback.
 
 Start-up is kept cheap: this package imports only argparse and the subcommand modules, and those import the core
 inside the command they run, so ``streamed --help`` and ``streamed serve`` load no lowering.
@@ -12,16 +13,18 @@ inside the command they run, so ``streamed --help`` and ``streamed serve`` load 
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from .common import UserError
+# Only what handling an interrupt needs is imported before ``main`` installs the handlers: a Ctrl-C that lands while
+# the command starts is then a one-line message too.
+from .signals import SIGNALS, Stopped
 
 #: The subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("author", "kinds", "check", "lower", "verify", "serve")
+SUBCOMMANDS = ("author", "kinds", "check", "lower", "verify", "run", "serve")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser():
+    import argparse
     from importlib import import_module
 
     p = argparse.ArgumentParser(prog="streamed", description="Model programs: layer kinds, divergences, SN50 bundles.")
@@ -32,21 +35,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        parser = build_parser()  # imports every subcommand's module: Ctrl-C may land here too
-        args = parser.parse_args(argv)
-        if not getattr(args, "run", None):
-            parser.print_help()
-            return 2
-        return args.run(args)
-    except UserError as e:
-        print(f"streamed: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("streamed: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    with SIGNALS.installed():
+        try:
+            from .common import UserError
+
+            try:
+                parser = build_parser()  # imports every subcommand's module: a signal may land here too
+                args = parser.parse_args(argv)
+                if not getattr(args, "run", None):
+                    parser.print_help()
+                    return 2
+                status = args.run(args)
+            except UserError as e:
+                print(f"streamed: {e}", file=sys.stderr)
+                return 2
+        except Stopped as e:
+            print("streamed: interrupted" if e.name == "SIGINT" else f"streamed: stopped by {e.name}", file=sys.stderr)
+            return e.status
+        except KeyboardInterrupt:
+            print("streamed: interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:
+            return 0
+        if SIGNALS.held is not None:
+            import signal
+
+            print(f"streamed: {signal.Signals(SIGNALS.held).name} came while the bundle was put in place; it was "
+                  f"finished first, and is whole", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

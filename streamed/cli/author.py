@@ -7,12 +7,13 @@ not JSON, a truncated GGUF, an unsupported architecture — is one message and e
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
+from ..lang.jsontext import JsonError, loads
 from .common import UserError
 
 GGUF_MAGIC = b"GGUF"
@@ -55,8 +56,8 @@ def spec_of(source: str, name: str | None = None):
         except CheckpointError as e:
             raise UserError(str(e)) from None
     try:
-        cfg = json.loads(p.read_bytes().decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        cfg = loads(p.read_bytes())
+    except (OSError, JsonError):
         cfg = None  # read_config says what is wrong with it
     try:
         return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))
@@ -65,13 +66,22 @@ def spec_of(source: str, name: str | None = None):
 
 
 def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a part."""
-    target = Path(path)
+    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a part.
+
+    The file ends as a plain write would leave it: an existing file keeps its mode, a new one gets the umask's
+    (``mkstemp`` makes its file private, 0600), and a path that is a symbolic link is written where the link points,
+    the link kept."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+            os.fchmod(f.fileno(), mode)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -81,11 +91,26 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
-def cmd_author(args) -> int:
-    from ..model.author import author, summary
+def _umask() -> int:
+    """The process's umask (read by setting it, so set back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
+
+def cmd_author(args) -> int:
+    from ..model.author import author, one_line, summary
+    from ..model.spec import SpecError
+
+    if args.name is not None and one_line(args.name) != args.name.strip():
+        raise UserError(f"--name {args.name!r}: a title is one line, without line breaks or control characters")
     spec = spec_of(args.src, args.name)
-    text = author(spec)
+    for assumed in spec.assumed:
+        print(f"streamed author: warning: {args.src}: {assumed}", file=sys.stderr)
+    try:
+        text = author(spec)
+    except SpecError as e:
+        raise UserError(str(e)) from None
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0

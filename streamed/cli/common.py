@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..spatial.deployment import MODES, Deployment
+from ..spatial.deployment import MODES, Deployment, size_problem
 
 
 class UserError(Exception):
@@ -65,8 +65,9 @@ def deployment_from(args, defaults: dict | None = None):
             value = defaults.get(flag)
             if value is None:
                 raise UserError(f"--mode {mode} needs --{flag} N")
-        if value <= 0:
-            raise UserError(f"--{flag} {value}: must be a positive number")
+        why = size_problem(flag, value, say_value=False)
+        if why is not None:
+            raise UserError(f"--{flag} {value}: {why}")
         sizes[flag] = value
     if mode == "prefill" and sizes["chunk"] > sizes["ctx"]:
         raise UserError(f"{given('chunk')} is longer than {given('ctx')}: a prefill chunk is at most its context")

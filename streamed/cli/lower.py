@@ -1,7 +1,7 @@
 """``streamed lower DOC --mode … -o DIR``: lower a document to a bundle and write it.
 
 Exit status 0 with a short summary on stdout; 1 when a program does not lower (``the <program> program does not
-lower: <why>`` on stderr, then where); 2 for bad input (a missing file, a missing size, a bad target file). A progress
+lower: <why>`` on stderr, then where — for every reject of every program); 2 for bad input (a missing file, a missing size, a bad target file). A progress
 bar goes to stderr only when stderr is a terminal.
 """
 
@@ -10,16 +10,11 @@ from __future__ import annotations
 import sys
 import time
 
+from ..spatial.units import size
+from .signals import SIGNALS
 from .common import (
     UserError, add_deployment_options, deployment_from, load_storage, load_target_or_fail, print_errors, read_document,
 )
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def _rate(x: float | None) -> str:
@@ -39,17 +34,34 @@ def summary(model, out_dir: str) -> str:
     kinds = "; ".join(f"{k.name}: {_layers(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
+    tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
+             if p.tiles]
+    if tiled:
+        lines.append(f"  tiles          {'; '.join(tiled)}")
     r = model.residency
-    states = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
-    weights = ", ".join(f"{_bytes(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
+    states = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
+    weights = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
     lines.append(f"  residency      {f'per chip of {d.chips}: ' if d.chips > 1 else ''}states {states}; weights "
-                 f"{weights}; {_bytes(r['reserved_sram_bytes'])} SRAM reserved for the largest program")
+                 f"{weights}; {size(r['reserved_sram_bytes'])} SRAM reserved for the largest program")
     e = model.estimate
-    moved = ", ".join(f"{_bytes(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
+    moved = ", ".join(f"{size(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
     lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
                  f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
                  f"{' per chip' if moved and d.chips > 1 else ''})")
     return "\n".join(lines)
+
+
+def _tiles(name: str, p, reads: int) -> str:
+    """``head: 2 × 26 tiles (16384 rows × 4933 of 128256 columns), weights read 2 times a step``: a tiled program's
+    tiles and what they cost in weight reads."""
+    row_tiles = len({t.rows for t in p.tiles})
+    if p.tile_cols is not None:
+        shape = f"{row_tiles} × {len(p.tiles) // row_tiles} tiles ({p.tile_rows} rows × {p.tile_cols} of {p.cols} columns)"
+    else:
+        shape = f"{len(p.tiles)} tiles of {p.tile_rows} rows"
+    cost = "weights kept on chip" if p.weights_on_chip else \
+        "weights read once" if reads == 1 else f"weights read {reads} times a step"
+    return f"{name}: {shape}, {cost}"
 
 
 def _layers(layers) -> str:
@@ -114,15 +126,16 @@ def cmd_lower(args) -> int:
         model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)
     except StreamedReject as r:
         bar.close()
-        print(str(r), file=sys.stderr)
-        where = _where(analysis, r)
-        if where:
-            print(f"  at {args.doc}:{where}", file=sys.stderr)
+        for one in r.every:
+            print(str(one), file=sys.stderr)
+            where = _where(analysis, one)
+            if where:
+                print(f"  at {args.doc}:{where}", file=sys.stderr)
         return 1
     finally:
         bar.close()  # also on Ctrl-C: the message after it starts on a clean line
     try:
-        write_bundle(model, args.output, source=args.doc)
+        write_bundle(model, args.output, source=args.doc, uninterrupted=SIGNALS.deferred)
     except BundleError as e:
         raise UserError(str(e)) from None
     print(summary(model, args.output))

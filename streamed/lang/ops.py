@@ -89,7 +89,8 @@ OPS: tuple[Op, ...] = (
     _op("rows", "rows $T of $E", "Embedding lookup: E[T[r], :] for each row's token id."),
     _op("rope", "rope of $X at $P with $C and $S", "Rotary position embedding, rotate-half form (Su et al. 2021; GPT-NeoX), of row r at position P+r.",
         _opt("heads #H", "how many heads X holds", required=True), _opt("rotating #R", "rotate only the first R dims of each head"),
-        _opt("after #N", "leave the first N dims of each head as they are; rotate the R after them (DeepSeek's [nope | rope] heads)")),
+        _opt("after #N", "leave the first N dims of each head as they are; rotate the R after them (DeepSeek's [nope | rope] heads)"),
+        _opt("interleaved", "rotate adjacent pairs (2i, 2i+1) — GPT-J; llama.cpp's Llama, Llama 4, DeepSeek — not the halves (i, i+R/2)")),
     _op("attention", "attention of $Q over $K and $V at $P", "Causal grouped-query attention of row r (position P+r) over cached positions ≤ P+r (Ainslie et al. 2023).",
         _opt("heads #H sharing #G", "H query heads share G key/value heads", required=True),
         _opt("window #W", "sliding window: keys j > P+r−W"), _opt("chunks of #C", "chunked: keys in the same C-chunk"),
@@ -100,7 +101,8 @@ OPS: tuple[Op, ...] = (
         _opt("rope #M", "per-head rotated dims", required=True), _opt("scale #F", "logit scale, default 1/√(N+M)")),
     _op("gated delta", "gated delta of $Q , $K and $V with state $S , decay $A and beta $B",
         "Gated DeltaNet recurrence (Yang et al. 2024): S ← a·S; S ← S + b·k(v − Sᵀk)ᵀ; o = Sᵀq, row by row. Updates S.",
-        _opt("heads #H sharing #G", "H value heads sharing G key heads", required=True), _opt("heads #H", "H value heads, as many key heads")),
+        _opt("heads #H sharing #G", "H value heads sharing G key heads", required=True), _opt("heads #H", "H value heads, as many key heads"),
+        _opt("in turn", "value head h reads key head h mod G (llama.cpp's Qwen3.5 order), not ⌊h/(H/G)⌋")),
     _op("short convolution", "short convolution of $X with state $S and $W",
         "Causal depthwise convolution over the last k rows (Mamba/GDN short conv); S holds the k−1 rows before this step. Updates S."),
     _op("experts", "experts of $X with router $R , top #K , using $G , $U and $D",
@@ -114,6 +116,25 @@ OPS: tuple[Op, ...] = (
     _op("argmax", "index of the largest of $X", "Argmax per row: the next token id."),
 )
 
+#: How the host fills a table (LANGUAGE §4): ``cosines of base B`` or ``sines of base B``, then the rotation's scaling.
+#: Not operations of an expression — only a table declaration reads them — but written here, as every operation is,
+#: so the parser, the grammar and completion read one definition. Invariant: the numbers a fill names are all a
+#: table needs (``numerics.kernels.fill_table`` computes it from them and nothing else).
+_SCALING = (
+    _opt("linear scaling by #F", "frequencies divided by F (position interpolation)"),
+    _opt("llama3 scaling by #F from #N with low #L and high #H",
+         "Llama 3's: wavelengths above N/L divided by F, below N/H kept, smoothly between"),
+    _opt("yarn scaling by #F from #N with fast #BF and slow #BS",
+         "YaRN: frequencies divided by F, ramped back to the base between the dims where N spans BF and BS turns"),
+    _opt("unrounded ramp", "YaRN's ramp ends are not rounded to whole dims (transformers' truncate: false)"),
+    _opt("attention factor #A", "cosines and sines multiplied by A (YaRN's attention factor)"),
+)
+FILLS: tuple[Op, ...] = (
+    _op("cosines", "cosines of base #B", "T[p, i] = A·cos(p·θᵢ), θᵢ = base^(−i/w) as the scaling says.", *_SCALING),
+    _op("sines", "sines of base #B", "T[p, i] = A·sin(p·θᵢ), θᵢ = base^(−i/w) as the scaling says.", *_SCALING),
+)
+FILL_BY_FIRST_WORD: dict[str, Op] = {o.pattern[0]: o for o in FILLS}
+
 #: The words an expression may apply: ``times``, ``plus``… are binary; these are the named operations' first words.
 OP_BY_FIRST_WORD: dict[str, list[Op]] = {}
 for _o in OPS:
@@ -126,8 +147,8 @@ ROLES = ("weight", "input", "state", "table")
 VOCABULARY = frozenset(
     {"Let", "be", "Set", "to", "Return", "a", "an", "q8", "of", "by", "token", "position", "rows", "ctx", "row",
      "cosines", "sines", "base", *ROLES, *BINARY_WORDS}
-    | {item for o in OPS for item in o.pattern if item[0] not in "$#,"}
-    | {item for o in OPS for opt in o.options for item in opt.pattern if item[0] not in "$#,"}
+    | {item for o in OPS + FILLS for item in o.pattern if item[0] not in "$#,"}
+    | {item for o in OPS + FILLS for opt in o.options for item in opt.pattern if item[0] not in "$#,"}
 )
 
 #: The words that cannot be bound: every word of the language. A kind's digest treats every occurrence of a bound
@@ -140,7 +161,7 @@ OPERATION_NAMES = tuple(sorted({" ".join(o.words[:-1] if o.words[-1] == "of" els
 
 
 def op_named(name: str) -> Op:
-    for o in OPS:
+    for o in OPS + FILLS:
         if o.name == name:
             return o
     raise KeyError(name)

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, replace
 
 from . import ops as ops_table
-from .limits import MAX_DOCUMENT_BYTES, MAX_LAYER, MAX_NESTING
+from .limits import MAX_LAYER, MAX_NESTING, document_too_large
 from .lexer import _LINE_END, BOM, COMMENT, Pos, Range, Source, Table, decode, line_ends, pieces, table, texts_of, utf8_length
 from .syntax import (
     Binary,
@@ -321,19 +321,12 @@ def _match(s: _Statement, pattern, op: ops_table.Op, args: list, numbers: list, 
     return depth
 
 
-def _call(s: _Statement, level: int) -> tuple[Call, int]:
-    start = s.i
-    word = s.texts[start]
-    candidates = ops_table.OP_BY_FIRST_WORD[word]
-    op = next((o for o in candidates if s.at(*o.words)), None)
-    if op is None:
-        # The first word is an operation's, the rest is not: name what was meant.
-        raise _Fail(s.here(), f"`{word}` starts the operation `{candidates[0].spelling}`")
-    args: list = []
-    numbers: list = []
-    depth = _match(s, op.pattern, op, args, numbers, level + 1)
-    op_end = s.i - 1
+def _options(s: _Statement, op: ops_table.Op, start: int, args: list, numbers: list, level: int) -> tuple[list[str], int]:
+    """The options written after an operation's (or a table fill's) pattern, each introduced by a comma; their
+    operands are appended to ``args`` and ``numbers``. Returns their keys in the order written, and how deep their
+    operands nest. ``start``: the token the operation (or fill) starts at."""
     options: list[str] = []
+    depth = 0
     while s.peek() == ",":
         nxt_i = s.i + 1
         nxt = s.peek(1)
@@ -352,7 +345,7 @@ def _call(s: _Statement, level: int) -> tuple[Call, int]:
             s.i = start_i + 1
             del args[start_args:], numbers[start_numbers:]
             try:
-                d = _match(s, opt.pattern, op, args, numbers, level + 1)
+                d = _match(s, opt.pattern, op, args, numbers, level)
             except _Fail as f:
                 failure = failure or f
                 continue
@@ -370,6 +363,23 @@ def _call(s: _Statement, level: int) -> tuple[Call, int]:
     for opt in op.options:
         if opt.required and opt.key not in options:
             raise _Fail(s.range(start, s.i - 1), f"`{op.name}` needs `, {' '.join(opt.pattern)}` ({op.spelling})")
+    return options, depth
+
+
+def _call(s: _Statement, level: int) -> tuple[Call, int]:
+    start = s.i
+    word = s.texts[start]
+    candidates = ops_table.OP_BY_FIRST_WORD[word]
+    op = next((o for o in candidates if s.at(*o.words)), None)
+    if op is None:
+        # The first word is an operation's, the rest is not: name what was meant.
+        raise _Fail(s.here(), f"`{word}` starts the operation `{candidates[0].spelling}`")
+    args: list = []
+    numbers: list = []
+    depth = _match(s, op.pattern, op, args, numbers, level + 1)
+    op_end = s.i - 1
+    options, more = _options(s, op, start, args, numbers, level + 1)
+    depth = max(depth, more)
     rng = s.range(start, s.i - 1)
     if depth + 1 > MAX_NESTING:
         raise _too_deep(rng)
@@ -444,14 +454,17 @@ def _declaration(s: _Statement) -> Declaration:
     if s.peek() == ",":
         s.take()
         kind = s.peek()
-        if kind != "cosines" and kind != "sines":
+        if kind is None or kind not in ops_table.FILL_BY_FIRST_WORD:
             raise _Fail(s.here(), "expected `cosines of base B` or `sines of base B` after the table's shape")
-        kind_i = s.take()
-        s.expect("of", f"after `{kind}`")
-        s.expect("base", f"after `{kind} of`")
-        fill = (kind, _slot_number(s, "as the rotation base"))
         if role != "table":
-            raise _Fail(s.t.token_range(kind_i), f"only a table says how the host fills it, not a {role}")
+            raise _Fail(s.here(), f"only a table says how the host fills it, not a {role}")
+        op = ops_table.FILL_BY_FIRST_WORD[kind]
+        kind_i = s.i
+        numbers: list = []
+        _match(s, op.pattern, op, [], numbers, 0)
+        op_end = s.i - 1
+        options, _ = _options(s, op, kind_i, [], numbers, 0)
+        fill = Call(op.name, (), tuple(numbers), tuple(options), s.range(kind_i, s.i - 1), s.range(kind_i, op_end))
     return Declaration(role, q8, tuple(dims), fill, s.range(article, s.i - 1))
 
 
@@ -815,12 +828,10 @@ def parse(source: str | bytes, shared: dict | None = None, share: bool = True) -
     (a fresh one per document unless the caller keeps one); ``share=False`` parses every layer on its own (what
     the shared parse is tested against)."""
     text, replaced = decode(source)
-    size = len(source) if isinstance(source, bytes) else len(text.encode("utf-8", errors="replace"))
-    if size > MAX_DOCUMENT_BYTES:
-        at = Range(Pos(0, 0, 0), Pos(0, 0, 0))
-        message = (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
-                   f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
-        return Document(text, None, (), (_error(at, message, "size"),))
+    size = len(source) if isinstance(source, bytes) else utf8_length(text) if text.isascii() else len(text.encode("utf-8", errors="replace"))
+    too_large = document_too_large(size)
+    if too_large is not None:
+        return Document(text, None, (), (_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), too_large, "size"),))
     diagnostics: list[Diagnostic] = []
     if replaced:
         diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the file is not valid UTF-8; invalid bytes were replaced by �"))
@@ -885,7 +896,7 @@ class Renaming:
             return Call(e.op, tuple((s, self.expr(a)) for s, a in e.args), tuple((s, self.expr(n)) for s, n in e.numbers),
                         e.options, rng(e.range), rng(e.op_range))
         if isinstance(e, Declaration):
-            fill = (e.fill[0], self.expr(e.fill[1])) if e.fill is not None else None
+            fill = self.expr(e.fill) if e.fill is not None else None
             return Declaration(e.role, e.q8, tuple(self.expr(d) for d in e.dims), fill, rng(e.range))
         return e
 

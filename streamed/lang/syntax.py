@@ -94,12 +94,14 @@ Expr = Union[Name, Number, Binary, Call]
 
 @dataclass(frozen=True)
 class Declaration:
-    """``Let NAME be a [q8] ROLE of D by D [by D] [, cosines|sines of base B]``; or a ``token`` / ``position``."""
+    """``Let NAME be a [q8] ROLE of D by D [by D] [, cosines|sines of base B [, scaling…]]``; or a ``token`` /
+    ``position``. A table's fill is read as a call of the fill (``ops.FILLS``): its numbers are ``B`` and the
+    scaling's, its options the scaling's keys."""
 
     role: str  # weight, input, state, table, token, position
     q8: bool
     dims: tuple[Union[Name, Number], ...]
-    fill: tuple[str, Union[Name, Number]] | None  # ("cosines"|"sines", base)
+    fill: "Call | None"  # op "cosines" or "sines"
     range: Range
 
 

@@ -19,10 +19,14 @@ each kind; comments are not part of a program, so every layer still reads as its
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from ..lang.limits import MAX_DOCUMENT_BYTES
 from ..lang.ops import KEYWORDS
-from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation
+from .spec import (
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+)
 
 __all__ = ["author", "summary", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
 
@@ -264,9 +268,10 @@ class _Writer:
 
     def table(self, rot: Rotation) -> tuple[str, str]:
         i = self.a.rotation_index(rot)
-        why = f"{rot.scaling}: not modelled, plain base-{number(rot.base)} frequencies" if rot.scaling else None
-        c = self.declare(f"Rcos{i}", f"a table of ctx by {rot.table_width}, cosines of base {number(rot.base)}", why)
-        s = self.declare(f"Rsin{i}", f"a table of ctx by {rot.table_width}, sines of base {number(rot.base)}")
+        why = f"{rot.unmodelled}: not modelled, plain base-{number(rot.base)} frequencies" if rot.unmodelled else None
+        fill = f"of base {number(rot.base)}{_scaling(rot)}"
+        c = self.declare(f"Rcos{i}", f"a table of ctx by {rot.table_width}, cosines {fill}", why)
+        s = self.declare(f"Rsin{i}", f"a table of ctx by {rot.table_width}, sines {fill}")
         return c, s
 
     def let(self, stem: str, expr: str, comment: str | None = None) -> str:
@@ -295,8 +300,25 @@ class _Writer:
         col = max(commented, default=0)
         out = []
         for line, (_, _, _, comment) in zip(body, self.lines):
-            out.append(f"{line.ljust(col)}  -- {comment}" if comment else line)
+            out.append(f"{line.ljust(col)}  -- {one_line(comment)}" if comment else line)
         return "\n".join(out)
+
+
+def _scaling(rot: Rotation) -> str:
+    """A table fill's scaling options (LANGUAGE §4): ``, llama3 scaling by 8 from 8192 with low 1 and high 4``."""
+    out = ""
+    sc = rot.scaling
+    if sc is not None:
+        out += f", {sc.kind} scaling by {number(sc.factor)}"
+        if sc.kind == "llama3":
+            out += f" from {number(sc.context)} with low {number(sc.low)} and high {number(sc.high)}"
+        elif sc.kind == "yarn":
+            out += f" from {number(sc.context)} with fast {number(sc.fast)} and slow {number(sc.slow)}"
+            if sc.unrounded:
+                out += ", unrounded ramp"
+    if rot.attention != 1:
+        out += f", attention factor {number(rot.attention)}"
+    return out
 
 
 def _norm(x: str, g: str, norm: Norm, heads: int | None = None) -> str:
@@ -336,7 +358,7 @@ class _Author:
         self.spec = spec
         self.bindings: dict[str, dict[Binding, list[str]]] = {}  # stem → binding → suffixes
         self.order: list[str] = []
-        self.rotations: dict[tuple[int, float], int] = {}
+        self.rotations: dict[tuple, int] = {}  # (width, base, scaling, attention) → the tables' index
         self.constants: dict[str, int] = {"d": spec.d, "vocab": spec.vocab}
         dense = {l.ffn.width for l in spec.layers if isinstance(l.ffn, Dense)}
         if len(dense) == 1:
@@ -359,7 +381,7 @@ class _Author:
         self.bindings[stem].setdefault(b, []).append(suffix)
 
     def rotation_index(self, rot: Rotation) -> int:
-        key = (rot.table_width, rot.base)
+        key = (rot.table_width, rot.base, rot.scaling, rot.attention)
         return self.rotations.setdefault(key, len(self.rotations) + 1)
 
     def dim(self, n: int, prefer: str | None = None) -> str:
@@ -473,7 +495,7 @@ class _Author:
             k = w.let("kn", _norm(k, gk, m.qk_norm, m.kv_heads))
         if tables is not None:
             rot = m.rotation
-            part = "" if rot.dims == m.head_dim else f", rotating {rot.dims}"
+            part = ("" if rot.dims == m.head_dim else f", rotating {rot.dims}") + (", interleaved" if rot.interleaved else "")
             q = w.let("qr", f"rope of {q} at pos with {tables[0]} and {tables[1]}, heads {m.heads}{part}")
             k = w.let("kr", f"rope of {k} at pos with {tables[0]} and {tables[1]}, heads {m.kv_heads}{part}")
         if m.qk_l2:
@@ -556,7 +578,7 @@ class _Author:
         else:
             gt = w.let("gt", f"softplus of ({xn} times {Wa} plus {dt}) multiplied by (exp of {A})")
             dc = w.let("dc", f"exp of ({gt} scaled by -1)", "the decay exp(−exp(A_log)·softplus(x·Wa + dt))")
-        sharing = f" sharing {m.key_heads}" if m.key_heads != m.value_heads else ""
+        sharing = f" sharing {m.key_heads}" + (", in turn" if m.in_turn else "") if m.key_heads != m.value_heads else ""
         u = w.let("u", f"gated delta of {qh}, {kh} and {vc} with state {St}, decay {dc} and beta {bt}, heads {m.value_heads}{sharing}")
         un = w.let("un", f"{_norm(u, gn, m.norm, m.value_heads)} multiplied by (silu of ({xn} times {Wz}))",
                    "a gated RMS norm per value head")
@@ -602,10 +624,11 @@ class _Author:
         else:
             qa = w.let("qa", _norm(f"({xn} times {Wqa})", gqa, layer.norm))
             q = w.let("qp", f"{qa} times {Wqb}")
-        qr = w.let("qr", f"rope of {q} at pos with {c} and {s}, heads {H}, rotating {M}, after {N}",
+        pairs = ", interleaved" if m.rotation.interleaved else ""
+        qr = w.let("qr", f"rope of {q} at pos with {c} and {s}, heads {H}, rotating {M}, after {N}{pairs}",
                    f"each head's last {M} dims rotate")
         w.set(f"row pos of {Cl} to {_norm(f'({xn} times {Wkv})', gkv, layer.norm)}")
-        w.set(f"row pos of {Kr} to rope of ({xn} times {Wkr}) at pos with {c} and {s}, heads 1")
+        w.set(f"row pos of {Kr} to rope of ({xn} times {Wkr}) at pos with {c} and {s}, heads 1{pairs}")
         scale = f", scale {number(m.scale)}" if m.scale is not None else ""
         a = w.let("a", f"latent attention of {qr} over {Cl} and {Kr} at pos with {Wkb} and {Wvb}, heads {H}, nope {N}, rope {M}{scale}",
                   m.scale_why)
@@ -690,11 +713,17 @@ class _Author:
         embed = self.embed()
         layers: list[str] = []
         seen: set[LayerSpec] = set()
+        size = 0
         for l, layer in enumerate(spec.layers):
             first = layer not in seen
             seen.add(layer)
             body = self.layer(l, first)
             layers.append(f"## Layer {l}: {kind_label(layer)}\n{body}\n")
+            size += len(layers[-1])
+            if size > MAX_DOCUMENT_BYTES:  # never write a document streamed would not read
+                raise SpecError(f"{spec.source or spec.name}: its {len(spec.layers):,} layers would make a document "
+                                f"of over {MAX_DOCUMENT_BYTES // 1048576} MB by layer {l:,}; streamed reads model "
+                                f"programs up to {MAX_DOCUMENT_BYTES // 1048576} MB")
         head = self.head()
         consts = [("d", spec.d, "the hidden width"), ("vocab", spec.vocab, None)]
         for k in ("ffn", "eff"):
@@ -705,16 +734,27 @@ class _Author:
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))
-        top = [f"# {spec.name}"]
+        top = [f"# {one_line(spec.name)}"]
         if spec.source:
-            top.append(f"-- Authored by `streamed author` from {spec.source}.")
+            top.append(f"-- Authored by `streamed author` from {one_line(spec.source)}.")
         summary_line = summary(spec)
         top.append(f"-- {summary_line}")
-        for note in spec.notes:
-            top.append(f"-- {note}")
+        for note in (*spec.assumed, *spec.notes):
+            top.append(f"-- {one_line(note)}")
         parts = ["\n".join(top), f"## Model\n{model}", f"## Checkpoint\n{self.checkpoint()}",
                  f"## Embed\n{embed}", *[s.rstrip("\n") for s in layers], f"## Head\n{head}"]
         return "\n\n".join(parts) + "\n"
+
+
+#: What ends a line for the lexer, an editor or a terminal: text from a config or a GGUF (a name, a path, a scaling
+#: scheme) written into a title or a comment must not start a line of its own, or it would write headings and
+#: statements into the document.
+_LINE_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line of a document: each run of control characters and line breaks becomes one space."""
+    return _LINE_BREAKS.sub(" ", text).strip()
 
 
 def summary(spec: ModelSpec) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import PurePath
 from typing import Mapping
 
 from ..lang.syntax import CheckpointEntry
@@ -90,6 +91,49 @@ class Storage:
 
 
 ALL_Q8 = Storage()
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Which checkpoint tensor each declared weight reads, by the name a layer gives it (``Wq17``), and how that
+    tensor is stored: what a bundle's manifest records for every weight of every layer, so that a runtime loads each
+    layer's own tensors without the document.
+
+    ``kind`` says where the names come from: ``gguf`` — the document's ``## Checkpoint`` bindings, of the GGUF the
+    lowering read (``file``), which also says each tensor's type; ``document`` — those bindings with no checkpoint
+    read (the names are the authoring's own: GGUF names from a GGUF, Hugging Face names from a ``config.json``);
+    ``declared`` — the document binds nothing, so each weight's tensor is its declared name (as seeded weights are
+    read). A weight no binding names is read under its declared name in every case. ``refs`` holds the names a
+    manifest recorded, when a bundle is read back without its document. ``declared_q8``: the weights the document
+    declares ``q8`` (without a checkpoint, those are the ones stored Q8_0)."""
+
+    kind: str
+    file: str | None = None
+    entries: tuple[CheckpointEntry, ...] = ()
+    storage: Storage = ALL_Q8
+    refs: Mapping[str, tuple[TensorRef, str]] | None = None
+    declared_q8: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of(entries: tuple[CheckpointEntry, ...], storage: Storage, declared_q8: frozenset[str]) -> "Naming":
+        """The naming a lowering of a document with checkpoint ``entries`` over ``storage`` gives."""
+        kind = "declared" if not entries else "document" if storage.all_q8 else "gguf"
+        file = None if storage.all_q8 else PurePath(storage.source).name
+        return Naming(kind, file, tuple(entries), storage, None, frozenset(declared_q8))
+
+    def ref(self, name: str) -> TensorRef:
+        """The tensor (and part of it) the declared weight ``name`` reads."""
+        if self.refs is not None and name in self.refs:
+            return self.refs[name][0]
+        return (bind(self.entries, name) if self.entries else None) or TensorRef(name)
+
+    def stored(self, name: str, ref: TensorRef | None = None) -> str:
+        """How the weight ``name`` (which reads ``ref``, when known) is stored: the checkpoint's type (``Q8_0``,
+        ``F16``, ``F32``…; ``missing`` when the checkpoint lacks it); without a checkpoint, ``Q8_0`` for a weight
+        declared ``q8`` and ``dense`` for any other (``Storage.stored_as``)."""
+        if self.refs is not None and name in self.refs:
+            return self.refs[name][1]
+        return self.storage.stored_as(ref or self.ref(name), name in self.declared_q8)
 
 
 def storage_of(checkpoint: str | None) -> Storage:

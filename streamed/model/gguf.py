@@ -17,15 +17,18 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
+from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .author import gguf_tensor
 from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
+    SpecError,
 )
 
 __all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "read_gguf", "SUPPORTED"]
@@ -72,7 +75,10 @@ def _reader(path: str):
         if f.read(4) != b"GGUF":
             raise CheckpointError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
     try:
-        reader = GGUFReader(path)
+        with warnings.catch_warnings():
+            # numpy warns, and reads on, when a corrupt header's offsets overflow: that is a corrupt file too.
+            warnings.simplefilter("error", RuntimeWarning)
+            reader = GGUFReader(path)
     except Exception as e:  # the reader is the format's reference; anything it cannot read is a corrupt file
         why = str(e) or type(e).__name__
         raise CheckpointError(f"{path}: a corrupt or truncated GGUF file ({why})") from None
@@ -123,8 +129,9 @@ def read_gguf(path: str | os.PathLike, name: str | None = None) -> GgufCheckpoin
     tensors = _tensors(path, reader, size)
     meta = _metadata(reader)
     storage = Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
+    freqs = next((t for t in reader.tensors if t.name == ROPE_FREQS), None)
     try:
-        spec = _spec(path, meta, tensors, name)
+        spec = _spec(path, meta, tensors, name, None if freqs is None else [float(x) for x in freqs.data.ravel()])
     except SpecError as e:
         raise CheckpointError(str(e)) from None
     return GgufCheckpoint(path, spec.architecture, meta, tensors, storage, spec)
@@ -151,7 +158,10 @@ class _Meta:
             return default
         return self.meta[kk]
 
-    def int(self, k: str, default: Any = None, required: bool = False, layer: int | None = None) -> int | None:
+    def int(self, k: str, default: Any = None, required: bool = False, layer: int | None = None, minimum: int = 1,
+            maximum: int = MAX_DIMENSION) -> int | None:
+        """A whole number from ``minimum`` to ``maximum`` (a width or a count: ``MAX_DIMENSION`` bounds them all), the
+        layer's own when the metadata lists one per layer."""
         v = self.get(k, default, required)
         if isinstance(v, list):
             if layer is None:
@@ -162,16 +172,20 @@ class _Meta:
                 raise SpecError(f"{self.path}: metadata `{self.key(k)}` lists {len(v)} layers; layer {layer} has none")
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
-            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a whole number, not {v!r}")
+        why = beyond(v, maximum, minimum=minimum)
+        if why is not None:
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` {why}")
         return int(v)
 
-    def float(self, k: str, default: float | None = None) -> float | None:
+    def float(self, k: str, default: float | None = None, positive: bool = False) -> float | None:
         v = self.get(k, default)
         if v is None:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SpecError(f"{self.path}: metadata `{self.key(k)}` must be a number, not {v!r}")
+        why = beyond(v, math.inf, minimum=-math.inf, whole=False)
+        if why is None and positive and v <= 0:
+            why = f"is {v:g}; it must be positive"
+        if why is not None:
+            raise SpecError(f"{self.path}: metadata `{self.key(k)}` {why}")
         return float(v)
 
 
@@ -180,19 +194,16 @@ def _t(slot: str, arch: str, layer: int | None = None) -> str:
     return name.replace("{l}", str(layer)) if layer is not None else name
 
 
-def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo], name: str | None) -> ModelSpec:
+def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo], name: str | None,
+          rope_freqs: list[float] | None = None) -> ModelSpec:
     arch = meta.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
         raise SpecError(f"{path}: metadata `general.architecture` is missing; it names the model's architecture")
     if arch not in SUPPORTED:
         raise SpecError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED)})")
     m = _Meta(path, meta, arch)
-    n = m.int(Keys.LLM.BLOCK_COUNT, required=True)
+    n = m.int(Keys.LLM.BLOCK_COUNT, required=True, maximum=MAX_LAYER + 1)
     d = m.int(Keys.LLM.EMBEDDING_LENGTH, required=True)
-    if n < 1:
-        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.BLOCK_COUNT)}` is {n}: a model has at least one layer")
-    if d < 1:
-        raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
 
     def shape(t: str) -> tuple[int, ...] | None:
         info = tensors.get(t)
@@ -219,13 +230,10 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     norm = Norm(eps)
     notes: list[str] = []
 
-    base = m.float(Keys.Rope.FREQ_BASE, 10000.0)
-    scaling_type = m.get(Keys.Rope.SCALING_TYPE)
-    factor = m.float(Keys.Rope.SCALING_FACTOR)
-    scaling = None
-    if isinstance(scaling_type, str) and scaling_type not in ("none", ""):
-        scaling = f"rope scaling `{scaling_type}`" + (f" (factor {factor:g})" if factor else "")
-        notes.append(f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
+    base = m.float(Keys.Rope.FREQ_BASE, 10000.0, positive=True)
+    scaling = _Rope(path, m, arch, base, rope_freqs)
+    if scaling.unmodelled:
+        notes.append(f"{scaling.unmodelled} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
 
     layers: list[LayerSpec] = []
     swa = _swa_layers(m, n)
@@ -241,12 +249,127 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     embed_scale = math.sqrt(d) if arch == "gemma3" else None
     if arch in ("gemma3", "qwen3next", "qwen35", "qwen35moe"):
         notes.append("llama.cpp stores these norms' gains with the +1 already added: no offset.")
-    if arch in ("llama", "llama4", "deepseek2"):
-        notes.append("llama.cpp stores q and k of this architecture for interleaved rotation; the language rotates "
-                     "halves: the rotated columns must be read de-interleaved.")
     title = name or meta.get(Keys.General.NAME) or os.path.splitext(os.path.basename(path))[0]
     return ModelSpec(str(title), arch, d, vocab, tuple(layers), norm, tied=tied, embed_scale=embed_scale,
                      naming="gguf", source=path, notes=tuple(notes))
+
+
+ROPE_FREQS = "rope_freqs.weight"
+#: The architectures llama.cpp rotates in adjacent pairs (``LLAMA_ROPE_TYPE_NORM`` in ``llama_model_rope_type``;
+#: its converter permutes Llama's q and k to match); every other one here rotates halves (``NEOX``).
+INTERLEAVED = ("llama", "llama4", "deepseek2")
+#: The architectures whose llama.cpp graph divides their frequencies by ``rope_freqs`` (``get_rope_factors``).
+READS_ROPE_FREQS = ("llama", "llama4")
+
+
+class _Rope:
+    """A GGUF's rotation as llama.cpp computes it (``llama_context``'s YaRN set-up, ``ggml_rope_ext``): the scaling
+    its metadata states (``rope.scaling.type``, ``.factor``, ``.original_context_length``, ``.attn_factor``) or its
+    ``rope_freqs`` tensor (Llama 3's, read back into the ``llama3`` parameters that reproduce it), and the attention
+    factor the cosines and sines carry. llama.cpp reads YaRN's betas from the metadata of none of these
+    architectures: they are its defaults, 32 and 1."""
+
+    def __init__(self, path: str, m: _Meta, arch: str, base: float, rope_freqs: list[float] | None):
+        self.arch, self.base, self.unmodelled = arch, base, None
+        kind = m.get(Keys.Rope.SCALING_TYPE, "linear")
+        factor = m.float(Keys.Rope.SCALING_FACTOR) or m.float("{arch}.rope.scale_linear") or 1.0
+        self.factor = factor
+        attn = m.float(Keys.Rope.SCALING_ATTN_FACTOR, 1.0)
+        self.scaling: Scaling | None = None
+        # What an unscaled rotation's cosines carry: the metadata's factor alone (YaRN's own cancels at freq_scale 1).
+        self.stated_attention = self.attention = attn
+        if kind == "yarn" and factor != 1:
+            context = m.int(Keys.Rope.SCALING_ORIG_CTX_LEN) or m.int(Keys.LLM.CONTEXT_LENGTH, required=True)
+            self.scaling = Scaling("yarn", factor, float(context), fast=32.0, slow=1.0)
+            # DeepSeek-V2's ratio get_mscale(F, m)/get_mscale(F, m) is 1; every other architecture's is 1 + 0.1 ln F.
+            mine = 1.0 if arch == "deepseek2" and m.has(Keys.Rope.SCALING_YARN_LOG_MUL) else 0.1 * math.log(factor) + 1.0
+            self.attention = mine * attn
+        elif kind == "linear" and factor != 1:
+            self.scaling = Scaling("linear", factor)
+        elif kind not in ("linear", "yarn", "none"):
+            self.unmodelled = f"rope scaling `{kind}`"
+        self.freqs = rope_freqs if arch in READS_ROPE_FREQS else None
+        if self.freqs is not None and self.scaling is not None:
+            raise SpecError(f"{path}: {ROPE_FREQS} and rope scaling `{kind}` together: a table has one scaling")
+        self.path = path
+
+    def rotation(self, dims: int, *, skip: int = 0, base: float | None = None, scaled: bool = True) -> Rotation:
+        base = self.base if base is None else base
+        interleaved = self.arch in INTERLEAVED
+        if not scaled:
+            return Rotation(dims, base, skip=skip, interleaved=interleaved, attention=self.stated_attention)
+        scaling = self.scaling
+        if self.freqs is not None:
+            scaling = llama3_from_factors(self.path, self.freqs, base, dims)
+        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved, attention=self.attention,
+                        unmodelled=self.unmodelled)
+
+
+def llama3_factors(dims: int, base: float, s: Scaling) -> list[float]:
+    """What llama.cpp's converter stores as ``rope_freqs`` for a ``llama3`` scaling: per frequency, the divisor
+    ``1``, ``F`` or ``1/((1−s)/F + s)`` (``conversion/llama.py``)."""
+    out = []
+    for i in range(dims // 2):
+        wavelength = 2 * math.pi * base ** (2 * i / dims)
+        if wavelength < s.context / s.high:
+            out.append(1.0)
+        elif wavelength > s.context / s.low:
+            out.append(s.factor)
+        else:
+            smooth = (s.context / wavelength - s.low) / (s.high - s.low)
+            out.append(1 / ((1 - smooth) / s.factor + smooth))
+    return out
+
+
+def llama3_from_factors(path: str, factors: list[float], base: float, dims: int) -> Scaling | None:
+    """The ``llama3`` scaling whose factors are ``factors`` (``None`` when all are 1): the stored factors determine
+    the divisor ``F``, and — through the factors between 1 and ``F`` — the wavelengths where the ramp starts and
+    ends; a config's ``original_max_position_embeddings`` and its ``low``/``high`` factors are those up to one common
+    choice, so the low factor is taken as 1 (every Llama 3 and 4 config's) and the context as the one the smooth
+    factors give (a whole number, or a power of two where they leave it free). The parameters are kept only if they
+    reproduce every stored factor (to float32 rounding): llama.cpp then rotates exactly as the document says."""
+    if len(factors) != dims // 2:
+        raise SpecError(f"{path}: tensor {ROPE_FREQS} holds {len(factors)} factors, but the rotation turns {dims // 2} pairs")
+    if not all(math.isfinite(f) and f > 0 for f in factors):
+        raise SpecError(f"{path}: tensor {ROPE_FREQS} holds a factor that is not a positive number")
+    top = max(factors)
+    if top == 1 and min(factors) == 1:
+        return None
+
+    def fits(s: Scaling) -> bool:
+        return all(abs(a - b) <= 1e-5 * b for a, b in zip(llama3_factors(dims, base, s), factors))
+
+    wavelengths = [2 * math.pi * base ** (2 * i / dims) for i in range(dims // 2)]
+    between = [(lam, (1 / f - 1 / top) / (1 - 1 / top)) for lam, f in zip(wavelengths, factors)
+               if 1 + 1e-6 < f < top * (1 - 1e-6)]
+    candidates: list[tuple[float, float]] = []  # (context, high), low being 1
+    if len(between) >= 2:
+        # s = (N/λ − 1)/(H − 1) is linear in 1/λ: a line through the smooth factors.
+        (l1, s1), (l2, s2) = between[0], between[-1]
+        slope = (s1 - s2) / (1 / l1 - 1 / l2)  # N/(H − 1)
+        cut = s1 - slope / l1  # −1/(H − 1)
+        if cut < 0:
+            high = 1 - 1 / cut
+            context = slope * (high - 1)
+            candidates.append((context, high))
+    lows = [lam for lam, f in zip(wavelengths, factors) if f <= 1 + 1e-6]
+    tops = [lam for lam, f in zip(wavelengths, factors) if f >= top * (1 - 1e-6)]
+    for k in range(4, 32):
+        context = float(2 ** k)
+        if len(between) == 1:
+            lam, sm = between[0]
+            candidates.append((context, 1 + (context / lam - 1) / sm))
+        elif not between and (not lows or max(lows) < context) and (not tops or context < min(tops)):
+            candidates.append((context, 1.0))
+    for context, high in candidates:
+        # The plainest numbers that reproduce the factors: a whole context, the high factor to as few places as do.
+        for c, h in [(float(round(context)), float(round(high, k))) for k in range(4)] + [(context, high)]:
+            if h >= 1 and c > 0:
+                s = Scaling("llama3", top, c, 1.0, h)
+                if fits(s):
+                    return s
+    raise SpecError(f"{path}: tensor {ROPE_FREQS} holds frequency factors that no llama3 scaling gives; the "
+                    f"language's tables cannot say them")
 
 
 def _swa_layers(m: _Meta, n: int) -> list[bool]:
@@ -263,7 +386,7 @@ def _swa_layers(m: _Meta, n: int) -> list[bool]:
     return [bool((i + 1) % every) for i in range(n)]
 
 
-def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa, n):
+def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rope, swa, n):
     T = lambda slot: _t(slot, arch, l)  # noqa: E731
     if shape(T("ssm_conv1d")) is not None:
         conv = shape(T("ssm_conv1d"))
@@ -276,11 +399,14 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
             raise SpecError(f"{path}: metadata `{m.key(Keys.SSM.INNER_SIZE)}` ({inner}) is not a multiple of `{m.key(Keys.SSM.TIME_STEP_RANK)}` ({nv})")
         if conv[1] != 2 * nk * dk + inner:
             raise SpecError(f"{path}: tensor {T('ssm_conv1d')} convolves {conv[1]} channels, but the metadata's heads make {2 * nk * dk + inner}")
-        return GatedDeltaNet(nk, nv, dk, inner // nv, kernel, Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)))
+        # llama.cpp's converter stores Qwen3.5's value heads in turn over the key heads (ggml_repeat tiles them);
+        # Qwen3-Next's stay grouped (its graph repeats each key head in place).
+        return GatedDeltaNet(nk, nv, dk, inner // nv, kernel, Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)),
+                             in_turn=arch in ("qwen35", "qwen35moe"))
     heads = m.int(Keys.Attention.HEAD_COUNT, required=True, layer=l)
     if shape(T("attn_kv_a_mqa")) is not None:
         kv_rank = m.int(Keys.Attention.KV_LORA_RANK, required=True)
-        q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0) or None
+        q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0, minimum=0) or None
         rope = m.int(Keys.Rope.DIMENSION_COUNT, required=True)
         if m.has(Keys.Attention.KEY_LENGTH_MLA):
             qk, v = m.int(Keys.Attention.KEY_LENGTH_MLA), m.int(Keys.Attention.VALUE_LENGTH_MLA, required=True)
@@ -289,14 +415,17 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
         kva = shape(T("attn_kv_a_mqa"))
         if kva[1] != kv_rank + rope:
             raise SpecError(f"{path}: tensor {T('attn_kv_a_mqa')} has {kva[1]} outputs, but kv_lora_rank + rope dims is {kv_rank + rope}")
+        rotation = scaling.rotation(rope, skip=qk - rope)
         scale, why = None, None
         mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL)
-        fac = m.float(Keys.Rope.SCALING_FACTOR)
-        if mul and fac and fac > 1:
-            ms = mul * math.log(fac) + 1.0
+        fac = scaling.factor
+        if (mul and fac > 1) or rotation.attention != 1:
+            # llama.cpp's DeepSeek-V2 graph: the logit scale is (A · (1 + log_mul · ln F))² / √(N+M), with A the
+            # attention factor its rotation applies and log_mul as the converter stores it (0.1 × mscale_all_dim).
+            ms = rotation.attention * ((mul or 0.0) * math.log(fac) + 1.0 if fac > 1 else 1.0)
             scale = qk ** -0.5 * ms * ms
             why = f"1/√{qk} × {ms:.4f}²: yarn's attention scale"
-        return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, Rotation(rope, base, scaling, skip=qk - rope),
+        return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, rotation,
                                scale, why, kv_b_packed=shape(T("attn_k_b")) is None)
     q = need(T("attn_q"), f"layer {l} has attention")
     kv = m.int(Keys.Attention.HEAD_COUNT_KV, heads, layer=l)
@@ -313,19 +442,24 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
         raise SpecError(f"{path}: tensor {T('attn_k')} has {k[1]} outputs, but {kv} key/value heads of {hd} make {kv * hd}")
     rope_dims = m.int(Keys.Rope.DIMENSION_COUNT, hd)
     window = chunk = None
-    rotation: Rotation | None = Rotation(rope_dims, base, scaling)
+    rotation: Rotation | None = scaling.rotation(rope_dims)
     notes: tuple[str, ...] = ()
     if arch == "llama4":
-        # llama.cpp: chunked attention with rotation on three layers of four; the fourth is global NoPE.
-        if swa[l]:
-            chunk = m.int(Keys.Attention.SLIDING_WINDOW, 8192) or 8192
+        # llama.cpp: chunked attention with rotation on three layers of four, the fourth global NoPE — chunks of 8192
+        # whatever the metadata says, unless its sliding window is 0: then every layer rotates and attends globally.
+        if m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW, minimum=0) == 0:
+            pass
+        elif swa[l]:
+            chunk = 8192
         else:
             rotation = None
             notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
     elif swa[l] and m.has(Keys.Attention.SLIDING_WINDOW):
         window = m.int(Keys.Attention.SLIDING_WINDOW)
         if arch == "gemma3":
-            rotation = Rotation(rope_dims, m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0))
+            # llama.cpp's sliding layers rotate at their own base, unscaled (freq_scale_swa is 1).
+            rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0, positive=True),
+                                        scaled=False)
     scale, why = None, None
     if m.has(Keys.Attention.SCALE):
         scale = m.float(Keys.Attention.SCALE)
@@ -336,7 +470,9 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling, swa,
         why = f"1/√{d // heads}: Gemma 3 27B's query_pre_attn_scalar"
     qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if shape(T("attn_q_norm")) is not None else None
     return Attention(heads, kv, hd, rotation, window=window, chunk=chunk, qk_norm=qk_norm,
-                     qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None,
+                     # llama.cpp norms Llama 4's rotated q and k unless the model has 128 experts (Maverick).
+                     qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None
+                     and m.int(Keys.LLM.EXPERT_COUNT, 0, minimum=0) != 128,
                      gated=gated, bias=shape(T("attn_q_bias")) is not None,
                      out_bias=shape(T("attn_output_bias")) is not None, sinks=shape(T("attn_sinks")) is not None,
                      scale=scale, scale_why=why, notes=notes)
@@ -352,9 +488,9 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
         if gate_exps[0] != d:
             raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} reads {gate_exps[0]} inputs, but the model is {d} wide")
         top = m.int(Keys.LLM.EXPERT_USED_COUNT, required=True)
-        gating = m.int(Keys.LLM.EXPERT_GATING_FUNC, 1)
+        gating = m.int(Keys.LLM.EXPERT_GATING_FUNC, 1, minimum=0)
         shared = shape(T("ffn_gate_shexp"))
-        groups = m.int(Keys.LLM.EXPERT_GROUP_COUNT, 1) or 1
+        groups = m.int(Keys.LLM.EXPERT_GROUP_COUNT, 1, minimum=0) or 1
         scale = m.float(Keys.LLM.EXPERT_WEIGHTS_SCALE)
         llama4 = arch == "llama4"
         return Experts(count, top, gate_exps[1], scoring="sigmoid" if gating == 2 or llama4 else "softmax",

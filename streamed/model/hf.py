@@ -26,8 +26,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.jsontext import JsonError, loads
+from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
+    SpecError,
 )
 
 __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
@@ -40,6 +43,8 @@ SUPPORTED = (
 )
 
 _REQUIRED = object()
+#: The fields that size a whole model: one left to its class default is said in the document (``ModelSpec.assumed``).
+SIZING = ("num_hidden_layers", "hidden_size", "vocab_size")
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 #: Older names transformers still reads as these (``remap_legacy_layer_types``).
 LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
@@ -176,23 +181,24 @@ class _Config:
             return default
         return v
 
-    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
+    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1, maximum: int = MAX_DIMENSION) -> int:
+        """A whole number from ``minimum`` to ``maximum``: every integer a config gives is a width, a count or a
+        layer index, and none of a real model comes near ``MAX_DIMENSION``."""
         v = self.raw(field, default)
         if v is default and default is not _REQUIRED:
             return v
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-            raise self.fail(field, f"must be a whole number, not {json.dumps(v)}")
-        v = int(v)
-        if v < minimum:
-            raise self.fail(field, f"is {v}; it must be at least {minimum}")
-        return v
+        why = beyond(v, maximum, minimum=minimum)
+        if why is not None:
+            raise self.fail(field, why)
+        return int(v)
 
     def float(self, field: str, default: Any = _REQUIRED) -> float:
         v = self.raw(field, default)
         if v is default and default is not _REQUIRED:
             return v
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise self.fail(field, f"must be a number, not {json.dumps(v)}")
+        why = beyond(v, math.inf, minimum=-math.inf, whole=False)
+        if why is not None:
+            raise self.fail(field, why)
         return float(v)
 
     def bool(self, field: str, default: Any = _REQUIRED) -> bool:
@@ -227,8 +233,8 @@ class _Config:
 # ---- the rotation ------------------------------------------------------------------------------------------------
 
 
-def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 10000.0) -> tuple[float, str | None, dict]:
-    """The rotation base, the scaling scheme the config asks for (as a phrase, or None) and its parameters.
+def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 10000.0) -> tuple[float, str, dict]:
+    """The rotation base, the scaling scheme the config asks for (``default`` when none) and its parameters.
 
     transformers ≥ 5 keeps them in ``rope_parameters`` (per layer type for Gemma 3); earlier ones in ``rope_theta``
     and ``rope_scaling``. Both are read."""
@@ -243,18 +249,75 @@ def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 
     else:
         base = c.get("rope_theta") or default_base
         kind = scaling.get("rope_type") or scaling.get("type") or "default"
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or base <= 0:
-        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)}")
+    if beyond(base, math.inf, minimum=0, whole=False) or base == 0:
+        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)[:40]}")
     if kind in ("default", "mrope", None):  # Qwen2-VL's `mrope` is the default rotation on each of its sections
-        return float(base), None, {}
-    factor = scaling.get("factor")
-    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if isinstance(factor, (int, float)) else "")
-    return float(base), phrase, scaling
+        return float(base), "default", {}
+    if not isinstance(kind, str):
+        raise c.fail("rope_scaling", f"names its scheme with a string `rope_type`, not {json.dumps(kind)[:40]}")
+    return float(base), kind, scaling
 
 
-def _scaling_note(scaling: str | None, base: float) -> list[str]:
-    """What the document says of a rotation scaling the language does not model (its tables are plain frequencies)."""
-    return [f"{scaling} is not modelled: the rotation tables are plain base-{base:g} frequencies."] if scaling else []
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    """transformers' ``get_mscale``: YaRN's magnitude correction for a context ``scale`` times the original."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _rotation(c: _Config, dims: int, layer_type: str = "full_attention", default_base: float = 10000.0, *,
+              skip: int = 0, interleaved: bool = False) -> tuple[Rotation, dict]:
+    """The rotation of a head rotating ``dims`` dims, with its frequency scaling and attention factor read as
+    transformers' ``modeling_rope_utils`` reads them (``_compute_linear_scaling_rope_parameters``,
+    ``_compute_llama3_parameters``, ``_compute_yarn_parameters``); and the raw scaling parameters. A scheme the
+    language cannot express (``dynamic``, ``longrope``: they depend on the sequence's length) leaves the tables
+    unscaled and is named in ``unmodelled``."""
+    base, kind, params = _rope(c, layer_type, default_base)
+    if kind == "default":
+        return Rotation(dims, base, skip=skip, interleaved=interleaved), params
+    field = "rope_parameters" if c.has("rope_parameters") else "rope_scaling"
+
+    def number(key: str, default: Any = _REQUIRED, positive: bool = True) -> float:
+        v = params.get(key)
+        if v is None:
+            if default is _REQUIRED:
+                raise c.fail(field, f"of type {json.dumps(kind)} needs `{key}`")
+            return default
+        if beyond(v, math.inf, minimum=-math.inf, whole=False) or (positive and v <= 0):
+            raise c.fail(f"{field}.{key}", f"must be a positive number, not {json.dumps(v)[:40]}")
+        return float(v)
+
+    if kind == "linear":
+        scaling = Scaling("linear", number("factor"))
+        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved), params
+    if kind == "llama3":
+        low, high = number("low_freq_factor"), number("high_freq_factor")
+        if high < low:
+            raise c.fail(f"{field}.high_freq_factor", f"is {high:g}, below `low_freq_factor` ({low:g})")
+        scaling = Scaling("llama3", number("factor"), number("original_max_position_embeddings"), low, high)
+        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved), params
+    if kind == "yarn":
+        factor = number("factor")
+        context = number("original_max_position_embeddings", None) or float(c.int("max_position_embeddings"))
+        truncate = params.get("truncate", True)
+        if not isinstance(truncate, bool):
+            raise c.fail(f"{field}.truncate", f"must be true or false, not {json.dumps(truncate)}")
+        attention = number("attention_factor", None)
+        if attention is None:
+            mscale, mall = number("mscale", None), number("mscale_all_dim", None)
+            attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mall) if mscale and mall else _yarn_mscale(factor)
+        scaling = Scaling("yarn", factor, context, fast=number("beta_fast", 32.0), slow=number("beta_slow", 1.0),
+                          unrounded=not truncate)
+        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved, attention=attention), params
+    factor = params.get("factor")
+    shown = factor is not None and beyond(factor, math.inf, minimum=0, whole=False) is None
+    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if shown else "")
+    return Rotation(dims, base, skip=skip, interleaved=interleaved, unmodelled=phrase), params
+
+
+def _scaling_note(rot: Rotation | None) -> list[str]:
+    """What the document says of a rotation scaling the language does not model (its tables are then unscaled)."""
+    if rot is None or rot.unmodelled is None:
+        return []
+    return [f"{rot.unmodelled} is not modelled: the rotation tables are plain base-{rot.base:g} frequencies."]
 
 
 def _mrope_note(c: _Config) -> list[str]:
@@ -401,7 +464,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     wrapper = None
     text = config.get("text_config")
     inner = text.get("model_type", WRAPPERS.get(model_type)) if isinstance(text, dict) else None
-    if model_type in WRAPPERS and inner in _FAMILY and inner not in TEXT_MODEL:
+    if model_type in WRAPPERS and isinstance(inner, str) and inner in _FAMILY and inner not in TEXT_MODEL:
         # A vision-language wrapper around a text model this tool writes: the text model, as transformers holds it
         # under `model.language_model.`; the vision tower is not written.
         wrapper, model_type = model_type, inner
@@ -425,9 +488,15 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         text_where = f"{where}: text_config"
     family = _FAMILY[model_type]
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
-    n = c.int("num_hidden_layers")
+    n = c.int("num_hidden_layers", maximum=MAX_LAYER + 1)
     d = c.int("hidden_size")
     vocab = c.int("vocab_size")
+    # Every supported class has a real default for these three; a config leaving one out is read as transformers
+    # reads it, but the document says so (a model authored at LlamaConfig's 4096 × 32 layers without a word would
+    # be a silently different model).
+    cls = f"{_ARCH_STEM[model_type]}{'Text' if text_type.endswith('_text') else ''}Config"
+    assumed = tuple(f"The config leaves out `{f}`: {c.get(f)} is transformers' {cls} default." for f in SIZING
+                    if f not in c.data)
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -454,7 +523,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
-        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes),
+        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
 
 
@@ -498,8 +567,7 @@ def _no(c: _Config, field: str, why: str) -> None:
 def _llama(c, model_type, family, d, eps, layer_types, moe):
     model_type = _TEXT_BASE.get(model_type, model_type)
     heads, kv, hd = _heads(c, d)
-    base, scaling, _ = _rope(c)
-    rot = Rotation(_partial(c, hd), base, scaling)
+    rot, _ = _rotation(c, _partial(c, hd))
     qwen = family in ("qwen2", "qwen3", "qwen_moe")
     # Qwen2 always biases q, k and v; Qwen2-MoE as its `qkv_bias` says (True by default).
     if model_type == "qwen2":
@@ -529,13 +597,12 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size"), act)
         layers.append(LayerSpec(mixer, ffn, norm))
-    return layers, {"notes": _scaling_note(scaling, base) + _mrope_note(c)}
+    return layers, {"notes": _scaling_note(rot) + _mrope_note(c)}
 
 
 def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
-    base, scaling, _ = _rope(c)
-    rot = Rotation(_partial(c, hd), base, scaling)
+    rot, _ = _rotation(c, _partial(c, hd))
     norm = Norm(eps, 1.0)  # Qwen3-Next's RMSNorm multiplies by 1 + weight
     gdn = GatedDeltaNet(c.int("linear_num_key_heads"), c.int("linear_num_value_heads"), c.int("linear_key_head_dim"),
                         c.int("linear_value_head_dim"), c.int("linear_conv_kernel_dim"), Norm(eps))
@@ -557,7 +624,7 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
                           normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
-    return layers, {"notes": _scaling_note(scaling, base) + _mrope_note(c), "final_norm": norm}
+    return layers, {"notes": _scaling_note(rot) + _mrope_note(c), "final_norm": norm}
 
 
 def _gemma3(c, model_type, family, d, eps, layer_types, moe):
@@ -574,30 +641,26 @@ def _gemma3(c, model_type, family, d, eps, layer_types, moe):
         raise c.fail("query_pre_attn_scalar", f"is {scalar:g}; logits are scaled by its inverse square root, so it is positive")
     scale = scalar ** -0.5
     why = f"1/√{scalar:g}: Gemma scales logits by query_pre_attn_scalar, not the head width" if scale != hd ** -0.5 else None
-    gbase, gscaling, _ = _rope(c, "full_attention", 1_000_000.0)
+    grot, _ = _rotation(c, rot, "full_attention", 1_000_000.0)
     lparams = (c.dict("rope_parameters") or {}).get("sliding_attention")
     if isinstance(lparams, dict):
-        lbase, lscaling, _ = _rope(c, "sliding_attention", 10_000.0)
+        lrot, _ = _rotation(c, rot, "sliding_attention", 10_000.0)
     else:
-        lbase, lscaling = c.float("rope_local_base_freq", 10_000.0), None
+        lrot = Rotation(rot, c.float("rope_local_base_freq", 10_000.0))
     act = _activation(c, "hidden_activation", "gelu_pytorch_tanh") if c.has("hidden_activation") else _activation(c, "hidden_act", "gelu_pytorch_tanh")
     layers = []
     for i, t in enumerate(layer_types):
         if t == "sliding_attention":
-            mixer = Attention(heads, kv, hd, Rotation(rot, lbase, lscaling), window=_window(c), qk_norm=norm,
+            mixer = Attention(heads, kv, hd, lrot, window=_window(c), qk_norm=norm,
                               bias=bias, out_bias=bias, scale=scale if why else None, scale_why=why)
         elif t == "full_attention":
-            mixer = Attention(heads, kv, hd, Rotation(rot, gbase, gscaling), qk_norm=norm, bias=bias, out_bias=bias,
+            mixer = Attention(heads, kv, hd, grot, qk_norm=norm, bias=bias, out_bias=bias,
                               scale=scale if why else None, scale_why=why)
         else:
             raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
         layers.append(LayerSpec(mixer, Dense(c.int("intermediate_size"), act), norm, sandwich=True))
-    notes = ["Global layers: " + n for n in _scaling_note(gscaling, gbase)]
+    notes = ["Global layers: " + n for n in _scaling_note(grot)]
     return layers, {"notes": notes, "final_norm": norm, "embed_scale": math.sqrt(d)}
-
-
-def _yarn_mscale(scale: float, mscale: float) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def _deepseek(c, model_type, family, d, eps, layer_types, moe):
@@ -605,15 +668,19 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     heads = c.int("num_attention_heads")
     q_rank = c.int("q_lora_rank") if c.has("q_lora_rank") else None
     nope, rope_dim, v = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
-    base, scaling, params = _rope(c)
+    # transformers' DeepSeek rotates adjacent pairs (its rotary embedding is complex multiplication).
+    rotation, params = _rotation(c, rope_dim, skip=nope, interleaved=True)
     scale, why = None, None
     mall = params.get("mscale_all_dim") if params else None
     if params and mall:
-        m = _yarn_mscale(float(params.get("factor", 1.0)), float(mall))
+        factor = params.get("factor", 1.0)
+        for key, value in (("mscale_all_dim", mall), ("factor", factor)):
+            if beyond(value, math.inf, minimum=0, whole=False):
+                raise c.fail("rope_scaling", f"has `{key}` {json.dumps(value)[:40]}; it is a positive number")
+        m = _yarn_mscale(float(factor), float(mall))
         scale = (nope + rope_dim) ** -0.5 * m * m
         why = f"1/√{nope + rope_dim} × {m:.4f}²: yarn's attention scale (mscale_all_dim {mall:g})"
-    mla = LatentAttention(heads, q_rank, c.int("kv_lora_rank"), nope, rope_dim, v, Rotation(rope_dim, base, scaling, skip=nope),
-                          scale, why)
+    mla = LatentAttention(heads, q_rank, c.int("kv_lora_rank"), nope, rope_dim, v, rotation, scale, why)
     norm = Norm(eps)
     layers = []
     for i in range(len(layer_types)):
@@ -634,16 +701,13 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mla, ffn, norm))
-    notes = _scaling_note(scaling, base)
-    notes.append("DeepSeek rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's rotated "
-                 "columns must be read de-interleaved.")
-    return layers, {"notes": notes}
+    return layers, {"notes": _scaling_note(rotation)}
 
 
 def _llama4(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
-    rot = _partial(c, hd)
-    base, scaling, _ = _rope(c, default_base=500_000.0)
+    # transformers' Llama 4 rotates adjacent pairs (its rotary embedding is complex multiplication).
+    rotation, _ = _rotation(c, _partial(c, hd), default_base=500_000.0, interleaved=True)
     rope_layers = _llama4_rope_layers(c, len(layer_types))
     qk_l2 = c.bool("use_qk_norm", True)
     # Published Llama 4 configs write `attn_temperature_tuning: 4`; transformers 4.x reads it as truthy.
@@ -660,7 +724,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         notes = () if rope or not tuning else (
             "NoPE layer: Llama 4's query temperature (attn_temperature_tuning) is not modelled; it is 1 below "
             "position floor_scale − 1",)
-        mixer = Attention(heads, kv, hd, Rotation(rot, base, scaling) if rope else None, chunk=chunk,
+        mixer = Attention(heads, kv, hd, rotation if rope else None, chunk=chunk,
                           qk_l2=qk_l2 and rope, bias=c.bool("attention_bias", False),
                           out_bias=c.bool("attention_bias", False), notes=notes)
         if moe[i]:
@@ -669,16 +733,12 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size_mlp"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mixer, ffn, norm))
-    notes = _scaling_note(scaling, base)
-    notes.append("Llama 4 rotates interleaved pairs; the language's rotation is rotate-half: a checkpoint's q and k "
-                 "columns must be read de-interleaved.")
-    return layers, {"notes": notes}
+    return layers, {"notes": _scaling_note(rotation)}
 
 
 def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
     heads, kv, hd = _heads(c, d)
-    rot = _partial(c, hd)
-    base, scaling, _ = _rope(c, default_base=150_000.0)
+    rotation, _ = _rotation(c, _partial(c, hd), default_base=150_000.0)
     bias = c.bool("attention_bias", True)
     norm = Norm(c.float("rms_norm_eps", 1e-5))
     experts = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok", c.data.get("experts_per_token", 4)),
@@ -688,9 +748,9 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
     for i, t in enumerate(layer_types):
         _kind_of_layer(c, i, t, ("sliding_attention", "full_attention"), "gpt-oss")
         window = _window(c) if t == "sliding_attention" else None
-        mixer = Attention(heads, kv, hd, Rotation(rot, base, scaling), window=window, bias=bias, out_bias=bias, sinks=True)
+        mixer = Attention(heads, kv, hd, rotation, window=window, bias=bias, out_bias=bias, sinks=True)
         layers.append(LayerSpec(mixer, experts, norm))
-    notes = _scaling_note(scaling, base)
+    notes = _scaling_note(rotation)
     notes.append("The router's top-k logits are softmaxed among themselves: softmax over all experts, normalized.")
     return layers, {"notes": notes, "final_norm": norm}
 
@@ -703,9 +763,7 @@ def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     except OSError as e:
         raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
     try:
-        config = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark, as Windows editors write, is not JSON
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a config.json: not UTF-8 text") from None
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}: not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+        config = loads(raw)
+    except JsonError as e:
+        raise SpecError(f"{path}: {e}") from None
     return spec_from_config(config, str(path), name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Union
 
 from ..lang import ops as ops_table
+from ..lang.limits import MAX_DIMENSION, beyond
 from ..lang.lexer import Range
 from ..lang.parser import nearest
 from ..lang.syntax import (
@@ -45,6 +46,16 @@ def show(shape: Shape | None) -> str:
     return "×".join(str(d) for d in shape)
 
 
+#: A table's fill as the host computes it: ``(kind, base)`` or ``(kind, base, params)`` with ``params`` the rotation's
+#: scaling as ``(key, value)`` pairs — ``scaling`` (``linear``, ``llama3``, ``yarn``), ``factor``, ``context``,
+#: ``low``, ``high``, ``fast``, ``slow``, ``unrounded``, ``attention``. The lowering copies it into the bundle and
+#: ``numerics.kernels.fill_table`` computes the table from it alone (LANGUAGE §4).
+Fill = tuple
+
+#: The scaling options of a fill (``ops.FILLS``) and the scheme each names.
+SCALINGS = {"linear scaling by": "linear", "llama3 scaling by": "llama3", "yarn scaling by": "yarn"}
+
+
 @dataclass(frozen=True)
 class Decl:
     """A declared tensor or runtime scalar of one program."""
@@ -55,7 +66,7 @@ class Decl:
     shape: Shape
     range: Range  # the binder's range
     statement: int
-    fill: tuple[str, float] | None = None
+    fill: Fill | None = None
 
 
 class Program:
@@ -220,6 +231,7 @@ class _Checker:
         self.output: str | None = None
         self.input: str | None = None
         self.binders = {st.name.text for st in section.statements if isinstance(st, Let)}
+        self.reported: set[str] = set()  # constants already reported as no dimension
 
     # ---- reporting ----
     def error(self, rng: Range, message: str, code: str, replacement: str | None = None) -> None:
@@ -239,17 +251,26 @@ class _Checker:
 
     # ---- dimensions ----
     def dim(self, d: Name | Number, *, allow_deployment: bool) -> Dim | None:
+        """A dimension: a whole number from 1 to ``MAX_DIMENSION``, written or named by a constant. A zero or
+        negative width would lower to a program of no (or negative) bytes and be certified with silently wrong
+        figures, so it is refused here, on the name that gives it."""
         if isinstance(d, Number):
-            if d.value != int(d.value) or d.value < 0:
-                self.error(d.range, f"a dimension is a whole number, not {d.text}", "shape")
+            why = beyond(d.value, MAX_DIMENSION)
+            if why is not None:
+                self.error(d.range, f"a dimension is a whole number from 1 to {MAX_DIMENSION:,}, not {d.text}", "shape")
                 return None
             return int(d.value)
         if allow_deployment and d.text in DEPLOYMENT_WORDS:
             return d.text
         if d.text in self.constants:
             v = self.constants[d.text]
-            if v != int(v):
-                self.error(d.range, f"`{d.text}` is {v:g}, not a whole number", "shape")
+            why = None if v == int(v) else f"is {v:g}, not a whole number"
+            if why is None and beyond(v, MAX_DIMENSION) is not None:
+                why = f"is {v:g}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
+            if why is not None:
+                if d.text not in self.reported:  # one mistake, one diagnostic: the constant's first use as a width
+                    self.reported.add(d.text)
+                    self.error(d.range, f"`{d.text}` {why}", "shape")
                 return None
             return int(v)
         self.unknown_constant(d)
@@ -265,6 +286,40 @@ class _Checker:
         self.unknown_constant(d)
         return None
 
+    def fill(self, c: Call) -> Fill | None:
+        """A table's fill as the host computes it (``Fill``), or ``None`` after reporting what is wrong with it."""
+        values = {slot: self.number(n) for slot, n in c.numbers}
+        if any(v is None for v in values.values()):
+            return None
+        if values["B"] <= 0:
+            self.error(c.number("B").range, f"a rotation base is positive, not {values['B']:g}", "table")
+            return None
+        scalings = [k for k in c.options if k in SCALINGS]
+        if len(scalings) > 1:
+            self.error(c.range, f"a table has one rotation scaling, not both `{scalings[0]}` and `{scalings[1]}`", "table")
+            return None
+        params: list[tuple[str, object]] = []
+        if scalings:
+            kind = SCALINGS[scalings[0]]
+            params.append(("scaling", kind))
+            for slot, key in (("F", "factor"), ("N", "context"), ("L", "low"), ("H", "high"), ("BF", "fast"), ("BS", "slow")):
+                if slot in values:
+                    params.append((key, values[slot]))
+            if values["F"] <= 0:
+                self.error(c.number("F").range, f"a scaling factor is positive, not {values['F']:g}", "table")
+                return None
+            if kind == "llama3" and values["H"] < values["L"]:
+                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({values['H']:g}) is below its low one ({values['L']:g})", "table")
+                return None
+        if "unrounded ramp" in c.options:
+            if not scalings or SCALINGS[scalings[0]] != "yarn":
+                self.error(c.range, "only a `yarn scaling` has a ramp to leave unrounded", "table")
+                return None
+            params.append(("unrounded", True))
+        if "A" in values:
+            params.append(("attention", values["A"]))
+        return (c.op, values["B"], tuple(params)) if params else (c.op, values["B"])
+
     def unknown_constant(self, d: Name) -> None:
         guess = nearest(d.text, list(self.constants) + list(DEPLOYMENT_WORDS))
         hint = f"; did you mean `{guess}`?" if guess else ("; constants are declared in `## Model`" if not self.constants else "")
@@ -275,8 +330,9 @@ class _Checker:
         v = self.number(n)
         if v is None:
             return None
-        if v != int(v) or v <= 0:
-            self.error(n.range, f"`{slot}` must be a positive whole number, not {v:g}", "shape")
+        why = beyond(v, MAX_DIMENSION)
+        if why is not None:
+            self.error(n.range, f"`{slot}` {why}", "shape")
             return None
         return int(v)
 
@@ -575,8 +631,7 @@ class _Checker:
         if d.role == "table" and d.fill is None:
             self.error(d.range, f"a table says how the host fills it: `Let {st.name.text} be a table of ctx by 32, cosines of base 10000.`", "table")
         if d.fill is not None:
-            base = self.number(d.fill[1])
-            fill = (d.fill[0], base) if base is not None else None
+            fill = self.fill(d.fill)
         if d.role == "input":
             if self.input is not None:
                 self.error(st.name.range, f"{self.section.label} already has an input, `{self.input}`", "input")

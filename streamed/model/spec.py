@@ -18,17 +18,39 @@ from typing import Union
 
 
 @dataclass(frozen=True)
+class Scaling:
+    """How a rotation's frequencies are scaled (LANGUAGE §4, ``numerics.kernels.rotary_frequencies``): ``linear`` by
+    ``factor``; ``llama3`` by ``factor`` from the original ``context`` with its ``low`` and ``high`` frequency
+    factors; ``yarn`` by ``factor`` from ``context`` with its ``fast`` and ``slow`` rotation counts, the ramp's ends
+    rounded to whole dims unless ``unrounded``."""
+
+    kind: str
+    factor: float
+    context: float | None = None
+    low: float | None = None
+    high: float | None = None
+    fast: float | None = None
+    slow: float | None = None
+    unrounded: bool = False
+
+
+@dataclass(frozen=True)
 class Rotation:
-    """Rotary position embedding of a head: ``dims`` of it rotate (rotate-half form), at frequencies of ``base``.
+    """Rotary position embedding of a head: ``dims`` of it rotate, at frequencies of ``base`` scaled as ``scaling``
+    says, the cosines and sines multiplied by ``attention`` (YaRN's attention factor).
 
     ``skip`` dims of each head come first and are left as they are (DeepSeek's heads are ``[nope | rope]``).
-    ``scaling`` is the scheme the source asks for (``llama3``, ``yarn``, ``linear`` with its factor) — said in a
-    comment, not modelled: the language's tables are plain ``base^(-i/w)`` frequencies."""
+    ``interleaved``: the pairs that turn are adjacent dims (GPT-J; how llama.cpp stores Llama's q and k, and how
+    DeepSeek and Llama 4 rotate), not the halves. ``unmodelled`` names a scaling scheme the language cannot express
+    (``dynamic``: it depends on the sequence's length), said in a comment; the tables are then unscaled."""
 
     dims: int
     base: float
-    scaling: str | None = None
+    scaling: Scaling | None = None
     skip: int = 0
+    interleaved: bool = False
+    attention: float = 1.0
+    unmodelled: str | None = None
 
     @property
     def table_width(self) -> int:
@@ -74,7 +96,8 @@ class Attention:
 class GatedDeltaNet:
     """Gated DeltaNet (Qwen3-Next's linear attention): ``key_heads`` heads of ``key_dim`` for q and k, ``value_heads``
     of ``value_dim`` for v, a causal short convolution of ``conv_kernel`` over q, k and v, and a gated RMS norm of the
-    output per value head."""
+    output per value head. Value head ``h`` reads key head ``h // (value_heads/key_heads)``, or ``h mod key_heads``
+    when ``in_turn`` (llama.cpp's converter reorders Qwen3.5's value heads so)."""
 
     key_heads: int
     value_heads: int
@@ -82,6 +105,7 @@ class GatedDeltaNet:
     value_dim: int
     conv_kernel: int
     norm: Norm = Norm()
+    in_turn: bool = False
 
     kind = "gated deltanet"
 
@@ -163,7 +187,10 @@ class ModelSpec:
     comment); ``tied`` means the output projection is the embedding; ``source`` names where the spec came from (for
     the document's title comment); ``notes`` are facts of the source the language does not model, said in comments.
 
-    ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers')."""
+    ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers').
+    ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
+    taken for them (transformers' class default): the author writes them first among the notes, and ``streamed
+    author`` repeats them as warnings, so a config missing ``hidden_size`` is never authored at 4096 without a word."""
 
     name: str
     architecture: str
@@ -177,6 +204,7 @@ class ModelSpec:
     hf_prefix: str = "model."
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    assumed: tuple[str, ...] = field(default=())
 
     def __post_init__(self):
         if not self.layers:

@@ -10,8 +10,17 @@ Invariants:
   the declared weight a chip-local tensor is part of.
 - States live across steps in a ``Session`` under the names the LAYER gives them (``Kc7``, ``Kc7_s1``), so a state a
   kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
-- Ops run in list (pipeline) order over one environment of uniquely named tensors: a tensor-parallel program's
-  chip-local tensors are distinct names, so chip by chip then the all-reduce is list order.
+- Ops run by ``phase``, in list order within a phase (ir.py: phases run in order; the chips' ops of one phase run
+  at once), over one environment of uniquely named tensors: a tensor-parallel program's chip-local tensors are
+  distinct names. So an op scheduled in a phase before the one that writes its input reads nothing and is refused
+  — the executor runs the schedule the program states, not the order its list happens to be in.
+- A table is filled by its own ``fill`` rule, as the bundle states it (``kernels.fill_table``) — never taken from the
+  host by name — so a rule the lowering wrote wrong is a table that differs from the document's.
+- A tiled program runs its ops once per tile, in order, as ir.py's Tiles section says: each tile's row inputs and
+  weights are what its ``reads`` say, its position the step's plus its first row, states whole and carried from
+  tile to tile (a batched tile's sequence b is the program's sequence r0 + b); the per-row (and per-column) tensors
+  of the tiles are assembled into the whole program's, so a tiled program's values compare with the reference's
+  tensor by tensor.
 """
 
 from __future__ import annotations
@@ -24,7 +33,9 @@ import numpy as np
 from . import kernels as nx
 from ..analysis.kinds import rebind
 from .q8 import BLOCK, Planes
-from ..spatial.ir import Op, SpatialProgram, Tensor
+from ..spatial.ir import (
+    COLLECTIVES, Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
+)
 from .weights import Weights
 
 
@@ -122,10 +133,13 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
     if k in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
         return (getattr(nx, k)(v[0]),)
+    if k == "running_argmax":  # one column tile's own: ``run_tiles`` folds it into the row tile's
+        x = nx.f32(v[0])
+        return (nx.argmax(x), np.max(x, axis=-1))
     if k == "lookup":
         return (nx.lookup(v[0], v[1]),)
     if k == "rope":
-        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0)),)
+        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
     if k == "attention":
         return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
                              a("scale"), v[4] if len(v) > 4 else None),)
@@ -133,7 +147,7 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale")),)
     if k == "gated_delta":
-        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"))
+        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False))
     if k == "short_convolution":
         return nx.short_convolution(v[0], v[1], v[2])
     if k == "experts":
@@ -181,7 +195,7 @@ def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
     tensors and replicated ones; an op on every chip only replicated ones; an all-reduce or all-gather reads one
     tensor of each chip, in chip order, and writes a replicated one. A single-process executor would compute the
     right numbers from a tensor another chip holds — the chips could not."""
-    if op.kind in ("allreduce", "allgather"):
+    if op.kind in COLLECTIVES:
         held = [chips.get(n) for n in op.inputs]
         if any(c is not None for c in held) and held != list(range(len(held))):
             return f"gathers {', '.join(op.inputs)} from chips {held}, not one per chip in order"
@@ -195,31 +209,122 @@ def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
 
 def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute ``program`` over ``given`` — a value for every input, weight, table and state tensor, by the program's
-    own tensor names — and return every tensor's value after the last op (states updated)."""
+    own tensor names — and return every tensor's value after the last op (states updated). A tiled program runs
+    tile by tile (``run_tiles``)."""
     env: dict[str, np.ndarray] = {}
     for t in program.tensors:
         if t.role in ("input", "weight", "table", "state"):
             if t.name not in given:
                 raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
             env[t.name] = given[t.name]
+    if program.tiles:
+        return run_tiles(program, env)
+    return _run_ops(program, program.ops, env)
+
+
+def _run_ops(program: SpatialProgram, ops, env: dict[str, np.ndarray], where: str = "",
+             fold: Callable[[Op, tuple], tuple] | None = None) -> dict[str, np.ndarray]:
+    """Run ``ops`` (of ``program``, in the order its schedule gives them) over ``env``; ``fold`` adjusts what an
+    op computed (a tile's running arg-max) before it is written."""
     chips = {t.name: t.chip for t in program.tensors}
-    for i, op in enumerate(program.ops):
-        where = _misplaced(op, chips)
-        if where:
-            raise ExecuteError(program.name, i, where, op.kind)
+    index = {id(op): i for i, op in enumerate(program.ops)}
+    name = program.name + where
+    for op in sorted(ops, key=lambda op: op.phase):  # the schedule: by phase, list order within one
+        i = index[id(op)]
+        misplaced = _misplaced(op, chips)
+        if misplaced:
+            raise ExecuteError(name, i, misplaced, op.kind)
         try:
             args = [env[n] for n in op.inputs]
         except KeyError as e:
-            raise ExecuteError(program.name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
+            raise ExecuteError(name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
         try:
             out = run_op(op, args)
+            if fold is not None:
+                out = fold(op, out)
         except (ValueError, IndexError, TypeError, KeyError) as e:
-            raise ExecuteError(program.name, i, str(e), op.kind) from e
+            raise ExecuteError(name, i, str(e), op.kind) from e
         if len(out) != len(op.outputs):
-            raise ExecuteError(program.name, i, f"writes {len(op.outputs)} tensors but computes {len(out)}", op.kind)
-        for name, value in zip(op.outputs, out):
-            env[name] = value
+            raise ExecuteError(name, i, f"writes {len(op.outputs)} tensors but computes {len(out)}", op.kind)
+        for out_name, value in zip(op.outputs, out):
+            env[out_name] = value
     return env
+
+
+def _read(value: np.ndarray, access) -> np.ndarray:
+    """The part of ``value`` an ``Access`` without ``from_position`` names: all of it, or a slice along an axis."""
+    if access.axis is None:
+        return value
+    return _cut(value, access.axis, access.start or 0, access.stop)
+
+
+def run_tiles(program: SpatialProgram, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A tiled program (ir.py, Tiles) over ``given`` (the whole program's values): each tile's ops over its reads,
+    its position the step's plus its first row, states carried from tile to tile; returns the whole program's
+    values — the tiles' per-row and per-column tensors assembled, states as the last tile left them."""
+    per_row, per_col = row_tensors(program), column_tensors(program)
+    shapes = {t.name: t.shape for t in program.tensors}
+    states = {t.name: given[t.name] for t in program.tensors if t.role == "state"}
+    named = {n for op in program.ops for n in (*op.inputs, *op.outputs)}  # the names the tiles' ops read and write
+    whole: dict[str, np.ndarray] = {}
+    env: dict[str, np.ndarray] = {}
+    for number, tile in enumerate(program.tiles):
+        (r0, r1), cols = tile.rows, tile.cols
+        if cols is None or cols[0] == 0:  # a new row tile: nothing of the last one is read again
+            env = {}
+        for t in program.tensors:
+            if t.name not in named:
+                continue
+            if t.role == "input" and t.shape == ():  # a sequence's own position, or the step's moved to the tile
+                env[t.name] = (given[in_tile(program, tile, t.name)] if sequence_of(t.name) is not None
+                               else np.int32(int(given[t.name]) + r0))
+            elif t.role == "table":
+                env[t.name] = given[t.name]
+            elif t.role == "state":
+                env[t.name] = states[in_tile(program, tile, t.name)]
+        for access in tile.reads:
+            t = program.tensor(access.tensor)
+            if t.role in ("input", "weight") and not access.from_position and t.shape != ():
+                env[access.tensor] = _read(given[access.tensor], access)
+
+        def fold(op: Op, out: tuple) -> tuple:
+            """A column tile's arg-max joins its row tile's: indices from column 0, a tie to the lowest index."""
+            if op.kind != "running_argmax" or cols is None:
+                return out
+            index, best = np.asarray(out[0]) + cols[0], np.asarray(out[1], dtype=np.float32)
+            if cols[0] > 0:
+                before, seen = env[op.outputs[0]], env[op.outputs[1]]
+                better = best > seen
+                index, best = np.where(better, index, before), np.where(better, best, seen)
+            return (index, best)
+
+        ops = runs_in(program, tile, per_col)
+        _run_ops(program, ops, env, f", tile {number} (rows {r0}-{r1 - 1})", fold)
+        for t in program.tensors:
+            if t.role == "state" and t.name in named:
+                states[in_tile(program, tile, t.name)] = env[t.name]
+        for op in ops:
+            for name in op.outputs:
+                if name in states:
+                    continue
+                value = np.asarray(env[name])
+                if name not in per_row and name not in per_col:
+                    whole[name] = value
+                    continue
+                if name not in whole:
+                    shape = list(shapes[name])
+                    if name in per_row:
+                        shape[0] = program.rows
+                    if name in per_col:
+                        shape[-1] = program.cols
+                    whole[name] = np.zeros(shape, dtype=value.dtype)
+                index = [slice(None)] * value.ndim
+                if name in per_row:
+                    index[0] = slice(r0, r1)
+                if name in per_col and cols is not None:
+                    index[-1] = slice(cols[0], cols[1])
+                whole[name][tuple(index)] = value
+    return {**given, **whole, **states}
 
 
 # ---- a bound program -----------------------------------------------------------------------------------------------
@@ -258,10 +363,9 @@ class Session:
         return self.states[name]
 
 
-def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray],
-              session: Session) -> dict[str, np.ndarray]:
-    """Execute ``b.program`` with every weight, table and state read under the layer's names; ``inputs`` by the
-    program's own input names. Returns the environment keyed by the program's names; carried states go back to
+def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], session: Session) -> dict[str, np.ndarray]:
+    """Execute ``b.program`` with every weight and state read under the layer's names and every table filled by its
+    rule; ``inputs`` by the program's own input names. Returns the environment keyed by the program's names; carried states go back to
     ``session``, the others are zeroed for the next step (ir.py: a state not carried is zero at each step)."""
     p = b.program
     given: dict[str, np.ndarray] = {}
@@ -272,7 +376,7 @@ def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inpu
             elif t.role == "weight":
                 given[t.name] = weight_value(t, b.bound(t.of or t.name), weights)
             elif t.role == "table":
-                given[t.name] = _table(t, tables)
+                given[t.name] = _table(t)
             elif t.role == "state":
                 name = b.bound(t.name)
                 if t.name not in p.carried:
@@ -292,12 +396,12 @@ def run_bound(b: Bound, weights: Weights, tables: Mapping[str, np.ndarray], inpu
     return env
 
 
-def _table(t: Tensor, tables: Mapping[str, np.ndarray]) -> np.ndarray:
-    if t.name in tables and tables[t.name].shape[0] >= t.shape[0]:
-        return tables[t.name][: t.shape[0]]
+def _table(t: Tensor) -> np.ndarray:
     if t.fill is None:
-        raise KeyError(f"no fill for table `{t.name}`")
-    return nx.rotary_table(t.fill[0], t.fill[1], t.shape[0], t.shape[1])
+        raise KeyError(f"the bundle gives table `{t.name}` no fill rule")
+    if len(t.shape) != 2:
+        raise ValueError(f"table `{t.name}` is {t.shape}, not rows by width")
+    return nx.fill_table(t.fill, t.shape[0], t.shape[1])
 
 
 # ---- a bundle, step by step ----------------------------------------------------------------------------------------
@@ -354,16 +458,15 @@ class Executor:
     ids (one per row), the position of each sequence (one for an unbatched step) and, for a forward bundle, the first
     hidden state."""
 
-    def __init__(self, weights: Weights, tables: Mapping[str, np.ndarray], session: Session | None = None,
+    def __init__(self, weights: Weights, session: Session | None = None,
                  rename: Callable[[Bound, str], str] | None = None):
         self.weights = weights
-        self.tables = tables
         self.session = session or Session()
         self.rename = rename or (lambda b, n: b.bound(n))  # how a program's names read at its layer
 
     def run(self, b: Bound, tokens, positions, hidden) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         p = b.program
-        env = run_bound(b, self.weights, self.tables, _inputs(p, tokens, positions, hidden, b.bound), self.session)
+        env = run_bound(b, self.weights, _inputs(p, tokens, positions, hidden, b.bound), self.session)
         return env, {self.rename(b, n): v for n, v in env.items()}
 
     def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:

@@ -110,30 +110,84 @@ def argmax(x: np.ndarray) -> np.ndarray:
 # ---- host tables ---------------------------------------------------------------------------------------------------
 
 
-def rotary_table(fill: str, base: float, ctx: int, width: int) -> np.ndarray:
-    """A host table of §4: ``cos(p · base^(−i/w))`` (``cosines``) or ``sin(…)`` (``sines``) for p < ctx, i < w —
-    the RoFormer frequencies ``θᵢ = base^(−2i/R)`` of a head rotating ``R = 2w`` dims (Su et al. 2021). Computed in
-    float64 and rounded once, so every consumer reads the same float32 table."""
+def rotary_frequencies(base: float, width: int, scaling: str | None = None, factor: float = 1.0,
+                       context: float | None = None, low: float | None = None, high: float | None = None,
+                       fast: float = 32.0, slow: float = 1.0, unrounded: bool = False) -> np.ndarray:
+    """The angular frequencies ``θᵢ`` (i < w) of a head rotating ``R = 2w`` dims: ``base^(−i/w)`` (RoFormer, Su et
+    al. 2021), then as the scaling says — each as transformers' ``modeling_rope_utils`` and llama.cpp compute it:
+
+    - ``linear``: ``θᵢ/F`` (position interpolation, Chen et al. 2023).
+    - ``llama3``: with wavelength ``λᵢ = 2π/θᵢ``, ``θᵢ/F`` where ``λᵢ > N/L``, ``θᵢ`` where ``λᵢ < N/H``, and between
+      them ``(1−s)·θᵢ/F + s·θᵢ`` with ``s = (N/λᵢ − L)/(H − L)`` (Llama 3.1; llama.cpp divides by the same factors,
+      stored as ``rope_freqs``).
+    - ``yarn``: ``θᵢ/F·(1−γᵢ) + θᵢ·γᵢ`` with ``γᵢ = 1 − clamp((i − a)/(b − a), 0, 1)``, where ``a``, ``b`` are the dims
+      at which the original context ``N`` spans ``fast`` and ``slow`` turns, ``R·ln(N/(2π·β))/(2·ln base)`` — ``a``
+      rounded down and ``b`` up unless ``unrounded`` (transformers' ``truncate: false``), then clamped to
+      ``[0, R−1]`` (Peng et al. 2023, YaRN).
+
+    Float64 throughout: the tables built from these round once."""
+    i = np.arange(width, dtype=np.float64)
+    theta = np.power(float(base), -i / width)
+    if scaling is None:
+        return theta
+    if scaling == "linear":
+        return theta / factor
+    if scaling == "llama3":
+        wavelength = 2 * np.pi / theta
+        # With high = low (Llama 4) no wavelength lies between: every frequency is kept or divided.
+        smooth = (context / wavelength - low) / (high - low) if high > low else np.ones_like(theta)
+        mixed = (1 - smooth) * theta / factor + smooth * theta
+        return np.where(wavelength < context / high, theta, np.where(wavelength > context / low, theta / factor, mixed))
+    if scaling == "yarn":
+        dims = 2 * width
+
+        def turns_at(rotations: float) -> float:
+            return dims * np.log(context / (rotations * 2 * np.pi)) / (2 * np.log(base))
+
+        a, b = turns_at(fast), turns_at(slow)
+        if not unrounded:
+            a, b = np.floor(a), np.ceil(b)
+        a, b = max(a, 0.0), min(b, dims - 1.0)
+        ramp = np.clip((i - a) / (b - a if b != a else 0.001), 0, 1)
+        keep = 1 - ramp
+        return theta / factor * (1 - keep) + theta * keep
+    raise ValueError(f"a rotation is scaled `linear`, `llama3` or `yarn`, not `{scaling}`")
+
+
+def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.ndarray:
+    """A host table of §4: ``A·cos(p·θᵢ)`` (``cosines``) or ``A·sin(p·θᵢ)`` (``sines``) for p < ctx, i < w, with the
+    frequencies of ``rotary_frequencies`` and ``A`` the ``attention`` factor (YaRN's, 1 unless given; transformers
+    and llama.cpp both fold it into the cosines and sines). Computed in float64 and rounded once, so every consumer
+    reads the same float32 table."""
+    attention = float(scaling.pop("attention", 1.0))
     p = np.arange(ctx, dtype=np.float64)[:, None]
-    i = np.arange(width, dtype=np.float64)[None, :]
-    angle = p * np.power(float(base), -i / width)
+    angle = p * rotary_frequencies(base, width, **scaling)[None, :]
     if fill == "cosines":
-        return np.cos(angle).astype(F32)
+        return (attention * np.cos(angle)).astype(F32)
     if fill == "sines":
-        return np.sin(angle).astype(F32)
+        return (attention * np.sin(angle)).astype(F32)
     raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill}`")
+
+
+def fill_table(fill, ctx: int, width: int) -> np.ndarray:
+    """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
+    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else."""
+    params = dict(fill[2]) if len(fill) > 2 else {}
+    return rotary_table(fill[0], fill[1], ctx, width, **params)
 
 
 # ---- rotation and attention ----------------------------------------------------------------------------------------
 
 
 def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None,
-         after: int = 0) -> np.ndarray:
-    """Rotary position embedding, rotate-half form (Su et al. 2021, RoFormer; the GPT-NeoX / Llama layout): within
-    each head, the ``R`` dims starting at ``after`` (0 unless DeepSeek's ``[nope | rope]`` heads) are split in halves
-    ``a``, ``b`` and row ``r`` (position ``pos + r``) becomes ``(a·cos − b·sin, b·cos + a·sin)``; every other dim
-    passes through (partial rotary: Qwen3-Next, GLM). ``R`` defaults to the rest of the head. ``cos``/``sin`` are
-    the host tables, ``ctx × R/2``."""
+         after: int = 0, interleaved: bool = False) -> np.ndarray:
+    """Rotary position embedding (Su et al. 2021, RoFormer): within each head, the ``R`` dims starting at ``after``
+    (0 unless DeepSeek's ``[nope | rope]`` heads) form ``R/2`` pairs ``(a_i, b_i)`` and row ``r`` (position ``pos +
+    r``) turns pair ``i`` by its angle: ``(a·cos − b·sin, b·cos + a·sin)`` with the tables' column ``i``. The pairs
+    are the halves, ``(i, i + R/2)`` (GPT-NeoX; transformers' Llama, Qwen, Gemma), or ``interleaved`` adjacent dims
+    ``(2i, 2i+1)`` (GPT-J; DeepSeek, Llama 4, and llama.cpp's permuted Llama q/k). Every other dim passes through
+    (partial rotary: Qwen3-Next, GLM). ``R`` defaults to the rest of the head. ``cos``/``sin`` are the host tables,
+    ``ctx × R/2``."""
     x = f32(x)
     rows, n = x.shape
     width = n // heads
@@ -142,8 +196,14 @@ def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, 
     h = x.reshape(rows, heads, width)
     c = f32(cos)[pos:pos + rows, :half][:, None, :]
     s = f32(sin)[pos:pos + rows, :half][:, None, :]
-    a, b = h[..., after:after + half], h[..., after + half:after + r]
-    out = np.concatenate([h[..., :after], a * c - b * s, b * c + a * s, h[..., after + r:]], axis=-1)
+    turned = h[..., after:after + r]
+    if interleaved:
+        a, b = turned[..., 0::2], turned[..., 1::2]
+        turned = np.stack([a * c - b * s, b * c + a * s], axis=-1).reshape(turned.shape)
+    else:
+        a, b = turned[..., :half], turned[..., half:]
+        turned = np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    out = np.concatenate([h[..., :after], turned, h[..., after + r:]], axis=-1)
     return out.reshape(rows, n).astype(F32)
 
 
@@ -178,7 +238,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     group = heads // sharing
     kh = np.repeat(k.reshape(ctx, sharing, dk).transpose(1, 0, 2), group, axis=0)  # H × ctx × dk
     vh = np.repeat(v.reshape(ctx, sharing, dv).transpose(1, 0, 2), group, axis=0)
-    logits = (qh @ kh.transpose(0, 2, 1)) * f  # H × rows × ctx
+    # Both products are ``matmul``'s — accumulated in float64, rounded once — so a row's attention does not depend
+    # on how many rows are computed with it (a tile's, a batch's): BLAS picks its float32 kernel by the row count.
+    logits = matmul(qh, kh.transpose(0, 2, 1)) * f  # H × rows × ctx
     keep = causal_mask(pos, rows, ctx, window, chunks)[None]
     logits = np.where(keep, logits, -np.inf)
     top = np.max(logits, axis=-1, keepdims=True)
@@ -190,7 +252,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     if sinks is not None:
         denom = denom + np.exp(sink - top)
     p = (e / denom).astype(F32)
-    out = p @ vh  # H × rows × dv
+    out = matmul(p, vh)  # H × rows × dv
     return out.transpose(1, 0, 2).reshape(rows, heads * dv).astype(F32)
 
 
@@ -207,12 +269,13 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
     f = F32(1 / np.sqrt(nope + rope_dims)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, nope + rope_dims).transpose(1, 0, 2)  # H × rows × (N+M)
     q_nope, q_rope = qh[..., :nope], qh[..., nope:]
-    q_lat = q_nope @ a  # H × rows × r
-    logits = (q_lat @ c.T + q_rope @ kr.T) * f  # H × rows × ctx
+    # Every product is ``matmul``'s (float64, rounded once), as in ``attention``: a row computes alike in any tile.
+    q_lat = matmul(q_nope, a)  # H × rows × r
+    logits = (matmul(q_lat, c.T) + matmul(q_rope, kr.T)) * f  # H × rows × ctx
     keep = causal_mask(pos, rows, ctx)[None]
     p = softmax(np.where(keep, logits, -np.inf))
-    o_lat = p @ c  # H × rows × r
-    out = o_lat @ b  # H × rows × V
+    o_lat = matmul(p, c)  # H × rows × r
+    out = matmul(o_lat, b)  # H × rows × V
     return out.transpose(1, 0, 2).reshape(rows, -1).astype(F32)
 
 
@@ -220,9 +283,10 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
 
 
 def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, decay: np.ndarray, beta: np.ndarray,
-                heads: int, sharing: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                heads: int, sharing: int | None = None, in_turn: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The Gated DeltaNet recurrence (Yang, Kautz & Hatamizadeh 2024, eq. 10; Qwen3-Next's linear attention), row
-    by row in order and for each value head ``h`` reading key head ``g = h // (H/G)``:
+    by row in order and for each value head ``h`` reading key head ``g = h // (H/G)`` — or ``g = h mod G`` when the
+    value heads take the key heads ``in_turn`` (llama.cpp's converter stores Qwen3.5's value heads so):
     ``S ← a·S``; ``S ← S + b·k (v − Sᵀk)ᵀ``; ``o = Sᵀq`` — with ``S`` the head's ``dk × dv`` memory. Returns the
     ``rows × H·dv`` outputs and the updated state (the step carries it)."""
     q, k, v, s = f32(q), f32(k), f32(v), f32(state).copy()
@@ -235,7 +299,7 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, 
     kh = k.reshape(rows, groups, dk)
     vh = v.reshape(rows, heads, dv)
     out = np.zeros((rows, heads, dv), dtype=F32)
-    kv_of = np.arange(heads) // per
+    kv_of = np.arange(heads) % groups if in_turn else np.arange(heads) // per
     for t in range(rows):
         kt, qt = kh[t, kv_of], qh[t, kv_of]  # H × dk
         s = s * a[t][:, None, None]

@@ -80,9 +80,11 @@ def operands(call: Call) -> tuple[dict[str, object], dict[str, object]]:
 
 @dataclass
 class Step:
-    """One step's results: ``values[label][name]`` every name each program bound (its declared inputs and states as
-    read, every ``Let``), ``hidden`` each layer's output in order, ``logits`` the head's values before the argmax
-    (``None`` when the head has no argmax), ``next`` the head's output, ``x`` the first hidden state."""
+    """One step's results: ``values[label][name]`` every name each program bound (its declared inputs, every
+    ``Let``, each state as the step left it), in the order they were last written — so the first that differs
+    from another run is the first computed differently; ``hidden`` each layer's output in order, ``logits`` the
+    head's values before the argmax (``None`` when the head has no argmax), ``next`` the head's output, ``x`` the
+    first hidden state."""
 
     values: dict[str, dict[str, np.ndarray]]
     x: np.ndarray
@@ -129,6 +131,7 @@ class Reference:
                             raise ReferenceError(label, st.index, f"rows {p}…{p + value.shape[0] - 1} of `{name}` are past its {new.shape[0]} rows (ctx)")
                         new[p:p + value.shape[0]] = value
                     self.states[name] = new
+                    env.pop(name, None)  # a state is listed where it was last written (see ``Step``)
                     env[name] = new
                 elif isinstance(st, Return):
                     env["__output__"] = env[st.name.text]
@@ -202,7 +205,8 @@ class Reference:
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
-            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0))
+            return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0),
+                           "interleaved" in c.options)
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
@@ -210,7 +214,8 @@ class Reference:
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"))
         if op == "gated delta":
-            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"))
+            out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"),
+                                    "in turn" in c.options)
             self._update(c.arg("S"), s, env)
             return out
         if op == "short convolution":
@@ -239,6 +244,7 @@ class Reference:
         if not isinstance(target, Name) or target.text not in self.states:
             raise ValueError(f"the state an update writes must be a declared state, not `{getattr(target, 'text', target)}`")
         self.states[target.text] = new
+        env.pop(target.text, None)
         env[target.text] = new
 
     # ---- a step ----

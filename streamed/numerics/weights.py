@@ -24,7 +24,8 @@ from ..analysis.kinds import stored_q8
 from ..lang.syntax import Call, Binary
 from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
 from ..model.program import Decl, Programs
-from .kernels import rotary_table
+from ..spatial.bundle import weight_reads
+from .kernels import fill_table
 
 
 class WeightError(Exception):
@@ -164,7 +165,7 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = rotary_table(d.fill[0], d.fill[1], rows, width)
+            out[d.name] = fill_table(d.fill, rows, width)
     return out
 
 
@@ -178,10 +179,12 @@ def _columns(n: int, cols: tuple[int, int, int | None]) -> np.ndarray:
     return np.concatenate([g * every + np.arange(a, b) for g in range(n // every)])
 
 
-def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...]) -> tuple[bool, np.ndarray | None]:
+def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...],
+            lookup: bool = False) -> tuple[bool, np.ndarray | None]:
     """Whether the tensor binds in product orientation (numpy's last two axes swapped: GGUF ``ne = [in, out]`` read
-    ``in by out``) or stored orientation, and the kept output columns; product wins where both fit (§6)."""
-    for product in (True, False):
+    ``in by out``) or stored orientation, and the kept output columns. Where both fit (a square tensor) a weight
+    the programs look rows up in (an embedding) binds as stored, any other in product orientation (§6)."""
+    for product in ((False, True) if lookup else (True, False)):
         shape = list(arr_np.shape)
         if product and len(shape) >= 2:
             shape[-1], shape[-2] = shape[-2], shape[-1]
@@ -212,17 +215,55 @@ def gguf_storage(path: str | Path) -> Storage:
     return read_storage(path)
 
 
+def _tensors(path: str | Path) -> dict:
+    from gguf import GGUFReader
+
+    return {t.name: t for t in GGUFReader(str(path)).tensors}
+
+
+def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], keep_planes: bool,
+          lookup: bool = False):
+    """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says (``lookup``: a
+    weight the programs look rows up in, which binds as stored when both orientations fit): its dense float32 value
+    and, when ``keep_planes`` and the tensor is Q8_0 in product orientation, its stored planes."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    t = tensors.get(ref.tensor)
+    if t is None:
+        raise WeightError(name, f"the checkpoint has no tensor \"{ref.tensor}\"")
+    if t.tensor_type == GGMLQuantizationType.Q8_0:
+        qv, qs = q8mod.from_bytes(np.asarray(t.data))
+        logical = qv
+    else:
+        logical = np.asarray(t.data)
+    product, cols = _orient(name, ref, logical, declared, lookup)
+    if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
+        p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
+        return p.dense(), (p if keep_planes else None)
+    if t.tensor_type == GGMLQuantizationType.Q8_0:
+        full = q8mod.dequantize_blocks(qv, qs)
+    elif t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        full = np.asarray(t.data, dtype=np.float32)
+    else:
+        full = np.asarray(dequantize(np.asarray(t.data), t.tensor_type), dtype=np.float32)
+    if product and full.ndim >= 2:
+        full = np.swapaxes(full, -1, -2)
+    if ref.rows is not None:
+        full = full[..., ref.rows[0]:ref.rows[1], :]
+    if cols is not None:
+        full = full[..., cols]
+    return np.ascontiguousarray(full, dtype=np.float32), None
+
+
 def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None) -> Weights:
     """Every declared weight read from a GGUF checkpoint through the document's bindings, oriented and sliced as §6
     says. Q8_0 tensors are decoded from their bytes (``q8.from_bytes``); those the programs read as stored also keep
     their planes."""
-    from gguf import GGMLQuantizationType, GGUFReader
-    from gguf.quants import dequantize
-
     storage = storage or gguf_storage(path)
-    reader = GGUFReader(str(path))
-    tensors = {t.name: t for t in reader.tensors}
+    tensors = _tensors(path)
     q8_names = read_as_q8(programs, storage)
+    uses = _uses(programs)
     entries = programs.document.checkpoint
     dense: dict[str, np.ndarray] = {}
     planes: dict[str, q8mod.Planes] = {}
@@ -230,33 +271,41 @@ def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = No
         ref = bind(entries, name)
         if ref is None:
             raise WeightError(name, "no `## Checkpoint` entry binds it")
-        t = tensors.get(ref.tensor)
-        if t is None:
-            raise WeightError(name, f"the checkpoint has no tensor \"{ref.tensor}\"")
-        declared = concrete(d.shape)
-        if t.tensor_type == GGMLQuantizationType.Q8_0:
-            qv, qs = q8mod.from_bytes(np.asarray(t.data))
-            logical = qv
-        else:
-            logical = np.asarray(t.data)
-        product, cols = _orient(name, ref, logical, declared)
-        if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
-            p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
-            if name in q8_names:
+        dense[name], p = _read(tensors, name, ref, concrete(d.shape), name in q8_names, "lookup" in uses.get(name, ()))
+        if p is not None:
+            planes[name] = p
+    return Weights(dense, planes, f"checkpoint {storage.source}", storage)
+
+
+def from_bundle(model, path: str | Path) -> Weights:
+    """Every weight a bundle's programs read, at every layer, from a GGUF checkpoint through the names its manifest
+    records — without the document: the embed's and the head's by their own names, each layer's by the names its
+    row gives its kind's weights (``Wq17``), each read from the checkpoint tensor the manifest names for it, in the
+    declared shape the manifest gives its kind, keeping the Q8_0 planes of those the program reads as planes. What a
+    runtime loading the bundle does; ``model`` is a ``StreamedModel`` (``spatial.bundle.read_bundle``)."""
+    storage = gguf_storage(path)
+    tensors = _tensors(path)
+    naming = model.naming
+    kinds = {k.name: k.program for k in model.kinds}
+    bound = [(p, {}) for p in (model.embed, model.head) if p is not None]
+    # A square embedding binds as stored (§6): the weights some program looks rows up in, in the program's names.
+    looked_up = {(id(p), o.inputs[1]) for p in (model.embed, model.head, *kinds.values()) if p is not None
+                 for o in p.ops if o.kind == "lookup"}
+    bound += [(kinds[b.kind], b.tensors) for b in model.layers]
+    columns: dict[int, list[dict]] = {}
+    dense: dict[str, np.ndarray] = {}
+    planes: dict[str, q8mod.Planes] = {}
+    for program, names in bound:
+        for w in columns.setdefault(id(program), weight_reads(program)):
+            name = names.get(w["name"], w["name"])
+            if name in dense:
+                continue
+            keep = any(r["encoding"] == "planes" for r in w["reads"])
+            lookup = (id(program), w["name"]) in looked_up
+            dense[name], p = _read(tensors, name, naming.ref(name), tuple(w["shape"]), keep, lookup)
+            if p is not None:
                 planes[name] = p
-            dense[name] = p.dense()
-            continue
-        if t.tensor_type == GGMLQuantizationType.Q8_0:
-            full = q8mod.dequantize_blocks(qv, qs)
-        elif t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-            full = np.asarray(t.data, dtype=np.float32)
-        else:
-            full = np.asarray(dequantize(np.asarray(t.data), t.tensor_type), dtype=np.float32)
-        if product and full.ndim >= 2:
-            full = np.swapaxes(full, -1, -2)
-        if ref.rows is not None:
-            full = full[..., ref.rows[0]:ref.rows[1], :]
-        if cols is not None:
-            full = full[..., cols]
-        dense[name] = np.ascontiguousarray(full, dtype=np.float32)
+            elif keep:
+                raise WeightError(name, f"the bundle reads it as Q8_0 planes but \"{naming.ref(name).tensor}\" is "
+                                        f"stored {storage.types.get(naming.ref(name).tensor, 'otherwise')}")
     return Weights(dense, planes, f"checkpoint {storage.source}", storage)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..lang.limits import MAX_BATCH, MAX_CONTEXT, MAX_UNITS, beyond
+
 
 @dataclass(frozen=True)
 class Cut:
@@ -27,6 +29,16 @@ class Cut:
 
 
 MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
+
+#: The largest value of each size a deployment names: the command line, the server's settings and its commands all
+#: check a size with ``size_problem``, so one limit binds them all.
+SIZE_LIMITS = {"ctx": MAX_CONTEXT, "chunk": MAX_CONTEXT, "batch": MAX_BATCH, "tp": MAX_UNITS}
+
+
+def size_problem(size: str, value, say_value: bool = True) -> str | None:
+    """Why ``value`` cannot be the deployment's ``size`` (``ctx``, ``chunk``, ``batch``, ``tp``), as the end of a
+    sentence that names it first, or ``None``: a whole number from 1 to its limit."""
+    return beyond(value, SIZE_LIMITS[size], say_value=say_value)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,13 @@ class Deployment:
     @property
     def batched(self) -> bool:
         return self.mode in ("batched", "batched-tp")
+
+    @property
+    def stacked(self) -> bool:
+        """Whether a step's hidden states are rows stacked from several tokens or sequences (batched, batched-tp,
+        prefill): the seed names them ``X`` (the first layer's input), ``bxo{l-1}`` (layer l's) and its token ids
+        ``toks``."""
+        return self.mode in ("batched", "batched-tp", "prefill")
 
     @property
     def chips(self) -> int:

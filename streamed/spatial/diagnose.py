@@ -1,4 +1,6 @@
-"""Lowering rejects as diagnostics: each kind's refusal on the statement that caused it, in its representative layer.
+"""Lowering rejects as diagnostics: every refusal of each kind on the statement that caused it, in its representative
+layer — a program with two statements it cannot lower shows both, and a program over the target's PCUs or PMUs
+shows that on the statement that takes most of them.
 
 ``streamed check`` and the editor call ``reject_diagnostics``. Only the representative of each kind is lowered (the
 other layers of a kind are that program renamed), so a reject costs one lowering per kind however deep the model,
@@ -74,23 +76,24 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
                 lowered.append(lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache))
             continue
         except LoweringError as e:
-            found = (e.why, e.statement, e.binder, isinstance(e, TPError))
-        why, statement, binder, tp = found
-        related, sections = (), ()
-        data = {"program": label, "statement": statement, "binder": binder}
-        if kind is not None:
-            members = [progs.layer(l) for l in kind.layers]
-            members = [m for m in members if m is not None]
-            related = tuple(Related(m.section.heading, f"layer {m.section.index} is of kind `{kind.name}` and is refused with it")
-                            for m in members)
-            sections = tuple(m.section for m in members)
-            data["layers"] = list(kind.layers)
-        # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the kind.
-        message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {why}") if tp
-                      else StreamedReject(label, why))
-        if kind is not None and len(kind.layers) > 1:
-            message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
-        out.append((program, Diagnostic(_at(program, statement), Severity.ERROR, message, "reject", related, data), sections))
+            found = e.every
+        members = [m for m in (progs.layer(l) for l in kind.layers) if m is not None] if kind is not None else []
+        for e in found:
+            related, sections = (), ()
+            data = {"program": label, "statement": e.statement, "binder": e.binder}
+            if kind is not None:
+                related = tuple(Related(m.section.heading, f"layer {m.section.index} is of kind `{kind.name}` and is "
+                                                           f"refused with it") for m in members)
+                sections = tuple(m.section for m in members)
+                data["layers"] = list(kind.layers)
+            # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the
+            # kind.
+            message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {e.why}")
+                          if isinstance(e, TPError) else StreamedReject(label, e.why))
+            if kind is not None and len(kind.layers) > 1:
+                message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
+            out.append((program, Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data),
+                        sections))
     if not out:
         out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
     return out

@@ -14,9 +14,10 @@ Tensors (``Tensor``)
 
 ``role`` says where a tensor's value comes from:
 
-- ``input``: supplied by the host each step. The program's hidden-state input (``x`` at layer 0, ``xo{l-1}`` after),
-  its token ids (``tok``: ``int32`` of shape ``(rows,)``, one id per row) and its positions (``pos``: ``int32``,
-  shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
+- ``input``: supplied by the host each step. The program's hidden-state input (``x`` at layer 0, ``xo{l-1}`` after;
+  in a deployment that stacks rows — prefill, batched, batched-tp — ``X`` and ``bxo{l-1}``, as the seed names them),
+  its token ids (``tok``: ``int32`` of shape ``(rows,)``, one id per row; ``toks`` where rows are stacked) and its
+  positions (``pos``: ``int32``, shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
 - ``weight``: read from the checkpoint (or a seeded generator) under the name ``of`` if ``of`` is set, else under
   ``name``. ``slice`` (``(axis, start, stop)``) keeps only ``[start, stop)`` of that axis of the declared weight (a
   tensor-parallel chip's part). ``part`` says how the stored weight is encoded:
@@ -46,8 +47,9 @@ holds a tensor-parallel program's local tensor; ``None`` means replicated (every
 Operations (``Op``)
 -------------------
 
-Ops run in list order (the pipeline order). Each reads ``inputs`` and writes ``outputs`` (names of tensors of the
-program). An op writing a ``state`` updates it in place: later ops and the next step see the new value. ``attrs``
+Ops run by ``phase``, phases in increasing order, and in list order within one phase (``SpatialProgram.schedule``).
+Each reads ``inputs`` and writes ``outputs`` (names of tensors of the program). An op writing a ``state`` updates it
+in place: ops after it in the schedule and the next step see the new value. ``attrs``
 is a tuple of ``(key, value)`` pairs; an absent optional attr takes the default below. ``statement`` is the index of
 the authored statement the op was lifted from (``None`` for ops the lowering adds). ``rows`` below is ``shape[0]``
 of the hidden state.
@@ -121,6 +123,10 @@ experts        X, R, G, U, D [, …] → Y          mixture of experts; after th
                                                 (silu SwiGLU of the shared tensors) is added, times
                                                 ``σ(X·shared_gate)`` when given.
 argmax         X → Y                            the index of the largest value of each row (int32, ``(rows,)``).
+running_argmax X → Y, M                         ``argmax`` over column tiles (see Tiles): Y (int32) and M hold the
+                                                index, counted from column 0 of the whole, and the value of the
+                                                largest of X's columns seen so far in this row tile; a tie keeps the
+                                                lowest index. Untiled, ``Y = argmax(X)``, ``M = max(X)``.
 write_rows     S, P, V → S                      ``S[P + r] = V[r]`` for each row r of V (``Set row P of S``).
 assign         V → S                            ``S = V`` (``Set S to V``).
 copy           X → Y                            ``Y = X``.
@@ -145,7 +151,7 @@ Batched (``batched``, ``batched-tp``): rows = batch, row b is sequence b. Ops th
 norms, activations, experts…) run on all rows at once. Ops that read a position or a state run per sequence: the
 lowering emits ``take_rows(X, start=b, count=1) → X__s{b}``, the op on sequence b's own tensors — its position
 ``pos_s{b}`` (an input) and its states ``Kc3_s{b}`` (one state per sequence; the authored ``Kc3`` does not exist in a
-batched program) — and ``stack_rows`` of the per-sequence results in sequence order. The token ids ``tok`` hold one
+batched program) — and ``stack_rows`` of the per-sequence results in sequence order. The token ids ``toks`` hold one
 id per sequence.
 
 Tensor parallel (``tp``, ``batched-tp``) over ``tp`` chips: a program's ``tp`` is the chip count. A tensor with
@@ -163,16 +169,69 @@ expert; the router and the shared gate are replicated; only chip 0 receives ``bi
 on the other chips), so the all-reduced sum adds it once.
 
 Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
-earlier op; every intermediate and output is written exactly once; shapes agree op by op.
+op before it in the schedule — in an earlier phase, or earlier in the list within the same phase, except that an
+``allreduce``/``allgather`` reads only what earlier phases wrote (the chips' ops of one phase run at once); the ops
+that read or write one state keep their list order in the schedule; every intermediate and output is written
+exactly once (once per tile); shapes agree op by op.
+
+Tiles
+-----
+
+A program whose working footprint does not fit its target's SRAM is *tiled*: its ops run once per tile of
+``tiles``, in order. Its tensors and ops are then those of one tile — the *body*, lowered at the largest tile's
+rows (and columns) — while ``rows`` stays the whole program's. Tile t covers the program's rows ``[r0, r1)``
+(``Tile.rows``) and, in a column-tiled program, columns ``[c0, c1)`` of its vocabulary-wide product
+(``Tile.cols``). Running tile t:
+
+- a *per-row* tensor holds the tile's ``r1 − r0`` rows: a row input (an ``input`` that is not a position: the
+  hidden state, the token ids) is its rows ``[r0, r1)``, and an op's output other than a state is per-row when the
+  op reads a per-row tensor — except a ``take_rows``'s (a part of the tile's rows), while a ``stack_rows``'s is
+  (``row_tensors``). A smaller (last) tile runs the same ops over fewer rows. The program's output is its tiles'
+  rows, in order.
+- the position input reads ``P + r0``: row r of the tile is at position ``P + r0 + r``, as in the whole program.
+- in a batched program, row b of a tile is sequence ``r0 + b``: an op's per-sequence state or position
+  ``N_s{b}`` (``N_s{b}_c{c}`` on chip c) is the program's ``N_s{r0+b}``. The program holds every sequence's states
+  and positions; its ops name those of the tile's sequences, ``b`` below the body's rows. A batched program's
+  tiles are all as large as its body (its ``take_rows`` pick sequence b of the tile).
+- states are whole and persist from tile to tile: tile t sees what the tiles before it wrote (a cache's earlier
+  rows, a recurrence's state after row ``r0 − 1``); a state not carried is zeroed once, at the start of the step.
+- weights and tables are whole, except a column-tiled weight, of which the tile reads columns ``[c0, c1)`` (its
+  ``read`` along axis 1). A *per-column* tensor (that weight, and the output of an op reading a per-column tensor,
+  except ``running_argmax``'s) holds the tile's columns (``column_tensors``). Column tiles of one row tile are
+  consecutive in ``tiles``; an op that reads no per-column tensor runs in the first column tile of its row tile
+  only, and the later ones read what it wrote (``runs_in``).
+- any other intermediate (one no row reaches) is recomputed alike by every tile.
+
+Each tile lists what it ``reads`` and ``writes`` of the program's tensors (``Access``): a tensor, an axis and
+``[start, stop)`` along it (axis ``None``: all of it; start ``None``: from its first row); with ``from_position``
+start and stop count from the step's position P. So a tile of rows ``[r0, r1)`` writes rows ``[P + r0, P + r1)``
+of a KV cache and its attention reads rows ``[0, P + r1)`` (with a window W, from ``P + r0 − W + 1``): the keys
+and values it needs, causally — every earlier tile's rows and its own.
+
+``from_position`` counts from the position of the tensor's own sequence in a batched program (``pos_s{b}``).
+
+``weights_on_chip``: the body's weights stay in SRAM across the tiles (they fit beside a tile's footprint), so a
+step reads each from its tier once; otherwise every tile reads the weights it uses.
+
+Invariant (checked by ``certify``): the tiles cover every row (and, column-tiled, every column of every row) exactly
+once, in order, none larger than the body (a batched program's all equal to it); when there are several row tiles
+the body is row-local — an op reads per-row tensors only at its own rows (attention reads its keys and values from
+states, not from per-row tensors; no all-gather along rows, no ``assign`` of a per-row value, and
+``take_rows``/``stack_rows`` only as a batched program picks and stacks its sequences); only elementwise ops and
+``running_argmax`` read per-column tensors; the body's footprint (with its weights when ``weights_on_chip``), its
+PMUs and its PCUs fit the target.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 ROLES = ("input", "weight", "state", "table", "intermediate", "output")
+#: The ops that read one tensor of every chip: they wait for every chip's phase before theirs.
+COLLECTIVES = ("allreduce", "allgather")
 TIERS = ("sram", "hbm", "ddr")
 DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0}
 Q8_BLOCK = 32
@@ -224,12 +283,39 @@ class Op:
 
 
 @dataclass(frozen=True)
+class Access:
+    """What a tile reads or writes of one tensor of the program: ``axis`` and ``[start, stop)`` along it (``axis``
+    ``None``: the whole tensor; ``start`` ``None``: from its first row); ``from_position``: start and stop count from
+    the step's position."""
+
+    tensor: str
+    axis: int | None = None
+    start: int | None = None
+    stop: int | None = None
+    from_position: bool = False
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One run of a tiled program's body: the program's rows ``[r0, r1)`` and, column-tiled, columns ``[c0, c1)``;
+    what it reads and writes of the program's tensors."""
+
+    rows: tuple[int, int]
+    cols: tuple[int, int] | None = None
+    reads: tuple[Access, ...] = ()
+    writes: tuple[Access, ...] = ()
+
+
+@dataclass(frozen=True)
 class SpatialProgram:
     """One program of a bundle: ``embed``, ``head`` or a layer kind's (named after its representative layer).
 
     ``tensors`` in declaration order, then intermediates in the order they are written; ``ops`` in pipeline order;
     ``carried`` the states a step hands to the next; ``certificate`` the checks ``certify`` passed, with numbers
-    (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel)."""
+    (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel); ``tiles`` the tiles of a program
+    whose footprint does not fit SRAM whole (empty: it runs once), ``weights_on_chip`` whether its weights stay
+    in SRAM across them, ``cols`` the whole width of a column-tiled program's vocabulary product (see the module
+    docstring)."""
 
     name: str
     rows: int
@@ -239,9 +325,26 @@ class SpatialProgram:
     carried: tuple[str, ...] = ()
     certificate: dict | None = None
     tp: int = 1
+    tiles: tuple[Tile, ...] = ()
+    weights_on_chip: bool = False
+    cols: int | None = None
+
+    @property
+    def tile_rows(self) -> int:
+        """The body's rows: the largest tile's (the program's own when it is not tiled)."""
+        return max((t.rows[1] - t.rows[0] for t in self.tiles), default=self.rows)
+
+    @property
+    def tile_cols(self) -> int | None:
+        """The body's columns of a column-tiled program (the largest column tile's); ``None`` otherwise."""
+        return max((t.cols[1] - t.cols[0] for t in self.tiles if t.cols is not None), default=None)
 
     def tensor(self, name: str) -> Tensor:
         return self._index()[name]
+
+    def schedule(self) -> list[tuple[int, "Op"]]:
+        """The ops in the order they run, each with its index in ``ops``: by phase, in list order within a phase."""
+        return sorted(enumerate(self.ops), key=lambda io: io[1].phase)
 
     def has(self, name: str) -> bool:
         return name in self._index()
@@ -328,8 +431,36 @@ def op_from_json(d: dict) -> Op:
     )
 
 
+def access_to_json(a: Access) -> dict:
+    out: dict = {"tensor": a.tensor}
+    if a.axis is not None:
+        out.update(axis=a.axis, start=a.start, stop=a.stop)
+    if a.from_position:
+        out["from_position"] = True
+    return out
+
+
+def access_from_json(d: dict) -> Access:
+    return Access(d["tensor"], d.get("axis"), d.get("start"), d.get("stop"), bool(d.get("from_position", False)))
+
+
+def tile_to_json(t: Tile) -> dict:
+    out: dict = {"rows": list(t.rows)}
+    if t.cols is not None:
+        out["cols"] = list(t.cols)
+    out["reads"] = [access_to_json(a) for a in t.reads]
+    out["writes"] = [access_to_json(a) for a in t.writes]
+    return out
+
+
+def tile_from_json(d: dict) -> Tile:
+    return Tile(tuple(d["rows"]), tuple(d["cols"]) if d.get("cols") is not None else None,
+                tuple(access_from_json(a) for a in d.get("reads", ())),
+                tuple(access_from_json(a) for a in d.get("writes", ())))
+
+
 def program_to_json(p: SpatialProgram) -> dict:
-    return {
+    out = {
         "format": "streamed-program/1",
         "name": p.name, "rows": p.rows, "ctx": p.ctx, "tp": p.tp,
         "tensors": [tensor_to_json(t) for t in p.tensors],
@@ -337,6 +468,12 @@ def program_to_json(p: SpatialProgram) -> dict:
         "carried": list(p.carried),
         "certificate": _plain(p.certificate) if p.certificate is not None else None,
     }
+    if p.tiles:
+        out["tiles"] = [tile_to_json(t) for t in p.tiles]
+        out["weights_on_chip"] = p.weights_on_chip
+        if p.cols is not None:
+            out["cols"] = p.cols
+    return out
 
 
 def program_from_json(data: dict | str) -> SpatialProgram:
@@ -346,7 +483,63 @@ def program_from_json(data: dict | str) -> SpatialProgram:
         tensors=tuple(tensor_from_json(t) for t in d["tensors"]),
         ops=tuple(op_from_json(o) for o in d["ops"]),
         carried=tuple(d.get("carried", ())), certificate=d.get("certificate"), tp=d.get("tp", 1),
+        tiles=tuple(tile_from_json(t) for t in d.get("tiles", ())), weights_on_chip=bool(d.get("weights_on_chip", False)),
+        cols=d.get("cols"),
     )
+
+
+def row_tensors(program: SpatialProgram) -> frozenset[str]:
+    """The per-row tensors of a program (see Tiles): its row inputs, and every op output other than a state that an
+    op computes from a per-row tensor."""
+    rows = {t.name for t in program.tensors if t.role == "input" and t.shape != ()}
+    states = {t.name for t in program.tensors if t.role == "state"}
+    for op in program.ops:
+        if op.kind == "stack_rows" or op.kind != "take_rows" and any(n in rows for n in op.inputs):
+            rows.update(n for n in op.outputs if n not in states)
+    return frozenset(rows)
+
+
+#: A batched program's per-sequence state or position: ``Kc3_s1`` (``Kc3_s1_c0``, chip 0's part), ``pos_s1``.
+_SEQUENCE = re.compile(r"(.*_s)(\d+)((?:_c\d+)?)\Z")
+
+
+def sequence_of(name: str) -> int | None:
+    """The sequence a batched program's per-sequence name belongs to (``Kc3_s1`` → 1), else ``None``."""
+    m = _SEQUENCE.match(name)
+    return int(m.group(2)) if m and "__" not in name else None
+
+
+def in_tile(program: SpatialProgram, tile: Tile, name: str) -> str:
+    """The program's tensor that ``name``, as an op of ``tile`` names it, is: a batched program's per-sequence state
+    or position of the tile's sequence b is the program's of sequence ``r0 + b``; every other name is itself."""
+    if tile.rows[0] == 0 or not program.has(name) or program.tensor(name).role not in ("state", "input"):
+        return name
+    m = _SEQUENCE.match(name)
+    if m is None or "__" in name:
+        return name
+    return f"{m.group(1)}{int(m.group(2)) + tile.rows[0]}{m.group(3)}"
+
+
+def column_tensors(program: SpatialProgram, weights: frozenset[str] | None = None) -> frozenset[str]:
+    """The per-column tensors of a column-tiled program (see Tiles): the weights its tiles read by columns (or
+    ``weights``), and every op output computed from one — except ``running_argmax``'s, which fold the columns
+    away."""
+    cols = set(weights) if weights is not None else {
+        a.tensor for t in program.tiles if t.cols is not None for a in t.reads
+        if a.axis == 1 and program.has(a.tensor) and program.tensor(a.tensor).role == "weight"}
+    for op in program.ops:
+        if op.kind != "running_argmax" and any(n in cols for n in op.inputs):
+            cols.update(op.outputs)
+    return frozenset(cols)
+
+
+def runs_in(program: SpatialProgram, tile: Tile, columns: frozenset[str] | None = None) -> list[Op]:
+    """The ops a tile runs: all of them, except in a column tile after its row tile's first, which runs only the ops
+    reading a per-column tensor (``columns``: ``column_tensors(program)``, when the caller has it)."""
+    if tile.cols is None or tile.cols[0] == 0:
+        return list(program.ops)
+    columns = column_tensors(program) if columns is None else columns
+    return [op for op in program.ops if any(n in columns for n in op.inputs)]
 
 
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
@@ -357,6 +550,7 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 
 __all__ = [
-    "Tensor", "Op", "SpatialProgram", "ROLES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
+    "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
+    "in_tile", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
     "program_to_json", "program_from_json", "replace", "fields",
 ]

@@ -1,6 +1,6 @@
 """Lowering one authored program to a certified ``SpatialProgram``: a pipeline of named passes.
 
-    lift  →  split_tp (tensor parallel only)  →  fold_q8  →  place  →  certify
+    lift  →  split_tp (tensor parallel only)  →  fold_q8  →  tile  →  place  →  certify
 
 One pass runs over the whole deployment before any program is lowered: the dense tables
 (``streamed.spatial.streamed_model.shared_tables``) — the host tables and hidden-state boundaries the programs share, declared
@@ -10,44 +10,72 @@ alike everywhere, whose set is part of every program's cache key.
   ``{binder}__{k}`` (a ``Set`` statement's ``{state}__w{statement}_{k}``), so every derived name starts with the
   authored name it comes from, followed by ``_`` — which is what lets a kind program's names be rebound to any layer
   of the kind (``streamed.analysis.kinds.rebind_via``). A batched cut runs the ops that read a position or a state once per
-  sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). A statement that cannot be lifted
-  raises ``LoweringError`` with its index, its binder and why.
+  sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` → ``stack_rows``). Every statement that cannot be
+  lifted is refused (``LoweringError.every``: its index, its binder and why); a statement that reads what a refused
+  one binds is not refused again.
 - ``split_tp``: every chip its own heads and FFN columns (Megatron): a product from a replicated activation into an
   activation that nothing needs whole is split by columns; a product from a split activation is split by rows and
   its partial sums all-reduced at once — two all-reduces for an attention + feed-forward layer. Divisibility (heads,
-  KV heads, widths, whole Q8_0 blocks of a row slice) is checked here and refused as ``TPError``.
+  KV heads, widths) is checked here and refused as ``TPError``. A Q8_0 weight whose row slice cuts its blocks is
+  read dense by the chips (the seed's Storage rule), recorded with why in the certificate's ``read_dense``.
 - ``fold_q8``: a product over a weight the checkpoint stores Q8_0 reads its int8 planes and block scales
   (``matmul_q8``); every other weight is read dense.
+- ``tile``: a program whose footprint exceeds the target's SRAM, PMUs or PCUs runs as tiles that each fit
+  (ir.py, Tiles): of its rows, of a batch's sequences, and of the head's vocabulary columns with a running
+  arg-max; the weights are streamed to every tile or kept on chip across them, whichever moves less. Refused, with
+  the numbers of its smallest tile, only when even that does not fit.
 - ``place``: PCUs for each op in proportion to its FLOPs (at least one each), PMUs for each on-chip buffer, bytes
-  moved per tier; refused when the ops outnumber the PCUs.
-- ``certify``: every tensor bound exactly once, shapes re-inferred op by op and equal to the declared ones, the
-  program's own SRAM footprint (its states, tables, inputs and intermediates, per chip) within the target's SRAM.
-  Refused with numbers otherwise.
+  moved per tier.
+- ``certify``: every tensor bound exactly once, every value written in a phase before the one that reads it (the
+  schedule is the phases), shapes re-inferred op by op and equal to the declared ones, tiles that cover every row
+  once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
+  intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise — for every
+  limit exceeded, each on the statement that takes most of it.
 
-Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth.
+Every pass is a pure function of its inputs; cost is linear in the program, never in the model's depth (the tile
+pass lowers the program again at a logarithmic number of tile sizes).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Callable
 
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ..model.program import Program
 from .deployment import Cut
-from .ir import Q8_BLOCK, Op, SpatialProgram, Tensor, nbytes
-from .target import MB, SpatialTarget
+from .ir import (
+    COLLECTIVES, Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, column_tensors, in_tile, nbytes, row_tensors,
+    runs_in, sequence_of,
+)
+from .target import SpatialTarget
+from .units import beside, size
 
 
 class LoweringError(Exception):
-    """A program that does not lower: why, and the statement (index and binder) that caused it, when one did."""
+    """A program that does not lower: why, and the statement (index and binder) that caused it, when one did.
 
-    def __init__(self, why: str, statement: int | None = None, binder: str | None = None):
+    ``more``: the program's other rejects, each on its own statement — a lowering reports every statement it cannot
+    lift and every limit of the target the program exceeds, not only the first (``every`` lists them all)."""
+
+    def __init__(self, why: str, statement: int | None = None, binder: str | None = None, more=()):
         super().__init__(why)
         self.why = why
         self.statement = statement
         self.binder = binder
+        self.more = tuple(more)
+
+    @property
+    def every(self) -> tuple["LoweringError", ...]:
+        return (self, *self.more)
+
+    @staticmethod
+    def of(errors: list["LoweringError"]) -> "LoweringError":
+        """One error standing for ``errors`` (at least one), in order: the first, with the rest as its ``more``."""
+        first, rest = errors[0], [m for e in errors for m in e.every][1:]
+        return type(first)(first.why, first.statement, first.binder, rest)
 
 
 class TPError(LoweringError):
@@ -112,6 +140,8 @@ def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
         return (ins[0],)
     if k == "argmax":
         return ((ins[0][0],),)
+    if k == "running_argmax":
+        return ((ins[0][0],), (ins[0][0],))
     if k == "write_rows":
         s, v = ins[0], ins[2]
         if len(v) != 2 or len(s) != 2 or v[1] != s[1] or v[0] > s[0]:
@@ -176,7 +206,7 @@ def flops_of(op: Op, shape) -> int:
         return 6 * _size(out)
     if k in ("softmax", "gelu", "silu", "sigmoid", "softplus", "exp"):
         return 4 * _size(out)
-    if k in ("add", "sub", "mul", "scale", "argmax"):
+    if k in ("add", "sub", "mul", "scale", "argmax", "running_argmax"):
         return _size(ins[0])
     if k == "allreduce":
         return _size(out) * (len(ins) - 1)
@@ -194,6 +224,10 @@ def _dtype_bytes(shape, dtype):
     return nbytes(shape, dtype)
 
 
+class _Poisoned(Exception):
+    """A statement reads what an earlier refused statement binds: refusing it too would say that refusal again."""
+
+
 class _Lifter:
     def __init__(self, program: Program, constants: dict[str, float], cut: Cut):
         self.p = program
@@ -207,6 +241,7 @@ class _Lifter:
         self.stem = ""
         self.subst: dict[str, str] = {}
         self.carried: list[str] = []
+        self.poisoned: set[str] = set()
 
     # -- tensors --
     def shape(self, name: str) -> tuple[int, ...]:
@@ -326,6 +361,8 @@ class _Lifter:
         if isinstance(e, Number):
             return e.value
         if isinstance(e, Name):
+            if e.text in self.poisoned:
+                raise _Poisoned()
             if e.text in self.p.shapes or e.text in self.p.decls:
                 name = self.subst.get(e.text, e.text)
                 if name not in self.tensors and self.role(name) not in ("position", "state"):
@@ -395,7 +432,8 @@ class _Lifter:
             heads = int(n("H"))
             after = int(n("N")) if "after" in c.options else 0
             rot = int(n("R")) if "rotating" in c.options else self.shape(x)[1] // heads - after
-            attrs = (("heads", heads), ("rotating", rot)) + ((("after", after),) if after else ())
+            attrs = (("heads", heads), ("rotating", rot)) + ((("after", after),) if after else ()) \
+                + ((("interleaved", True),) if "interleaved" in c.options else ())
             return self.emit("rope", (x, self.position(c), t("C"), t("S")), attrs, dest)
         if op == "attention":
             q, k, v = t("Q"), t("K"), t("V")
@@ -424,6 +462,8 @@ class _Lifter:
             s = t("S")
             heads = int(n("H"))
             attrs = [("heads", heads), ("groups", int(n("G")) if c.number("G") is not None else heads)]
+            if "in turn" in c.options:
+                attrs.append(("in_turn", True))
             dest = dest or self.fresh()
             return self.emit(kind, (t("Q"), t("K"), t("V"), s, t("A"), t("B")), attrs, dest, outputs=(dest, s))
         if op == "short convolution":
@@ -493,6 +533,8 @@ class _Lifter:
                 self.emit("write_rows", (target, st.row.text, value), (), target, outputs=(target,))
         elif isinstance(st, Return):
             self.binder = st.name.text
+            if st.name.text in self.poisoned:
+                raise _Poisoned()
             name = self.subst.get(st.name.text, st.name.text)
             t = self.tensors.get(name)
             if t is None:
@@ -517,8 +559,20 @@ def lift(program: Program, constants: dict[str, float], cut: Cut):
         lf.add(last, infer(op, lf.shape)[0], "bf16", "intermediate")
         lf.ops.append(op)
         lf.subst[program.input] = last
+    # Every statement is lifted, so that a program reports each statement it cannot lift; a statement that reads
+    # what a refused one binds is skipped silently (one mistake, one reject).
+    errors: list[LoweringError] = []
     for st in program.statements:
-        lf.statement_(st)
+        try:
+            lf.statement_(st)
+        except (LoweringError, _Poisoned) as e:
+            if isinstance(e, LoweringError):
+                errors.append(e)
+            bound = getattr(st, "name", None) or getattr(st, "target", None)
+            if bound is not None:
+                lf.poisoned.add(bound.text)
+    if errors:
+        raise LoweringError.of(errors)
     if not any(t.role == "output" for t in lf.tensors.values()):
         raise LoweringError(f"{program.label} returns nothing")
     return lf.tensors, lf.ops, tuple(lf.carried)
@@ -572,6 +626,8 @@ class _Splitter:
         self.weight_axis: dict[str, int] = {}
         self.statement = None
         self.current: Op | None = None
+        #: Declared weights the checkpoint stores Q8_0 that the chips read dense, and why (the seed's Storage rule).
+        self.dense: dict[str, str] = {}
 
     def refuse(self, why: str):
         raise TPError(f"{self.label}: {why}", self.statement, self.binder)
@@ -665,20 +721,28 @@ class _Splitter:
         return attrs
 
     def admits(self, ops: list[Op]) -> None:
-        """Heads and expert widths first: they say why a width is refused better than a column count does."""
+        """Heads and expert widths first: they say why a width is refused better than a column count does. Every
+        op that does not split is refused, each on its statement."""
+        errors: list[LoweringError] = []
         for op in ops:
             self.statement = op.statement
             self.current = op
-            if op.kind == "attention":
-                self.part(op.attr("heads"), "the query heads of attention")
-                self.part(op.attr("groups"), "the key/value heads of attention")
-            elif op.kind == "gated_delta":
-                self.part(op.attr("heads"), "the value heads of gated delta")
-                self.part(op.attr("groups"), "the key heads of gated delta")
-            elif op.kind == "latent_attention":
-                self.part(op.attr("heads"), "the heads of latent attention")
-            elif op.kind == "experts":
-                self.part(self.src[op.inputs[2]].shape[2], "the FFN columns of each expert")
+            try:
+                if op.kind == "attention":
+                    self.part(op.attr("heads"), "the query heads of attention")
+                    self.part(op.attr("groups"), "the key/value heads of attention")
+                elif op.kind == "gated_delta":
+                    self.part(op.attr("heads"), "the value heads of gated delta")
+                    self.part(op.attr("groups"), "the key heads of gated delta")
+                elif op.kind == "latent_attention":
+                    self.part(op.attr("heads"), "the heads of latent attention")
+                elif op.kind == "experts":
+                    self.part(self.src[op.inputs[2]].shape[2], "the FFN columns of each expert")
+            except TPError as e:
+                if not any(e.statement == seen.statement for seen in errors):
+                    errors.append(e)
+        if errors:
+            raise TPError.of(errors)
 
     @property
     def binder(self) -> str | None:
@@ -703,8 +767,10 @@ class _Splitter:
                 if w in self.q8:
                     rows = self.part(self.src[w].shape[0], f"the input features of `{w}`")
                     if rows % Q8_BLOCK:
-                        self.refuse(f"`{w}` is stored Q8_0 and its {self.src[w].shape[0]} input features split over "
-                                    f"{self.tp} chips as rows of {rows}, not whole blocks of {Q8_BLOCK}")
+                        # The seed's Storage rule: a slice that cuts Q8_0 blocks cannot be read as stored, so the
+                        # chips read it dense (its values are the blocks' dequantisation, the reference's numbers).
+                        self.dense[w] = (f"its {self.src[w].shape[0]} input features split over {self.tp} chips as "
+                                         f"rows of {rows}, which cut its Q8_0 blocks of {Q8_BLOCK}")
                 self.allreduce(outs[0], op, lambda c: (self.local(x, c), self.local(w, c, 0, f"the input features of `{w}`")))
             elif outs[0] not in self.need:
                 self.per_chip(op, lambda c: (self.keep(x), self.local(w, c, 1, f"the output features of `{w}`")),
@@ -759,6 +825,8 @@ class _Splitter:
             return
         if k == "gated_delta" and split(ins[2]) and outs[0] not in self.need:
             h, g = op.attr("heads"), op.attr("groups")
+            if op.attr("in_turn") and g != h:
+                self.refuse(f"value heads that take the {g} key heads in turn do not split in blocks over chips")
             self.part(h, f"the {h} value heads of gated delta")
             self.part(g, f"the {g} key heads of gated delta")
             s = ins[3]
@@ -803,7 +871,8 @@ class _Splitter:
 
 def split_tp(tensors: dict[str, Tensor], ops: list[Op], carried: tuple[str, ...], tp: int, q8: frozenset[str],
              label: str):
-    """The program over ``tp`` chips (see the module docstring); returns tensors, ops, carried and the slices."""
+    """The program over ``tp`` chips (see the module docstring); returns tensors, ops, carried, and the declared
+    weights stored Q8_0 whose slices the chips read dense, with why."""
     s = _Splitter(tensors, ops, tp, q8, label)
     s.run(ops)
     for name, t in tensors.items():  # declared tensors no op reads still belong to the program
@@ -816,7 +885,7 @@ def split_tp(tensors: dict[str, Tensor], ops: list[Op], carried: tuple[str, ...]
         else:
             new_carried.append(n)
             s.keep(n)
-    return s.tensors, s.ops, tuple(new_carried)
+    return s.tensors, s.ops, tuple(new_carried), s.dense
 
 
 def tp_slices(program: SpatialProgram) -> list[dict]:
@@ -828,13 +897,26 @@ def tp_slices(program: SpatialProgram) -> list[dict]:
     ]
 
 
+def read_dense(program: SpatialProgram) -> list[dict]:
+    """The weights the checkpoint stores Q8_0 that a tensor-parallel program's chips read dense, which chips, and
+    why (``certificate["read_dense"]``, written by the lowering): where a host must dequantise before loading."""
+    found = (program.certificate or {}).get("read_dense", {})
+    chips: dict[str, list[int]] = {}
+    for t in program.tensors:
+        if t.of in found and t.part is None and t.chip is not None:
+            chips.setdefault(t.of, []).append(t.chip)
+    return [{"of": w, "chips": sorted(set(chips.get(w, []))), "why": why} for w, why in found.items()]
+
+
 # ---- fold Q8 -------------------------------------------------------------------------------------------------
 
 
 def fold_q8(tensors: dict[str, Tensor], ops: list[Op], q8: frozenset[str]):
     """A product over a weight the checkpoint stores Q8_0 reads its int8 planes and fp16 block scales; every other
-    weight is read dense. A dense weight no op reads any more leaves the program."""
+    weight is read dense. A dense weight no op reads any more leaves the program. Every product whose weight's input
+    features are not whole blocks is refused, each on its statement."""
     out_ops = []
+    errors: list[LoweringError] = []
     for op in ops:
         if op.kind == "matmul":
             w = tensors[op.inputs[1]]
@@ -842,8 +924,10 @@ def fold_q8(tensors: dict[str, Tensor], ops: list[Op], q8: frozenset[str]):
             if w.role == "weight" and declared in q8 and w.part is None:
                 k, n = w.shape
                 if k % Q8_BLOCK:
-                    raise LoweringError(f"`{declared}` is stored Q8_0 but its {k} input features are not whole "
-                                        f"blocks of {Q8_BLOCK}", op.statement, declared)
+                    errors.append(LoweringError(f"`{declared}` is stored Q8_0 but its {k} input features are not "
+                                                f"whole blocks of {Q8_BLOCK}", op.statement, declared))
+                    out_ops.append(op)
+                    continue
                 planes, scales = f"{w.name}__q8", f"{w.name}__scales"
                 if planes not in tensors:
                     tensors[planes] = replace(w, name=planes, dtype="int8", part="planes", of=declared,
@@ -852,6 +936,8 @@ def fold_q8(tensors: dict[str, Tensor], ops: list[Op], q8: frozenset[str]):
                                               of=declared, bytes=nbytes((k // Q8_BLOCK, n), "f16"))
                 op = replace(op, kind="matmul_q8", inputs=(op.inputs[0], planes, scales))
         out_ops.append(op)
+    if errors:
+        raise LoweringError.of(errors)
     read = {n for op in out_ops for n in op.inputs} | {n for op in out_ops for n in op.outputs}
     kept = {n: t for n, t in tensors.items() if not (t.role == "weight" and t.part is None and n not in read)}
     return kept, out_ops
@@ -947,9 +1033,352 @@ def traffic(op: Op, tensors: dict[str, Tensor]) -> dict[str, int]:
     return moved
 
 
+def weight_bytes(program: SpatialProgram) -> int:
+    """The bytes of a program's weights as stored, on its fullest chip (a column-tiled weight whole, not one tile's
+    columns)."""
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    columns = column_tensors(program)
+    whole = lambda t: t.bytes * program.cols // program.tile_cols if t.name in columns else t.bytes  # noqa: E731
+    return max(sum(whole(t) for t in program.tensors if t.role == "weight" and (c is None or t.chip in (None, c)))
+               for c in chips)
+
+
+def own_bytes(program: SpatialProgram) -> int:
+    """What a program (one tile of a tiled one) holds in SRAM while it runs, on its fullest chip: its activations,
+    tables and inputs, and its weights when they stay on chip across its tiles — never its states, which residency
+    places over the whole deployment."""
+    use = sram_footprint(program)
+    return use["activations"] + use["tables"] + (weight_bytes(program) if program.weights_on_chip else 0)
+
+
+def pmus_needed(program: SpatialProgram, target: SpatialTarget) -> int:
+    """PMUs for a program's on-chip buffers (chip 0's): each takes the PMUs its bytes fill; a state its ops read at
+    least one, the buffer it streams through from wherever residency puts it (a tile streams its own sequences');
+    weights kept on chip across tiles their own."""
+    used = {n for op in program.ops for n in (*op.inputs, *op.outputs)}
+    n = sum(1 if t.role == "state" else math.ceil(t.bytes / target.pmu_bytes) for t in program.tensors
+            if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0) and (t.role != "state" or t.name in used))
+    if program.weights_on_chip:
+        n += sum(math.ceil(t.bytes / target.pmu_bytes) for t in program.tensors if t.role == "weight")
+    return n
+
+
+# ---- tile ------------------------------------------------------------------------------------------------------
+
+#: Ops that compute each column of their output from the same column of their inputs: a column tile runs them over
+#: its own columns alone (with two inputs, both of the tile).
+COLUMN_LOCAL = frozenset({"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "copy", "add", "sub", "mul"})
+
+
+def ops_per_chip(program: SpatialProgram) -> int:
+    """The ops of a program's fullest chip: one PCU each at least."""
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    return max(sum(1 for op in program.ops if c is None or op.chip in (None, c)) for c in chips)
+
+
+def _fits(p: SpatialProgram, target: SpatialTarget) -> bool:
+    return (own_bytes(p) <= target.sram_bytes and pmus_needed(p, target) <= target.pmus
+            and ops_per_chip(p) <= target.pcus)
+
+
+def batched(p: SpatialProgram) -> bool:
+    """Whether ``p`` runs per sequence: it holds per-sequence positions or states (``pos_s0``, ``Kc3_s0``)."""
+    return any((t.role == "state" or t.role == "input" and t.shape == ()) and sequence_of(t.name) is not None
+               for t in p.tensors)
+
+
+def row_blocker(p: SpatialProgram) -> tuple[Op, str] | None:
+    """The first op a tile of rows could not compute on its own rows, and why; ``None`` when the program is
+    row-local (ir.py, Tiles), so that tiles of its rows compute exactly what the whole does."""
+    rows = row_tensors(p)
+    per_sequence = batched(p)
+    for op in p.ops:
+        if not any(n in rows for n in op.inputs):
+            continue
+        k = op.kind
+        if per_sequence and (k == "stack_rows" or k == "take_rows" and op.attr("count") == 1):
+            continue  # a batched program picks and stacks its sequences: row b of a tile is one of them
+        if k in ("attention", "latent_attention"):
+            own = [n for n in op.inputs[1:3] if n in rows]
+            if own:
+                name = authored(own[0])
+                return op, (f"its attention reads `{name}`, computed from the step's own rows, not a cache: a tile of "
+                            f"rows would attend over its own rows only (declare `{name}` a state of ctx rows and "
+                            f"`Set row` it)")
+        elif k in ("matmul", "matmul_q8") and any(n in rows for n in op.inputs[1:]):
+            return op, f"it multiplies by `{authored(op.inputs[1])}`, computed from the step's rows"
+        elif k == "assign":
+            return op, f"it replaces the whole state `{authored(op.outputs[0])}` with a value of the step's rows"
+        elif k in ("take_rows", "stack_rows") or k == "allgather" and op.attr("axis", -1) % len(
+                p.tensor(op.inputs[0]).shape) == 0:
+            return op, f"`{k}` reads rows of the whole step"
+    return None
+
+
+def vocabulary_product(p: SpatialProgram) -> tuple[int, frozenset[str]] | None:
+    """The product column tiles can split — a product over weights whose result reaches nothing but an ``argmax``,
+    through column-local ops: the head's ``logits`` — as its op index and the tensors computed from it; the widest
+    when there are several, ``None`` when there is none."""
+    best = None
+    for i, op in enumerate(p.ops):
+        if op.kind not in ("matmul", "matmul_q8") or any(p.tensor(n).role != "weight" for n in op.inputs[1:]):
+            continue
+        closure = {op.outputs[0]}
+        ends = 0
+        for later in p.ops[i + 1:]:
+            if not any(n in closure for n in later.inputs):
+                continue
+            if later.kind == "argmax":
+                ends += 1
+            elif later.kind in COLUMN_LOCAL and all(n in closure for n in later.inputs):
+                closure.update(later.outputs)
+            else:
+                ends = 0
+                break
+        if ends and p.output not in closure:
+            width = p.tensor(op.outputs[0]).shape[-1]
+            if best is None or width > best[0]:
+                best = (width, i, frozenset(closure))
+    return None if best is None else (best[1], best[2])
+
+
+def _column_body(p: SpatialProgram, index: int, closure: frozenset[str], width: int) -> SpatialProgram:
+    """The body of one column tile: the product's weights (planes and scales) ``width`` columns wide, every tensor
+    computed from them re-shaped, and the ``argmax`` a ``running_argmax`` folding the column tiles."""
+    tensors = {t.name: t for t in p.tensors}
+    for n in p.ops[index].inputs[1:]:
+        t = tensors[n]
+        shape = t.shape[:-1] + (width,)
+        tensors[n] = replace(t, shape=shape, bytes=nbytes(shape, t.dtype))
+    ops = list(p.ops[:index])
+    for op in p.ops[index:]:
+        if op.kind == "argmax" and op.inputs[0] in closure:
+            best = f"{op.outputs[0]}__max"
+            shape = tensors[op.outputs[0]].shape
+            tensors[best] = Tensor(best, shape, "f32", "intermediate", "sram", nbytes(shape, "f32"))
+            op = replace(op, kind="running_argmax", outputs=(op.outputs[0], best))
+        for n, s in zip(op.outputs, infer(op, lambda n: tensors[n].shape)):
+            if tensors[n].shape != s:
+                tensors[n] = replace(tensors[n], shape=s, bytes=nbytes(s, tensors[n].dtype))
+        ops.append(op)
+    return replace(p, tensors=tuple(tensors.values()), ops=tuple(ops))
+
+
+def accesses(p: SpatialProgram, tile: Tile, columns: frozenset[str]) -> Tile:
+    """``tile`` with what it reads and writes of the program's tensors (ir.py, Tiles) through the ops it runs: its
+    rows of the row inputs and of the output; whole weights, or its columns of ``columns``; the rows of a rotation
+    table at its positions; a cache's rows through its last position (from its window's first); a recurrence's whole
+    state."""
+    (r0, r1), cols = tile.rows, tile.cols
+    ops = runs_in(p, tile, columns)
+    used = {n for op in ops for n in op.inputs}
+    reads: dict[str, Access] = {}
+    writes: dict[str, Access] = {}
+    # A batched tile's rows are whole sequences, each at its own position: it reads and writes their rows from 0.
+    r0_at, r1_at = (0, r1 - r0) if batched(p) else (r0, r1)
+    name = lambda n: in_tile(p, tile, n)  # noqa: E731 — the program's tensor an op of this tile names
+    for t in p.tensors:
+        if t.name not in used:
+            continue
+        if t.role == "input":
+            reads[t.name] = Access(name(t.name)) if t.shape == () else Access(t.name, 0, r0, r1)
+        elif t.role == "weight":
+            reads[t.name] = Access(t.name, 1, *cols) if cols is not None and t.name in columns else Access(t.name)
+    for op in ops:
+        k = op.kind
+        if k == "rope":
+            for table in op.inputs[2:4]:
+                reads.setdefault(table, Access(table, 0, r0_at, r1_at, True))
+        elif k in ("attention", "latent_attention"):
+            window = op.attr("window") if k == "attention" else None
+            for cache in op.inputs[1:3]:
+                rows_read = 1 if batched(p) else r1_at
+                first = (rows_read - window if batched(p) else r0_at - window + 1) if window else None
+                reads.setdefault(cache, Access(name(cache), 0, first, rows_read, True))
+        elif k in ("gated_delta", "short_convolution"):
+            state = op.inputs[3] if k == "gated_delta" else op.inputs[1]
+            reads.setdefault(state, Access(name(state)))
+            writes[state] = Access(name(state))
+        elif k == "write_rows":
+            v = p.tensor(op.inputs[2]).shape[0]
+            writes[op.outputs[0]] = Access(name(op.outputs[0]), 0, 0 if batched(p) else r0, v if batched(p) else r1,
+                                           True)
+        elif k == "assign":
+            writes[op.outputs[0]] = Access(name(op.outputs[0]))
+    for t in p.tensors:
+        if t.name in used and t.role in ("table", "state") and t.name not in reads:
+            reads[t.name] = Access(name(t.name))
+    out = p.output
+    if out is not None and any(out in op.outputs for op in ops):
+        writes[out] = Access(out, 0, r0, r1)
+    return replace(tile, reads=tuple(reads.values()), writes=tuple(writes.values()))
+
+
+def _tiled(body: SpatialProgram, rows: int, cols: int | None, columns: frozenset[str],
+           whole: SpatialProgram) -> SpatialProgram:
+    """``body`` (lowered at one tile's rows and columns) with its tiles over ``rows`` rows and ``cols`` columns:
+    row tiles in order, each row tile's column tiles in order; ``columns`` its per-column tensors. A batched body
+    also holds the states and positions of the sequences past its own (from ``whole``), which its tiles read."""
+    held = {t.name for t in body.tensors}
+    beyond = tuple(t for t in whole.tensors if t.name not in held and sequence_of(t.name) is not None
+                   and t.role in ("state", "input"))
+    body = replace(body, tensors=body.tensors + beyond, carried=whole.carried)
+    step = _body_rows(body)
+    width = None if cols is None else next(body.tensor(n).shape[-1] for n in columns
+                                           if body.tensor(n).role == "weight")
+    tiles = []
+    for r0 in range(0, rows, step):
+        r = (r0, min(rows, r0 + step))
+        for c in ([None] if cols is None else [(c0, min(cols, c0 + width)) for c0 in range(0, cols, width)]):
+            tiles.append(accesses(body, Tile(r, c), columns))
+    return replace(body, rows=rows, tiles=tuple(tiles), cols=cols)
+
+
+def _body_rows(p: SpatialProgram) -> int:
+    """The rows one run of ``p``'s ops covers: its row inputs' (the program's rows when it has none)."""
+    return next((t.shape[0] for t in p.tensors if t.role == "input" and t.shape != ()), p.rows)
+
+
+def _even(total: int, most: int) -> int:
+    """The size of ``ceil(total / most)`` tiles as even as they can be: none larger than ``most``."""
+    return -(-total // -(-total // most))
+
+
+def _divisor(total: int, most: int) -> int:
+    """The largest tile of ``total`` rows, at most ``most``, that divides it: a batched program's tiles are all its
+    body's size, because its ops pick sequence b of a tile."""
+    return max(d for d in range(1, most + 1) if total % d == 0)
+
+
+def _largest(ok: Callable[[int], bool], hi: int) -> int | None:
+    """The largest n in [1, hi] with ``ok(n)``, for ``ok`` true up to some n and false after; ``None`` if not 1."""
+    if hi < 1 or not ok(1):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target: SpatialTarget) -> SpatialProgram:
+    """The tile pass (ir.py, Tiles): ``whole`` as it is when it fits the target; otherwise tiled. ``body_at(n)`` is
+    the program lowered at ``n`` rows (its ctx unchanged).
+
+    Candidates: tiles of rows with the weights streamed to every tile, or kept on chip across them; tiles of rows
+    and of the vocabulary product's columns (then each row tile reads the weights once, column by column, so the
+    fewest row tiles are sought first, then the widest columns that keep them). Each is the largest that fits SRAM
+    and PMUs; the one that moves the fewest bytes a step (weights and caches re-read per tile) wins, the fewest
+    tiles on a tie. A program whose smallest tile does not fit is refused with the numbers of that tile."""
+    if _fits(whole, target):
+        return whole
+    rows = whole.rows
+    blocker = row_blocker(whole)
+    product = vocabulary_product(whole)
+    most_rows = rows if blocker is None else 1  # without row locality, one row tile: the whole rows
+    even = _divisor if batched(whole) else _even
+
+    def body(n: int, width: int | None = None, on_chip: bool = False) -> SpatialProgram:
+        p = whole if n == rows else body_at(n)
+        if width is not None:
+            p = _column_body(p, *vocabulary_product(p), width)
+        return replace(p, weights_on_chip=on_chip)
+
+    def rows_of(n: int) -> int:  # ``n`` counted from the whole when rows cannot be tiled
+        return n if blocker is None else rows
+
+    plans: list[SpatialProgram] = []
+    if blocker is None and rows > 1:
+        for on_chip in (False, True):
+            n = _largest(lambda n: _fits(body(n, None, on_chip), target), rows)
+            if n is not None:
+                plans.append(_tiled(body(even(rows, n), None, on_chip), rows, None, frozenset(), whole))
+    if product is not None:
+        width = whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1]
+        narrow = min(width, Q8_BLOCK)
+        n = _largest(lambda n: _fits(body(rows_of(n), narrow), target), most_rows)
+        if n is not None:
+            n = even(rows, rows_of(n))
+            blocks = _largest(lambda b: _fits(body(n, min(width, b * Q8_BLOCK)), target), -(-width // Q8_BLOCK))
+            cols = _even(width, min(width, blocks * Q8_BLOCK))
+            if cols < width:
+                p = body(n, cols)
+                columns = column_tensors(p, frozenset(p.ops[product[0]].inputs[1:]))
+                plans.append(_tiled(p, rows, width, columns, whole))
+    if plans:
+        return min(plans, key=lambda p: (*_seconds(p, target), len(p.tiles)))
+    # Refused: the smallest tile, measured.
+    if blocker is not None and product is None:
+        op, why = blocker
+        over = _over_limits(whole, target)
+        raise LoweringError.of([LoweringError(f"{e.why}, and its rows cannot be tiled: {why}", e.statement, e.binder)
+                                for e in over])
+    smallest = body(rows_of(1), min(whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1], Q8_BLOCK)
+                    if product is not None else None)
+    how = "" if rows == 1 and product is None else "even in tiles of one row" if blocker is None else \
+        "even in tiles of its columns"
+    raise LoweringError.of(_over_limits(smallest, target, how))
+
+
+def _seconds(p: SpatialProgram, target: SpatialTarget) -> tuple[float, float]:
+    """A step's roofline time, then its memory time, for comparing tilings of one program: its weights and carried
+    states read from HBM (where residency usually puts them), the rest from SRAM. A compute-bound step's tilings
+    tie on time; the one that moves less then wins."""
+    cost = step_cost(p)
+    memory = (cost["weights"] + cost["states"]) / target.hbm_bandwidth + cost["sram"] / target.sram_bandwidth
+    return max(memory, cost["flops"] / target.peak_bf16), memory
+
+
+def _over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list[LoweringError]:
+    """The target's on-chip limits ``p`` (a program, or one tile of it) exceeds: PCUs, SRAM and PMUs, each a refusal
+    on the statement that makes most of what does not fit."""
+    out = []
+    ops = ops_per_chip(p)
+    if ops > target.pcus:
+        statement, binder = _heaviest_statement(p, lambda op: 1)
+        out.append(LoweringError(f"needs {ops:,} PCUs, one for each of its ops; the {target.name.upper()} has "
+                                 f"{target.pcus:,}", statement, binder))
+    if own_bytes(p) > target.sram_bytes:
+        out.append(_sram_refusal(p, target, how))
+    pmus = pmus_needed(p, target)
+    if pmus > target.pmus:
+        tensors = {t.name: t for t in p.tensors}
+        statement, binder = _heaviest_statement(p, lambda op: sum(
+            math.ceil(tensors[o].bytes / target.pmu_bytes) for o in op.outputs
+            if tensors[o].tier == "sram" and tensors[o].role not in ("state", "weight")))
+        where = f" {how}" if how else ""
+        out.append(LoweringError(
+            f"needs {pmus:,} PMUs for its on-chip buffers{where} (each PMU holds {size(target.pmu_bytes)}); the "
+            f"{target.name.upper()} has {target.pmus:,}", statement, binder))
+    return out
+
+
+def _sram_refusal(p: SpatialProgram, target: SpatialTarget, how: str = "") -> LoweringError:
+    """``p`` (a program, or its smallest tile) does not fit: its footprint and its largest buffer, on the statement
+    that makes that buffer."""
+    use = sram_footprint(p)
+    own = {k: v for k, v in use.items() if k != "states"}
+    biggest = max(own, key=own.get)
+    what = {"tables": "its tables", "activations": "its activations"}[biggest]
+    name, size_, statement = _largest_on_chip(p, biggest)
+    need, have = beside(own_bytes(p), target.sram_bytes)
+    cols = f", {p.tile_cols} columns wide" if p.tile_cols else ""
+    tiled = f" {how}{cols}" if how else ""
+    on_chip = f", {size(weight_bytes(p))} for its weights kept on chip" if p.weights_on_chip else ""
+    return LoweringError(f"needs {need} of SRAM{tiled} ({size(use[biggest])} for {what}, the largest `{name}` of "
+                         f"{size(size_)}{on_chip}); the {target.name.upper()} has {have}", statement, name)
+
+
+# ---- place and certify ----------------------------------------------------------------------------------------
+
+
 def place(program: SpatialProgram, target: SpatialTarget) -> SpatialProgram:
     """PCUs per op in proportion to its FLOPs (each at least one), PMUs per op for the on-chip buffers it writes,
-    and each op's FLOPs and bytes per tier. Refused when one chip's ops outnumber its PCUs."""
+    and each op's FLOPs and bytes per tier (of one run: one tile of a tiled program). Too many ops for the PCUs is
+    ``certify``'s refusal."""
     tensors = {t.name: t for t in program.tensors}
     shape = lambda n: tensors[n].shape
     chips = range(program.tp) if program.tp > 1 else (None,)
@@ -957,10 +1386,7 @@ def place(program: SpatialProgram, target: SpatialTarget) -> SpatialProgram:
     pcus = [1] * len(program.ops)
     for c in chips:
         mine = [i for i, op in enumerate(program.ops) if c is None or op.chip in (None, c)]
-        if len(mine) > target.pcus:
-            raise LoweringError(f"needs {len(mine)} PCUs, one for each of its ops; the {target.name.upper()} has "
-                                f"{target.pcus}")
-        spare = target.pcus - len(mine)
+        spare = max(target.pcus - len(mine), 0)
         total = sum(flops[i] for i in mine) or 1
         for i in mine:
             pcus[i] = max(pcus[i], 1 + int(spare * flops[i] / total))
@@ -971,16 +1397,118 @@ def place(program: SpatialProgram, target: SpatialTarget) -> SpatialProgram:
     return replace(program, ops=tuple(ops))
 
 
+def _in_phase_order(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
+    """★ THE SCHEDULE IS THE PHASES. An executor (and the chip) runs ops by phase (ir.py), so a value must be
+    written in a phase before the one that reads it — or earlier in the same phase, except by a collective, which
+    waits for every chip's earlier phases — and the ops that touch one state keep their list order. Refused naming
+    the reader, the value and both phases: an all-reduce scheduled ahead of its partial sums would read nothing."""
+    writer: dict[str, tuple[int, Op]] = {}
+    touches: dict[str, list[tuple[int, Op]]] = {}
+    for i, op in enumerate(program.ops):
+        for n in op.outputs:
+            if tensors.get(n) is not None and tensors[n].role == "state":
+                continue
+            writer.setdefault(n, (i, op))
+        for n in {*op.inputs, *op.outputs}:
+            if tensors.get(n) is not None and tensors[n].role == "state":
+                touches.setdefault(n, []).append((i, op))
+    for i, op in enumerate(program.ops):
+        collective = op.kind in COLLECTIVES
+        for n in op.inputs:
+            if n not in writer:
+                continue
+            j, w = writer[n]
+            if w.phase > op.phase or (w.phase == op.phase and (collective or j > i)):
+                when = "the same phase" if w.phase == op.phase else f"the later phase {w.phase}"
+                raise LoweringError(f"`{op.kind}` in phase {op.phase} reads `{n}`, which `{w.kind}` writes in {when}"
+                                    + (": a collective reads what every chip wrote in earlier phases" if collective
+                                       and w.phase == op.phase else ""), op.statement)
+    for n, ops in touches.items():
+        for (i, a), (j, b) in zip(ops, ops[1:]):
+            if b.phase < a.phase:
+                raise LoweringError(f"`{b.kind}` in phase {b.phase} touches the state `{n}` before `{a.kind}` in "
+                                    f"phase {a.phase}, which comes first in the program", b.statement)
+
+
+def _heaviest_statement(program: SpatialProgram, weigh: Callable[[Op], int]) -> tuple[int | None, str | None]:
+    """The authored statement whose ops weigh most (``weigh``): where a program over a target's units is made
+    smaller — and the binder it writes."""
+    totals: dict[int, int] = {}
+    for op in program.ops:
+        if op.statement is not None:
+            totals[op.statement] = totals.get(op.statement, 0) + weigh(op)
+    if not totals:
+        return None, None
+    statement = max(totals, key=totals.get)
+    op = next(o for o in program.ops if o.statement == statement)
+    return statement, authored(op.outputs[0]) if op.outputs else None
+
+
+def _certify_tiles(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
+    """The tiles cover every row (and column) exactly once, in order, none larger than the body; the body computes
+    on a tile's rows alone when there are several row tiles, and on a tile's columns alone when column-tiled."""
+    body_rows = _body_rows(program)
+    groups: list[tuple[tuple[int, int], list]] = []
+    for t in program.tiles:
+        if groups and groups[-1][0] == t.rows:
+            groups[-1][1].append(t.cols)
+        else:
+            groups.append((t.rows, [t.cols]))
+    at = 0
+    for (r0, r1), cols in groups:
+        if r0 != at or r1 <= r0:
+            raise LoweringError(f"its tiles cover rows {at} to {r0 - 1} {'twice' if r0 < at else 'never'}"
+                                if r0 != at else f"a tile covers the empty rows {r0} to {r1}")
+        if r1 - r0 > body_rows or (r1 - r0 != body_rows and batched(program)):
+            raise LoweringError(f"the tile of rows {r0} to {r1 - 1} is {'larger than' if r1 - r0 > body_rows else 'not'}"
+                                f" its body's {body_rows} rows")
+        at = r1
+        if program.cols is not None:
+            width = program.tile_cols
+            c_at = 0
+            for c in cols:
+                if c is None or c[0] != c_at or c[1] <= c[0] or c[1] - c[0] > width:
+                    raise LoweringError(f"the column tiles of rows {r0} to {r1 - 1} do not cover columns 0 to "
+                                        f"{program.cols - 1} once each, in order, {width} at most each")
+                c_at = c[1]
+            if c_at != program.cols:
+                raise LoweringError(f"the column tiles of rows {r0} to {r1 - 1} stop at column {c_at} of "
+                                    f"{program.cols}")
+        elif cols != [None]:
+            raise LoweringError(f"its tiles cover rows {r0} to {r1 - 1} twice" if set(cols) == {None}
+                                else "a tile has columns but the program is not column-tiled")
+    if at != program.rows:
+        raise LoweringError(f"its tiles cover rows 0 to {at - 1} of {program.rows}")
+    if len(groups) > 1:
+        blocker = row_blocker(program)
+        if blocker is not None:
+            raise LoweringError(f"its rows are tiled but {blocker[1]}", blocker[0].statement)
+    columns = column_tensors(program)
+    for op in program.ops:
+        if any(n in columns for n in op.inputs):
+            product = op.kind in ("matmul", "matmul_q8") and op.inputs[0] not in columns
+            if not (product or op.kind == "running_argmax" or op.kind in COLUMN_LOCAL
+                    and all(n in columns for n in op.inputs)):
+                raise LoweringError(f"`{op.kind}` reads the column tile `{op.inputs[0]}` but needs every column",
+                                    op.statement)
+    out = program.output
+    for t in program.tiles:
+        if out is not None and Access(out, 0, *t.rows) not in t.writes:
+            raise LoweringError(f"the tile of rows {t.rows[0]} to {t.rows[1] - 1} does not write its rows of `{out}`")
+
+
 def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] | None = None) -> SpatialProgram:
-    """Every tensor bound exactly once, shapes that agree op by op, and a fit on the target — or a refusal."""
+    """Every tensor bound exactly once, shapes that agree op by op, tiles that cover the program once, and a fit
+    on the target — or a refusal. A program over several of the target's limits is refused for each."""
     tensors: dict[str, Tensor] = {}
     for t in program.tensors:
         if t.name in tensors:
             raise LoweringError(f"`{t.name}` is declared twice")
         tensors[t.name] = t
+    _in_phase_order(program, tensors)
     available = {n for n, t in tensors.items() if t.role in ("input", "weight", "state", "table")}
     written: set[str] = set()
-    for op in program.ops:
+    for _, op in program.schedule():
         for n in op.inputs:
             if n not in tensors:
                 raise LoweringError(f"`{op.kind}` reads `{n}`, which the program does not hold", op.statement)
@@ -1010,62 +1538,138 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
         missing = sorted(n for n in declared if n not in held)
         if missing:
             raise LoweringError(f"the declared `{missing[0]}` is not bound in the lowered program")
-    # ★ A PROGRAM'S OWN FOOTPRINT IS WHAT MUST BE ON CHIP: its activations, tables and inputs. Its carried states
-    # (KV caches, recurrent state) are placed by residency over the whole deployment — SRAM while they fit, then
-    # HBM, then DDR, streamed from there — so a cache larger than SRAM is a residency question, not a refusal here.
+    if program.tiles:
+        _certify_tiles(program, tensors)
+    # ★ A PROGRAM'S OWN FOOTPRINT IS WHAT MUST BE ON CHIP: its activations, tables and inputs (one tile's, when
+    # tiled). Its carried states (KV caches, recurrent state) are placed by residency over the whole deployment —
+    # SRAM while they fit, then HBM, then DDR, streamed from there — so a cache larger than SRAM is a residency
+    # question, not a refusal here.
+    chips = range(program.tp) if program.tp > 1 else (None,)
+    per_chip_ops = ops_per_chip(program)
     use = sram_footprint(program)
-    own = {k: v for k, v in use.items() if k != "states"}
-    need = sum(own.values())
-    if need > target.sram_bytes:
-        biggest = max(own, key=own.get)
-        what = {"tables": "its tables", "activations": "its activations"}[biggest]
-        name, size, statement = _largest_on_chip(program, biggest)
-        raise LoweringError(
-            f"needs {need / MB:,.0f} MB of SRAM ({use[biggest] / MB:,.0f} MB for {what}, the largest `{name}` of "
-            f"{size / MB:,.0f} MB); the {target.name.upper()} has {target.sram_bytes / MB:,.0f} MB", statement, name)
-    per_chip_ops = max((sum(1 for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0)
-    # A buffer takes the PMUs its bytes fill; a state at least one, the buffer it streams through from wherever
-    # residency puts it (its bytes in SRAM are residency's to count).
-    pmus = sum(1 if t.role == "state" else math.ceil(t.bytes / target.pmu_bytes) for t in tensors.values()
-               if t.tier == "sram" and t.role != "weight" and t.chip in (None, 0))
-    if pmus > target.pmus:
-        raise LoweringError(
-            f"needs {pmus:,} PMUs for its on-chip buffers (each PMU holds {target.pmu_bytes / 1e3:,.0f} KB); the "
-            f"{target.name.upper()} has {target.pmus:,}")
+    need = own_bytes(program)
+    pmus = pmus_needed(program, target)
+    refused = _over_limits(program, target, "in tiles" if program.tiles else "")
+    if refused:
+        raise LoweringError.of(refused)
     certificate = {
         "tensors": len(tensors), "ops": len(program.ops), "bound_once": True, "shapes_agree": True,
-        "pcus": max((sum(op.pcus for op in program.ops if op.chip in (None, c)) for c in range(program.tp)), default=0),
+        "pcus": max(sum(op.pcus for op in program.ops if c is None or op.chip in (None, c)) for c in chips),
         "pcus_available": target.pcus, "ops_per_chip": per_chip_ops, "pmus": pmus, "pmus_available": target.pmus,
         "sram_bytes": need, "sram_available": target.sram_bytes, "state_bytes": use["states"], "target": target.name,
     }
+    if program.tiles:
+        certificate.update({"tiles": len(program.tiles), "tile_rows": program.tile_rows, "tile_cols": program.tile_cols,
+                            "weights_on_chip": program.weights_on_chip, "tiles_cover_once": True})
     return replace(program, certificate=certificate)
+
+
+# ---- what a step costs -----------------------------------------------------------------------------------------
+
+
+def step_cost(p: SpatialProgram) -> dict:
+    """One step of a program on its fullest chip: FLOPs, and bytes moved by what they are — ``weights``, carried
+    ``states``, the rest on chip (``sram``) and all-reduced over the link (``link``) — summed over its tiles.
+
+    Each tile does its rows' (and columns') share of the work; it reads the weights it uses (a column tile its
+    columns; nothing after the first tile when they stay on chip); its attention reads the cache rows it needs,
+    through its last row at full context (``W + rows − 1`` of them with a window); a recurrence reads and writes its
+    whole state. So a tiled program's cost shows the price of its tiling."""
+    chips = range(p.tp) if p.tp > 1 else (None,)
+    tensors = {t.name: t for t in p.tensors}
+    shape = lambda n: tensors[n].shape
+    carried = set(p.carried)
+    tiles = p.tiles or (Tile((0, p.rows)),)
+    body_rows, width = _body_rows(p), p.tile_cols
+    per_row, per_col = row_tensors(p), column_tensors(p)
+    best = None
+    for c in chips:
+        mine = [op for op in p.ops if c is None or op.chip in (None, c)]
+        cost = {"flops": 0, "weights": 0, "states": 0, "sram": 0, "link": 0}
+        for i, t in enumerate(tiles):
+            n = t.rows[1] - t.rows[0]
+            share = n / body_rows
+            col_share = (t.cols[1] - t.cols[0]) / width if t.cols is not None else 1.0
+
+            def part(name: str) -> float:
+                """The share of the body's ``name`` this tile holds."""
+                return (share if name in per_row else 1.0) * (col_share if name in per_col else 1.0)
+
+            running = runs_in(p, t, per_col)
+            for op in mine:
+                if op not in running:
+                    continue
+                reads_cols = any(x in per_col for x in op.inputs)
+                cost["flops"] += flops_of(op, shape) * share * (col_share if reads_cols else 1.0)
+                if op.kind == "allreduce":
+                    cost["link"] += tensors[op.outputs[0]].bytes * share * 2 * (p.tp - 1) // p.tp
+                for name in op.inputs:
+                    tensor = tensors[name]
+                    moved = tensor.bytes * read_fraction(op, name, tensors) * part(name)
+                    if tensor.role == "weight":
+                        cost["weights"] += 0 if p.weights_on_chip and i else moved
+                    elif op.kind in ("attention", "latent_attention") and name in op.inputs[1:3] and p.tiles:
+                        keys = tensor.shape[0]
+                        reach = min(_reach(op) + n - 1, t.rows[1] + keys - p.rows) if op.kind == "attention" \
+                            else t.rows[1] + keys - p.rows
+                        cost["states" if name in carried else "sram"] += tensor.bytes * min(1.0, reach / keys)
+                    elif tensor.role == "table":
+                        cost["sram"] += moved * share
+                    else:
+                        cost["states" if name in carried else "sram"] += moved
+                for name in op.outputs:
+                    written = written_bytes(op, name, tensors) * (share if op.kind == "write_rows" else part(name))
+                    cost["states" if name in carried else "sram"] += written
+        cost = {k: (v if k == "flops" else int(v)) for k, v in cost.items()}
+        cost["flops"] = int(cost["flops"])
+        if best is None or cost["flops"] > best["flops"]:
+            best = cost
+    return best
 
 
 # ---- the pipeline --------------------------------------------------------------------------------------------
 
 
-PASSES = ("lift", "split_tp", "fold_q8", "place", "certify")
+PASSES = ("lift", "split_tp", "fold_q8", "tile", "place", "certify")
+
+
+def _unplaced(program: Program, constants: dict[str, float], cut: Cut, name: str, q8: frozenset[str]):
+    """``lift → split_tp → fold_q8``: the program's tensors and ops for ``cut``, not yet tiled, placed or certified;
+    and the declared weights stored Q8_0 that its chips read dense, with why."""
+    tensors, ops, carried = lift(program, constants, cut)
+    dense: dict[str, str] = {}
+    if cut.tp > 1:
+        tensors, ops, carried, dense = split_tp(tensors, ops, carried, cut.tp, q8, name)
+    else:
+        ops = [replace(op, phase=i) for i, op in enumerate(ops)]
+    tensors, ops = fold_q8(tensors, ops, q8 - frozenset(dense))
+    sp = SpatialProgram(name=name, rows=cut.rows, ctx=cut.ctx, tensors=tuple(tensors.values()), ops=tuple(ops),
+                        carried=carried, tp=cut.tp)
+    return sp, dense
 
 
 def lower_program(program: Program, constants: dict[str, float], cut: Cut, target: SpatialTarget, name: str,
                   q8: frozenset[str] = frozenset()) -> SpatialProgram:
-    """One authored program, lowered and certified for ``cut`` on ``target``; raises ``LoweringError``."""
-    tensors, ops, carried = lift(program, constants, cut)
-    if cut.tp > 1:
-        tensors, ops, carried = split_tp(tensors, ops, carried, cut.tp, q8, name)
-    else:
-        ops = [replace(op, phase=i) for i, op in enumerate(ops)]
-    tensors, ops = fold_q8(tensors, ops, q8)
-    sp = SpatialProgram(name=name, rows=cut.rows, ctx=cut.ctx, tensors=tuple(tensors.values()), ops=tuple(ops),
-                        carried=carried, tp=cut.tp)
-    sp = place(sp, target)
-    declared = {d.name for d in program.decls.values() if d.role not in ("position", "state")}
+    """One authored program, lowered and certified for ``cut`` on ``target``; raises ``LoweringError`` (with every
+    reject of the program in its ``every``)."""
+    sp, dense = _unplaced(program, constants, cut, name, q8)
     try:
-        return certify(sp, target, declared)
+        # A batched cut's rows are its sequences: a tile of n rows is a batch of n.
+        at = lambda rows: replace(cut, rows=rows, batch=rows if cut.batched else cut.batch)  # noqa: E731
+        sp = tile(sp, lambda rows: _unplaced(program, constants, at(rows), name, q8)[0], target)
+        sp = certify(place(sp, target), target, {d.name for d in program.decls.values()
+                                                 if d.role not in ("position", "state")})
     except LoweringError as e:
-        # A refusal that names a declared tensor (a KV cache too large for SRAM) belongs on its declaration: the
+        # A refusal that names a declared tensor (a table too large for SRAM) belongs on its declaration: the
         # statement whose size the user changes.
-        decl = program.decls.get(e.binder) if e.binder else None
-        if decl is None or e.statement == decl.statement:
-            raise
-        raise LoweringError(e.why, decl.statement, e.binder) from None
+        raise LoweringError.of([_on_declaration(program, one) for one in e.every]) from None
+    if dense:
+        sp = replace(sp, certificate={**sp.certificate, "read_dense": dense})
+    return sp
+
+
+def _on_declaration(program: Program, e: LoweringError) -> LoweringError:
+    decl = program.decls.get(e.binder) if e.binder else None
+    if decl is None or e.statement == decl.statement or decl.role not in ("table", "input"):
+        return e
+    return type(e)(e.why, decl.statement, e.binder)

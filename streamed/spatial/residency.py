@@ -1,19 +1,22 @@
 """Residency over a whole deployment, and the roofline estimate a user can act on.
 
 Residency: SRAM is first reserved for the largest program's own working footprint (its activations, tables and
-inputs — only one program runs at a time on a chip; certification refuses a program whose own footprint exceeds
-SRAM, never one for its states). Each kind's carried state, one copy per layer of the kind, is
+inputs — one tile's, for a tiled program, with its weights when they stay on chip across its tiles; only one
+program runs at a time on a chip; certification refuses a program whose own footprint exceeds SRAM, never one for
+its states). Each kind's carried state, one copy per layer of the kind, is
 then placed layer by layer in model order: in SRAM while it fits, then HBM, then DDR. Weights live in HBM, spilling
 to DDR layer by layer when the model is larger. Everything is per chip (a tensor-parallel chip holds its own
 slices). A kind program's state and weight tensors carry the slowest tier any of its layers uses — the tier the
 program must be able to stream from. Cost: linear in the number of layers, arithmetic only.
 
-Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier; its roofline time on the
-target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its all-reduces over the chip link (a ring:
-``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer (its kind's program, with that layer's
-tiers), and the head; tokens per second is the tokens a step serves over the step's time. Attention is costed at
-full context (every cached position read); a lookup reads only its tokens' rows of the
-table, and a cache update writes only its new rows.
+Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier (``lower.step_cost``, summed
+over its tiles); its roofline time on the target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its
+all-reduces over the chip link (a ring: ``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer
+(its kind's program, with that layer's tiers), and the head; tokens per second is the tokens a step serves over the
+step's time. Attention is costed at full context (every cached position read); a lookup reads only its tokens' rows
+of the table, and a cache update writes only its new rows. A tiled program pays for its tiling: every row tile
+reads the weights again (unless they stay on chip) and its attention the cache rows before it — ``weight_reads``
+says how many times a step reads each weight.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ir import SpatialProgram
-from .lower import read_fraction, sram_footprint, written_bytes
+from .lower import own_bytes, step_cost, weight_bytes
 from .target import SpatialTarget
+from .units import size
 
 TIER_ORDER = ("sram", "hbm", "ddr")
 
@@ -42,8 +46,12 @@ def _per_chip(program: SpatialProgram, select) -> int:
     return max(sum(t.bytes for t in program.tensors if select(t) and (c is None or t.chip in (None, c))) for c in chips)
 
 
-def weight_bytes(program: SpatialProgram) -> int:
-    return _per_chip(program, lambda t: t.role == "weight")
+def weight_reads(program: SpatialProgram) -> int:
+    """How many times a step reads each of the program's weights: once, or once per row tile of a tiled program
+    whose weights do not stay on chip (its column tiles read each column once)."""
+    if not program.tiles or program.weights_on_chip:
+        return 1
+    return len({t.rows for t in program.tiles})
 
 
 def state_bytes(program: SpatialProgram) -> int:
@@ -65,8 +73,7 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
          target: SpatialTarget):
     """``programs``: (name, layers or None for embed/head, program) in model order of first use; ``layer_kinds[l]``:
     the index in ``programs`` of layer l's kind. Returns (residency dict, programs with tiers set, per-layer tiers)."""
-    own = [sram_footprint(p) for _, _, p in programs]
-    reserved = max((u["activations"] + u["tables"] for u in own), default=0)
+    reserved = max((own_bytes(p) for _, _, p in programs), default=0)
     free = {"sram": target.sram_bytes - reserved, "hbm": target.hbm_bytes, "ddr": target.ddr_bytes}
     weights = {"hbm": 0, "ddr": 0}
     states = {"sram": 0, "hbm": 0, "ddr": 0}
@@ -83,9 +90,9 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
     def weight_tier(n: int, what: str, layer: int | None = None, program: int | None = None) -> str:
         tier = take(n, ("hbm", "ddr"), weights)
         if tier is None:
-            raise ResidencyError(f"the weights of {what} do not fit: {sum(weights.values()) + n:,} bytes per chip; "
-                                 f"the {target.name.upper()} has {target.hbm_bytes / 1e9:g} GB of HBM and "
-                                 f"{target.ddr_bytes / 1e9:g} GB of DDR", layer, program)
+            raise ResidencyError(f"the weights of {what} do not fit: {size(sum(weights.values()) + n)} per chip; "
+                                 f"the {target.name.upper()} has {size(target.hbm_bytes)} of HBM and "
+                                 f"{size(target.ddr_bytes)} of DDR", layer, program)
         return tier
 
     wbytes = [weight_bytes(p) for _, _, p in programs]
@@ -101,9 +108,9 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
         if st is None:
             raise ResidencyError(
                 f"the states of layer {l} do not fit: {f'layers 0-{l} carry' if l else 'layer 0 carries'} "
-                f"{(sum(states.values()) + sbytes[k]) / 1e9:.3g} GB of state per chip, and beside {sum(weights.values()) / 1e9:.3g} GB of weights and "
-                f"{reserved / 1e6:.3g} MB reserved the {target.name.upper()} has {target.sram_bytes / 1e6:g} MB of "
-                f"SRAM, {target.hbm_bytes / 1e9:g} GB of HBM and {target.ddr_bytes / 1e9:g} GB of DDR", l, k)
+                f"{size(sum(states.values()) + sbytes[k])} of state per chip, and beside {size(sum(weights.values()))} "
+                f"of weights and {size(reserved)} reserved the {target.name.upper()} has {size(target.sram_bytes)} of "
+                f"SRAM, {size(target.hbm_bytes)} of HBM and {size(target.ddr_bytes)} of DDR", l, k)
         layer_tiers.append((weight_tiers[l], st))
 
     slowest = lambda tiers: max(tiers, key=TIER_ORDER.index) if tiers else "sram"
@@ -137,28 +144,6 @@ def plan(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kin
     return residency, placed, layer_tiers
 
 
-def program_cost(p: SpatialProgram) -> dict:
-    """FLOPs on the fullest chip, and bytes moved per role group: weights, states, the rest (on chip), all-reduced."""
-    chips = range(p.tp) if p.tp > 1 else (None,)
-    roles = {t.name: t for t in p.tensors}
-    carried = set(p.carried)
-    best = None
-    for c in chips:
-        mine = [op for op in p.ops if c is None or op.chip in (None, c)]
-        cost = {"flops": sum(op.flops for op in mine), "weights": 0, "states": 0, "sram": 0, "link": 0}
-        for op in mine:
-            if op.kind == "allreduce":
-                cost["link"] += roles[op.outputs[0]].bytes * 2 * (p.tp - 1) // p.tp
-            for i, n in enumerate((*op.inputs, *op.outputs)):
-                t = roles[n]
-                group = "weights" if t.role == "weight" else "states" if n in carried else "sram"
-                cost[group] += (int(t.bytes * read_fraction(op, n, roles)) if i < len(op.inputs)
-                                 else written_bytes(op, n, roles))
-        if best is None or cost["flops"] > best["flops"]:
-            best = cost
-    return best
-
-
 def seconds(cost: dict, weights_tier: str, states_tier: str, target: SpatialTarget) -> tuple[float, dict]:
     moved = {"sram": cost["sram"], "hbm": 0, "ddr": 0}
     moved[weights_tier] = moved.get(weights_tier, 0) + cost["weights"]
@@ -170,7 +155,7 @@ def seconds(cost: dict, weights_tier: str, states_tier: str, target: SpatialTarg
 
 def estimate(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer_kinds: list[int],
              layer_tiers: list[tuple[str, str]], tokens_per_step: int, target: SpatialTarget) -> dict:
-    costs = [program_cost(p) for _, _, p in programs]
+    costs = [step_cost(p) for _, _, p in programs]
     per_program = {}
     step = {"flops": 0, "bytes": {"sram": 0, "hbm": 0, "ddr": 0}, "seconds": 0.0, "link_bytes": 0}
 
@@ -187,7 +172,9 @@ def estimate(programs: list[tuple[str, list[int] | None, SpatialProgram]], layer
         wt = next((t.tier for t in p.tensors if t.role == "weight"), "hbm")
         t, moved = seconds(costs[i], wt, next((t.tier for t in p.tensors if t.name in set(p.carried)), "sram"), target)
         per_program[name] = {"flops": costs[i]["flops"], "bytes": moved, "link_bytes": costs[i]["link"],
-                             "seconds": t, "instances": len(layers) if layers is not None else 1}
+                             "seconds": t, "instances": len(layers) if layers is not None else 1,
+                             "tiles": len(p.tiles) or 1, "weight_reads": weight_reads(p),
+                             "weight_bytes": costs[i]["weights"]}
         if layers is None:
             add(i, wt, "sram")
     counts: dict[tuple[int, str, str], int] = {}

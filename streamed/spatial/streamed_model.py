@@ -14,21 +14,30 @@ scales on chip (``streamed.analysis.kinds.stored_q8`` decides which); every othe
 Deployments (``Deployment.mode``) are the cuts of ARCHITECTURE.md: ``forward`` (rows = ctx = the sequence, no embed,
 no state carried), ``decode`` (rows 1), ``prefill`` (rows = chunk; the head reads the last row), ``batched`` (rows =
 batch; per-sequence positions ``pos_s{b}`` and states ``Kc3_s{b}``), ``tp`` (rows 1 over ``tp`` chips) and
-``batched-tp``. A bundle that cannot exist is refused before anything is lowered, as ``StreamedReject(program=
-"bundle")``; a program that does not lower is refused naming that program and the statement that caused it.
+``batched-tp``. The deployments that stack rows (prefill, batched, batched-tp) name their hidden states and token
+ids as the seed does: ``X`` into the first layer, ``bxo{l-1}`` into layer l, ``toks``. A bundle that cannot exist is
+refused before anything is lowered, as ``StreamedReject(program="bundle")``; a program that does not lower is
+refused naming that program and the statement that caused it — every such statement of every program, the first
+reject carrying the others in ``more``.
+
+Every program and every layer binding carries an *identity* (the seed's): which part of the model it is, the cut
+it was lowered at, and the digest of its exact text with the weights it reads as stored Q8_0 — so two bundles, or a
+bundle and the seed's, can be compared program by program and layer by layer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import hashlib
+import operator
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
-from ..analysis.kinds import layer_input, rebind_via, stored_q8
-from ..model.checkpoint import Storage, bind
-from .ir import SpatialProgram
+from ..analysis.kinds import layer_input, rebind_via, stacked_layer_input, stored_q8
+from ..model.checkpoint import Naming, Storage
+from .ir import Access, SpatialProgram
 from .deployment import Cut, Deployment
-from .lower import LoweringError, TPError, authored, lower_program, tp_slices
+from .lower import LoweringError, TPError, authored, lower_program, read_dense, tp_slices
 from .residency import ResidencyError, estimate, plan
 from .target import SpatialTarget, TargetError, load_target
 
@@ -42,6 +51,12 @@ class StreamedReject(Exception):
     statement: int | None = None
     binder: str | None = None
     layer: int | None = None
+    #: The lowering's other rejects — further statements of this program, and other programs' — in program order.
+    more: tuple = field(default=(), compare=False)
+
+    @property
+    def every(self) -> tuple["StreamedReject", ...]:
+        return (self, *self.more)
 
     def __str__(self) -> str:
         if self.program == "bundle":  # no program was lowered: the request itself is refused
@@ -68,6 +83,27 @@ class LayerKindProgram:
     program: SpatialProgram
     carried: tuple[str, ...]
     tp: dict | None = None
+    identity: dict | None = None
+
+
+def identity(program: str, deployment: Deployment, cut: Cut, tokens, stored) -> dict:
+    """What one program of a bundle is (the seed's ``Identity``): its part of the model (``embed``, ``layer 3``,
+    ``head``), the deployment and cut it was lowered at, and the SHA-256 of the cut, ``stored`` (how it reads its
+    weights: the stored-Q8_0 names, or a layer's kind digest, which marks them) and its exact token stream."""
+    return identified(program, deployment, cut, _identity_prefix(cut, stored), tokens)
+
+
+def _identity_prefix(cut: Cut, stored) -> "hashlib._Hash":
+    """The digest of what every layer of a kind shares in its identity (the cut, how it reads its weights): hashed
+    once a kind, copied for each layer."""
+    return hashlib.sha256(repr(cut).encode() + b"\x00" + str(stored).encode() + b"\x00")
+
+
+def identified(program: str, deployment: Deployment, cut: Cut, prefix, tokens) -> dict:
+    h = prefix.copy()
+    h.update("\x00".join(tokens).encode("utf-8"))  # token texts
+    return {"program": program, "mode": deployment.mode, "rows": cut.rows, "ctx": cut.ctx, "batch": cut.batch,
+            "tp": cut.tp, "digest": h.hexdigest()}
 
 
 class LayerBinding:
@@ -77,22 +113,32 @@ class LayerBinding:
     program) the first time it is read — when the manifest is written, or a test asks — so lowering a deep model
     costs the kinds' lowering plus a constant per layer. Immutable once made."""
 
-    __slots__ = ("layer", "kind", "_tensors", "_template", "_tokens")
+    __slots__ = ("layer", "kind", "_tensors", "_template", "_tokens", "_identity", "_identify")
 
     def __init__(self, layer: int, kind: str, tensors: dict | None = None, template: "_Template | None" = None,
-                 tokens=None):
+                 tokens=None, identity: dict | None = None, identify: Callable[[int, object], dict] | None = None):
         self.layer = layer
         self.kind = kind
         self._tensors = tensors
         self._template = template
         self._tokens = tokens
+        self._identity = identity
+        self._identify = identify
 
     @property
     def tensors(self) -> dict:
         if self._tensors is None:
             self._tensors = self._template.bind(self.layer, self._tokens)
-            self._template = self._tokens = None
+            self._template = None
         return self._tensors
+
+    @property
+    def identity(self) -> dict | None:
+        """The layer's own identity (``identity``: its text, not its kind's), made the first time it is read."""
+        if self._identity is None and self._identify is not None:
+            self._identity = self._identify(self.layer, self._tokens)
+            self._identify = None
+        return self._identity
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, LayerBinding):
@@ -114,6 +160,12 @@ class StreamedModel:
     deployment: Deployment
     target: SpatialTarget
     title: str | None = None
+    embed_identity: dict | None = None
+    head_identity: dict | None = None
+    #: Which checkpoint tensor every weight reads, by each layer's own name (the manifest's table), and how it is stored.
+    naming: Naming | None = None
+    #: The SHA-256 of the document's text (UTF-8) the model was lowered from.
+    document_sha256: str | None = None
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -121,7 +173,7 @@ class StreamedModel:
     @property
     def summary(self) -> dict:
         """What a person reads first: the deployment, each kind and how many layers it serves, where state and
-        weights live, and the estimate."""
+        weights live, the tiles of each program that does not fit SRAM whole, and the estimate."""
         d = self.deployment
         return {
             "mode": d.mode, "target": self.target.name, "ctx": d.ctx, "rows": d.rows, "tp": d.chips,
@@ -129,6 +181,7 @@ class StreamedModel:
                       for k in self.kinds],
             "layers": len(self.layers),
             "states": dict(self.residency["states"]), "weights": dict(self.residency["weights"]),
+            "tiles": {name: tiling(p) for name, p in self.programs() if p.tiles},
             "tokens_per_second": self.estimate["tokens_per_second"],
         }
 
@@ -183,6 +236,15 @@ class _Template:
                 for n, i, suffix in self.parts}
 
 
+def tiling(p: SpatialProgram) -> dict | None:
+    """A program's tiles in brief (``None`` when it runs whole): how many, of how many rows (and columns), and
+    whether its weights stay on chip across them."""
+    if not p.tiles:
+        return None
+    return {"tiles": len(p.tiles), "row_tiles": len({t.rows for t in p.tiles}), "rows": p.tile_rows,
+            "cols": p.tile_cols, "of_cols": p.cols, "weights_on_chip": p.weights_on_chip}
+
+
 def program_names(p: SpatialProgram) -> list[str]:
     """Every name a program refers to: its tensors, and the declared weights its slices and Q8_0 parts come from."""
     names = [t.name for t in p.tensors]
@@ -195,10 +257,24 @@ def program_names(p: SpatialProgram) -> list[str]:
 
 
 def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> SpatialProgram:
-    """The same program under other names (a cached kind program served to a renamed representative)."""
+    """The same program under other names (a cached kind program served to a renamed representative; a stacked
+    deployment's hidden states)."""
     tensors = tuple(replace(t, name=fn(t.name), of=fn(t.of) if t.of else None) for t in p.tensors)
     ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
-    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)))
+    tiles = tuple(replace(t, reads=tuple(replace(a, tensor=fn(a.tensor)) for a in t.reads),
+                          writes=tuple(replace(a, tensor=fn(a.tensor)) for a in t.writes)) for t in p.tiles)
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles)
+
+
+def stack_names(p: SpatialProgram, names: dict[str, str]) -> SpatialProgram:
+    """``p`` with its hidden-state and token names as a stacked deployment gives them (``names``: ``x`` → ``X``,
+    ``xo3`` → ``bxo3``, ``tok`` → ``toks``), and every name the lowering derived from one (``x__last``) alike."""
+    def fn(name: str) -> str:
+        if name in names:
+            return names[name]
+        stem, sep, rest = name.partition("__")
+        return f"{names[stem]}{sep}{rest}" if sep and stem in names else name
+    return rename_program(p, fn, p.name)
 
 
 # ---- the deployment ----------------------------------------------------------------------------------------------
@@ -257,21 +333,14 @@ def _table(spec) -> str:
     return f"{text}, {fill[0]} of base {fill[1]:g}" if fill else text
 
 
-def _tp_manifest(p: SpatialProgram, analysis: Analysis) -> dict | None:
+def tp_summary(p: SpatialProgram) -> dict | None:
+    """A tensor-parallel kind program's chips, all-reduces and the slices of each declared weight each chip loads —
+    in the declared weight's coordinates, the same for every layer of the kind (the manifest names each layer's own
+    checkpoint tensor)."""
     if p.tp <= 1:
         return None
-    entries = analysis.document.checkpoint
-    slices = tp_slices(p)
-    for s in slices:
-        # The slice is in the declared weight's coordinates; an entry that itself keeps part of its tensor
-        # (``columns A to B [of every N]``, ``rows A to B``) says where those coordinates sit in the checkpoint.
-        ref = bind(entries, s["of"]) if entries else None
-        s["checkpoint"] = ref.tensor if ref else None
-        if ref is not None and ref.columns is not None:
-            s["checkpoint_columns"] = list(ref.columns)
-        if ref is not None and ref.rows is not None:
-            s["checkpoint_rows"] = list(ref.rows)
-    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": slices}
+    return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": tp_slices(p),
+            "read_dense": read_dense(p)}
 
 
 def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
@@ -385,16 +454,25 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
             progress(label, done, total)
         done += 1
 
-    def whole(label: str, p, cut: Cut) -> SpatialProgram:
+    # Every program is lowered, so that the bundle's refusal names every reject of every program, not its first.
+    rejects: list[StreamedReject] = []
+
+    def whole(label: str, p, cut: Cut) -> SpatialProgram | None:
         step(label)
         try:
             return lower_whole(progs, label, p, cut, target, storage, constants, shared, cache)
         except LoweringError as e:
-            raise _reject(label, e) from None
+            rejects.extend(_reject(label, one) for one in e.every)
+            return None
 
-    embed = whole("embed", progs.embed, deployment.cut("embed")) if with_embed else None
+    def whole_identity(label: str, p, cut: Cut) -> dict:
+        return identity(label, deployment, cut, p.section.texts, sorted(q8_weights(progs, p, storage)))
 
-    layer_cut = deployment.cut("layer")
+    embed_cut, layer_cut, head_cut = deployment.cut("embed"), deployment.cut("layer"), deployment.cut("head")
+    embed = whole("embed", progs.embed, embed_cut) if with_embed else None
+    stacked = _stacked_names(progs, deployment) if deployment.stacked else None
+    input_of = stacked_layer_input if stacked else layer_input
+
     kind_programs: list[LayerKindProgram] = []
     templates: list[_Template] = []
     for k, (label, rep) in zip(kinds, reps):
@@ -402,24 +480,40 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
         try:
             program = lower_kind(progs, k, label, rep, layer_cut, target, storage, constants, shared, cache)
         except TPError as e:
-            raise StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {e.why}", e.statement,
-                                 e.binder, k.representative) from None
+            rejects.extend(StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {one.why}",
+                                          one.statement, one.binder, k.representative) for one in e.every)
+            continue
         except LoweringError as e:
-            raise _reject(label, e, k.representative) from None
+            rejects.extend(_reject(label, one, k.representative) for one in e.every)
+            continue
+        if stacked is not None:
+            program = stack_names(program, stacked(k.representative, program))
         tokens = rep.section.texts
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
-                                              _tp_manifest(program, analysis)))
-        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, layer_input))
+                                              tp_summary(program),
+                                              identity(f"layer {k.representative}", deployment, layer_cut, tokens,
+                                                       k.digest)))
+        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, input_of))
 
-    head = whole("head", progs.head, deployment.cut("head"))
+    head = whole("head", progs.head, head_cut)
+    if rejects:
+        raise replace(rejects[0], more=tuple(rejects[1:]))
+    if stacked is not None:
+        if embed is not None:
+            embed = stack_names(embed, stacked(None, embed))
+        head = stack_names(head, stacked(len(by_layer), head))
 
     bindings: list[LayerBinding | None] = [None] * len(by_layer)
     layer_kinds = [0] * len(by_layer)
     offset = 1 if embed is not None else 0
     for i, k in enumerate(kinds):
         template, name, index = templates[i], k.name, offset + i
+
+        def identify(l: int, tokens, prefix=_identity_prefix(layer_cut, k.digest)) -> dict:
+            return identified(f"layer {l}", deployment, layer_cut, prefix, tokens)
+
         for l in k.layers:
-            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.texts)
+            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.texts, identify=identify)
             layer_kinds[l] = index
     layers = tuple(bindings)
 
@@ -439,8 +533,32 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     head = placed[-1]
     if progress is not None:
         progress("bound", total, total)
+    q8 = frozenset(d.name for p in progs.all() for d in p.decls.values() if d.role == "weight" and d.q8)
+    naming = Naming.of(analysis.document.checkpoint, storage, q8)
     return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
-                         analysis.document.title)
+                         analysis.document.title,
+                         whole_identity("embed", progs.embed, embed_cut) if embed is not None else None,
+                         whole_identity("head", progs.head, head_cut), naming,
+                         hashlib.sha256(analysis.document.text.encode("utf-8")).hexdigest())
+
+
+def _stacked_names(progs, deployment: Deployment) -> Callable[[int | None, SpatialProgram], dict[str, str]]:
+    """How a stacked deployment (``Deployment.stacked``) renames a program's hidden states and token ids, as the
+    seed's batched cuts name them: the embed's token ids ``toks`` and its output ``X``; layer l's input
+    ``stacked_layer_input(l)`` and output ``stacked_layer_input(l + 1)``; the head's input after the last layer.
+    Called with the layer index (``None`` for the embed, the layer count for the head) and the lowered program."""
+    def names(layer: int | None, p: SpatialProgram) -> dict[str, str]:
+        out: dict[str, str] = {}
+        hidden = [t.name for t in p.inputs if t.shape != () and t.dtype != "int32"]
+        tokens = [t.name for t in p.inputs if t.shape != () and t.dtype == "int32"]
+        if layer is None:
+            out.update({n: "toks" for n in tokens})
+        else:
+            out.update({n: stacked_layer_input(layer) for n in hidden})
+        if p.output is not None and (layer is None or layer < len(progs.layers)):
+            out[p.output] = stacked_layer_input(0 if layer is None else layer + 1)
+        return out
+    return names
 
 
 # ---- the six deployments, by name ------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..lang.limits import MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond
+
 MB = 10**6
 GB = 10**9
 TB = 10**12
@@ -56,23 +58,45 @@ class SpatialTarget:
         }
 
 
+#: The limit of each figure of a ``SpatialTarget``, in its own units (units, bytes, bytes/s, FLOP/s).
+FIGURE_LIMITS = {"pcus": MAX_UNITS, "pmus": MAX_UNITS, "sram_bytes": MAX_TARGET_BYTES, "hbm_bytes": MAX_TARGET_BYTES,
+                 "ddr_bytes": MAX_TARGET_BYTES, "sram_bandwidth": MAX_TARGET_RATE, "hbm_bandwidth": MAX_TARGET_RATE,
+                 "ddr_bandwidth": MAX_TARGET_RATE, "link_bandwidth": MAX_TARGET_RATE, "peak_bf16": MAX_TARGET_RATE,
+                 "peak_fp8": MAX_TARGET_RATE}
+
+
+def target_problem(t: SpatialTarget) -> str | None:
+    """Why ``t`` (read back from a manifest, say) is no target, or ``None``: each figure positive, finite and within
+    its limit, and every PMU holding at least a byte — what ``parse_target`` holds a TOML file to, in its units."""
+    for figure, limit in FIGURE_LIMITS.items():
+        v = getattr(t, figure)
+        why = beyond(v, limit, whole=figure in ("pcus", "pmus", "sram_bytes", "hbm_bytes", "ddr_bytes"), minimum=0)
+        if why is None and v == 0:
+            why = "is 0; it must be positive"
+        if why is not None:
+            return f"`{figure}` {why}"
+    if t.sram_bytes < t.pmus:
+        return f"{t.sram_bytes:,} bytes of SRAM over {t.pmus:,} PMUs leave each less than a byte"
+    return None
+
+
 BUILTIN = ("sn50", "sn40l")
 DEFAULT = "sn50"
 
-_SCHEMA = {  # key: (type, required, scale)
-    "name": (str, True, None),
-    "pcus": (int, True, None),
-    "pmus": (int, True, None),
-    "sram_mb": ((int, float), True, MB),
-    "hbm_gb": ((int, float), True, GB),
-    "ddr_gb": ((int, float), True, GB),
-    "hbm_tb_s": ((int, float), True, TB),
-    "ddr_tb_s": ((int, float), True, TB),
-    "sram_tb_s": ((int, float), True, TB),
-    "link_gb_s": ((int, float), True, GB),
-    "peak_bf16_tflops": ((int, float), True, TB),
-    "peak_fp8_tflops": ((int, float), False, TB),
-    "description": (str, False, None),
+_SCHEMA = {  # key: (type, required, scale, the limit of the scaled value)
+    "name": (str, True, None, None),
+    "pcus": (int, True, None, MAX_UNITS),
+    "pmus": (int, True, None, MAX_UNITS),
+    "sram_mb": ((int, float), True, MB, MAX_TARGET_BYTES),
+    "hbm_gb": ((int, float), True, GB, MAX_TARGET_BYTES),
+    "ddr_gb": ((int, float), True, GB, MAX_TARGET_BYTES),
+    "hbm_tb_s": ((int, float), True, TB, MAX_TARGET_RATE),
+    "ddr_tb_s": ((int, float), True, TB, MAX_TARGET_RATE),
+    "sram_tb_s": ((int, float), True, TB, MAX_TARGET_RATE),
+    "link_gb_s": ((int, float), True, GB, MAX_TARGET_RATE),
+    "peak_bf16_tflops": ((int, float), True, TB, MAX_TARGET_RATE),
+    "peak_fp8_tflops": ((int, float), False, TB, MAX_TARGET_RATE),
+    "description": (str, False, None, None),
 }
 
 
@@ -81,22 +105,38 @@ def parse_target(text: str, where: str) -> SpatialTarget:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise TargetError(f"{where}: not valid TOML ({e})") from None
+    except RecursionError:  # tomllib recurses per level of nested arrays and tables
+        raise TargetError(f"{where}: not a target: nested too deep for TOML to read") from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise TargetError(f"{where}: not valid TOML ({str(e).split(';')[0]})") from None
     unknown = sorted(set(data) - set(_SCHEMA))
     if unknown:
         raise TargetError(f"{where}: unknown key `{unknown[0]}` (a target has {', '.join(_SCHEMA)})")
     values: dict = {}
-    for key, (typ, required, scale) in _SCHEMA.items():
+    for key, (typ, required, scale, limit) in _SCHEMA.items():
         if key not in data:
             if required:
                 raise TargetError(f"{where}: missing `{key}`")
             continue
         v = data[key]
-        if isinstance(v, bool) or not isinstance(v, typ):
-            kind = "a string" if typ is str else "a whole number" if typ is int else "a number"
-            raise TargetError(f"{where}: `{key}` must be {kind}, not {v!r}")
-        if typ is not str and v <= 0:
-            raise TargetError(f"{where}: `{key}` must be positive, not {v!r}")
+        if typ is str:
+            if not isinstance(v, str):
+                raise TargetError(f"{where}: `{key}` must be a string, not {v!r}"[:200])
+            values[key] = v
+            continue
+        # Positive, finite (TOML has nan and inf) and within the limit, in the file's own units.
+        why = beyond(v, limit / (scale or 1), minimum=0, whole=typ is int)
+        if why is None and v == 0:
+            why = "is 0; it must be positive"
+        if why is not None:
+            raise TargetError(f"{where}: `{key}` {why}")
         values[key] = v * scale if scale else v
+    if int(values["sram_mb"]) < values["pmus"]:
+        raise TargetError(f"{where}: `sram_mb` {data['sram_mb']:g} over {values['pmus']:,} PMUs leaves each less than a "
+                          f"byte; a PMU holds at least one")
+    for key in ("hbm_gb", "ddr_gb"):
+        if int(values[key]) < 1:
+            raise TargetError(f"{where}: `{key}` {data[key]:g} is less than one byte")
     bf16 = float(values["peak_bf16_tflops"])
     return SpatialTarget(
         name=values["name"], pcus=values["pcus"], pmus=values["pmus"], sram_bytes=int(values["sram_mb"]),

@@ -91,7 +91,48 @@ def _bad_inputs(tmp_path):
         out[name] = p
     out["mismatched.gguf"] = ggufs.llama_like(tmp_path / "mismatched.gguf", layers=3, block_count=2)
     out["zero-layers.gguf"] = ggufs.llama_like(tmp_path / "zero-layers.gguf", layers=0, block_count=0)
+    out.update(_hostile_inputs(tmp_path))
     return out
+
+
+def _hostile_inputs(tmp_path):
+    """Issue 11's reproductions: each was a traceback, a hang or memory without end."""
+    tiny = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    text = json.dumps(tiny)
+    cases = {
+        "nested-100000.json": (text[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}").encode(),
+        "digits-5000.json": text.replace('"hidden_size": 64', '"hidden_size": ' + "9" * 5000).encode(),
+        "nan.json": text.replace('"hidden_size": 64', '"hidden_size": NaN').encode(),
+        "huge-float.json": text.replace('"rms_norm_eps": 1e-05', '"rms_norm_eps": 1e400').encode(),
+        "billion-layers.json": json.dumps({**tiny, "num_hidden_layers": 10**9}).encode(),
+        "negative-width.json": json.dumps({**tiny, "intermediate_size": -128}).encode(),
+        "enormous-rope.json": json.dumps({**tiny, "rope_theta": 10**400}).encode(),
+    }
+    out = {}
+    for name, data in cases.items():
+        out[name] = tmp_path / name
+        out[name].write_bytes(data)
+    out["no-heads.gguf"] = ggufs.llama_like(tmp_path / "no-heads.gguf", extra_kv={"{arch}.attention.head_count": 0})
+    out["billion-blocks.gguf"] = ggufs.llama_like(tmp_path / "billion-blocks.gguf", block_count=10**9)
+    return out
+
+
+def test_hostile_configs_and_ggufs_are_refused_at_once_naming_what_is_wrong(run, tmp_path):
+    import time
+
+    expected = {"nested-100000.json": "nested more than 64 deep", "digits-5000.json": "4300 digits",
+                "nan.json": "NaN is not JSON", "huge-float.json": "too large for a 64-bit float",
+                "billion-layers.json": "`num_hidden_layers` is 1,000,000,000, past the limit of 65,536",
+                "negative-width.json": "`intermediate_size` is -128; it must be at least 1",
+                "enormous-rope.json": "`rope_theta` must be a positive number",
+                "no-heads.gguf": "`llama.attention.head_count` is 0; it must be at least 1",
+                "billion-blocks.gguf": "`llama.block_count` is 1,000,000,000, past the limit of 65,536"}
+    for name, src in _hostile_inputs(tmp_path).items():
+        started = time.perf_counter()
+        code, _, err = run("author", src, "-o", tmp_path / "m.lgm")
+        took = time.perf_counter() - started
+        assert code == 2 and err.count("\n") == 1 and expected[name] in err, (name, err)
+        assert took < 2.0, f"{name} took {took:.1f} s to be refused"
 
 
 def test_bad_input_is_one_message_exit_2_and_nothing_written(run, tmp_path):
@@ -156,3 +197,73 @@ def test_a_document_authored_from_a_gguf_verifies_against_that_gguf(run, tmp_pat
     code, out, err = run("verify", doc, "--checkpoint", ckpt, "--steps", "1")
     assert code == 0, out + err
     assert "agree" in out
+
+
+# ---- what the author writes: one line per title and comment, the defaults it took, the file's mode ---------------
+
+
+def test_a_line_break_in_the_name_or_in_the_config_never_writes_headings_into_the_document(run, tmp_path):
+    """A newline in `--name` is refused; one in the config's `_name_or_path` (or any text it carries into a comment,
+    such as a rope scaling scheme) is written as a space, so the document keeps its own sections."""
+    code, _, err = run("author", CONFIGS / "tiny-llama.json", "--name", "x\n## Layer 0\nLet q be 1.")
+    assert code == 2 and "a title is one line" in err and err.count("\n") == 1
+    cfg = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    cfg["_name_or_path"] = "org/evil\n## Layer 0\nLet q0 be 1."
+    cfg["rope_scaling"] = {"rope_type": "yarn\n## Head\nReturn x.", "factor": 2.0}
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    code, out, _ = run("author", src)
+    assert code == 0
+    assert out.splitlines()[0] == "# evil ## Layer 0 Let q0 be 1."
+    assert out.count("\n## Layer 0") == 1 and out.count("\n## Head") == 1
+    doc = tmp_path / "m.lgm"
+    doc.write_text(out)
+    assert run("check", doc)[0] == 0
+
+
+def test_a_config_missing_a_size_says_which_default_of_transformers_it_took(run, tmp_path):
+    """transformers' LlamaConfig has real defaults (hidden_size 4096, 32 layers, vocabulary 32000): the config is
+    read as transformers reads it, and the document and the command say which were taken."""
+    cfg = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    del cfg["hidden_size"], cfg["vocab_size"]
+    cfg["head_dim"] = 16
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    code, out, err = run("author", src)
+    assert code == 0
+    said = ["The config leaves out `hidden_size`: 4096 is transformers' LlamaConfig default.",
+            "The config leaves out `vocab_size`: 32000 is transformers' LlamaConfig default."]
+    assert all(f"-- {s}" in out for s in said) and "Let d be 4096." in out
+    assert all(f"streamed author: warning: {src}: {s}" in err for s in said)
+    complete = tmp_path / "complete.json"
+    complete.write_text((CONFIGS / "tiny-llama.json").read_text())
+    code, out, err = run("author", complete)
+    assert code == 0 and "leaves out" not in out + err
+
+
+def test_author_o_writes_a_file_as_the_umask_says_and_keeps_an_existing_file_s_mode(run, tmp_path):
+    import os
+    import stat
+
+    new, kept = tmp_path / "new.lgm", tmp_path / "kept.lgm"
+    kept.write_text("old\n")
+    os.chmod(kept, 0o664)
+    old_mask = os.umask(0o022)
+    try:
+        assert run("author", CONFIGS / "tiny-llama.json", "-o", new)[0] == 0
+        assert run("author", CONFIGS / "tiny-llama.json", "-o", kept)[0] == 0
+    finally:
+        os.umask(old_mask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o664 and kept.read_text().startswith("# tiny-llama")
+
+
+def test_author_o_naming_a_symbolic_link_writes_where_it_points_and_keeps_the_link(run, tmp_path):
+    real = tmp_path / "models" / "m.lgm"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "m.lgm"
+    link.symlink_to(real)
+    assert run("author", CONFIGS / "tiny-llama.json", "-o", link)[0] == 0
+    assert link.is_symlink() and real.read_text().startswith("# tiny-llama")
+    assert sorted(p.name for p in real.parent.iterdir()) == ["m.lgm"]

@@ -18,10 +18,12 @@ TINY = str(EXAMPLES / "tiny-llama.lgm")
 
 @pytest.mark.parametrize("command", ["lower", "verify"])
 @pytest.mark.parametrize("argv,message", [
-    (["--ctx", "0"], "--ctx 0: must be a positive number"),
-    (["--ctx", "-5"], "--ctx -5: must be a positive number"),
-    (["--mode", "batched", "--batch", "0"], "--batch 0: must be a positive number"),
-    (["--mode", "tp", "--tp", "0"], "--tp 0: must be a positive number"),
+    (["--ctx", "0"], "--ctx 0: must be at least 1"),
+    (["--ctx", "-5"], "--ctx -5: must be at least 1"),
+    (["--mode", "batched", "--batch", "0"], "--batch 0: must be at least 1"),
+    (["--mode", "tp", "--tp", "0"], "--tp 0: must be at least 1"),
+    (["--ctx", "100000000000"], "--ctx 100000000000: is past the limit of 16,777,216"),
+    (["--mode", "batched", "--batch", "1000000"], "--batch 1000000: is past the limit of 65,536"),
     (["--mode", "prefill", "--ctx", "16", "--chunk", "32"], "--chunk 32 is longer than --ctx 16"),
     (["--mode", "decode", "--tp", "4"], "--tp 4: --mode decode does not read it"),
     (["--mode", "forward", "--chunk", "8"], "--chunk 8: --mode forward does not read it"),

@@ -56,7 +56,7 @@ def test_declarations_read_role_storage_shape_and_fill():
     doc = parse("# T\n## Layer 0\nLet Wq0 be a q8 weight of d by 64.\nLet Rcos1 be a table of ctx by 8, cosines of base 10000.\nLet pos be a position.\n")
     w, t, p = (s.value for s in doc.layers[0].statements)
     assert isinstance(w, Declaration) and w.q8 and w.role == "weight" and [d.text for d in w.dims] == ["d", "64"]
-    assert t.fill[0] == "cosines" and t.fill[1].value == 10000
+    assert t.fill.op == "cosines" and t.fill.number("B").value == 10000
     assert p.role == "position"
 
 

@@ -130,7 +130,7 @@ def test_gemma3_scales_the_embedding_and_logits_as_gemma_does():
     assert "gelu of" in text
     # Local and global layers rotate at different bases: two rotation tables.
     assert "Rcos1 be a table of ctx by 64, cosines of base 10000." in text
-    assert "Rcos2 be a table of ctx by 64, cosines of base 1000000." in text
+    assert "Rcos2 be a table of ctx by 64, cosines of base 1000000, linear scaling by 8." in text
 
 
 def test_gemma3_with_logit_softcapping_is_refused_by_name():
@@ -192,10 +192,30 @@ def test_llama_3_1_is_one_kind():
     assert kinds_of(config("llama-3.1-8b")) == {"attention": list(range(32))}
 
 
-def test_a_rope_scaling_the_language_cannot_express_is_said_not_silently_dropped():
+def test_llama_3_1_rotates_at_the_frequencies_its_llama3_scaling_gives():
     text = author(spec_from_config(config("llama-3.1-8b")))
-    assert "rope scaling `llama3` (factor 8) is not modelled" in text
-    assert "cosines of base 500000" in text
+    assert "cosines of base 500000, llama3 scaling by 8 from 8192 with low 1 and high 4." in text
+    assert "not modelled" not in text
+
+
+def test_yarn_is_written_with_the_attention_factor_transformers_derives():
+    text = author(spec_from_config(config("gpt-oss-20b")))
+    # get_mscale(32) = 0.1·ln 32 + 1; gpt-oss asks for an unrounded ramp (`truncate: false`).
+    assert "yarn scaling by 32 from 4096 with fast 32 and slow 1, unrounded ramp, attention factor 1.346574." in text
+
+
+def test_deepseek_and_llama4_rotate_adjacent_pairs_and_llama_rotates_halves():
+    assert ", interleaved" in author(spec_from_config(config("deepseek-v2-lite")))
+    assert ", interleaved" in author(spec_from_config(config("llama-4-scout")))
+    assert "interleaved" not in author(spec_from_config(config("llama-3.1-8b")))
+
+
+def test_a_rope_scaling_the_language_cannot_express_is_said_not_silently_dropped():
+    cfg = config("llama-3.1-8b")
+    cfg["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}
+    text = author(spec_from_config(cfg))
+    assert "rope scaling `dynamic` (factor 2) is not modelled" in text
+    assert "cosines of base 500000." in text
 
 
 # ---- bad configs ----------------------------------------------------------------------------------------------

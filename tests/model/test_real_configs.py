@@ -85,7 +85,7 @@ CASES = {
     # head_dim 128 though hidden_size / heads is 160
     "mistral-nemo-instruct-2407": Case(40, lambda i: "attention", ("a q8 weight of d by 4096.  -- 32 query heads of 128",
                                                                    "table of ctx by 64")),
-    "llama-3.2-1b": Case(16, lambda i: "attention", ("heads 32 sharing 8", "rope scaling `llama3` (factor 32)",
+    "llama-3.2-1b": Case(16, lambda i: "attention", ("heads 32 sharing 8", "llama3 scaling by 32 from 8192 with low 1 and high 4",
                                                      "cosines of base 500000", 'Wout  is "model.embed_tokens.weight"')),
     # rope_theta left out: LlamaConfig's 10000
     "llama-2-7b": Case(32, lambda i: "attention", ("# Llama-2-7b-hf\n", "heads 32 sharing 32", "cosines of base 10000.",
@@ -101,7 +101,7 @@ CASES = {
     # Gemma3TextConfig's defaults for what the file leaves out: 8 heads sharing 4 of 256, sliding pattern 6, tied.
     "gemma-3-4b-it": Case(34, every(6, "attention", "attention, window 1024"),
                           ("heads 8 sharing 4, window 1024", "8 query heads of 256", "Let vocab be 262208.",
-                           "cosines of base 10000.", "cosines of base 1000000.", "rope scaling `linear` (factor 8)",
+                           "cosines of base 10000.", "cosines of base 1000000, linear scaling by 8.",
                            'Wout   is "model.language_model.embed_tokens.weight"', "offset 1")),
     "gemma-3-12b-it": Case(48, every(6, "attention", "attention, window 1024"), ("heads 16 sharing 8, window 1024",)),
     "gemma-3-1b-it": Case(26, every(6, "attention", "attention, window 512"),
@@ -109,7 +109,7 @@ CASES = {
     "deepseek-v3": Case(61, lambda i: "latent attention" + (", experts" if i >= 3 else ""),
                         ("queries through rank 1536", "top 8", "scored by sigmoid, normalized, routed scale 2.5, "
                          "selection bias eb3, groups 8 keeping 4", "heads 128, nope 128, rope 64",
-                         "cosines of base 10000.", "256 experts")),
+                         "cosines of base 10000, yarn scaling by 40 from 4096 with fast 32 and slow 1.", "256 experts")),
     "deepseek-v2-chat": Case(60, lambda i: "latent attention" + (", experts" if i >= 1 else ""),
                              ("queries through rank 1536", "160 experts, top 6", "routed scale 16, groups 8 keeping 3",
                               "a q8 weight of d by 3072.", "mscale_all_dim 0.707")),

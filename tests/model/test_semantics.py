@@ -114,3 +114,37 @@ def test_a_misspelling_carries_its_nearest_spelling_for_a_quick_fix():
     text = _edit(text, "Let h0 be x plus a0 times Wo0.", "Let h0 be x plus a0 times Woo0.")
     fixes = {d.data["replacement"] for d in analyze(text).diagnostics if d.data and "replacement" in d.data}
     assert {"rmsnorm", "window", "d", "Wo0"} <= fixes
+
+
+PLAIN_COS = "Let Rcos1 be a table of ctx by 8, cosines of base 10000."
+
+
+def test_a_table_s_fill_carries_its_rotation_scaling_to_the_host():
+    from streamed.analysis.whole import analyze as whole
+
+    text = _edit(document(1), PLAIN_COS, "Let Rcos1 be a table of ctx by 8, cosines of base 10000, yarn scaling by 8 "
+                                         "from 64 with fast 32 and slow 1, unrounded ramp, attention factor 1.2.")
+    a = whole(text)
+    assert not a.errors
+    fill = a.programs.layers[0].decls["Rcos1"].fill
+    assert fill == ("cosines", 10000.0, (("scaling", "yarn"), ("factor", 8.0), ("context", 64.0), ("fast", 32.0),
+                                         ("slow", 1.0), ("unrounded", True), ("attention", 1.2)))
+
+
+def test_a_table_with_two_scalings_is_refused_once():
+    text = _edit(document(1), PLAIN_COS, "Let Rcos1 be a table of ctx by 8, cosines of base 10000, linear scaling by 2, "
+                                         "yarn scaling by 8 from 64 with fast 32 and slow 1.")
+    assert [m for _, m in _messages(text)] == [
+        "a table has one rotation scaling, not both `linear scaling by` and `yarn scaling by`"]
+
+
+def test_an_unrounded_ramp_without_yarn_is_refused():
+    text = _edit(document(1), PLAIN_COS, "Let Rcos1 be a table of ctx by 8, cosines of base 10000, linear scaling by 2, "
+                                         "unrounded ramp.")
+    assert [m for _, m in _messages(text)] == ["only a `yarn scaling` has a ramp to leave unrounded"]
+
+
+def test_a_word_that_is_no_fill_option_names_the_options():
+    text = _edit(document(1), PLAIN_COS, "Let Rcos1 be a table of ctx by 8, cosines of base 10000, cubic scaling by 2.")
+    (_, msg), *_ = _messages(text)
+    assert msg.startswith("`cubic` is not an option of `cosines` (its options: `linear scaling by`, `llama3 scaling by`")

@@ -58,3 +58,22 @@ def checkpoint_writer():
 @pytest.fixture
 def gguf_writer():
     return write_gguf
+
+
+def mixed_type(name, tensor):
+    """tiny-llama stored as a real checkpoint mixes types: its products Q8_0, one layer's output projection F16
+    among them, its norms F32, and its embedding Q8_0 as ``vocab × d`` (declared dense: read dequantised, never as
+    planes)."""
+    if name == "Emb":
+        return "Q8_0", True
+    if name == "Wo2":
+        return "F16", False
+    return ("Q8_0" if name.startswith("W") else "F32"), False
+
+
+@pytest.fixture
+def mixed_checkpoint():
+    """``(path, programs, seed)`` → tiny-llama's seeded weights written as a GGUF of mixed types (``mixed_type``)."""
+    from streamed.numerics.weights import seeded
+
+    return lambda path, programs, seed: write_checkpoint(path, programs, seeded(programs, seed).dense, mixed_type)

@@ -82,3 +82,36 @@ def test_an_op_reading_a_tensor_another_chip_holds_is_refused():
              Op("allreduce", ("a_c0", "a_c1"), ("y",)))
     with pytest.raises(ExecuteError, match="runs on chip 1 but `a_c0` lives on chip 0"):
         run_program(SpatialProgram("layer 0", 1, 4, tensors, cross, tp=2), {"x": np.ones((1, 2), np.float32)})
+
+
+def test_a_table_is_filled_by_the_rule_the_bundle_gives_it_not_taken_from_the_host():
+    from streamed.numerics.execute import Bound, Session, run_bound
+    from streamed.numerics.kernels import rotary_table
+
+    def program(base):
+        tensors = (Tensor("R", (6, 4), "bf16", "table", "sram", 48, fill=("cosines", base)),
+                   Tensor("y", (6, 4), "bf16", "output", "sram", 48))
+        return SpatialProgram("layer 0", 1, 6, tensors, (Op("copy", ("R",), ("y",)),))
+
+    w = Weights({})
+    for base in (10000.0, 20000.0):
+        env = run_bound(Bound(program(base), {}, "layer 0"), w, {}, Session())
+        assert np.array_equal(env["y"], rotary_table("cosines", base, 6, 4))
+    unfilled = SpatialProgram("layer 0", 1, 6, (Tensor("R", (6, 4), "bf16", "table", "sram", 48),
+                                                Tensor("y", (6, 4), "bf16", "output", "sram", 48)),
+                              (Op("copy", ("R",), ("y",)),))
+    with pytest.raises(ExecuteError, match="gives table `R` no fill rule"):
+        run_bound(Bound(unfilled, {}, "layer 0"), w, {}, Session())
+
+
+def test_ops_run_by_phase_and_an_op_scheduled_before_what_it_reads_is_refused():
+    t = lambda name, role: Tensor(name, (1, 2), "bf16", role, "sram", 4)  # noqa: E731
+    tensors = (t("x", "input"), t("a", "intermediate"), t("y", "output"))
+    # Listed reader first, but phased after the writer: it runs second.
+    listed_late = (Op("scale", ("a",), ("y",), (("factor", 3.0),), phase=1), Op("scale", ("x",), ("a",), (("factor", 2.0),), phase=0))
+    env = run_program(SpatialProgram("layer 0", 1, 4, tensors, listed_late), {"x": np.ones((1, 2), np.float32)})
+    assert env["y"].tolist() == [[6.0, 6.0]]
+    # Listed writer first, but phased after the reader: the reader runs with nothing to read.
+    phased_early = (Op("scale", ("x",), ("a",), (("factor", 2.0),), phase=1), Op("scale", ("a",), ("y",), (("factor", 3.0),), phase=0))
+    with pytest.raises(ExecuteError, match="op 1 .scale.: reads `a` before any op writes it"):
+        run_program(SpatialProgram("layer 0", 1, 4, tensors, phased_early), {"x": np.ones((1, 2), np.float32)})

@@ -114,6 +114,74 @@ def test_rope_rotates_each_pair_i_and_i_plus_half_by_the_position_angle(rotating
     close(nx.rope(x, pos, cos, sin, heads, rotating, after), want)
 
 
+@pytest.mark.parametrize("after", [0, 2])
+def test_interleaved_rope_rotates_each_adjacent_pair_by_the_position_angle(after):
+    heads, w, rows, pos = 2, 8, 3, 5
+    half = (w - after) // 2
+    x = rng(3).standard_normal((rows, heads * w)).astype(np.float32)
+    cos = nx.rotary_table("cosines", 10000, 16, half)
+    sin = nx.rotary_table("sines", 10000, 16, half)
+    want = x.astype(np.float64).copy()
+    for row in range(rows):
+        for h in range(heads):
+            base = h * w + after
+            for i in range(half):  # GPT-J / ggml's ROPE_TYPE_NORM: dims 2i and 2i+1 turn together
+                theta = (pos + row) * 10000 ** (-i / half)
+                a, b = float(x[row, base + 2 * i]), float(x[row, base + 2 * i + 1])
+                want[row, base + 2 * i] = a * math.cos(theta) - b * math.sin(theta)
+                want[row, base + 2 * i + 1] = b * math.cos(theta) + a * math.sin(theta)
+    close(nx.rope(x, pos, cos, sin, heads, after=after, interleaved=True), want)
+
+
+def transformers_llama3(base, dim, factor, low, high, old):
+    """transformers' ``_compute_llama3_parameters``, transcribed (float64)."""
+    inv_freq = 1.0 / base ** (np.arange(0, dim, 2) / dim)
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    llama = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * llama / factor + smooth * llama
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.where(medium, smoothed, llama)
+
+
+def transformers_yarn(base, dim, factor, old, fast=32, slow=1, truncate=True):
+    """transformers' ``_compute_yarn_parameters`` (its inverse frequencies), transcribed (float64)."""
+    def correction_dim(rotations):
+        return (dim * math.log(old / (rotations * 2 * math.pi))) / (2 * math.log(base))
+    low, high = correction_dim(fast), correction_dim(slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    pos_freqs = base ** (np.arange(0, dim, 2) / dim)
+    return 1 / (factor * pos_freqs) * (1 - extrapolation) + 1 / pos_freqs * extrapolation
+
+
+@pytest.mark.parametrize("scaling, want", [
+    (dict(scaling="linear", factor=4.0), lambda: 1 / 500000 ** (np.arange(0, 64, 2) / 64) / 4),
+    (dict(scaling="llama3", factor=8.0, context=8192, low=1.0, high=4.0),
+     lambda: transformers_llama3(500000, 64, 8.0, 1.0, 4.0, 8192)),
+    (dict(scaling="llama3", factor=16.0, context=8192, low=1.0, high=1.0),  # Llama 4 Scout: no smooth band
+     lambda: transformers_llama3(500000, 64, 16.0, 1.0, 1.0 + 1e-12, 8192)),
+    (dict(scaling="yarn", factor=32.0, context=4096, fast=32.0, slow=1.0),
+     lambda: transformers_yarn(500000, 64, 32.0, 4096)),
+    (dict(scaling="yarn", factor=32.0, context=4096, fast=32.0, slow=1.0, unrounded=True),
+     lambda: transformers_yarn(500000, 64, 32.0, 4096, truncate=False)),
+])
+def test_rotary_frequencies_scale_as_transformers_computes_them(scaling, want):
+    np.testing.assert_allclose(nx.rotary_frequencies(500000, 32, **scaling), want(), rtol=1e-12)
+
+
+def test_a_fill_s_attention_factor_multiplies_its_cosines_and_sines():
+    plain = nx.fill_table(("sines", 10000.0), 8, 4)
+    scaled = nx.fill_table(("sines", 10000.0, (("attention", 1.25),)), 8, 4)
+    np.testing.assert_allclose(scaled, 1.25 * plain.astype(np.float64), rtol=1e-6)
+
+
 def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=None, sinks=None):
     rows, ctx = q.shape[0], k.shape[0]
     dk = q.shape[1] // heads
@@ -164,8 +232,8 @@ def test_latent_attention_absorbed_equals_attention_over_up_projected_keys_and_v
     close(nx.latent_attention(q, c, kr, pos, a, b, heads, nope, rope_dims), want)
 
 
-@pytest.mark.parametrize("sharing", [None, 2])
-def test_gated_delta_follows_the_recurrence_element_by_element(sharing):
+@pytest.mark.parametrize("sharing, in_turn", [(None, False), (2, False), (2, True)])
+def test_gated_delta_follows_the_recurrence_element_by_element(sharing, in_turn):
     heads, dk, dv, rows = 4, 3, 2, 3
     groups = heads if sharing is None else sharing
     q = rng(1).standard_normal((rows, groups * dk)).astype(np.float32)
@@ -178,7 +246,7 @@ def test_gated_delta_follows_the_recurrence_element_by_element(sharing):
     want = np.zeros((rows, heads * dv))
     for t in range(rows):
         for h in range(heads):
-            g = h * groups // heads
+            g = h % groups if in_turn else h * groups // heads  # in turn: llama.cpp's Qwen3.5 order
             kv = k[t, g * dk:(g + 1) * dk]
             qv = q[t, g * dk:(g + 1) * dk]
             for i in range(dk):
@@ -190,7 +258,7 @@ def test_gated_delta_follows_the_recurrence_element_by_element(sharing):
                     s[h, i, j] += b[t, h] * kv[i] * (v[t, h * dv + j] - pred[j])
             for j in range(dv):
                 want[t, h * dv + j] = sum(s[h, i, j] * qv[i] for i in range(dk))
-    out, s1 = nx.gated_delta(q, k, v, s0, a, b, heads, sharing)
+    out, s1 = nx.gated_delta(q, k, v, s0, a, b, heads, sharing, in_turn)
     close(out, want)
     close(s1, s)
 

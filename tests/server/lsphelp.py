@@ -7,6 +7,7 @@ import asyncio
 import re
 import sys
 from pathlib import Path
+from typing import Union
 
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
@@ -16,12 +17,25 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from repo import DIVERGENT, ROOT, SIX, TINY, deep  # noqa: F401  (the test documents, for the tests that import them here)
 
 
+def _converter():
+    """pygls's converter, reading a code action as VS Code does: a bare ``Command`` is one whose ``command`` is a
+    string (lsprotocol reads any action that carries a command as a bare ``Command``, dropping its kind)."""
+    converter = default_converter()
+
+    def code_action(obj, _):
+        bare = isinstance(obj.get("command"), str)
+        return converter.structure(obj, lsp.Command if bare else lsp.CodeAction)
+
+    converter.register_structure_hook(Union[lsp.Command, lsp.CodeAction], code_action)
+    return converter
+
+
 def make_client() -> LanguageClient:
     def published(ls, params: lsp.PublishDiagnosticsParams):
         ls.published.append(params)
         ls.diagnostics[params.uri] = params.diagnostics
 
-    client = LanguageClient(converter_factory=default_converter)
+    client = LanguageClient(converter_factory=_converter)
     register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: published})
     client.analyses = []
     client.published = []

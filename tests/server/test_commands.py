@@ -85,13 +85,15 @@ async def test_lower_bundle_of_a_kind_that_does_not_lower_names_the_program_and_
     ("streamed.lowerBundle", [{"uri": "file:///nowhere/x.lgm", "mode": "decode"}], "is not open in the editor"),
     ("streamed.showKinds", [{"uri": 7}], "needs `uri`"),
     ("streamed.goToRepresentative", [{"uri": "OPEN", "position": {"line": -1}}], "needs `position`"),
-    ("streamed.openManifest", [{"bundle": "/nonexistent/x.bundle"}], "no manifest at"),
+    ("streamed.openManifest", [{"bundle": "/nonexistent/x.bundle"}], "will not read /nonexistent/x.bundle"),
+    ("streamed.openManifest", [{"bundle": "ROOT/none.bundle"}], "no manifest at"),
     ("streamed.noSuchThing", [{}], "unknown command `streamed.noSuchThing`"),
 ])
 async def test_bad_command_arguments_get_an_error_a_person_understands(editor, client, command, args, says):
     uri = editor.open(TINY)
     await editor.analysed(uri)
     args = [{**a, "uri": uri} if isinstance(a, dict) and a.get("uri") == "OPEN" else a for a in args]
+    args = [{"bundle": str(client.root / "none.bundle")} if a == {"bundle": "ROOT/none.bundle"} else a for a in args]
     with pytest.raises(JsonRpcInvalidParams) as e:
         await run(client, command, *args)
     assert says in str(e.value)
@@ -113,3 +115,15 @@ async def test_every_command_reports_progress_from_begin_to_end(editor, client):
     assert len(new) == 1
     kinds = [getattr(p, "kind", None) for p in client.progress_reports[new[0]]]
     assert kinds[0] == "begin" and kinds[-1] == "end"
+
+
+async def test_lower_bundle_never_replaces_a_bundle_folder_holding_a_file_no_lowering_wrote(editor, client):
+    """Issue 11: the command replaced any folder whose manifest.json said streamed-bundle/1, deleting the rest."""
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    got = await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 64})
+    folder = Path(got["manifest"]).parent
+    (folder / "NOTES.md").write_text("mine\n")
+    with pytest.raises(JsonRpcInvalidParams, match="holds NOTES.md, which no lowering wrote"):
+        await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 128})
+    assert (folder / "NOTES.md").read_text() == "mine\n" and json.loads((folder / "manifest.json").read_text())["ctx"] == 64

@@ -12,7 +12,7 @@ async def test_every_layer_header_has_a_lens_naming_its_kind_and_the_model_a_bun
     uri = editor.open(DIVERGENT)
     await editor.analysed(uri)
     lenses = await request(client.text_document_code_lens_async(lsp.CodeLensParams(doc(uri))))
-    by_line = {l.range.start.line: l.command for l in lenses}
+    by_line = {l.range.start.line: l.command for l in lenses if l.command.command != "streamed.compareWithRepresentative"}
     l0 = by_line[position_of(DIVERGENT, "## Layer 0")[0]]
     assert l0.title == "attention (layer 0) · 5 layers · first: layer 0"
     assert l0.command == "streamed.goToRepresentative"
@@ -21,7 +21,10 @@ async def test_every_layer_header_has_a_lens_naming_its_kind_and_the_model_a_bun
     model = by_line[position_of(DIVERGENT, "## Model")[0]]
     assert model.title == "2 kinds · Lower SN50 bundle…" and model.command == "streamed.lowerBundle"
     assert list(model.arguments) == [{"uri": uri}]
-    assert len(lenses) == 7
+    compare = [l for l in lenses if l.command.command == "streamed.compareWithRepresentative"]
+    assert [(l.range.start.line, l.command.title) for l in compare] == [
+        (position_of(DIVERGENT, "## Layer 4")[0], "Compare layer 4 with layer 0")]
+    assert len(lenses) == 8
 
 
 async def test_clicking_a_layer_lens_goes_to_the_representative_header(editor, client):

@@ -7,7 +7,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from lsphelp import TINY, Editor, init_params, server_config
+from lsphelp import TINY, Editor, doc, init_params, request, server_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -90,3 +90,23 @@ async def test_a_checkpoint_setting_decides_how_weights_are_read(tp_client, tmp_
             break
         await asyncio.sleep(0.01)
     assert any("/nowhere/x.gguf: no such file" in m.message for m in tp_client.messages)
+
+
+async def test_the_bundle_lens_names_the_chip_the_target_setting_chooses(tp_client):
+    async def model_lens(uri):
+        lenses = await request(tp_client.text_document_code_lens_async(lsp.CodeLensParams(doc(uri))))
+        return next(l.command.title for l in lenses if l.command.command == "streamed.lowerBundle")
+
+    editor = Editor(tp_client, tp_client.root, "target_lens")
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    assert (await model_lens(uri)).endswith("· Lower SN50 bundle…")
+    tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"target": "sn40l"}}))
+    try:
+        for _ in range(300):
+            if (await model_lens(uri)).endswith("· Lower SN40L bundle…"):
+                break
+            await asyncio.sleep(0.01)
+        assert (await model_lens(uri)).endswith("· Lower SN40L bundle…")
+    finally:
+        tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"target": "sn50"}}))

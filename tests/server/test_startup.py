@@ -38,7 +38,7 @@ def test_a_bad_setting_keeps_the_previous_value_and_says_why():
     s, problems = Settings().merged({"streamed": {"deployment": {"ctx": "big", "tp": 4}, "checkpoint": 3}})
     assert s.deployment["ctx"] == 4096 and s.deployment["tp"] == 4 and s.checkpoint is None
     assert problems == ["`streamed.checkpoint` must be a path or null, not 3",
-                        "`streamed.deployment.ctx` must be a positive whole number, not 'big'"]
+                        "`streamed.deployment.ctx` must be a whole number, not 'big'"]
 
 
 @pytest.mark.asyncio

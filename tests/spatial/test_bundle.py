@@ -31,13 +31,15 @@ def test_manifest_and_program_files_validate_and_the_bundle_round_trips(analyses
         path = write_bundle(model, out, source=f"{name}.lgm")
         m = json.loads(path.read_text())
         jsonschema.validate(m, schema("manifest"))
-        assert m["format"] == "streamed-bundle/1" and m["source"] == f"{name}.lgm"
+        assert m["format"] == "streamed-bundle/2" and m["source"] == f"{name}.lgm"
         assert m["mode"] == deployment.mode and m["rows"] == deployment.rows
         files = [m["programs"]["head"]] + [k["program"] for k in m["kinds"]] + \
                 ([m["programs"]["embed"]] if m["programs"]["embed"] else [])
         for f in files:
             jsonschema.validate(json.loads((out / f).read_text()), schema("program"))
-        assert read_bundle(out) == model
+        back = read_bundle(out)
+        assert manifest(back, f"{name}.lgm") == m
+        assert back.programs() == model.programs() and back.deployment == model.deployment
 
 
 def test_the_manifest_says_which_kind_runs_at_each_layer(analyses):
@@ -85,7 +87,7 @@ def test_a_directory_that_is_not_a_bundle_is_never_replaced(tmp_path, analyses):
     out = tmp_path / "notes"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
-    with pytest.raises(BundleError, match="not a bundle"):
+    with pytest.raises(BundleError, match="holds mine.txt, which no lowering wrote"):
         write_bundle(lower_streamed(analyses["tiny-llama"], Deployment("decode", ctx=64)), out)
     assert (out / "mine.txt").read_text() == "keep me"
 
@@ -158,3 +160,16 @@ def test_a_bundle_read_back_summarises_its_kinds_and_estimate(tmp_path, analyses
     assert s["mode"] == "decode" and s["layers"] == 12
     assert [(k["name"], k["layers"]) for k in s["kinds"]] == [(k.name, len(k.layers)) for k in a.kinds]
     assert s["tokens_per_second"] > 0 and sum(s["states"].values()) > 0
+
+
+def test_a_bundle_an_older_streamed_wrote_is_refused_naming_its_format_and_replaced_by_a_new_one(tmp_path, analyses):
+    out = tmp_path / "b"
+    model = lower_streamed(analyses["tiny-llama"], Deployment("decode", ctx=64))
+    write_bundle(model, out)
+    m = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**m, "format": "streamed-bundle/1"}))
+    with pytest.raises(BundleError, match="a streamed-bundle/1 bundle, written by an older streamed; lower the "
+                                          "document again"):
+        read_bundle(out)
+    write_bundle(model, out)  # still a bundle directory: replaced, not refused as someone else's files
+    assert json.loads((out / "manifest.json").read_text())["format"] == "streamed-bundle/2"

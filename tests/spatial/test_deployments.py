@@ -8,6 +8,7 @@ from streamed.analysis.whole import analyze
 from streamed.analysis.kinds import stored_q8
 from streamed.model.checkpoint import Storage
 from streamed.spatial import lower as lower_module
+from streamed.spatial.bundle import manifest
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import (
@@ -21,6 +22,8 @@ from streamed.spatial.streamed_model import (
     lower_tp_decode_streamed,
     program_names,
 )
+
+from repo import example
 
 DEPLOYMENTS = [
     Deployment("forward", ctx=16),
@@ -68,7 +71,7 @@ def test_derived_and_per_sequence_names_carry_the_layer_index():
     b = model.layers[7]  # a global layer; its kind's representative is layer 3
     assert model.kind(b.kind).representative == 3
     t = b.tensors
-    assert t["xo2"] == "xo6"  # the hidden-state input is named by position
+    assert t["bxo2"] == "bxo6"  # the stacked hidden-state input is named by position, as the seed names it
     assert t["Kc3_s1_c0"] == "Kc7_s1_c0"  # per sequence and per chip: the suffixes stay
     assert t["pos_s1"] == "pos_s1"  # a position is every layer's
     assert t["Rcos1"] == "Rcos1"  # a host table is every layer's
@@ -152,7 +155,7 @@ def test_batched_states_and_positions_are_per_sequence(analyses):
         if op.kind == "attention":
             b = op.inputs[1].rsplit("_s", 1)[1]
             assert op.inputs[3] == f"pos_s{b}" and op.inputs[2] == f"Vc0_s{b}"
-    assert model.embed.tensor("tok").shape == (3,)
+    assert model.embed.tensor("toks").shape == (3,)  # the seed's name for a batch's token ids
 
 
 @pytest.mark.parametrize("mode", ["tp", "batched-tp"])
@@ -214,16 +217,35 @@ def test_kv_heads_that_do_not_split_are_refused():
         lower_streamed(a, Deployment("tp", ctx=64, tp=4))
 
 
-def test_a_q8_row_slice_off_a_block_boundary_is_refused_and_read_dense_it_is_not():
-    # 4 heads of 16 over 4 chips: the output projection's rows split as 16 per chip — half a Q8_0 block.
+def test_a_q8_row_slice_off_a_block_boundary_is_read_dense_and_the_manifest_says_which_chips_and_why():
+    # 4 heads of 16 over 4 chips: the output projection's rows split as 16 per chip — half a Q8_0 block. The seed's
+    # Storage rule: such a slice is read dense; the column slices and whole-block row slices stay Q8_0.
     text = two_kind_document(4, heads=4, kv=4, hd=16, ffn=256)
-    with pytest.raises(StreamedReject) as e:
-        lower_streamed(analyze(text), Deployment("tp", ctx=64, tp=4))
-    assert e.value.program == "bundle"
-    assert "stored Q8_0" in e.value.why and "not whole blocks of 32" in e.value.why
-    dense = Storage(types={}, source="every tensor F16")  # nothing stored Q8_0: every slice read dense
-    model = lower_streamed(analyze(text, dense), Deployment("tp", ctx=64, tp=4), storage=dense)
-    assert all(o.kind != "matmul_q8" for o in model.kinds[0].program.ops)
+    model = lower_streamed(analyze(text), Deployment("tp", ctx=64, tp=4))
+    kind = model.kinds[0]
+    dense = kind.tp["read_dense"]
+    assert [(d["of"], d["chips"]) for d in dense] == [("Wo0", [0, 1, 2, 3])]
+    assert "64 input features split over 4 chips as rows of 16, which cut its Q8_0 blocks of 32" in dense[0]["why"]
+    m = manifest(model)  # each layer's own tensor, which its chips dequantise
+    for row in m["layers"]:
+        at = row["weights"].index(f"Wo{row['layer']}")
+        assert (row["checkpoint"][at], row["storage"][at]) == (f"blk.{row['layer']}.attn_output.weight", "Q8_0")
+    p = kind.program
+    for op in p.ops:
+        if op.kind.startswith("matmul") and p.tensor(op.inputs[1]).of == "Wo0":
+            assert op.kind == "matmul" and p.tensor(op.inputs[1]).part is None
+    assert {p.tensor(o.inputs[1]).of for o in p.ops if o.kind == "matmul_q8"} >= {"Wq0", "Wk0", "Wv0", "Wd0"}
+    assert {s["encoding"] for s in kind.tp["slices"] if s["of"] == "Wo0"} == {"dense"}
+
+
+def test_deepseek_v2_lite_lowers_over_four_chips_naming_the_weights_its_chips_read_dense():
+    a = analyze(example("deepseek-v2-lite"))
+    model = lower_streamed(a, Deployment("tp", ctx=4096, tp=4))
+    dense = {d["of"]: d for k in model.kinds for d in k.tp["read_dense"]}
+    assert "Wd0" in dense and dense["Wd0"]["chips"] == [0, 1, 2, 3]
+    row = manifest(model)["layers"][0]
+    assert row["checkpoint"][row["weights"].index("Wd0")] == "model.layers.0.mlp.down_proj.weight"
+    assert "10944 input features split over 4 chips as rows of 2736" in dense["Wd0"]["why"]
 
 
 def test_an_ffn_not_divisible_by_the_chips_is_refused_naming_the_weight():
@@ -348,3 +370,55 @@ def test_the_64_layer_qwen38_example_lowers_two_programs_for_its_two_kinds(monke
     assert len(model.layers) == 64 and len(model.kinds) == 2
     assert sorted(calls) == sorted(["embed", "head"] + [f"layer {k.representative}" for k in model.kinds])
     assert sum(len(k.layers) for k in model.kinds) == 64
+
+
+def identities(model) -> list:
+    return [model.embed_identity, model.head_identity] + [k.identity for k in model.kinds] + \
+        [b.identity for b in model.layers]
+
+
+def test_every_program_and_layer_binding_carries_the_identity_of_its_own_text_and_cut(tmp_path):
+    text = two_kind_document(8)
+    model = lower_streamed(analyze(text), Deployment("decode", ctx=64))
+    assert identities(model) == identities(lower_streamed(analyze(text), Deployment("decode", ctx=64)))
+    assert len({b.identity["digest"] for b in model.layers}) == 8  # every layer's own text
+    for k in model.kinds:  # a kind is what its representative is
+        assert k.identity == model.layers[k.representative].identity
+    assert model.layers[5].identity["program"] == "layer 5" and model.head_identity["program"] == "head"
+    # A name changed in layer 5: layer 5 is another text of the same kind; nothing else changes.
+    renamed = lower_streamed(analyze(text.replace("hn5", "hx5")), Deployment("decode", ctx=64))
+    assert [k.name for k in renamed.kinds] == [k.name for k in model.kinds]
+    changed = [l for l, (a, b) in enumerate(zip(model.layers, renamed.layers)) if a.identity != b.identity]
+    assert changed == [5]
+    # Another cut of the same text is another program.
+    longer = lower_streamed(analyze(text), Deployment("decode", ctx=128))
+    assert all(a["digest"] != b["digest"] for a, b in zip(identities(model), identities(longer)))
+    # The manifest carries them, and a bundle read back has them.
+    from streamed.spatial.bundle import read_bundle, write_bundle
+
+    m = manifest(model)
+    assert m["identities"] == {"embed": model.embed_identity, "head": model.head_identity}
+    assert [b["identity"] for b in m["layers"]] == [b.identity for b in model.layers]
+    write_bundle(model, tmp_path / "b")
+    assert identities(read_bundle(tmp_path / "b")) == identities(model)
+
+
+@pytest.mark.parametrize("mode", ["prefill", "batched", "batched-tp"])
+def test_a_stacked_deployment_names_its_hidden_states_and_token_ids_as_the_seed_does(mode):
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment(mode, ctx=64, chunk=4, batch=2, tp=2))
+    assert [t.name for t in model.embed.inputs] == ["toks"] and model.embed.output == "X"
+    for b in model.layers:
+        program = model.kind(b.kind).program
+        hidden = next(t.name for t in program.inputs if t.shape != ())
+        assert b.tensors[hidden] == ("X" if b.layer == 0 else f"bxo{b.layer - 1}")
+        assert b.tensors[program.output] == f"bxo{b.layer}"
+    assert [t.name for t in model.head.inputs] == ["bxo7"]
+
+
+@pytest.mark.parametrize("mode", ["decode", "tp", "forward"])
+def test_an_unstacked_deployment_keeps_the_authored_names(mode):
+    model = lower_streamed(analyze(two_kind_document(8)), Deployment(mode, ctx=64, tp=2))
+    if model.embed is not None:
+        assert [t.name for t in model.embed.inputs] == ["tok"] and model.embed.output == "x"
+    assert model.layers[5].tensors[model.kind(model.layers[5].kind).program.output] == "xo5"
+    assert [t.name for t in model.head.inputs] == ["xo7"]

@@ -151,10 +151,79 @@ def test_a_batched_steps_caches_are_summed_under_the_authored_name(tmp_path):
     assert a.programs.layer(0).statements[e.value.statement].name.text == e.value.binder
 
 
-def test_a_program_whose_own_activations_exceed_sram_is_refused_at_the_statement_that_makes_them():
+def test_a_program_whose_own_activations_exceed_sram_is_tiled_and_refused_only_when_one_row_does_not_fit():
     a = analyze(two_kind_document(4, d=256, ffn=8192))
+    model = lower_streamed(a, Deployment("forward", ctx=16384))  # 16384 rows of 8192-wide activations: tiled
+    assert all(p.tiles and p.certificate["sram_bytes"] <= p.certificate["sram_available"] for p in
+               (k.program for k in model.kinds))
+    # One row of a 200-million-wide feed-forward needs more than the SN50's SRAM: refused, on the statement.
+    wide = analyze(two_kind_document(4, d=256, ffn=200_000_000, q8=False))
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(a, Deployment("forward", ctx=16384))
-    assert "for its activations, the largest `" in e.value.why and "the SN50 has 432 MB" in e.value.why
-    stmt = a.programs.layer(0).statements[e.value.statement]
-    assert stmt.name.text == e.value.binder
+        lower_streamed(wide, Deployment("forward", ctx=16))
+    assert e.value.why.startswith("needs 1.6 GB of SRAM even in tiles of one row")
+    assert "the largest `f0` of 1.6 GB" in e.value.why and e.value.why.endswith("; the SN50 has 432 MB")
+    stmt = wide.programs.layer(0).statements[e.value.statement]
+    assert stmt.name.text == e.value.binder == "f0"
+
+
+def two_failing_statements(layers: int) -> str:
+    """Every layer attends over keys and values it computed itself, and each global layer (3, 7, …) does it twice: a
+    decode step refuses one statement of the windowed kind and two of the global kind."""
+    text = not_a_cache(layers)
+    for l in range(3, layers, 4):
+        text = text.replace(f"Let h{l} be xo{l - 1} plus a{l} times Wo{l}.",
+                            f"Let b{l} be attention of qp{l} over k{l} and v{l} at pos, heads 4 sharing 2.\n"
+                            f"Let h{l} be xo{l - 1} plus (a{l} plus b{l}) times Wo{l}.")
+    return text
+
+
+def test_a_program_with_two_failing_statements_shows_both_as_diagnostics():
+    text = two_failing_statements(8)
+    a = analyze(text)
+    assert not a.errors and [k.layers for k in a.kinds] == [(0, 1, 2, 4, 5, 6), (3, 7)]
+    found = reject_diagnostics(a)
+    assert [(d.data["program"], d.data["binder"]) for d in found] == [
+        ("layer 0 (attention, window 8)", "a0"), ("layer 3 (attention)", "a3"), ("layer 3 (attention)", "b3")]
+    rep = a.programs.layer(3)
+    for d, binder in zip(found[1:], ("a3", "b3")):
+        stmt = next(s for s in rep.statements if getattr(getattr(s, "name", None), "text", None) == binder)
+        assert d.range == stmt.range and "attention reads its keys from `k3`, which is not a state" in d.message
+        assert d.data["layers"] == [3, 7] and "(and so do the 1 other layers of `attention`)" in d.message
+    # The statement that reads what both refused statements bind is not refused a third time.
+    assert not any(d.data["binder"] == "h3" for d in found)
+
+
+def test_lower_prints_every_reject_of_every_program_each_at_its_line(tmp_path, capsys):
+    from streamed.cli import main
+
+    text = two_failing_statements(8)
+    doc = tmp_path / "m.lgm"
+    doc.write_text(text)
+    assert main(["lower", str(doc), "-o", str(tmp_path / "b")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    refused = [l.split(":")[0] for l in err if "does not lower" in l]
+    assert refused == ["the layer 0 (attention, window 8) program does not lower"] + \
+                      ["the layer 3 (attention) program does not lower"] * 2
+    at = [l.strip() for l in err if l.startswith("  at ")]
+    lines = [_line_of(text, f"Let {b} be attention") for b in ("a0", "a3", "b3")]
+    assert [a.split(" (")[0] for a in at] == [f"at {doc}:{n}:1" for n in lines]
+    assert [a.split(", ")[-1] for a in at] == ["`a0`)", "`a3`)", "`b3`)"]
+    assert not (tmp_path / "b").exists()
+
+
+PMU_CHIP = SMALL_CHIP.replace("pmus = 2080", "pmus = 12").replace("pcus = 2080", "pcus = 8").replace(
+    "hbm_gb = 2", "hbm_gb = 64")
+
+
+def test_pmu_and_pcu_rejects_land_on_the_statement_that_takes_most_of_them(tmp_path):
+    (tmp_path / "few.toml").write_text(PMU_CHIP)
+    a = analyze(two_kind_document(4))
+    found = [d for d in reject_diagnostics(a, Deployment("decode", ctx=64), str(tmp_path / "few.toml"))
+             if d.data["program"] == "layer 3 (attention)"]
+    pcus = next(d for d in found if "needs 18 PCUs, one for each of its ops; the SMALL has 8" in d.message)
+    pmus = next(d for d in found if "PMUs for its on-chip buffers (each PMU holds 36 MB); the SMALL has 12" in d.message)
+    rep = a.programs.layer(3)
+    statements = {s.range: s for s in rep.statements}
+    for d in (pcus, pmus):
+        assert d.range != rep.section.heading and d.range in statements
+    assert statements[pcus.range].name.text == pcus.data["binder"] == "f3"  # two products, a silu, a product

@@ -43,14 +43,14 @@ def test_decode_tokens_per_second_stays_under_the_weight_bandwidth_bound_and_nea
 
 def test_the_lower_summary_shows_what_a_step_reads_from_memory_so_the_rate_can_be_checked(tmp_path, capsys):
     from streamed.cli import main
-    from streamed.cli.lower import _bytes
+    from streamed.spatial.units import size
 
     doc = tmp_path / "m.lgm"
     doc.write_text(two_kind_document(4, d=256, vocab=32768, q8=False))
     assert main(["lower", str(doc), "--ctx", "256", "-o", str(tmp_path / "b")]) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("estimate"))
     model = _model(ctx=256)
-    assert f"memory-bound, reading {_bytes(model.estimate['step']['bytes']['hbm'])} from HBM)" in line
+    assert f"memory-bound, reading {size(model.estimate['step']['bytes']['hbm'])} from HBM)" in line
 
 
 def test_a_windowed_attention_reads_and_scores_only_its_window_of_the_cache():

@@ -111,8 +111,10 @@ def test_place_gives_every_op_units_within_the_target_and_refuses_too_many_ops(d
     assert sum(o.pcus for o in p.ops) <= 2080
     assert max(p.ops, key=lambda o: o.flops).pcus == max(o.pcus for o in p.ops)
     small = parse_target(GOOD.replace("pcus = 100", "pcus = 5"), "small.toml")
-    with pytest.raises(LoweringError, match=r"needs \d+ PCUs, one for each of its ops; the MINE has 5"):
-        place(p, small)
+    with pytest.raises(LoweringError, match=r"needs \d+ PCUs, one for each of its ops; the MINE has 5") as e:
+        certify(place(p, small), small)
+    # On the statement with the most ops: `f0`'s two products, its silu and its product of the two.
+    assert e.value.binder == "f0" and doc.programs.layer(0).statements[e.value.statement].name.text == "f0"
 
 
 def test_certify_refuses_a_tensor_written_twice_and_a_shape_that_disagrees(doc):
@@ -128,6 +130,38 @@ def test_certify_refuses_a_tensor_written_twice_and_a_shape_that_disagrees(doc):
     unread = replace(p, ops=(Op("copy", ("nowhere",), ("h0",)),) + p.ops)
     with pytest.raises(LoweringError, match="does not hold"):
         certify(unread, load_target())
+
+
+def planted_allreduce(p: SpatialProgram, phase_of) -> SpatialProgram:
+    """The test double: ``p`` with its first all-reduce moved to the head of the op list and given the phase
+    ``phase_of(phase of its partial sums)``."""
+    i, op = next((i, o) for i, o in enumerate(p.ops) if o.kind == "allreduce")
+    partials = {o.phase for o in p.ops if set(o.outputs) & set(op.inputs)}
+    assert len(partials) == 1 and op.phase > min(partials)
+    moved = replace(op, phase=phase_of(min(partials)))
+    return replace(p, ops=(moved,) + p.ops[:i] + p.ops[i + 1:])
+
+
+def test_certify_refuses_an_all_reduce_scheduled_ahead_of_its_partial_sums(doc):
+    layer = doc.programs.layer(0)
+    p = lower_program(layer, doc.programs.constants, Cut(1, 64, tp=2), load_target(), "layer 0")
+    # In list order only, it is still where the phases run it: the schedule, not the list, is what runs.
+    certify(planted_allreduce(p, lambda partial: partial + 1), load_target())
+    with pytest.raises(LoweringError, match=r"`allreduce` in phase \d+ reads `\w+__part_c0`, which `matmul\w*` "
+                                            r"writes in the later phase \d+"):
+        certify(planted_allreduce(p, lambda partial: partial - 1), load_target())
+    with pytest.raises(LoweringError, match="writes in the same phase: a collective reads what every chip wrote"):
+        certify(planted_allreduce(p, lambda partial: partial), load_target())
+
+
+def test_certify_refuses_a_state_read_scheduled_before_the_write_the_program_gives_first(doc):
+    layer = doc.programs.layer(0)
+    p = lower_program(layer, doc.programs.constants, Cut(1, 64), load_target(), "layer 0")
+    write = next(o for o in p.ops if o.kind == "write_rows" and o.outputs == ("Kc0",))
+    read = next(o for o in p.ops if o.kind == "attention")
+    late = replace(p, ops=tuple(replace(o, phase=read.phase + 1) if o is write else o for o in p.ops))
+    with pytest.raises(LoweringError, match="`attention` in phase \\d+ touches the state `Kc0` before `write_rows`"):
+        certify(late, load_target())
 
 
 def test_residency_puts_states_in_sram_while_they_fit_then_hbm_then_ddr(tmp_path, doc):

@@ -22,9 +22,9 @@ def add(w: GGUFWriter, name: str, ne: tuple[int, ...], qtype: str, rng: np.rando
         w.add_tensor(name, data)
 
 
-def write(path: Path, arch: str, kv: dict, tensors: dict[str, tuple[tuple[int, ...], str]], seed: int = 0) -> Path:
-    """A GGUF of ``arch`` with metadata ``kv`` (``{arch}`` in a key stands for the architecture; ints as uint32,
-    floats as float32, bools, strings, lists of ints) and ``tensors`` name → (ne, type)."""
+def writer(path: Path, arch: str, kv: dict) -> GGUFWriter:
+    """A GGUF writer of ``arch`` holding metadata ``kv`` (``{arch}`` in a key stands for the architecture; ints as
+    uint32, floats as float32, bools, strings, lists of ints); its tensors are the caller's to add."""
     w = GGUFWriter(str(path), arch)
     for key, v in kv.items():
         key = key.format(arch=arch)
@@ -38,13 +38,23 @@ def write(path: Path, arch: str, kv: dict, tensors: dict[str, tuple[tuple[int, .
             w.add_string(key, v)
         else:
             w.add_array(key, v)
-    rng = np.random.default_rng(seed)
-    for name, (ne, qtype) in tensors.items():
-        add(w, name, ne, qtype, rng)
+    return w
+
+
+def finish(w: GGUFWriter) -> None:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def write(path: Path, arch: str, kv: dict, tensors: dict[str, tuple[tuple[int, ...], str]], seed: int = 0) -> Path:
+    """A GGUF of ``arch`` with metadata ``kv`` (as ``writer`` reads it) and ``tensors`` name → (ne, type)."""
+    w = writer(path, arch, kv)
+    rng = np.random.default_rng(seed)
+    for name, (ne, qtype) in tensors.items():
+        add(w, name, ne, qtype, rng)
+    finish(w)
     return path
 
 
@@ -95,7 +105,7 @@ def llama_like(path: Path, layers: int = 4, d: int = 64, heads: int = 4, kv_head
 
 GGUF_ARCH = {"llama": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
              "qwen3_5": "qwen35", "qwen3_next": "qwen3next", "deepseek_v2": "deepseek2", "llama4": "llama4",
-             "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe"}
+             "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe"}
 
 
 def as_gguf(spec, name: str | None = None):
@@ -166,8 +176,8 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
         for w in prog.weights():
             ref = bind(entries, w.name)
             shape = list(w.shape)
-            if len(shape) == 2 and prog.section.kind.value == "embed":
-                ne = [shape[1], shape[0]]  # a lookup table is read in the stored orientation, vocab by d
+            if len(shape) == 2 and (prog.section.kind.value == "embed" or ref.tensor.endswith(".bias")):
+                ne = [shape[1], shape[0]]  # a lookup table, a stack of biases: read in the stored orientation
             elif len(shape) == 3:
                 ne = [shape[1], shape[2], shape[0]]
             else:

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CONFIGS = EXAMPLES / "configs"
 TINY = (EXAMPLES / "tiny-llama.lgm").read_text()
+#: A target with 10 KB of SRAM, on which the small documents' forward, prefill and batched programs need tiles.
+TINY_CHIP = Path(__file__).resolve().parent / "tiny-chip.toml"
 
 
 def config(name: str) -> dict:

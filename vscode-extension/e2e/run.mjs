@@ -1,11 +1,17 @@
 #!/usr/bin/env node
-// End-to-end tests in a real VS Code: code-server with the packaged .vsix installed, driven in Debian's headless
-// Chromium with playwright-core. Screenshots of every step go to e2e/artifacts/.
+// End-to-end tests in a real VS Code: code-server with the .vsix built from this checkout installed, driven in
+// Debian's headless Chromium with playwright-core, the real language server behind it. Screenshots of every step go
+// to e2e/artifacts/. The run fails — never skips — when something it needs is missing.
 //
-//   node e2e/run.mjs                      against the language server (`<python> -m streamed_lsp`)
-//   STREAMED_PYTHON=/path/python          the Python for the server (default: the repository's .venv, else python3)
+//   node e2e/run.mjs                      builds the .vsix (npm run package), installs it, runs every check
+//   STREAMED_PYTHON=/path/python          a Python with the server (default: the repository's .venv): the .venv the
+//                                         test workspace carries, and the Python that builds the wheel
 //   STREAMED_E2E_DOC=path.lgm             the model to open (default: grammars/tests/snap/tiny.lgm)
-//   STREAMED_E2E_KEEP=1                   keep the temporary workspace and code-server profile
+//   STREAMED_E2E_KEEP=1                   keep the temporary workspaces and code-server profile
+//
+// Windows (workspaces) in order: the main one, whose `.venv` has the server (no setting names a Python); a fresh one
+// where no Python has it (Set Up Server makes the private environment from the bundled wheel); the same after the
+// private environment is marked as made by an older version (it is upgraded); one whose Python crashes at start-up.
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,27 +29,40 @@ const cache = process.env.STREAMED_E2E_CACHE || path.join(here, '.cache');
 const codeServer = path.join(cache, `code-server-${CS_VERSION}`, 'node_modules', '.bin', 'code-server');
 const t0 = Date.now();
 const log = (m) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
+const fail = (m) => {
+  console.error(`e2e: FAILED before the checks: ${m}`);
+  console.log('e2e: 0 passed, 1 failed');
+  process.exit(1);
+};
 
 // ------------------------------------------------------------------------------------------------ the server's Python
 const venvPython = path.join(repo, '.venv', 'bin', 'python');
-const basePython = process.env.STREAMED_PYTHON || (fs.existsSync(venvPython) ? venvPython : 'python3');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'streamed-e2e-'));
-const python = basePython;
-const probe = spawnSync(python, ['-c', 'import streamed_lsp'], { encoding: 'utf8' });
+const python = process.env.STREAMED_PYTHON || venvPython;
+const probe = spawnSync(python, ['-c', 'import streamed_lsp.handlers'], { encoding: 'utf8' });
 if (probe.status !== 0) {
-  console.log(`SKIPPED e2e: the language server module streamed_lsp is not importable with ${python}:`);
-  console.log(`  ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}`);
-  fs.rmSync(tmp, { recursive: true, force: true });
-  process.exit(0);
+  fail(`the language server does not import with ${python}: ${(probe.stderr || probe.error?.message || '').trim().split('\n').pop()}` +
+    ' — run `make test` (it creates .venv) or set STREAMED_PYTHON to a Python with the project installed');
 }
 log(`server: streamed_lsp with ${python}`);
+const bareBase = ['/usr/bin/python3', 'python3'].find((p) => spawnSync(p, ['-c', 'import venv, ensurepip'], { encoding: 'utf8' }).status === 0);
+if (!bareBase) fail('no python3 that can make a virtual environment (Debian: apt-get install python3-venv)');
+if (spawnSync(bareBase, ['-I', '-c', 'import streamed_lsp']).status === 0) fail(`${bareBase} already has the server: the first-run test needs a Python without it`);
+
+// ------------------------------------------------------------------------------------------------ the .vsix, always built
+const vsix = path.join(ext, 'streamed.vsix');
+fs.rmSync(vsix, { force: true });
+execFileSync('npm', ['run', '-s', 'package'], { cwd: ext, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, STREAMED_PYTHON: python } });
+const vsixFiles = execFileSync('unzip', ['-Z1', vsix], { encoding: 'utf8' }).split('\n').filter(Boolean);
+const wheelInVsix = vsixFiles.find((f) => /^extension\/server\/streamed_lgm-.*\.whl$/.test(f));
+if (!wheelInVsix) fail(`the .vsix carries no server wheel: ${vsixFiles.join(', ')}`);
+const version = JSON.parse(fs.readFileSync(path.join(ext, 'package.json'), 'utf8')).version;
+console.log(`package: streamed.vsix ${version}, ${vsixFiles.length} files, ${(fs.statSync(vsix).size / 1024).toFixed(0)} KiB, carrying ${path.basename(wheelInVsix)}`);
 
 // ------------------------------------------------------------------------------------------------ setup
 execFileSync('bash', [path.join(here, 'setup.sh')], { stdio: 'inherit' });
-const vsix = path.join(ext, 'streamed.vsix');
-if (!fs.existsSync(vsix)) execFileSync('npm', ['run', '-s', 'package'], { cwd: ext, stdio: 'inherit' });
 fs.rmSync(artifacts, { recursive: true, force: true });
 fs.mkdirSync(artifacts, { recursive: true });
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'streamed-e2e-'));
 
 const userData = path.join(tmp, 'user-data');
 const extensionsDir = path.join(tmp, 'extensions');
@@ -53,6 +72,14 @@ fs.mkdirSync(workspace, { recursive: true });
 const docSrc = process.env.STREAMED_E2E_DOC || path.join(repo, 'grammars', 'tests', 'snap', 'tiny.lgm');
 const docName = path.basename(docSrc);
 fs.copyFileSync(docSrc, path.join(workspace, docName));
+// The workspace's own virtual environment: the Python that has the server (no setting names it).
+const venvRoot = path.resolve(path.dirname(python), '..');
+if (fs.existsSync(path.join(venvRoot, 'pyvenv.cfg'))) fs.symlinkSync(venvRoot, path.join(workspace, '.venv'), 'dir');
+else {
+  fs.mkdirSync(path.join(workspace, '.venv', 'bin'), { recursive: true });
+  fs.symlinkSync(python, path.join(workspace, '.venv', 'bin', 'python'));
+}
+const globalStorage = path.join(userData, 'User', 'globalStorage', 'streamed.streamed');
 fs.writeFileSync(
   path.join(userData, 'User', 'settings.json'),
   JSON.stringify(
@@ -71,8 +98,7 @@ fs.writeFileSync(
       'editor.minimap.enabled': false,
       'window.restoreWindows': 'none',
       'workbench.colorTheme': 'Default Dark Modern',
-      'streamed.server.python': python,
-      'streamed.trace.server': 'messages',
+      'streamed.trace.server': 'verbose',
     },
     null,
     2,
@@ -164,7 +190,7 @@ async function runCommand(title) {
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
   await row.waitFor({ state: 'visible', timeout: 10000 });
   await sleep(150);
-  await page.keyboard.press('Enter');
+  await row.click();
 }
 async function goToLine(line, col = 1) {
   await page.keyboard.press('Control+G');
@@ -180,6 +206,56 @@ async function cursorPosition() {
   const m = /Ln (\d+), Col (\d+)/.exec(t);
   return m ? { line: Number(m[1]), col: Number(m[2]) } : undefined;
 }
+
+// The language servers of this VS Code: python processes running streamed_lsp, with their working directory (the
+// window's workspace) and the interpreter they were started with (argv[0]).
+function serverProcesses() {
+  return fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).flatMap((pid) => {
+    try {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (!argv.includes('streamed_lsp')) return [];
+      return [{ pid: Number(pid), python: argv[0], cwd: fs.readlinkSync(`/proc/${pid}/cwd`) }];
+    } catch {
+      return [];
+    }
+  });
+}
+const serverPids = (cwd) => serverProcesses().filter((p) => p.cwd === cwd).map((p) => p.pid);
+// What the extension wrote to an output channel, read from the files VS Code keeps them in (`<name>.log`).
+function channelText(name) {
+  const out = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name === `${name}.log` || e.name.endsWith(`-${name}.log`)) out.push(fs.readFileSync(p, 'utf8'));
+    }
+  };
+  const logs = path.join(userData, 'logs');
+  if (fs.existsSync(logs)) walk(logs);
+  return out.join('\n');
+}
+async function toasts() {
+  return (await page.locator('.notification-toast').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+}
+async function openFolder(dir, doc) {
+  await page.goto(`${base}/?folder=${encodeURIComponent(dir)}`);
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: doc }).first();
+  await row.waitFor({ timeout: 60000 });
+  await row.click();
+  await page.locator('.monaco-editor .view-lines').first().waitFor();
+}
+// The text the panel's editors show (the Output view's channel, among them).
+// (Monaco renders spaces as no-break spaces.)
+const panelText = () => page.evaluate(() => [...document.querySelectorAll('.part.panel .view-lines')].map((e) => e.innerText).join('\n').replace(/\u00a0/g, ' '));
+async function reloadWindow() {
+  await sleep(1000);
+  await runCommand('Developer: Reload Window');
+  await sleep(3000);
+  await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
+}
+const statusKinds = () => page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).first();
 const docText = fs.readFileSync(path.join(workspace, docName), 'utf8');
 const docLines = docText.split('\n');
 const lineOf = (re, from = 0) => {
@@ -193,6 +269,17 @@ try {
   await page.goto(`${base}/?folder=${encodeURIComponent(workspace)}`);
   await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
   await page.locator('.explorer-folders-view .monaco-list-row', { hasText: docName }).first().waitFor({ timeout: 60000 });
+
+  await check("the workspace's .venv runs the server, with no setting naming a Python", async () => {
+    const [server] = await waitFor('the server process', async () => {
+      const p = serverProcesses().filter((x) => x.cwd === workspace);
+      return p.length ? p : undefined;
+    }, 60000);
+    if (server.python !== path.join(workspace, '.venv', 'bin', 'python')) throw new Error(`the server runs with ${server.python}`);
+    await waitFor('the output to say where the Python came from', async () =>
+      channelText('Streamed').includes(`server Python: ${path.join(workspace, '.venv', 'bin', 'python')} (the workspace's virtual environment)`), 20000);
+    log(`  server ${server.pid}: ${server.python}`);
+  });
 
   await check('the model opens with highlighting applied', async () => {
     await page.locator('.explorer-folders-view .monaco-list-row', { hasText: docName }).first().click();
@@ -263,7 +350,7 @@ try {
     await goToLine(target + 1, 5);
     const before = await cursorPosition();
     if (before?.line !== target + 1) throw new Error(`could not place the cursor: ${JSON.stringify(before)}`);
-    await page.keyboard.press('Control+Alt+R');
+    await runCommand('Streamed: Go to Representative Layer');
     const after = await waitFor('the cursor to move', async () => {
       const p = await cursorPosition();
       return p && p.line !== before.line ? p : undefined;
@@ -280,11 +367,13 @@ try {
     const layerIdx = layerHeadings.length >= 4 ? 3 : layerHeadings.length - 1;
     const from = layerHeadings[layerIdx];
     const until = layerHeadings[layerIdx + 1] ?? docLines.length;
-    let ln = lineOf(/\brmsnorm of .*epsilon [0-9.e-]+/, from);
+    let finder = /\brmsnorm of .*epsilon [0-9.e-]+/;
+    let ln = lineOf(finder, from);
     let re = /(epsilon )([0-9.e-]+?)(\.?\s*(--.*)?)$/;
     let replace = (v) => (v === '1e-5' ? '1e-4' : '1e-5');
     if (ln < 0 || ln >= until) {
-      ln = lineOf(/\brope of .* heads \d+/, from);
+      finder = /\brope of .* heads \d+/;
+      ln = lineOf(finder, from);
       re = /(heads )(\d+)(.*)$/;
       replace = (v) => String(Number(v) * 2);
     }
@@ -320,6 +409,39 @@ try {
     await waitFor('the Layer Kinds view to list one more kind', async () =>
       Number(await kindsPane.locator('.monaco-list-row[aria-level="1"]').first().getAttribute('aria-setsize')) === kindsBefore + 1, 20000);
     await shot('divergence-in-problems');
+    // The lens on the diverging layer opens the diff with its representative: exactly the edited statement is
+    // marked, on the left as the representative has it, on the right in the representative's names.
+    const repIdx = layerHeadings.findIndex((h) => docLines[h].replace(/\d+/, '') === docLines[from].replace(/\d+/, ''));
+    const repLayer = Number(/Layer (\d+)/.exec(docLines[layerHeadings[repIdx]])[1]);
+    const editedLayer = Number(/Layer (\d+)/.exec(docLines[from])[1]);
+    const lens = page.locator('.codelens-decoration a', { hasText: `Compare layer ${editedLayer} with layer ${repLayer}` }).first();
+    await lens.waitFor({ timeout: 20000 });
+    await lens.click();
+    const diff = page.locator('.monaco-diff-editor').first();
+    await diff.waitFor({ timeout: 20000 });
+    const repLine = docLines[lineOf(finder, layerHeadings[repIdx])].trim();
+    const expectedLeft = [repLine];
+    const expectedRight = [repLine.replace(re, (_a, p1, p2, p3) => p1 + replace(p2) + p3)];
+    const marked = (side, cls) => page.evaluate(([side, cls]) => {
+      const ed = document.querySelector(`.monaco-diff-editor .editor.${side}`);
+      if (!ed) return undefined;
+      const tops = new Set([...ed.querySelectorAll(`.view-overlays > div`)].filter((d) => d.querySelector(`.${cls}`)).map((d) => d.style.top));
+      return [...ed.querySelectorAll('.view-lines > .view-line')].filter((l) => tops.has(l.style.top)).map((l) => l.textContent.replace(/\u00a0/g, ' ').trim());
+    }, [side, cls]);
+    const got = await waitFor('the marked lines of the diff', async () => {
+      const left = await marked('original', 'line-delete');
+      const right = await marked('modified', 'line-insert');
+      return left && right && (left.length || right.length) ? { left, right } : undefined;
+    }, 20000);
+    log(`  diff marks ${JSON.stringify(got)}`);
+    if (JSON.stringify(got) !== JSON.stringify({ left: expectedLeft, right: expectedRight })) {
+      throw new Error(`the diff marks ${JSON.stringify(got)}, expected ${JSON.stringify({ left: expectedLeft, right: expectedRight })}`);
+    }
+    const tabTitle = await page.locator('.tab.active').first().innerText();
+    if (!new RegExp(`Layer ${repLayer} ↔ Layer ${editedLayer}`).test(tabTitle)) throw new Error(`the diff's title is "${tabTitle}"`);
+    await shot('compare-with-representative');
+    await page.keyboard.press('Control+W');
+    await page.locator('.tab', { hasText: docName }).first().click();
     // Undo, and the problem goes away.
     await page.locator('.monaco-editor .view-lines').first().click();
     await page.keyboard.press('Control+Z');
@@ -329,6 +451,24 @@ try {
       const lenses = await page.locator('.codelens-decoration').allInnerTexts();
       return lenses.length > 0 && !lenses.some((t) => /\(layer \d+\)|· 1 layer ·/.test(t));
     }, 20000);
+    await runCommand('View: Hide Panel');
+  });
+
+  await check('streamed.trace.server alone shows the LSP trace in the Streamed Trace channel', async () => {
+    // verbose: every message with its parameters (the log level of the channel was never touched)
+    const text = await waitFor('the trace', async () => {
+      const t = channelText('Streamed Trace');
+      return /Sending request 'initialize/.test(t) && /Params: \{/.test(t) ? t : undefined;
+    }, 20000);
+    log(`  trace: ${text.split('\n').length} lines, e.g. ${text.split('\n').find((l) => /Sending request 'initialize/.test(l)).trim().slice(0, 100)}`);
+    await runCommand('Output: Show Output Channels');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Streamed Trace' }).first().click();
+    // The channel scrolls to its end, a verbose result's JSON: the Output view's filter shows the requests sent.
+    const filter = page.locator('.part.panel .viewpane-filter input, .part.panel input[placeholder="Filter"]').first();
+    await filter.fill("Sending request 'textDocument/");
+    await waitFor('the trace in the Output view', async () => /Sending request 'textDocument\//.test(await panelText()), 20000);
+    await shot('trace-output');
+    await filter.fill('');
     await runCommand('View: Hide Panel');
   });
 
@@ -347,6 +487,11 @@ try {
     await input.fill('No checkpoint');
     await sleep(150);
     await page.keyboard.press('Enter');
+    // The bundle folder: a save dialog (code-server's is a quick input holding the path), <stem>.bundle proposed.
+    const bundleDir = path.join(workspace, docName.replace(/\.lgm$/, '.bundle'));
+    await waitFor('the save dialog for the bundle folder', async () => (await input.isVisible()) && (await input.inputValue()).endsWith(path.basename(bundleDir)), 20000);
+    await shot('lower-bundle-folder');
+    await page.keyboard.press('Enter');
     // The manifest view: a webview (nested iframes) with one row per layer.
     const frame = await waitFor('the manifest webview', async () => {
       for (const f of page.frames()) {
@@ -359,8 +504,8 @@ try {
       return n > 0 ? n : undefined;
     });
     if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
-    const bundles = fs.readdirSync(workspace, { recursive: true }).filter((f) => String(f).endsWith('manifest.json'));
-    if (!bundles.length) throw new Error('no manifest.json written in the workspace');
+    const bundles = fs.readdirSync(workspace, { recursive: true }).filter((f) => String(f).endsWith('manifest.json') && !String(f).startsWith('.venv'));
+    if (!fs.existsSync(path.join(bundleDir, 'manifest.json'))) throw new Error(`no manifest.json in ${bundleDir}: ${bundles.join(', ')}`);
     log(`  manifest: ${bundles.join(', ')}; ${rows} layer rows`);
     await sleep(500);
     const file = await shot('manifest-view');
@@ -388,6 +533,18 @@ try {
     if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
   });
 
+  await check('the manifest view comes back after a reload', async () => {
+    await reloadWindow();
+    const frame = await waitFor('the restored manifest webview', async () => {
+      for (const f of page.frames()) if ((await f.locator('#layers').count().catch(() => 0)) > 0) return f;
+      return undefined;
+    }, 60000);
+    const rows = await frame.locator('tr.layer-row').count();
+    if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
+    await page.locator('.tab', { hasText: docName }).first().click();
+    await statusKinds().waitFor({ timeout: 60000 });
+  });
+
   await check('Author Model from Config… writes the document and opens it', async () => {
     const cfgSrc = path.join(repo, 'examples', 'configs', 'small-gemma3.json');
     if (!fs.existsSync(cfgSrc)) throw new Error(`no ${cfgSrc}`);
@@ -399,8 +556,12 @@ try {
     // code-server's file dialogs are quick inputs holding a path.
     const input = page.locator('.quick-input-widget input');
     await waitFor('the open dialog', async () => (await input.isVisible()) && (await input.inputValue()).startsWith('/'));
-    await input.fill(cfg);
-    await sleep(300);
+    // (the dialog fills its own folder in as it opens: type until the path stays)
+    await waitFor('the config path in the dialog', async () => {
+      await input.fill(cfg);
+      await sleep(500);
+      return (await input.inputValue()) === cfg;
+    }, 20000);
     await shot('author-pick-config');
     await page.keyboard.press('Enter');
     await waitFor('the save dialog', async () => (await input.isVisible()) && /small-gemma3\.lgm$/.test(await input.inputValue()), 20000);
@@ -408,26 +569,46 @@ try {
     const out = path.join(workspace, 'small-gemma3.lgm');
     await waitFor('the authored document', async () => fs.existsSync(out), 60000);
     await page.locator('.tab', { hasText: 'small-gemma3.lgm' }).first().waitFor({ timeout: 20000 });
-    await page.locator('.codelens-decoration', { hasText: /first: layer/ }).first().waitFor({ timeout: 60000 });
+    await page.locator('.codelens-decoration', { hasText: /first: layer|\d+ kinds? · / }).first().waitFor({ timeout: 60000 });
     log(`  authored ${path.basename(out)}: ${fs.readFileSync(out, 'utf8').split('\n')[0]}`);
     await shot('authored-document');
   });
 
-  // The server process of this VS Code: the python running streamed_lsp whose working directory is our workspace.
-  const serverPids = () =>
-    fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((pid) => {
-      try {
-        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('streamed_lsp') && fs.readlinkSync(`/proc/${pid}/cwd`) === workspace;
-      } catch {
-        return false;
-      }
-    }).map(Number);
+  await check('the language status shows the deployment and changes it with a quick pick', async () => {
+    await page.locator('.tab', { hasText: docName }).first().click();
+    await page.locator('.monaco-editor .view-lines').first().click();
+    const status = page.locator('.statusbar-item[id="status.languageStatus"]').first();
+    await status.click();
+    const hover = page.locator('.monaco-hover', { hasText: 'decode · ctx 4096 · SN50' }).first();
+    await hover.waitFor({ timeout: 20000 });
+    await shot('language-status');
+    await hover.getByText('Change Deployment').first().click();
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'prefill' }).first().waitFor();
+    const input = page.locator('.quick-input-widget input');
+    await input.fill('prefill');
+    await sleep(150);
+    await page.keyboard.press('Enter');
+    await waitFor('the ctx input', async () => /ctx/.test(await page.locator('.quick-input-widget').innerText()));
+    await page.keyboard.press('Enter');
+    await waitFor('the chunk input', async () => /chunk/.test(await page.locator('.quick-input-widget').innerText()));
+    await input.fill('256');
+    await page.keyboard.press('Enter');
+    const settings = path.join(workspace, '.vscode', 'settings.json');
+    await waitFor('the workspace settings', async () => {
+      const j = fs.existsSync(settings) ? JSON.parse(fs.readFileSync(settings, 'utf8')) : {};
+      return j['streamed.deployment.mode'] === 'prefill' && j['streamed.deployment.chunk'] === 256;
+    }, 20000);
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await status.click();
+    await page.locator('.monaco-hover', { hasText: 'prefill · ctx 4096 · chunk 256 · SN50' }).first().waitFor({ timeout: 20000 });
+    await page.keyboard.press('Escape');
+  });
 
   await check('a crashed server is restarted, and Streamed: Restart Server restarts it', async () => {
-    const [pid] = await waitFor('the server process', async () => serverPids()[0] !== undefined && serverPids(), 10000);
+    const [pid] = await waitFor('the server process', async () => serverPids(workspace)[0] !== undefined && serverPids(workspace), 10000);
     process.kill(pid, 'SIGKILL');
     const [pid2] = await waitFor('a new server process', async () => {
-      const p = serverPids();
+      const p = serverPids(workspace);
       return p.length && !p.includes(pid) ? p : undefined;
     }, 30000);
     log(`  killed server ${pid}; restarted as ${pid2}`);
@@ -436,7 +617,7 @@ try {
     await page.locator('.monaco-editor .view-lines').first().click();
     await runCommand('Streamed: Restart Server');
     const [pid3] = await waitFor('the restarted server process', async () => {
-      const p = serverPids();
+      const p = serverPids(workspace);
       return p.length && !p.includes(pid2) ? p : undefined;
     }, 30000);
     log(`  Restart Server: ${pid2} → ${pid3}`);
@@ -444,40 +625,115 @@ try {
     await shot('server-restarted');
   });
 
-  await check('without streamed in the chosen Python, one notification says how to install it', async () => {
-    // A Python that has no streamed: the system python3 in an isolated mode (-I ignores PYTHONPATH and user site).
-    const bare = path.join(tmp, 'python-bare');
-    // (pip through it only says what it would install: the test must not install anything)
-    fs.writeFileSync(bare, [
-      '#!/bin/sh',
-      `if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then shift 2; echo "e2e: would run pip $*" | tee '${path.join(tmp, 'pip-called')}'; exit 0; fi`,
-      'exec /usr/bin/env -i /usr/bin/python3 -I "$@"',
-      '',
-    ].join('\n'), { mode: 0o755 });
-    if (spawnSync(bare, ['-c', 'import streamed'], { encoding: 'utf8' }).status === 0) throw new Error('the bare python has streamed');
-    // A second workspace whose settings choose that Python, opened in a new window.
-    const ws2 = path.join(tmp, 'workspace-bare');
-    fs.mkdirSync(path.join(ws2, '.vscode'), { recursive: true });
-    fs.copyFileSync(path.join(workspace, docName), path.join(ws2, docName));
-    fs.writeFileSync(path.join(ws2, '.vscode', 'settings.json'), JSON.stringify({ 'streamed.server.python': bare }));
-    await page.goto(`${base}/?folder=${encodeURIComponent(ws2)}`);
-    await page.locator('.monaco-workbench').waitFor({ timeout: 60000 });
-    const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: docName }).first();
-    await row.waitFor({ timeout: 60000 });
-    await row.click();
-    const toast = page.locator('.notification-toast', { hasText: 'is not installed in' }).first();
-    await toast.waitFor({ timeout: 30000 });
+  // ---------------------------------------------------------------------------------------------- first run
+  // A workspace without a .venv, no setting, no Python extension: python3 from the PATH has no server.
+  const fresh = path.join(tmp, 'workspace-fresh');
+  fs.mkdirSync(fresh, { recursive: true });
+  // The document with a divergence (its fourth layer's first epsilon changed), so that diagnostics have something to say.
+  const diverging = lineOf(/\brmsnorm of .*epsilon/, layerHeadings[Math.min(3, layerHeadings.length - 1)]);
+  fs.writeFileSync(path.join(fresh, docName), docLines.map((l, i) => (i === diverging ? l.replace(/epsilon (\S+?)\./, (_m, v) => `epsilon ${v}0.`) : l)).join('\n'));
+  const envDir = path.join(globalStorage, 'server-env');
+  const stampFile = path.join(globalStorage, 'server-env.json');
+  await check('first run: no Python has the server → Set Up Server → the private environment from the bundled wheel → diagnostics', async () => {
+    if (fs.existsSync(envDir)) throw new Error(`${envDir} exists before the first run`);
+    await openFolder(fresh, docName);
+    const toast = page.locator('.notification-toast', { hasText: 'the language server is not installed in' }).first();
+    await toast.waitFor({ timeout: 60000 });
     const text = (await toast.innerText()).replace(/\s+/g, ' ');
-    log(`  notification: ${text.slice(0, 220)}`);
-    if (!text.includes(`${bare} -m pip install`)) throw new Error(`no install command in: ${text}`);
-    await shot('not-installed-notification');
-    await toast.locator('.monaco-button', { hasText: 'Install in Terminal' }).click();
-    await page.locator('.terminal-tab, .single-terminal-tab, .tabs-list .monaco-list-row', { hasText: /Install streamed/ }).first().waitFor({ timeout: 20000 });
-    const called = path.join(tmp, 'pip-called');
-    await waitFor('the install command to run in the terminal', async () => fs.existsSync(called), 30000);
-    log(`  terminal ran: ${fs.readFileSync(called, 'utf8').trim()}`);
-    await sleep(500);
-    await shot('install-terminal');
+    log(`  notification: ${text.slice(0, 240)}`);
+    await shot('first-run-offer');
+    await toast.locator('.monaco-button', { hasText: 'Set Up Server' }).click();
+    await page.locator('.notification-toast', { hasText: 'Setting up the Streamed language server' }).first().waitFor({ timeout: 30000 });
+    await shot('first-run-setting-up');
+    await statusKinds().waitFor({ timeout: 300000 });
+    const server = serverProcesses().find((p) => p.cwd === fresh);
+    if (!server || server.python !== path.join(envDir, 'bin', 'python')) throw new Error(`the server runs with ${server?.python}`);
+    const stamp = JSON.parse(fs.readFileSync(stampFile, 'utf8'));
+    if (stamp.extension !== version || !stamp.wheel.startsWith(`${path.basename(wheelInVsix)}#`)) throw new Error(`stamp ${JSON.stringify(stamp)}`);
+    const show = spawnSync(path.join(envDir, 'bin', 'python'), ['-m', 'pip', 'show', '-f', 'streamed-lgm'], { encoding: 'utf8' });
+    if (!/Name: streamed-lgm/.test(show.stdout) || !/streamed_lsp\/handlers\.py/.test(show.stdout)) throw new Error(`pip show: ${show.stdout}${show.stderr}`);
+    await page.keyboard.press('Control+Shift+M');
+    const marker = page.locator('.markers-panel .monaco-list-row', { hasText: /diverg|differ/i }).first();
+    await marker.waitFor({ timeout: 30000 });
+    await sleep(2000);
+    const shown = await page.locator('.markers-panel .monaco-list-row[aria-level="2"]', { hasText: /is not one program/ }).count();
+    if (shown !== 1) throw new Error(`the divergence is shown ${shown} times`);
+    log(`  server ${server.pid}: ${server.python} (made with ${stamp.python}); problem: ${(await marker.innerText()).replace(/\s+/g, ' ').trim().slice(0, 120)}`);
+    await shot('first-run-diagnostics');
+  });
+
+  await check('the task streamed: check puts what streamed check says in the Problems panel', async () => {
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Tasks: Run Task');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'streamed' }).first().click();
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: `check ${docName}` }).first();
+    await row.waitFor({ timeout: 20000 });
+    await row.click();
+    await runCommand('View: Focus Problems');
+    const fromTask = page.locator('.markers-panel .monaco-list-row', { hasText: 'streamed check' }).first();
+    await fromTask.waitFor({ timeout: 60000 });
+    const text = (await fromTask.innerText()).replace(/\s+/g, ' ');
+    if (!/is not one program with layer/.test(text)) throw new Error(`the task's problem: ${text}`);
+    log(`  task problem: ${text.slice(0, 160)}`);
+    await shot('check-task');
+  });
+
+  await check('a private environment made by another version of the extension is upgraded before the server starts', async () => {
+    const stamp = JSON.parse(fs.readFileSync(stampFile, 'utf8'));
+    fs.writeFileSync(stampFile, JSON.stringify({ ...stamp, extension: '0.0.1' }));
+    await reloadWindow();
+    await waitFor('the stamp of this version', async () => JSON.parse(fs.readFileSync(stampFile, 'utf8')).extension === version, 180000);
+    await statusKinds().waitFor({ timeout: 120000 });
+    if (!channelText('Streamed').includes(`made by version 0.0.1; upgrading it to ${version}`)) throw new Error('the output does not say it upgraded');
+    const server = serverProcesses().find((p) => p.cwd === fresh);
+    if (!server || server.python !== path.join(envDir, 'bin', 'python')) throw new Error(`the server runs with ${server?.python}`);
+  });
+
+  await check('a server that crashes at start-up is one message with its last line and what to do', async () => {
+    // A Python where `import streamed_lsp` works but the server cannot start: the project's sources on the path of a
+    // fresh environment without its dependencies (as when pygls or lsprotocol is missing).
+    const crashEnv = path.join(tmp, 'crash-env');
+    execFileSync(bareBase, ['-m', 'venv', '--without-pip', crashEnv]);
+    const src = path.join(tmp, 'crash-src');
+    fs.mkdirSync(src, { recursive: true });
+    fs.symlinkSync(path.join(repo, 'server'), path.join(src, 'streamed_lsp'), 'dir');
+    fs.symlinkSync(path.join(repo, 'streamed'), path.join(src, 'streamed'), 'dir');
+    const site = spawnSync(path.join(crashEnv, 'bin', 'python'), ['-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'], { encoding: 'utf8' }).stdout.trim();
+    fs.writeFileSync(path.join(site, 'streamed-src.pth'), src + '\n');
+    const crashPython = path.join(crashEnv, 'bin', 'python');
+    if (spawnSync(crashPython, ['-c', 'import streamed_lsp']).status !== 0) throw new Error('the crash Python cannot import streamed_lsp');
+    const ws = path.join(tmp, 'workspace-crash');
+    fs.mkdirSync(path.join(ws, '.vscode'), { recursive: true });
+    fs.writeFileSync(path.join(ws, docName), docText);
+    fs.writeFileSync(path.join(ws, '.vscode', 'settings.json'), JSON.stringify({ 'streamed.server.python': crashPython }));
+    await openFolder(ws, docName);
+    const toast = page.locator('.notification-toast', { hasText: 'stopped at start-up' }).first();
+    await toast.waitFor({ timeout: 60000 });
+    await sleep(4000); // any other notification the failure would raise has arrived by now
+    const all = await toasts();
+    log(`  notifications: ${JSON.stringify(all).slice(0, 400)}`);
+    const text = all.find((t) => t.includes('stopped at start-up'));
+    if (!text.includes("ModuleNotFoundError: No module named 'lsprotocol'")) throw new Error(`the message does not give the last line: ${text}`);
+    for (const b of ['Show Output', 'Open Settings', 'Set Up Server']) {
+      if ((await toast.locator('.monaco-button', { hasText: b }).count()) !== 1) throw new Error(`no ${b} button`);
+    }
+    const others = all.filter((t) => t !== text);
+    if (others.length) throw new Error(`more than one message: ${JSON.stringify(others)}`);
+    await shot('start-up-crash');
+    await toast.locator('.monaco-button', { hasText: 'Show Output' }).click();
+    await waitFor('the output with the traceback', async () =>
+      /No module named 'lsprotocol'/.test(await panelText()), 20000);
+    await shot('start-up-crash-output');
+    // Restart Server tries that Python again (the same message); Set Up Server then starts the private environment.
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Streamed: Restart Server');
+    const again = page.locator('.notification-toast', { hasText: 'stopped at start-up' }).first();
+    await again.waitFor({ timeout: 60000 });
+    await again.locator('.monaco-button', { hasText: 'Set Up Server' }).click();
+    await statusKinds().waitFor({ timeout: 120000 });
+    const server = serverProcesses().find((p) => p.cwd === ws);
+    if (!server || server.python !== path.join(envDir, 'bin', 'python')) throw new Error(`after Set Up Server the server runs with ${server?.python}`);
+    log(`  Set Up Server: the server runs with ${server.python}`);
   });
 } catch (e) {
   results.push({ name: 'the workbench', ok: false, error: e });
@@ -500,5 +756,5 @@ try {
 const failed = results.filter((r) => !r.ok);
 console.log(`\ne2e: ${((Date.now() - t0) / 1000).toFixed(0)}s, artifacts in ${path.relative(process.cwd(), artifacts) || '.'}`);
 for (const r of results) console.log(`  ${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.ok ? '' : ` — ${r.error?.message ?? r.error}`}`);
-console.log(`${results.length - failed.length} passed, ${failed.length} failed`);
+console.log(`e2e: ${results.length - failed.length} passed, ${failed.length} failed`);
 process.exit(failed.length ? 1 : 0);

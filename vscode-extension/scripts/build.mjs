@@ -1,6 +1,10 @@
 #!/usr/bin/env node
 // Builds the extension: copies the grammar (its single source is ../grammars/) into syntaxes/, bundles
 // src/extension.ts with esbuild into dist/extension.js. --tests also bundles test/*.test.ts into out/test/.
+// --wheel builds the project's wheel (streamed-lgm, with the language server) from this checkout into server/: the
+// .vsix carries it, and Streamed: Set Up Server installs it into the extension's own environment. The Python that
+// builds it: $STREAMED_PYTHON, else the repository's .venv, else python3.
+import { execFileSync } from 'node:child_process';
 import * as esbuild from 'esbuild';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -9,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 const ext = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const production = process.argv.includes('--production');
 const tests = process.argv.includes('--tests');
+const wheel = process.argv.includes('--wheel');
 
 fs.mkdirSync(path.join(ext, 'syntaxes'), { recursive: true });
 fs.copyFileSync(path.join(ext, '..', 'grammars', 'streamed.tmLanguage.json'), path.join(ext, 'syntaxes', 'streamed.tmLanguage.json'));
@@ -41,5 +46,16 @@ if (tests) {
     sourcemap: 'inline',
     logLevel: 'warning',
   });
+}
+if (wheel) {
+  const repo = path.join(ext, '..');
+  const venv = path.join(repo, '.venv', 'bin', 'python');
+  const python = process.env.STREAMED_PYTHON || (fs.existsSync(venv) ? venv : 'python3');
+  const out = path.join(ext, 'server');
+  fs.rmSync(out, { recursive: true, force: true });
+  execFileSync(python, ['-m', 'pip', 'wheel', '--no-deps', '--quiet', '--wheel-dir', out, repo], { stdio: 'inherit' });
+  const built = fs.readdirSync(out).filter((f) => f.endsWith('.whl'));
+  if (built.length !== 1) throw new Error(`expected one wheel in ${out}, found ${built.join(', ') || 'none'}`);
+  console.log(`built server/${built[0]}`);
 }
 console.log(`built dist/extension.js${tests ? ' and out/test/' : ''}${production ? ' (production)' : ''}`);

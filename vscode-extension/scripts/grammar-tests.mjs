@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 // Grammar tests: unit assertions over a corpus of tricky lines (grammars/tests/unit/*.test.lgm), snapshot tests
 // over our own samples (grammars/tests/snap/*.lgm) and over every examples/*.lgm of the repository (their snapshots
-// live in grammars/tests/snap/examples/), and a check that no example line tokenizes as invalid.
-//   node scripts/grammar-tests.mjs            run
-//   node scripts/grammar-tests.mjs --update   rewrite the snapshots
+// live in grammars/tests/snap/examples/), a check that no example line tokenizes as invalid, that every reserved
+// word of the language is highlighted as one, and that every snippet parses and highlights.
+//   node scripts/grammar-tests.mjs            run: a snapshot that differs, or is missing, fails
+//   node scripts/grammar-tests.mjs --update   rewrite the snapshots (then review their diff before committing)
+// A snapshot is only ever written by --update: an example that changed, or a grammar that changed its scopes, fails
+// until the snapshot is updated on purpose.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -35,12 +38,12 @@ run('unit assertions (grammars/tests/unit)', bin('vscode-tmgrammar-test'),
   ['-g', grammarPath, path.relative(repo, path.join(testsDir, 'unit')) + '/*.test.lgm']);
 
 // 2. Snapshots: our samples (grammars/tests/snap/*.lgm), and a digest of each example — its sections with one
-//    layer of each shape (layers that differ only in numbers are dropped), so snapshots stay small. The examples
-//    are edited by others all the time: when an example's digest changed, its snapshot is refreshed (and says so);
-//    when it did not, the snapshot must match, so a grammar change that alters its highlighting fails here.
-import crypto from 'node:crypto';
+//    layer of each shape (layers that differ only in numbers are dropped), so snapshots stay small. The digests are
+//    derived from the examples on every run (gitignored); their snapshots are committed, and each holds the digest's
+//    text line by line, so an example that changed fails here like a grammar that changed its scopes.
 const exDir = path.join(repo, 'examples');
-const snapEx = path.join(testsDir, 'snap', 'examples');
+const snapDir = path.join(testsDir, 'snap');
+const snapEx = path.join(snapDir, 'examples');
 fs.mkdirSync(snapEx, { recursive: true });
 const examples = fs.existsSync(exDir) ? fs.readdirSync(exDir).filter((f) => f.endsWith('.lgm')).sort() : [];
 // Lines already seen (comments dropped, numbers erased), across all examples in order: a digest keeps the headings
@@ -64,31 +67,38 @@ function layerDigest(text) {
   }
   return out.join('\n') + '\n';
 }
-const refreshed = [];
-for (const f of examples) {
-  const text = layerDigest(fs.readFileSync(path.join(exDir, f), 'utf8'));
-  const hash = crypto.createHash('sha256').update(text).digest('hex');
-  const hashFile = path.join(snapEx, f + '.sha256');
-  const snap = path.join(snapEx, f + '.snap');
-  fs.writeFileSync(path.join(snapEx, f), text);
-  const old = fs.existsSync(hashFile) ? fs.readFileSync(hashFile, 'utf8').trim() : '';
-  if (old !== hash || !fs.existsSync(snap)) {
-    fs.rmSync(snap, { force: true });
-    fs.writeFileSync(hashFile, hash + '\n');
-    refreshed.push(f);
+for (const f of fs.readdirSync(snapEx)) if (f.endsWith('.lgm')) fs.rmSync(path.join(snapEx, f));
+for (const f of examples) fs.writeFileSync(path.join(snapEx, f), layerDigest(fs.readFileSync(path.join(exDir, f), 'utf8')));
+console.log(`\nexamples found: ${examples.length}${examples.length ? ' (' + examples.join(', ') + ')' : ''}`);
+// Every sample has its snapshot and every snapshot its sample (vscode-tmgrammar-snap would write a missing one and
+// pass): outside --update, a missing or orphaned snapshot fails.
+console.log('\n== every sample and example has its snapshot');
+const orphans = [];
+const missing = [];
+for (const dir of [snapDir, snapEx]) {
+  for (const f of fs.readdirSync(dir)) {
+    if (f.endsWith('.snap') && !fs.existsSync(path.join(dir, f.replace(/\.snap$/, '')))) orphans.push(path.join(dir, f));
+    if (f.endsWith('.lgm') && !fs.existsSync(path.join(dir, f + '.snap'))) missing.push(path.join(dir, f));
   }
 }
-for (const f of fs.readdirSync(snapEx)) {
-  const stem = f.replace(/\.(snap|sha256)$/, '');
-  if (f !== stem && !examples.includes(stem)) fs.rmSync(path.join(snapEx, f));
+if (update) {
+  for (const f of orphans) { fs.rmSync(f); console.log(`removed ${path.relative(repo, f)} (its example is gone)`); }
+  passed++;
+} else if (orphans.length || missing.length) {
+  failures++;
+  for (const f of missing) console.error(`no snapshot for ${path.relative(repo, f)}`);
+  for (const f of orphans) console.error(`a snapshot without its sample: ${path.relative(repo, f)}`);
+  console.error('FAILED: run `npm run test:grammar -- --update` and review the snapshots it writes');
+} else {
+  passed++;
+  console.log('every snapshot present');
 }
-console.log(`\nexamples found: ${examples.length}${examples.length ? ' (' + examples.join(', ') + ')' : ''}`);
 const snapArgs = ['-s', 'source.streamed', '-g', grammarPath];
 if (update) snapArgs.push('--updateSnapshot');
-const rel = path.relative(repo, path.join(testsDir, 'snap'));
+const rel = path.relative(repo, snapDir);
 run('snapshots (grammars/tests/snap)', bin('vscode-tmgrammar-snap'), [...snapArgs, `${rel}/*.lgm`]);
 if (examples.length) run('snapshots of examples/*.lgm (digests)', bin('vscode-tmgrammar-snap'), [...snapArgs, `${rel}/examples/*.lgm`]);
-if (refreshed.length) console.log(`examples changed since their snapshots, refreshed: ${refreshed.join(', ')} (commit grammars/tests/snap/examples/)`);
+if (!update && failures) console.error('a snapshot differs: if the example or the grammar changed on purpose, run `npm run test:grammar -- --update` and review the diff');
 
 // 3. No example (nor sample) tokenizes as invalid.illegal.
 const require = createRequire(path.join(ext, 'node_modules', 'vscode-tmgrammar-test', 'package.json'));
@@ -130,7 +140,8 @@ const venvPython = path.join(repo, '.venv', 'bin', 'python');
 const py = process.env.STREAMED_PYTHON || (fs.existsSync(venvPython) ? venvPython : 'python3');
 const kw = spawnSync(py, ['-c', 'import json; from streamed.lang.ops import KEYWORDS; print(json.dumps(sorted(KEYWORDS)))'], { cwd: repo, encoding: 'utf8' });
 if (kw.status !== 0) {
-  console.log(`skipped: streamed.lang.ops is not importable with ${py}`);
+  failures++;
+  console.error(`FAILED: streamed.lang.ops is not importable with ${py} (set STREAMED_PYTHON): ${(kw.stderr || kw.error?.message || '').trim().split('\n').pop()}`);
 } else {
   const words = JSON.parse(kw.stdout);
   const plain = [];
@@ -145,6 +156,47 @@ if (kw.status !== 0) {
   if (plain.length) { failures++; console.error(`FAILED: reserved words highlighted as names: ${plain.join(', ')}`); }
   else { passed++; console.log(`${words.length} reserved words`); }
 }
+
+// 5. Every snippet, its placeholders at their defaults, parses without a diagnostic (the language's own parser) and
+//    highlights without an invalid token: a statement inside a layer, the layer snippet as a section.
+console.log('\n== every snippet parses and highlights');
+const snippets = JSON.parse(fs.readFileSync(path.join(ext, 'snippets', 'streamed.json'), 'utf8'));
+function expand(body) {
+  const text = Array.isArray(body) ? body.join('\n') : body;
+  const defaults = {};
+  const first = text.replace(/\$\{(\d+):([^}]*)\}/g, (_, n, d) => (defaults[n] = d)).replace(/\$\{(\d+)\|([^,|]*)[^}]*\|\}/g, (_, n, d) => (defaults[n] = d));
+  return first.replace(/\$(\d+)/g, (_, n) => defaults[n] ?? '');
+}
+const bodies = Object.entries(snippets).map(([name, s]) => {
+  const text = expand(s.body);
+  return { name, doc: `# Snippet\n${text.startsWith('## ') ? '' : '## Layer 0\n'}${text}\n` };
+});
+const parsed = spawnSync(py, ['-c', [
+  'import json, sys',
+  'from streamed.lang.parser import parse',
+  'docs = json.load(sys.stdin)',
+  'print(json.dumps([[d.message for d in parse(t).diagnostics] for t in docs]))',
+].join('\n')], { cwd: repo, encoding: 'utf8', input: JSON.stringify(bodies.map((b) => b.doc)) });
+let badSnippets = 0;
+if (parsed.status !== 0) {
+  badSnippets++;
+  console.error(`cannot parse the snippets with ${py}: ${(parsed.stderr || '').trim().split('\n').pop()}`);
+} else {
+  JSON.parse(parsed.stdout).forEach((messages, i) => {
+    for (const m of messages) { badSnippets++; console.error(`snippet "${bodies[i].name}": ${m}`); }
+  });
+}
+for (const b of bodies) {
+  let stack = vsctm.INITIAL;
+  for (const line of b.doc.split('\n')) {
+    const r = g.tokenizeLine(line, stack);
+    stack = r.ruleStack;
+    for (const t of r.tokens) {
+      if (t.scopes.some((sc) => sc.startsWith('invalid.'))) { badSnippets++; console.error(`snippet "${b.name}": invalid token '${line.slice(t.startIndex, t.endIndex)}'`); }
+    }
+  }
+}
+if (badSnippets) { failures++; console.error(`FAILED: ${badSnippets} problems in snippets`); } else { passed++; console.log(`${bodies.length} snippets`); }
 
 console.log(`\ngrammar: ${passed} passed, ${failures} failed`);
 process.exit(failures ? 1 : 0);

@@ -109,9 +109,10 @@ export function layerAtLine(text: string, line: number): number | undefined {
   return undefined;
 }
 
-/** Server command ids in code lenses → the client's own commands. */
+/** Server command ids in code lenses and code actions → the client's own commands (which show the answer). */
 export const LENS_COMMANDS: Record<string, string> = {
   'streamed.goToRepresentative': 'streamed.client.goToRepresentative',
+  'streamed.compareWithRepresentative': 'streamed.client.compareWithRepresentative',
   'streamed.lowerBundle': 'streamed.client.lowerBundle',
   'streamed.openManifest': 'streamed.client.openManifest',
   'streamed.showKinds': 'streamed.client.showKinds',

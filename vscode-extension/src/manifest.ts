@@ -12,9 +12,28 @@ export interface ManifestKind {
 
 export interface ManifestLayer {
   layer?: number;
-  /** the kind's name (streamed-bundle/1), or its index in `kinds` */
+  /** the kind's name, or its index in `kinds` */
   kind?: number | string;
+  /** streamed-bundle/1: the kind program's names → this layer's */
   tensors?: Record<string, string>;
+  /** streamed-bundle/2: this layer's weights, the checkpoint tensor and the storage of each (parallel lists) */
+  weights?: string[];
+  checkpoint?: (string | null)[];
+  storage?: string[];
+  states?: string[];
+}
+
+/** A layer's weights as `name ← checkpoint tensor (storage)`, for the layer table (streamed-bundle/2; /1 names no
+ *  checkpoint tensor, so its rows list the kind program's names). */
+export function layerWeights(l: ManifestLayer): string[] {
+  if (Array.isArray(l.weights)) {
+    return l.weights.map((w, i) => {
+      const tensor = Array.isArray(l.checkpoint) ? l.checkpoint[i] : undefined;
+      const storage = Array.isArray(l.storage) ? l.storage[i] : undefined;
+      return `${w}${tensor ? ` ← ${tensor}` : ''}${storage ? ` (${storage})` : ''}`;
+    });
+  }
+  return l.tensors && typeof l.tensors === 'object' ? Object.values(l.tensors).map(String) : [];
 }
 
 export interface ResidencyState {
@@ -185,6 +204,13 @@ export interface RenderOptions {
   cspSource: string;
   nonce: string;
   manifestPath?: string;
+  /** Kept by the webview (`setState`) so that VS Code can restore the view after a reload. */
+  state?: unknown;
+}
+
+/** A value as a JavaScript literal inside a `<script>`: JSON with `<` escaped, so no text can close the script. */
+export function scriptLiteral(v: unknown): string {
+  return JSON.stringify(v ?? null).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
 export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
@@ -240,12 +266,12 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
       const resid = res.length
         ? res.map((r) => `<span class="tier tier-${escapeHtml(r.tier)}" title="${escapeHtml(formatBytes(r.bytes))}">${escapeHtml(r.label)}: ${escapeHtml(r.tier)}${typeof r.bytes === 'number' ? ` · ${escapeHtml(formatBytes(r.bytes))}` : ''}</span>`).join(' ')
         : '<span class="muted">—</span>';
-      const tensors = l.tensors && typeof l.tensors === 'object' ? Object.keys(l.tensors).length : 0;
+      const weights = layerWeights(l);
       const layerCell =
         typeof l.layer === 'number'
           ? `<a href="#" class="layer-link" data-layer="${l.layer}" title="Reveal ## Layer ${l.layer} in the document">Layer ${l.layer}</a>`
           : '—';
-      return `<tr class="layer-row" data-layer="${escapeHtml(l.layer)}"><td>${layerCell}</td><td>${escapeHtml(kindName)}${isRep ? ' <span class="badge">representative</span>' : ''}</td><td>${resid}</td><td class="num">${tensors || '—'}</td></tr>`;
+      return `<tr class="layer-row" data-layer="${escapeHtml(l.layer)}"><td>${layerCell}</td><td>${escapeHtml(kindName)}${isRep ? ' <span class="badge">representative</span>' : ''}</td><td>${resid}</td><td class="num"${weights.length ? ` title="${weights.map(escapeHtml).join('&#10;')}"` : ''}>${weights.length || '—'}</td></tr>`;
     })
     .join('\n');
 
@@ -312,7 +338,7 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
 ${kindRows}
 </tbody></table>
 <h2>Layers (${layers.length})</h2>
-<table id="layers"><thead><tr><th>layer</th><th>kind</th><th>carried state residency</th><th class="num">tensors</th></tr></thead>
+<table id="layers"><thead><tr><th>layer</th><th>kind</th><th>carried state residency</th><th class="num">weights</th></tr></thead>
 <tbody>
 ${layerRows}
 </tbody></table>
@@ -324,6 +350,7 @@ ${tierRows}
 ${reserved}
 <script nonce="${n}">
   const vscode = acquireVsCodeApi();
+  ${opts.state !== undefined ? `vscode.setState(${scriptLiteral(opts.state)});` : ''}
   document.addEventListener('click', (e) => {
     const a = e.target.closest && e.target.closest('.layer-link');
     if (!a) return;

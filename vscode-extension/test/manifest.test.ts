@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { escapeHtml, formatBytes, kindOfLayer, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
+import { escapeHtml, formatBytes, kindOfLayer, layerWeights, renderManifestHtml, residencyByTier, Manifest } from '../src/manifest';
 
 const full: Manifest = {
   format: 'streamed-bundle/1',
@@ -115,10 +115,38 @@ test('manifest → HTML: a manifest written by `streamed lower` (kinds by name, 
   assert.equal(tiers.find((t) => t.tier === 'hbm')!.weights, 286848);
 });
 
+test('manifest → HTML: streamed-bundle/2 (a real `streamed lower` of small-gemma3) lists each layer\'s weights with their checkpoint tensors', async () => {
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const m: Manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'test', 'fixtures', 'manifest-streamed-bundle-2.json'), 'utf8'));
+  assert.equal(m.format, 'streamed-bundle/2');
+  const html = renderManifestHtml(m, opts);
+  assert.equal((html.match(/<tr class="layer-row"/g) ?? []).length, 12);
+  const l5 = m.layers![5];
+  const weights = layerWeights(l5);
+  assert.equal(weights.length, l5.weights!.length);
+  assert.ok(weights.length > 0);
+  // Layer 5's own tensors, never layer 0's (the bug a runtime would load).
+  assert.ok(weights.every((w) => !/\.0\./.test(w)), weights.join(', '));
+  assert.ok(weights.includes('Wq5 ← model.layers.5.self_attn.q_proj.weight (Q8_0)'), weights.join(', '));
+  const row = html.split('\n').find((r) => r.startsWith('<tr class="layer-row" data-layer="5"'))!;
+  assert.match(row, new RegExp(`<td class="num" title="[^"]*model\\.layers\\.5\\.self_attn\\.q_proj\\.weight[^"]*">${weights.length}</td></tr>$`));
+});
+
 test('the kind of a layer: by index, by name, or from the kinds\' layer lists', () => {
   const m: Manifest = { kinds: [{ name: 'a', layers: [0, 2] }, { name: 'b', layers: [1] }] };
   assert.equal(kindOfLayer(m, { layer: 1, kind: 1 })!.name, 'b');
   assert.equal(kindOfLayer(m, { layer: 1, kind: 'b' })!.name, 'b');
   assert.equal(kindOfLayer(m, { layer: 2 })!.name, 'a');
   assert.equal(kindOfLayer(m, { layer: 1, kind: 'zz' })!.name, 'zz');
+});
+
+test('manifest → HTML: the view keeps its manifest as state, and no path can close the script', () => {
+  const state = { manifestPath: '/ws/a</script><script>alert(1)</script>.bundle/manifest.json', source: '/ws/a.lgm' };
+  const html = renderManifestHtml(full, { ...opts, state });
+  const script = /<script nonce="N0NCE">([\s\S]*?)<\/script>/.exec(html)![1];
+  const set = /vscode\.setState\((.*)\);/.exec(script)![1];
+  assert.deepEqual(JSON.parse(set), state);
+  assert.doesNotMatch(script, /<\/script>|<script>/);
+  assert.doesNotMatch(renderManifestHtml(full, opts), /setState/);
 });

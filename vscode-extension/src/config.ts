@@ -1,5 +1,5 @@
-// Settings → the server's initialization options, and the choice of the Python that runs the server.
-// Pure: no `vscode` import, so the unit tests run under plain node.
+// The `streamed.*` settings as values: the server's initialization options, the deployment, the target's name,
+// where a bundle goes. Pure: no `vscode` import, so the unit tests run under plain node.
 import * as path from 'node:path';
 import * as os from 'node:os';
 
@@ -49,7 +49,7 @@ export function resolvePath(p: string, workspaceFolder: string | undefined): str
   return s;
 }
 
-function looksLikePath(s: string): boolean {
+export function looksLikePath(s: string): boolean {
   return s.includes('/') || s.includes('\\') || s.endsWith('.toml') || s.startsWith('~') || s.includes('${');
 }
 
@@ -74,49 +74,6 @@ export function initOptions(get: SettingGetter, workspaceFolder?: string): InitO
     checkpoint,
     debounceMs: nonNegativeInt(get('debounceMs'), DEFAULTS.debounceMs),
   };
-}
-
-export type InterpreterSource = 'setting' | 'python-extension' | 'default';
-export interface Interpreter {
-  command: string;
-  source: InterpreterSource;
-}
-
-/**
- * The Python that runs the server: `streamed.server.python` when set, else the Python extension's interpreter
- * when that extension is installed and has one, else `python3`.
- */
-export function chooseInterpreter(
-  setting: unknown,
-  pythonExtensionInterpreter: string | undefined,
-  workspaceFolder?: string,
-): Interpreter {
-  if (typeof setting === 'string' && setting.trim() !== '') {
-    const s = setting.trim();
-    // A bare command (`python3.11`) stays a command looked up on PATH; anything path-like is resolved.
-    return { command: looksLikePath(s) ? resolvePath(s, workspaceFolder) : s, source: 'setting' };
-  }
-  if (pythonExtensionInterpreter && pythonExtensionInterpreter.trim() !== '') {
-    return { command: pythonExtensionInterpreter.trim(), source: 'python-extension' };
-  }
-  return { command: 'python3', source: 'default' };
-}
-
-/** Quotes an argument for a POSIX shell (or PowerShell/cmd on Windows when `windows`). */
-export function shellQuote(arg: string, windows = false): string {
-  if (/^[A-Za-z0-9_\-+=.,/:@%]+$/.test(arg)) return arg;
-  if (windows) return `"${arg.replace(/"/g, '""')}"`;
-  return `'${arg.replace(/'/g, `'\\''`)}'`;
-}
-
-/**
- * The exact command that installs `streamed` into `python`: an editable install of the workspace's own checkout
- * when the workspace is the streamed project, else the package by name.
- */
-export function installCommand(python: string, projectDir: string | undefined, windows = false): string {
-  const py = shellQuote(python, windows);
-  const what = projectDir ? `-e ${shellQuote(projectDir, windows)}` : 'streamed';
-  return `${windows ? '& ' : ''}${py} -m pip install ${what}`;
 }
 
 /** Kinds of deployment and the numbers each one asks for. */
@@ -162,6 +119,7 @@ export function lowerArgs(
   numbers: Partial<Record<'ctx' | 'chunk' | 'batch' | 'tp', number>>,
   checkpoint: string | null,
   target: string,
+  out?: string,
 ): LowerArgs {
   const args: LowerArgs = { uri, mode };
   for (const k of deploymentInputs(mode)) {
@@ -170,7 +128,68 @@ export function lowerArgs(
   }
   if (checkpoint) args.checkpoint = checkpoint;
   if (target) args.target = target;
+  if (out) args.out = out;
   return args;
+}
+
+export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+  forward: 'the whole sequence at once',
+  decode: 'one token per step',
+  prefill: 'a chunk of the prompt per step',
+  batched: 'one token per sequence, a batch per step',
+  tp: 'decode split over tensor-parallel chips',
+  'batched-tp': 'batched decode split over tensor-parallel chips',
+};
+
+export const NUMBER_PROMPTS: Record<'ctx' | 'chunk' | 'batch' | 'tp', string> = {
+  ctx: 'KV cache length (ctx)',
+  chunk: 'prompt rows per step (chunk)',
+  batch: 'sequences per step (batch)',
+  tp: 'tensor-parallel chips (tp)',
+};
+
+/** The chip a shipped target names (`SN50`, `SN40L`), or undefined for a target file (its chip is in the file). */
+export function chipOf(target: string): 'SN50' | 'SN40L' | undefined {
+  const t = target.trim().toLowerCase();
+  return t === 'sn50' ? 'SN50' : t === 'sn40l' ? 'SN40L' : undefined;
+}
+
+/** `Lower SN50 Bundle…`, `Lower SN40L Bundle…`, or `Lower Bundle…` for a target file: titles follow the target. */
+export function lowerTitle(target: string): string {
+  const chip = chipOf(target);
+  return chip ? `Lower ${chip} Bundle…` : 'Lower Bundle…';
+}
+
+/** What the language status says of a deployment: `decode · ctx 4096 · SN50`, with the numbers the mode reads. */
+export function deploymentSummary(o: InitOptions): string {
+  const d = o.deployment;
+  const parts: string[] = [d.mode, ...deploymentInputs(d.mode).map((k) => `${k} ${d[k]}`)];
+  parts.push(chipOf(o.target) ?? path.basename(o.target));
+  return parts.join(' · ');
+}
+
+/**
+ * Where a bundle of `document` goes. `setting` (`streamed.bundle.folder`) empty: undefined, the caller asks. Else
+ * its `${workspaceFolder}`, `${fileDirname}`, `${fileBasenameNoExtension}` and `${mode}` are expanded, `~` too, and
+ * a relative path is taken from the document's folder.
+ */
+export function bundleFolder(setting: unknown, document: string, mode: Mode, workspaceFolder?: string): string | undefined {
+  if (typeof setting !== 'string' || setting.trim() === '') return undefined;
+  const dir = path.dirname(document);
+  const vars: Record<string, string> = {
+    fileDirname: dir,
+    fileBasenameNoExtension: path.basename(document, path.extname(document)),
+    mode,
+    workspaceFolder: workspaceFolder ?? dir,
+  };
+  let s = setting.trim().replace(/\$\{(\w+)\}/g, (m, k: string) => vars[k] ?? m);
+  if (s === '~' || s.startsWith('~/')) s = path.join(os.homedir(), s.slice(1));
+  return path.resolve(dir, s);
+}
+
+/** The bundle folder a document gets when nothing else is chosen: `<stem>.bundle` beside it (the server's default). */
+export function defaultBundleFolder(document: string): string {
+  return path.join(path.dirname(document), `${path.basename(document, path.extname(document))}.bundle`);
 }
 
 /** The name of the document authored from a config: `llama/config.json` → `llama`, `x.gguf` → `x`, `y.json` → `y`. */

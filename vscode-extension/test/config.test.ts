@@ -2,15 +2,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
 import {
-  chooseInterpreter,
+  bundleFolder,
+  chipOf,
+  defaultBundleFolder,
   deploymentInputs,
+  deploymentSummary,
   initOptions,
-  installCommand,
   lowerArgs,
+  lowerTitle,
   validatePositiveInt,
   resolvePath,
   authoredName,
-} from '../src/settings';
+} from '../src/config';
 
 const getter = (o: Record<string, unknown>) => (k: string) => o[k];
 
@@ -67,25 +70,6 @@ test('resolvePath expands ~ and ${workspaceFolder}', () => {
   assert.equal(resolvePath('${workspaceFolder}/.venv/bin/python', '/ws'), '/ws/.venv/bin/python');
 });
 
-test('interpreter: the setting wins over the Python extension', () => {
-  assert.deepEqual(chooseInterpreter('/opt/py/bin/python', '/ext/python'), { command: '/opt/py/bin/python', source: 'setting' });
-  assert.deepEqual(chooseInterpreter('.venv/bin/python', '/ext/python', '/ws'), { command: '/ws/.venv/bin/python', source: 'setting' });
-  assert.deepEqual(chooseInterpreter('python3.11', undefined, '/ws'), { command: 'python3.11', source: 'setting' });
-});
-
-test('interpreter: the Python extension when the setting is empty, else python3', () => {
-  assert.deepEqual(chooseInterpreter('', '/ext/python'), { command: '/ext/python', source: 'python-extension' });
-  assert.deepEqual(chooseInterpreter(undefined, '/ext/python'), { command: '/ext/python', source: 'python-extension' });
-  assert.deepEqual(chooseInterpreter('   ', undefined), { command: 'python3', source: 'default' });
-  assert.deepEqual(chooseInterpreter(undefined, ''), { command: 'python3', source: 'default' });
-});
-
-test('install command: editable install of the workspace checkout, else by name, quoted', () => {
-  assert.equal(installCommand('/usr/bin/python3', '/work/main'), '/usr/bin/python3 -m pip install -e /work/main');
-  assert.equal(installCommand('/my env/python', undefined), `'/my env/python' -m pip install streamed`);
-  assert.equal(installCommand('C:\\Py 3\\python.exe', 'C:\\src\\streamed', true), '& "C:\\Py 3\\python.exe" -m pip install -e "C:\\src\\streamed"');
-});
-
 test('deployment inputs: each mode asks for its numbers', () => {
   assert.deepEqual(deploymentInputs('decode'), ['ctx']);
   assert.deepEqual(deploymentInputs('prefill'), ['ctx', 'chunk']);
@@ -111,6 +95,7 @@ test('lowerBundle arguments keep only the numbers of the chosen mode', () => {
     checkpoint: '/c.gguf',
     target: 'sn40l',
   });
+  assert.equal(lowerArgs('file:///m.lgm', 'decode', { ctx: 8 }, null, 'sn50', '/ws/m.decode.bundle').out, '/ws/m.decode.bundle');
 });
 
 test('numbers typed in the inputs are validated', () => {
@@ -126,4 +111,31 @@ test('the authored document is named after the config', () => {
   assert.equal(authoredName('/m/llama-3.1-8b/config.json'), 'llama-3.1-8b');
   assert.equal(authoredName('/m/tiny.gguf'), 'tiny');
   assert.equal(authoredName('/m/configs/small-gemma3.json'), 'small-gemma3');
+});
+
+test('titles and the status follow the target: a shipped chip by name, a target file as a file', () => {
+  assert.equal(chipOf('sn50'), 'SN50');
+  assert.equal(chipOf(' SN40L '), 'SN40L');
+  assert.equal(chipOf('/ws/targets/mine.toml'), undefined);
+  assert.equal(lowerTitle('sn50'), 'Lower SN50 Bundle…');
+  assert.equal(lowerTitle('sn40l'), 'Lower SN40L Bundle…');
+  assert.equal(lowerTitle('/ws/mine.toml'), 'Lower Bundle…');
+});
+
+test('the deployment summary names the numbers its mode reads, and the chip', () => {
+  const o = initOptions(getter({ 'deployment.mode': 'batched-tp', 'deployment.batch': 16, 'deployment.tp': 4, target: 'sn40l' }));
+  assert.equal(deploymentSummary(o), 'batched-tp · ctx 4096 · batch 16 · tp 4 · SN40L');
+  assert.equal(deploymentSummary(initOptions(getter({}))), 'decode · ctx 4096 · SN50');
+  assert.equal(deploymentSummary(initOptions(getter({ target: 'targets/mine.toml' }), '/ws')), 'decode · ctx 4096 · mine.toml');
+});
+
+test('the bundle folder setting: empty asks, variables are expanded, relative paths start at the document', () => {
+  const doc = '/ws/models/llama.lgm';
+  assert.equal(bundleFolder('', doc, 'decode', '/ws'), undefined);
+  assert.equal(bundleFolder(undefined, doc, 'decode', '/ws'), undefined);
+  assert.equal(bundleFolder('${fileDirname}/${fileBasenameNoExtension}.${mode}.bundle', doc, 'prefill', '/ws'), '/ws/models/llama.prefill.bundle');
+  assert.equal(bundleFolder('${workspaceFolder}/build/${fileBasenameNoExtension}', doc, 'decode', '/ws'), '/ws/build/llama');
+  assert.equal(bundleFolder('out/${mode}', doc, 'tp', '/ws'), '/ws/models/out/tp');
+  assert.equal(bundleFolder('~/bundles/x', doc, 'tp'), `${os.homedir()}/bundles/x`);
+  assert.equal(defaultBundleFolder(doc), '/ws/models/llama.bundle');
 });

@@ -1,0 +1,155 @@
+"""``streamed run DOC --tokens 1,2,3 [--checkpoint G | --seed S] [--decode | --prefill N] [--bundle DIR] [--json]``:
+run the authored model (the reference interpreter) or a lowered bundle (the bundle executor) on those tokens and print
+each position's logits — so anyone can hold ``streamed`` against their own runtime on the same checkpoint.
+
+One sequence from position 0: by default every token in one step (a prefill of them all); ``--decode`` steps one
+token at a time; ``--prefill N`` runs the first N in one step and decodes the rest. A bundle computes what its
+deployment computes: a decode (or tensor-parallel) bundle one token per step; a prefill bundle its chunk in one step,
+then the decode bundle of the same context lowered here from DOC — and a prefill bundle's head reads only its last
+row, so positions before it have no logits (``positions`` says which do). JSON: ``{"positions": […], "logits": [[…],
+…], "next": […]}``, ``next`` the greedy token after each position."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .common import UserError, load_storage, print_errors, read_document
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("run", help="run the model (or a lowered bundle) on tokens and print each position's logits")
+    r.add_argument("doc", metavar="DOC", help="the model program (.lgm)")
+    r.add_argument("--tokens", required=True, metavar="T,T,…", help="token ids, comma-separated (e.g. 1,2,3)")
+    src = r.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
+    steps = r.add_mutually_exclusive_group()
+    steps.add_argument("--decode", action="store_true", help="one token per step (default: all tokens in one step)")
+    steps.add_argument("--prefill", type=int, metavar="N", help="the first N tokens in one step, then one per step")
+    r.add_argument("--bundle", metavar="DIR", help="run this bundle lowered from DOC instead of the reference")
+    r.add_argument("--target", default=None, help="target for the decode bundle a prefill bundle continues with")
+    r.add_argument("--json", action="store_true", help="print {positions, logits, next} as JSON")
+    r.set_defaults(run=cmd_run)
+
+
+def parse_tokens(text: str) -> list[int]:
+    out = []
+    for i, part in enumerate(text.split(",")):
+        part = part.strip()
+        try:
+            t = int(part)
+        except ValueError:
+            raise UserError(f"--tokens {text}: token {i + 1} is {part!r}, not a token id") from None
+        if t < 0:
+            raise UserError(f"--tokens {text}: token {i + 1} is {t}; a token id is not negative")
+        out.append(t)
+    return out
+
+
+def vocabulary(programs) -> int | None:
+    """How many token ids the embedding has rows for (``None`` when it has no lookup table of known size)."""
+    if programs.embed is None:
+        return None
+    for d in programs.embed.decls.values():
+        if d.role == "weight" and len(d.shape) == 2 and isinstance(d.shape[0], int):
+            return d.shape[0]
+    return None
+
+
+def cmd_run(args) -> int:
+    from ..analysis.whole import analyze
+    from ..numerics.weights import WeightError, from_gguf, seeded
+
+    tokens = parse_tokens(args.tokens)
+    text = read_document(args.doc)
+    storage = load_storage(args.checkpoint)
+    a = analyze(text, storage)
+    if a.errors:
+        return print_errors(args.doc, a, "run", "run")
+    vocab = vocabulary(a.programs)
+    bad = next((t for t in tokens if vocab is not None and t >= vocab), None)
+    if bad is not None:
+        raise UserError(f"--tokens: {bad} is not a token of {args.doc}, whose vocabulary has {vocab} ids")
+    prefill = 1 if args.decode else (args.prefill if args.prefill is not None else len(tokens))
+    if not 1 <= prefill <= len(tokens):
+        raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")
+    try:
+        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
+    except WeightError as e:
+        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    from ..spatial.streamed_model import StreamedReject
+
+    try:
+        result = run_bundle(args, a, weights, tokens, prefill, storage) if args.bundle else run_reference(a, weights, tokens, prefill)
+    except StreamedReject as e:
+        print(f"streamed run: {args.doc}: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next}))
+    else:
+        print(render(result, tokens))
+    return 0
+
+
+def run_reference(a, weights, tokens, prefill):
+    from ..numerics.reference import ReferenceError
+    from ..numerics.run import reference_logits
+
+    try:
+        return reference_logits(a.programs, weights, tokens, prefill)
+    except (ReferenceError, ValueError) as e:
+        raise UserError(f"cannot run: {e}") from None
+
+
+def run_bundle(args, a, weights, tokens, prefill, storage):
+    """The bundle at ``--bundle``: its own deployment decides how the tokens step (module docstring)."""
+    from ..numerics.execute import ExecuteError, plan_of
+    from ..numerics.run import run_plans
+    from ..spatial.bundle import BundleError, read_bundle
+    from ..spatial.deployment import Deployment
+    from ..spatial.streamed_model import lower_streamed
+    from .verify import _of_this_document
+
+    where = Path(args.bundle)
+    try:
+        model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
+    except BundleError as e:
+        raise UserError(str(e)) from None
+    _of_this_document(model, a, args.doc, where)
+    dep = model.deployment
+    if dep.mode not in ("decode", "tp", "prefill"):
+        raise UserError(f"{where}: a {dep.mode} bundle; `run` steps one sequence through a decode, tp or prefill bundle")
+    if len(tokens) > dep.ctx:
+        raise UserError(f"--tokens: {len(tokens)} tokens do not fit the bundle's context of {dep.ctx}")
+    if dep.mode == "prefill":
+        if args.decode or args.prefill not in (None, dep.chunk):
+            raise UserError(f"{where}: a prefill bundle runs its first {dep.chunk} tokens in one step; "
+                            f"drop --decode/--prefill")
+        if len(tokens) < dep.chunk:
+            raise UserError(f"--tokens: a prefill bundle of {dep.chunk} rows needs at least {dep.chunk} tokens")
+        prefill = dep.chunk
+    elif prefill > 1:
+        raise UserError(f"{where}: a {dep.mode} bundle runs one token per step; give --decode")
+    plans = {"step": plan_of(model)}
+    if dep.mode == "prefill":  # a refused lowering (StreamedReject) is the command's answer: cmd_run says it
+        plans["prefill"] = plans["step"]
+        plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
+    try:
+        return run_plans(plans, weights, tokens, prefill)
+    except (ExecuteError, ValueError) as e:
+        raise UserError(f"cannot run {where}: {e}") from None
+
+
+def render(result, tokens: list[int], shown: int = 8) -> str:
+    """Per position: its token, the greedy next token, and its logits (every one; the widest few first)."""
+    import numpy as np
+
+    lines = []
+    for pos, row, nxt in zip(result.positions, result.logits, result.next):
+        top = np.argsort(-row, kind="stable")[:shown]
+        best = ", ".join(f"{int(i)}: {row[i]:.6g}" for i in top)
+        lines.append(f"position {pos} (token {tokens[pos]}): next {nxt}; largest logits {best}")
+        lines.append("  " + " ".join(f"{v:.6g}" for v in row))
+    return "\n".join(lines)

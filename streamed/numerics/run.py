@@ -1,0 +1,85 @@
+"""A model run on given tokens: the logits at each position, from the reference interpreter or a lowered bundle —
+what ``streamed run`` prints and what the oracle tests hold against llama.cpp.
+
+A run is one sequence from position 0: its first ``prefill`` tokens in one step (rows = ``prefill``), then one
+decode step per token, every state carried from step to step (LANGUAGE §8). ``prefill`` 1 is decoding every token.
+The reference gives the logits of every row of every step. A bundle gives what its head computes: a prefill bundle's
+head reads only its last row, so a bundle run has the logits of the prefill's last position and of every decode step
+(``Logits.positions`` says which). Invariant: both runs read the same weights, and each fills its tables by its own
+rules (the document's, the bundle's); neither is compared here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.checkpoint import ALL_Q8, Storage
+from ..model.program import Programs
+from ..spatial.deployment import Deployment
+from ..spatial.streamed_model import lower_streamed
+from .execute import Executor, Plan, plan_of
+from .reference import Reference
+from .weights import Weights
+
+
+@dataclass
+class Logits:
+    """``logits[k]`` is position ``positions[k]``'s; ``next`` the greedy next token after each of them."""
+
+    positions: list[int]
+    logits: np.ndarray  # len(positions) × vocab, float32
+
+    @property
+    def next(self) -> list[int]:
+        return [int(i) for i in np.argmax(self.logits, axis=-1)]
+
+
+def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
+    """``(position, tokens)`` of each step: the first ``prefill`` tokens at 0, then one token per step."""
+    if not 1 <= prefill <= len(tokens):
+        raise ValueError(f"a prefill of {prefill} tokens is not within the {len(tokens)} given")
+    return [(0, list(tokens[:prefill]))] + [(p, [tokens[p]]) for p in range(prefill, len(tokens))]
+
+
+def reference_logits(programs: Programs, weights: Weights, tokens: list[int], prefill: int,
+                     ctx: int | None = None) -> Logits:
+    """The document's logits at every position (its head's argmax operand), run by the reference interpreter with
+    KV caches of ``ctx`` rows (default: just the tokens)."""
+    ref = Reference(programs, weights, ctx or len(tokens))
+    rows = []
+    for pos, toks in steps(tokens, prefill):
+        step = ref.step(toks, pos)
+        if step.logits is None:
+            raise ValueError("the document's head computes no logits (no `index of the largest of …`)")
+        rows.append(np.atleast_2d(step.logits))
+    return Logits(list(range(len(tokens))), np.concatenate(rows).astype(np.float32))
+
+
+def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefill: int) -> Logits:
+    """A bundle's logits: ``plans["prefill"]`` runs the first step when ``prefill`` > 1, ``plans["step"]`` (a decode
+    bundle) every other; the head's logits are those of the last row it reads. The bundle's tables are filled by its
+    own fill rules (the executor's), never the document's."""
+    executor = Executor(weights)
+    positions, rows = [], []
+    for pos, toks in steps(tokens, prefill):
+        plan = plans["prefill"] if len(toks) > 1 else plans["step"]
+        got = executor.step(plan, toks, [pos])
+        if got.logits is None:
+            raise ValueError("the bundle's head computes no logits")
+        rows.append(np.atleast_2d(got.logits)[-1:])
+        positions.append(pos + len(toks) - 1)
+    return Logits(positions, np.concatenate(rows).astype(np.float32))
+
+
+def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, storage: Storage = ALL_Q8,
+                  target: str | None = None, ctx: int | None = None) -> Logits:
+    """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
+    1) and a decode bundle, both with KV caches of ``ctx`` rows (default: just the tokens)."""
+    ctx = ctx or len(tokens)
+    plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx), target, storage))}
+    if prefill > 1:
+        plans["prefill"] = plan_of(lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=prefill), target,
+                                                  storage))
+    return run_plans(plans, weights, tokens, prefill)

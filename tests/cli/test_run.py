@@ -1,0 +1,80 @@
+"""`streamed run` as someone holding streamed against their own runtime uses it: the logits of every position, the
+same whether the tokens go in one step or one at a time, the same from a lowered bundle as from the document, and
+bad input named."""
+
+import json
+
+import numpy as np
+import pytest
+
+from repo import EXAMPLES
+
+TINY = str(EXAMPLES / "tiny-llama.lgm")
+GEMMA = str(EXAMPLES / "small-gemma3.lgm")
+
+
+def logits(run, *argv):
+    code, out, err = run("run", *argv, "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    return got["positions"], np.asarray(got["logits"]), got["next"]
+
+
+def test_run_prints_every_position_s_logits_and_greedy_next_token(run):
+    positions, rows, nxt = logits(run, TINY, "--tokens", "5,17,3,200")
+    assert positions == [0, 1, 2, 3]
+    assert rows.shape == (4, 256) and np.isfinite(rows).all()
+    assert nxt == [int(i) for i in rows.argmax(axis=1)]
+
+
+@pytest.mark.parametrize("doc", [TINY, GEMMA])
+def test_one_step_or_one_token_at_a_time_give_the_same_logits(run, doc):
+    _, together, _ = logits(run, doc, "--tokens", "1,2,3,4,5,6")
+    _, decoded, _ = logits(run, doc, "--tokens", "1,2,3,4,5,6", "--decode")
+    _, mixed, _ = logits(run, doc, "--tokens", "1,2,3,4,5,6", "--prefill", "4")
+    np.testing.assert_allclose(decoded, together, rtol=1e-5, atol=1e-5 * np.abs(together).max())
+    np.testing.assert_allclose(mixed, together, rtol=1e-5, atol=1e-5 * np.abs(together).max())
+
+
+def test_a_seed_changes_the_weights(run):
+    _, a, _ = logits(run, TINY, "--tokens", "1,2", "--seed", "1")
+    _, b, _ = logits(run, TINY, "--tokens", "1,2", "--seed", "2")
+    assert not np.allclose(a, b)
+
+
+def test_a_decode_bundle_runs_the_tokens_the_reference_runs(run, tmp_path):
+    code, _, err = run("lower", TINY, "--mode", "decode", "--ctx", "8", "-o", tmp_path / "b")
+    assert code == 0, err
+    # Eight tokens fill the bundle's context: both runs attend over caches of one length, so they sum alike.
+    want = logits(run, TINY, "--tokens", "9,8,7,6,5,4,3,2", "--decode")
+    got = logits(run, TINY, "--tokens", "9,8,7,6,5,4,3,2", "--decode", "--bundle", tmp_path / "b")
+    assert got[0] == want[0] and got[2] == want[2]
+    np.testing.assert_array_equal(got[1], want[1])  # the same per-op arithmetic over the same shapes: bit for bit
+
+
+def test_a_prefill_bundle_gives_its_last_row_then_decodes(run, tmp_path):
+    code, _, err = run("lower", TINY, "--mode", "prefill", "--ctx", "8", "--chunk", "4", "-o", tmp_path / "b")
+    assert code == 0, err
+    _, want, _ = logits(run, TINY, "--tokens", "9,8,7,6,5,4", "--prefill", "4")
+    positions, got, _ = logits(run, TINY, "--tokens", "9,8,7,6,5,4", "--bundle", tmp_path / "b")
+    assert positions == [3, 4, 5]
+    np.testing.assert_allclose(got, want[3:], rtol=1e-6, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--tokens", "1,x"], "--tokens 1,x: token 2 is 'x', not a token id"),
+    (["--tokens", "1,-2"], "token 2 is -2; a token id is not negative"),
+    (["--tokens", "1,256"], "256 is not a token of"),
+    (["--tokens", "1,2", "--prefill", "3"], "--prefill 3: must be between 1 and the 2 tokens given"),
+    (["--tokens", "1", "--bundle", "/nonexistent/bundle"], "/nonexistent/bundle"),
+])
+def test_bad_input_is_one_message_naming_what_was_typed(run, argv, message):
+    code, out, err = run("run", TINY, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("streamed: ") and message in err and "Traceback" not in err
+
+
+def test_a_decode_bundle_refuses_a_prefill(run, tmp_path):
+    run("lower", TINY, "--mode", "decode", "--ctx", "8", "-o", tmp_path / "b")
+    code, _, err = run("run", TINY, "--tokens", "1,2,3", "--bundle", tmp_path / "b")
+    assert code == 2 and "runs one token per step; give --decode" in err

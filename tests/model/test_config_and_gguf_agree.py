@@ -1,0 +1,122 @@
+"""Authoring from a config.json and from a GGUF carrying the same hyperparameters gives one program up to names — so
+what the llama.cpp oracle establishes for the GGUF route holds for the config route too.
+
+Each shipped config (``examples/configs/``) keeps its layer count, layer types, head widths, rotations and their
+scaling; only its widths shrink (hidden size, heads, experts, vocabulary), so that the GGUF llama.cpp's converter would
+write for it (``oracle.write``) is small. The two documents' programs — every section but the title and the
+``## Checkpoint`` bindings, comments dropped — must be equal once the checkpoint's own storage conventions are
+accounted for, and each convention must be one the architecture's converter really applies (``CONVENTIONS``): no
+other difference passes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import oracle
+from repo import config
+from streamed.model.author import author
+from streamed.model.gguf import read_gguf
+from streamed.model.hf import spec_from_config
+
+#: How llama.cpp's converter stores a weight differently from transformers, and how that shows in the program; each a
+#: (pattern in the config's program, what the GGUF's program has instead).
+CONVENTIONS = {
+    # Gemma, Qwen3-Next and Qwen3.5 multiply by 1 + g; the converter stores g + 1.
+    "gain stored with its +1": (r", offset 1\b", ""),
+    # Qwen3-Next/3.5 keep A_log; the converter stores −exp(A_log).
+    "decay's A stored as −exp(A_log)": (r"multiplied by \(exp of (\w+)\)\.\n(Let dc\d+ be )exp of \((gt\d+) scaled by -1\)",
+                                        r"multiplied by \1.\n\2exp of \3"),
+    # transformers' Llama rotates halves; the converter permutes q and k for llama.cpp's adjacent pairs.
+    "q and k permuted for interleaved pairs": (r"(rope of [^\n]*heads \d+)\.", r"\1, interleaved."),
+    # the converter reorders Qwen3.5's value heads to take the key heads in turn.
+    "value heads reordered in turn": (r"(gated delta [^\n]*heads \d+ sharing \d+)\.", r"\1, in turn."),
+    # transformers' gpt-oss leaves YaRN's ramp unrounded (truncate: false); llama.cpp always rounds it.
+    "yarn ramp rounded": (r", unrounded ramp", ""),
+}
+
+EXPECTED = {
+    "tiny-llama": {"q and k permuted for interleaved pairs"},
+    "llama-3.1-8b": {"q and k permuted for interleaved pairs"},
+    "small-gemma3": {"gain stored with its +1"},
+    "gemma-3-27b": {"gain stored with its +1"},
+    "small-deepseek-v2": set(),
+    "deepseek-v2-lite": set(),
+    "llama-4-scout": set(),
+    "gpt-oss-20b": {"yarn ramp rounded"},
+    "qwen3-next-80b-a3b": {"gain stored with its +1", "decay's A stored as −exp(A_log)"},
+    "qwen3.8": {"gain stored with its +1", "decay's A stored as −exp(A_log)", "value heads reordered in turn"},
+    "small-qwen35": {"gain stored with its +1", "decay's A stored as −exp(A_log)", "value heads reordered in turn"},
+}
+
+GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32)
+
+
+def shrunk(name: str) -> dict:
+    """The shipped config with its widths made small and everything that shapes a program kept."""
+    c = config(name)
+    t = c.get("text_config", c)
+    heads = 2 if t.get("num_attention_heads", 2) >= 2 else 1
+    small = dict(hidden_size=64, num_attention_heads=heads, num_key_value_heads=1, intermediate_size=64,
+                 vocab_size=256)
+    if "head_dim" not in t:
+        small["head_dim"] = t["hidden_size"] // t["num_attention_heads"]  # the real head width, rotations and all
+    if t.get("query_pre_attn_scalar") is not None:
+        small["query_pre_attn_scalar"] = 64 // heads  # Gemma 3 27B's is its hidden size over its heads
+    for key, n in (("num_experts", 4), ("n_routed_experts", 4), ("num_local_experts", 4)):
+        if t.get(key):
+            small[key] = n
+    for key in ("moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size_mlp"):
+        if t.get(key):
+            small[key] = 32
+    if t.get("num_experts_per_tok"):
+        small["num_experts_per_tok"] = min(2, t["num_experts_per_tok"])
+    if t.get("kv_lora_rank"):
+        small.update(kv_lora_rank=32, q_lora_rank=None)
+    if "linear_num_value_heads" in t or t.get("model_type", c.get("model_type", "")).startswith("qwen3_"):
+        small.update(GDN)
+    t.update(small)
+    if "experts_per_token" in t:
+        t["experts_per_token"] = small.get("num_experts_per_tok", 2)
+    return c
+
+
+def program_text(text: str) -> str:
+    """Every section but the title and the checkpoint's bindings; comments and the layer headings' notes dropped."""
+    sections = re.split(r"^(?=#)", text, flags=re.M)
+    keep = [s for s in sections if not s.startswith("# ") and not s.startswith("## Checkpoint")]
+    lines = [re.sub(r"\s*--.*$", "", l).rstrip() for l in "".join(keep).splitlines()]
+    lines = [re.sub(r"^(## Layer \d+).*", r"\1", l) for l in lines if l]
+    return re.sub(r"  +", " ", "\n".join(lines))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_config_and_the_gguf_converted_from_it_author_one_program(tmp_path, name):
+    cfg = shrunk(name)
+    from_config = program_text(author(spec_from_config(cfg)))
+    w = oracle.write(tmp_path / f"{name}.gguf", cfg)
+    from_gguf = program_text(author(read_gguf(w.path).spec))
+    applied = set()
+    for why, (pattern, replacement) in CONVENTIONS.items():
+        changed = re.sub(pattern, replacement, from_config)
+        if _closer(changed, from_config, from_gguf):
+            applied.add(why)
+            from_config = changed
+    assert from_config == from_gguf, _first_difference(from_config, from_gguf)
+    assert applied == EXPECTED[name]
+
+
+def _closer(changed: str, before: str, target: str) -> bool:
+    """A convention applies when it brings the config's program line by line nearer the GGUF's."""
+    def same(a: str) -> int:
+        return sum(x == y for x, y in zip(a.splitlines(), target.splitlines()))
+    return changed != before and same(changed) > same(before)
+
+
+def _first_difference(a: str, b: str) -> str:
+    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())):
+        if x != y:
+            return f"line {i + 1}:\n  config: {x}\n  gguf:   {y}"
+    return f"lengths differ: {len(a.splitlines())} and {len(b.splitlines())} lines"

@@ -1,0 +1,83 @@
+// What every part of the extension shares: the extension's context, the output channel, the running language client
+// (when there is one), the last analysis of each open document, and the helpers that read them.
+import * as vscode from 'vscode';
+import { ExecuteCommandRequest, LanguageClient } from 'vscode-languageclient/node';
+import { InitOptions, initOptions } from './config';
+import { Analysis } from './kinds';
+import { Candidate } from './environment';
+
+export const LANG = 'streamed';
+
+export class Ctx {
+  /** The running client; undefined while the server is stopped, starting up, or missing. */
+  client: LanguageClient | undefined;
+  /** The Python the server runs with, once one was found. */
+  server: Candidate | undefined;
+  readonly analyses = new Map<string, Analysis>();
+  /** Fires when an analysis arrives, the server starts or stops, or a setting changes: everything shown follows. */
+  readonly changed = new vscode.EventEmitter<void>();
+
+  constructor(readonly extension: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
+
+  get version(): string {
+    return String(this.extension.extension.packageJSON.version ?? '0.0.0');
+  }
+
+  config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration('streamed');
+  }
+
+  workspaceDir(): string | undefined {
+    return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  }
+
+  initOptions(): InitOptions {
+    const c = this.config();
+    return initOptions((k) => c.get(k), this.workspaceDir());
+  }
+
+  running(): LanguageClient | undefined {
+    return this.client?.isRunning() ? this.client : undefined;
+  }
+
+  async executeServerCommand<T>(command: string, args: unknown[], token?: vscode.CancellationToken, workDoneToken?: string): Promise<T> {
+    const client = this.running();
+    if (!client) throw new Error('the Streamed language server is not running');
+    const params: any = { command, arguments: args };
+    if (workDoneToken) params.workDoneToken = workDoneToken;
+    return client.sendRequest(ExecuteCommandRequest.type, params, token) as Promise<T>;
+  }
+
+  analysisOf(uri: vscode.Uri): Analysis | undefined {
+    return this.analyses.get(normalizeUri(uri.toString()));
+  }
+}
+
+export function normalizeUri(u: string): string {
+  try {
+    return vscode.Uri.parse(u).toString();
+  } catch {
+    return u;
+  }
+}
+
+/** The model program in the active editor; when another editor, a webview or a panel has the focus, a visible one. */
+export function activeModelDocument(): vscode.TextDocument | undefined {
+  const active = vscode.window.activeTextEditor;
+  if (active && isModel(active.document)) return active.document;
+  return vscode.window.visibleTextEditors.find((e) => isModel(e.document))?.document;
+}
+
+/** A model program the server analyses: a file or an unsaved one, not a compare view's virtual text. */
+export function isModel(doc: vscode.TextDocument): boolean {
+  return doc.languageId === LANG && (doc.uri.scheme === 'file' || doc.uri.scheme === 'untitled');
+}
+
+export function errorText(e: unknown): string {
+  if (e && typeof e === 'object' && 'message' in e) return String((e as Error).message);
+  return String(e);
+}
+
+export function findColumn(doc: vscode.TextDocument): vscode.ViewColumn | undefined {
+  return vscode.window.visibleTextEditors.find((e) => e.document === doc)?.viewColumn;
+}
