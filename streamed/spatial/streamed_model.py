@@ -533,7 +533,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     head = placed[-1]
     if progress is not None:
         progress("bound", total, total)
-    q8 = frozenset(d.name for p in progs.all() for d in p.decls.values() if d.role == "weight" and d.q8)
+    q8 = frozenset(name for p in progs.all() for name in p.q8_declared())  # without renaming every layer's decls
     naming = Naming.of(analysis.document.checkpoint, storage, q8)
     return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
                          analysis.document.title,
