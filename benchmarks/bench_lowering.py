@@ -110,6 +110,8 @@ def qwen_example(runs: int) -> tuple:
 def report(m: dict) -> str:
     ms = lambda s: f"{s * 1e3:.0f}" if s >= 0.1 else f"{s * 1e3:.1f}"  # noqa: E731
     outer, inner, texts = m["outer"], m["inner"], m["texts"]
+    slope = lambda model, step: (inner[(model, DEPTHS[-1], step)] - inner[(model, DEPTHS[0], step)]) * 1e3 / (  # noqa: E731
+        DEPTHS[-1] - DEPTHS[0])
     out = [
         "## Lowering",
         "",
@@ -158,8 +160,12 @@ def report(m: dict) -> str:
         f"manifest {qcpu:.3f} s of CPU, {qwall:.3f} s of wall time (the target: under 2 s).",
         "",
         "Only the first layer of each shape is parsed and checked and only each kind's representative is lowered; "
-        "every other layer is lexed, compared by its shape and bound by its renaming — a cost per layer of the "
-        "order of tokenizing it. What remains per layer is writing its name map into the manifest.",
+        "every other layer is lexed, compared by its shape and bound by its renaming. What each layer past the "
+        "eighth still costs, in process: " + "; ".join(
+            f"{label}: analysis {slope(model, 'analyze'):.3f} ms (the floor's share "
+            f"{(outer[(model, DEPTHS[-1], 'floor')][0] - outer[(model, DEPTHS[0], 'floor')][0]) * 1e3 / (DEPTHS[-1] - DEPTHS[0]):.3f} ms), "
+            f"its manifest row and its bytes on disk {slope(model, 'manifest') + slope(model, 'write the bundle'):.3f} ms"
+            for model, label in MODELS.items()) + ".",
         "",
     ]
     return "\n".join(out)
