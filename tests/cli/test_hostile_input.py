@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import ggufs
 from repo import CONFIGS, EXAMPLES, TINY
+from mutations import mutate
 from streamed.cli import main
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -60,17 +61,6 @@ def accepted(code: int, out: str, err: str, what) -> None:
     assert code in (0, 1, 2), (what, code, err)
     if code == 2:
         assert err.startswith("streamed: ") and err.count("\n") == 1, (what, err)
-
-
-def mutate(value, path: list, new):
-    """``value`` with the item at ``path`` (keys and indices, wrapping round) replaced by ``new``."""
-    if not path or not isinstance(value, (dict, list)) or not value:
-        return new
-    if isinstance(value, dict):
-        key = sorted(value)[path[0] % len(value)]
-        return {**value, key: mutate(value[key], path[1:], new)}
-    i = path[0] % len(value)
-    return [*value[:i], mutate(value[i], path[1:], new), *value[i + 1:]]
 
 
 PATHS = st.lists(st.integers(0, 1000), min_size=1, max_size=4)

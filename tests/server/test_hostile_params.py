@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lsphelp import TINY
+from mutations import mutate
 from rawclient import RawClient
 
 JSON = st.recursive(
@@ -56,16 +57,6 @@ def well_formed(uri: str) -> dict:
 
 NOTIFICATIONS = ["textDocument/didChange", "workspace/didChangeConfiguration", "textDocument/didClose",
                  "workspace/didChangeWorkspaceFolders", "$/cancelRequest", "textDocument/didOpen"]
-
-
-def mutate(value, path: list, new):
-    if not path or not isinstance(value, (dict, list)) or not value:
-        return new
-    if isinstance(value, dict):
-        key = sorted(value)[path[0] % len(value)]
-        return {**value, key: mutate(value[key], path[1:], new)}
-    i = path[0] % len(value)
-    return [*value[:i], mutate(value[i], path[1:], new), *value[i + 1:]]
 
 
 @pytest.fixture(scope="module")
