@@ -16,8 +16,13 @@ from __future__ import annotations
 import sys
 
 # Only what handling an interrupt needs is imported before ``main`` installs the handlers: a Ctrl-C that lands while
-# the command starts is then a one-line message too.
-from .signals import SIGNALS, Stopped
+# the command starts is then a one-line message too — even one that lands while this import runs. (One that lands
+# earlier, while the interpreter itself starts or looks this package up, is Python's to report: no code of ours runs.)
+try:
+    from .signals import SIGNALS, Stopped
+except KeyboardInterrupt:
+    sys.stderr.write("streamed: interrupted\n")
+    raise SystemExit(130) from None
 
 #: The subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = ("author", "kinds", "check", "lower", "verify", "run", "serve")
