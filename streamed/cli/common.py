@@ -26,9 +26,6 @@ def read_document(path: str) -> bytes:
         raise UserError(f"{path}: cannot be read ({e.strerror})") from None
 
 
-#: The deployments, as ``streamed.spatial.streamed_model.MODES`` names them (spelt here so that building the command line
-#: imports no lowering; a test holds the two equal).
-MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
 #: The sizes only some deployments read, and which.
 SIZED_BY = {"chunk": ("prefill",), "batch": ("batched", "batched-tp"), "tp": ("tp", "batched-tp")}
 
