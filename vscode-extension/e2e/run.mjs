@@ -465,8 +465,13 @@ try {
     await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Streamed Trace' }).first().click();
     // The channel scrolls to its end, a verbose result's JSON: the Output view's filter shows the requests sent.
     const filter = page.locator('.part.panel .viewpane-filter input, .part.panel input[placeholder="Filter"]').first();
-    await filter.fill("Sending request 'textDocument/");
-    await waitFor('the trace in the Output view', async () => /Sending request 'textDocument\//.test(await panelText()), 20000);
+    // The filter box can be swapped while the channel's 27,000 lines load, dropping what was typed: type it again
+    // until the view shows it applied.
+    const wanted = "Sending request 'textDocument/";
+    await waitFor('the trace in the Output view', async () => {
+      if ((await filter.inputValue().catch(() => '')) !== wanted) await filter.fill(wanted);
+      return /Sending request 'textDocument\//.test(await panelText());
+    }, 30000);
     await shot('trace-output');
     await filter.fill('');
     await runCommand('View: Hide Panel');
