@@ -35,9 +35,10 @@ from typing import Callable
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage
-from .ir import Access, SpatialProgram
+from .ir import Access, SpatialProgram, authored
 from .deployment import Cut, Deployment
-from .lower import LoweringError, TPError, authored, lower_program, read_dense, tp_slices
+from .lower import LoweringError, TPError, lower_program
+from .passes.split_tp import read_dense, tp_slices
 from .residency import ResidencyError, estimate, plan
 from .target import SpatialTarget, TargetError, load_target
 
