@@ -9,6 +9,9 @@ names be rebound to any layer of the kind (``streamed.analysis.kinds.rebind_via`
 read a position or a state once per sequence (``take_rows`` → the op on ``pos_s{b}``, ``Kc3_s{b}`` →
 ``stack_rows``). Every statement that cannot be lifted is refused (``LoweringError.every``: its index, its binder
 and why); a statement that reads what a refused one binds is not refused again.
+
+Two jobs, two classes: ``_Emitter`` grows the tensors and ops as the cut shapes them; ``_Lifter`` reads the
+syntax and says what to emit.
 """
 
 from __future__ import annotations
@@ -46,10 +49,14 @@ class _Poisoned(Exception):
     """A statement reads what an earlier refused statement binds: refusing it too would say that refusal again."""
 
 
-class _Lifter:
-    def __init__(self, program: Program, constants: dict[str, float], cut: Cut):
+class _Emitter:
+    """The lifted program as it grows, for one cut: its tensors (each declaration as the cut shapes it — per sequence
+    in a batched cut) and its ops, each one's output shapes inferred as it is appended, and a batched cut's ops that
+    read a position or a state once per sequence. It knows the cut and nothing of the syntax; ``statement`` and
+    ``binder`` say where a failure is reported."""
+
+    def __init__(self, program: Program, cut: Cut):
         self.p = program
-        self.constants = constants
         self.cut = cut
         self.tensors: dict[str, Tensor] = {}
         self.ops: list[Op] = []
@@ -57,9 +64,7 @@ class _Lifter:
         self.binder: str | None = None
         self.counter = 0
         self.stem = ""
-        self.subst: dict[str, str] = {}
         self.carried: list[str] = []
-        self.poisoned: set[str] = set()
 
     # -- tensors --
     def shape(self, name: str) -> tuple[int, ...]:
@@ -166,6 +171,18 @@ class _Lifter:
         self.add(dest, infer(op, self.shape)[0], "bf16", "intermediate")
         self.ops.append(op)
         return dest
+
+
+class _Lifter(_Emitter):
+    """The authored syntax read as ops: each statement, expression and call says what to emit. Names are read
+    through ``subst`` (a last-row program's input is its last row), numbers through the model's constants; the names
+    a refused statement binds are ``poisoned``, so what reads them is not refused again."""
+
+    def __init__(self, program: Program, constants: dict[str, float], cut: Cut):
+        super().__init__(program, cut)
+        self.constants = constants
+        self.subst: dict[str, str] = {}
+        self.poisoned: set[str] = set()
 
     def number(self, n) -> float:
         if n is None:

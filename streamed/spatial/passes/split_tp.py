@@ -10,6 +10,9 @@ attention + feed-forward layer. Divisibility (heads, KV heads, widths) is checke
 Q8_0 weight whose row slice cuts its blocks is read dense by the chips (the seed's Storage rule), recorded with why
 in the certificate's ``read_dense``. ``tp_slices`` and ``read_dense`` read a lowered program back for the manifest:
 which part of which declared weight each chip loads, and which it reads dense.
+
+Two jobs, two classes: ``_Slices`` keeps the books of what is split where (slices, gathers, all-reduces,
+phases); ``_Splitter`` holds the per-op rules that decide it.
 """
 
 from __future__ import annotations
@@ -52,22 +55,23 @@ def _needs_whole(tensors: dict[str, Tensor], ops: list[Op]) -> set[str]:
     return need
 
 
-class _Splitter:
-    def __init__(self, tensors: dict[str, Tensor], ops: list[Op], tp: int, q8: frozenset[str], label: str):
+class _Slices:
+    """The split program as it is made: which tensors are split over the chips and along which axis, each chip's
+    slice of a weight (as loaded) or of an activation (cut on the chip by ``take_cols``), a split value gathered
+    whole once, partial products summed by one all-reduce, and the phase every op runs in. It knows nothing of what
+    an op needs; ``_Splitter`` decides that, op by op."""
+
+    def __init__(self, tensors: dict[str, Tensor], tp: int, label: str):
         self.src = tensors
         self.tensors: dict[str, Tensor] = {}
         self.ops: list[Op] = []
         self.tp = tp
-        self.q8 = q8
         self.label = label
         self.axis: dict[str, int] = {}  # split tensors: the axis split over chips
         self.phase = 0
-        self.need = _needs_whole(tensors, ops)
         self.weight_axis: dict[str, int] = {}
         self.statement = None
         self.current: Op | None = None
-        #: Declared weights the checkpoint stores Q8_0 that the chips read dense, and why (the seed's Storage rule).
-        self.dense: dict[str, str] = {}
 
     def refuse(self, why: str):
         raise TPError(f"{self.label}: {why}", self.statement, self.binder)
@@ -155,6 +159,24 @@ class _Splitter:
         self.keep(name)
         self.ops.append(Op("allreduce", tuple(parts), (name,), phase=self.phase, statement=op.statement))
 
+    @property
+    def binder(self) -> str | None:
+        """The authored name the current op's output comes from (``h0`` for ``h0__1``)."""
+        op = self.current
+        return op.outputs[0].split("__")[0] if op is not None and op.outputs else None
+
+
+class _Splitter(_Slices):
+    """The per-op rules of the split (Megatron): which ops run per chip on their slices, which run replicated, and
+    where partial sums are all-reduced; the widths an op does not admit are refused, each on its statement."""
+
+    def __init__(self, tensors: dict[str, Tensor], ops: list[Op], tp: int, q8: frozenset[str], label: str):
+        super().__init__(tensors, tp, label)
+        self.q8 = q8
+        self.need = _needs_whole(tensors, ops)
+        #: Declared weights the checkpoint stores Q8_0 that the chips read dense, and why (the seed's Storage rule).
+        self.dense: dict[str, str] = {}
+
     def scaled_attrs(self, op: Op, keys):
         def attrs(c):
             return tuple((k, v // self.tp if k in keys else v) for k, v in op.attrs)
@@ -183,12 +205,6 @@ class _Splitter:
                     errors.append(e)
         if errors:
             raise TPError.of(errors)
-
-    @property
-    def binder(self) -> str | None:
-        """The authored name the current op's output comes from (``h0`` for ``h0__1``)."""
-        op = self.current
-        return op.outputs[0].split("__")[0] if op is not None and op.outputs else None
 
     def run(self, ops: list[Op]) -> None:
         self.admits(ops)
