@@ -1,6 +1,6 @@
 """Incremental analysis: the same answer as ``analysis.analyze``, recomputing only what an edit touched.
 
-A document is cut into **chunks** at its heading lines (``lang.parser.cut``); each chunk is parsed *on its own*, as
+A document is cut into **chunks** at its heading lines (``lang.chunks.cut``); each chunk is parsed *on its own*, as
 if it began at line 0, byte 0, and the result is cached by the chunk's text. A section's ranges are therefore
 **relative to its chunk**; the chunk's base ``(line, offset)`` turns them into document ranges. Because a chunk starts
 at a line start, a relative range and its absolute one differ only in line and byte offset, never in UTF-16 column.
@@ -34,7 +34,8 @@ from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergenc
 from .kinds import Divergence, LayerKind, describe, digest_of, divergences
 from ..lang.lexer import Pos, Range, line_ends, utf8_length
 from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
-from ..lang.parser import Chunk, ChunkParse, cut, parse_chunk
+from ..lang.chunks import Chunk, cut
+from ..lang.parser import ChunkParse, parse_chunk
 from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.program import Program, Programs, chain_link, checked_program, link_programs, section_links
@@ -111,7 +112,7 @@ def apply_change(text: str, start: tuple[int, int] | None, end: tuple[int, int] 
 
 
 def chunks(text: str) -> list[Chunk]:
-    """The document cut before each heading line (``lang.parser.cut``)."""
+    """The document cut before each heading line (``lang.chunks.cut``)."""
     return cut(text)
 
 

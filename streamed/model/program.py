@@ -25,6 +25,7 @@ from ..lang.syntax import (
     Let,
     Name,
     Number,
+    Renaming,
     Return,
     Section,
     SectionKind,
@@ -116,8 +117,6 @@ class Program:
         return p
 
     def _rename(self) -> None:
-        from ..lang.parser import Renaming
-
         rep = self._rep
         r = Renaming(rep.section, self.section)
         name, rng = r.name, r.range
