@@ -4,7 +4,8 @@ kept symbolic) with the semantic diagnostics; a ``ModelSpec`` and the document t
 ``Storage`` a checkpoint gives its tensors.
 
 Modules: ``program`` (semantic checks and the cross-section links), ``checkpoint`` (``## Checkpoint`` bindings and
-``Storage``), ``spec`` (the architecture as data), ``hf`` (config.json with transformers' field semantics), ``gguf``
-(GGUF metadata and tensor storage, through the ``gguf`` package), ``author`` (spec → text). Reads files only in
-``hf``/``gguf`` and ``checkpoint.storage_of``, where it says so. Imports only ``lang``.
+``Storage``), ``storage`` (``storage_of``: the storage a named checkpoint gives), ``spec`` (the architecture as
+data), ``hf`` (config.json with transformers' field semantics), ``gguf`` (GGUF metadata and tensor storage, through
+the ``gguf`` package), ``author`` (spec → text). Reads files only in ``hf``/``gguf`` and ``storage.storage_of``,
+where it says so. Imports only ``lang``.
 """
