@@ -37,7 +37,8 @@ from ..lang.chunks import Chunk
 from ..lang.parser import ChunkParse, parse_chunk
 from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
-from ..model.program import Program, Programs, chain_link, checked_program, link_programs, section_links
+from ..model.links import chain_link, link_programs, section_links
+from ..model.program import Program, Programs, checked_program
 from .text import Text, clean
 
 __all__ = [

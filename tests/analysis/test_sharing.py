@@ -20,7 +20,7 @@ from streamed.analysis.kinds import describe, divergences, shape_digest, stored_
 from streamed.analysis.whole import analyze, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
 from streamed.lang.parser import parse
 from streamed.model.checkpoint import ALL_Q8
-from streamed.model.program import programs_of
+from streamed.model.links import programs_of
 
 SPEC = st.fixed_dictionaries({
     "mixer": st.sampled_from(["attention", "attention", "deltanet", "latent"]),
