@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Callable
 
 from ..ir import (
-    Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, authored, batched, rows_per_run, column_tensors, in_tile, nbytes,
-    row_tensors, runs_in, sequence_of,
+    Q8_BLOCK, Access, Op, SpatialProgram, Tensor, Tile, authored, batched, column_tensors, in_tile, nbytes, row_tensors,
+    rows_per_run, runs_in, sequence_of,
 )
 from ..target import SpatialTarget
 from .cost import step_cost
