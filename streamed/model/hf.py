@@ -1,6 +1,6 @@
 """Import a Hugging Face ``config.json`` as a ``ModelSpec``, reading each field exactly as transformers defines it.
 
-Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
+Supported ``model_type``s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
 gpt_oss; the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
 qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
@@ -36,7 +36,7 @@ from .spec import (
 __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
 
 SUPPORTED = (
-    "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
     "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
     "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl",
     "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text",
@@ -64,6 +64,10 @@ _GDN = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_h
 DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
               "num_hidden_layers": 32, "num_attention_heads": 32, "mlp_bias": False},
+    # Mixtral: a Mistral whose every feed-forward block is experts of `intermediate_size`, the top-k renormalised.
+    "mixtral": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
+                "rope_theta": 1_000_000.0, "num_experts_per_tok": 2, "num_local_experts": 8},
     "mistral": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": 4096},
     "qwen2": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
@@ -373,7 +377,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         window = c.get("sliding_window") if use else None
         first = c.int("max_window_layers", 28, minimum=0)
         return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
-    if family == "mistral":
+    if family in ("mistral", "mixtral"):
         return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
     return ["full_attention"] * n
 
@@ -408,7 +412,7 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
         step = c.int("decoder_sparse_step", 1)
         experts = c.int("num_experts")
         return [i not in only and experts > 0 and (i + 1) % step == 0 for i in range(n)]
-    if family == "gpt_oss":
+    if family in ("gpt_oss", "mixtral"):
         return [True] * n
     return [False] * n
 
@@ -418,7 +422,8 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
 
 #: model_type → (the family whose builder writes it, the stem of its transformers classes: ``Qwen3MoeForCausalLM``).
 _TYPES = {
-    "llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "qwen2": ("qwen2", "Qwen2"),
+    "llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "mixtral": ("mixtral", "Mixtral"),
+    "qwen2": ("qwen2", "Qwen2"),
     "qwen3": ("qwen3", "Qwen3"), "qwen2_moe": ("qwen_moe", "Qwen2Moe"), "qwen3_moe": ("qwen_moe", "Qwen3Moe"),
     "qwen3_next": ("qwen3_next", "Qwen3Next"), "qwen3_5": ("qwen3_5", "Qwen3_5"),
     "qwen3_5_text": ("qwen3_5", "Qwen3_5"), "qwen3_5_moe": ("qwen3_5_moe", "Qwen3_5Moe"),
@@ -501,7 +506,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
     build = {
-        "llama": _llama, "mistral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
+        "llama": _llama, "mistral": _llama, "mixtral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
         "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next, "gemma3": _gemma3,
         "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss,
     }[family]
@@ -589,7 +594,10 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
         windowed = t == "sliding_attention" and (not qwen or c.bool("use_sliding_window", False))
         window = _window(c) if windowed else None
         mixer = Attention(heads, kv, hd, rot, window=window, qk_norm=qk_norm, bias=bias, out_bias=out_bias)
-        if moe[i]:
+        if moe[i] and family == "mixtral":
+            ffn = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"),
+                          normalized=True)
+        elif moe[i]:
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
                           normalized=c.bool("norm_topk_prob", False),
                           shared_width=c.int("shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None,
