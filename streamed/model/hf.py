@@ -7,8 +7,8 @@ qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3
 wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
-configuration class derives it (``full_attention_interval``, ``sliding_window_pattern``, ``first_k_dense_replace``
-with ``moe_layer_freq``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``decoder_sparse_step`` with
+configuration class and modelling code derive it (``full_attention_interval``, ``sliding_window_pattern``,
+``first_k_dense_replace``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``decoder_sparse_step`` with
 ``mlp_only_layers``, ``use_sliding_window`` with ``max_window_layers``…).
 
 Invariant: a config either gives the model it describes or one ``SpecError`` naming the field and what is wrong —
@@ -59,8 +59,9 @@ _GDN = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_h
 #: ``configuration_<type>.py`` sets them (a config that leaves a field out gets these, exactly as
 #: ``AutoConfig.from_pretrained`` would). A field whose class default is ``None`` is not listed: the importer derives
 #: it as the class does (``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads) or, if the model needs it,
-#: names it as missing. DeepSeek-V3's ``scoring_func``/``topk_method`` are not fields of transformers' class: its
-#: modelling code always scores by sigmoid with a selection bias, so that is their default here.
+#: names it as missing. Fields a model type's modelling code does not read (DeepSeek's ``scoring_func``,
+#: ``moe_layer_freq``) are not listed and not read. ``tests/model/test_transformers_configs.py`` holds every field
+#: read here against transformers' own classes.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
               "num_hidden_layers": 32, "num_attention_heads": 32, "mlp_bias": False},
@@ -102,15 +103,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     "num_hidden_layers": 32, "num_attention_heads": 32, "first_k_dense_replace": 0,
                     "kv_lora_rank": 512, "q_lora_rank": 1536, "n_routed_experts": 64, "n_shared_experts": 2,
                     "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "routed_scaling_factor": 1.0,
-                    "topk_method": "greedy", "norm_topk_prob": False, "v_head_dim": 128,
-                    "moe_intermediate_size": 1407, "scoring_func": "softmax", "moe_layer_freq": 1},
+                    "topk_method": "greedy", "v_head_dim": 128, "moe_intermediate_size": 1407},
     "deepseek_v3": {**_LLAMA_LIKE, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
                     "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
                     "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
                     "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
                     "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4,
                     "num_experts_per_tok": 8, "first_k_dense_replace": 3, "norm_topk_prob": True,
-                    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
+                    "rope_interleave": True},
     "llama4_text": {**_LLAMA_LIKE, "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
                     "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
                     "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-5, "rope_theta": 500_000.0,
@@ -122,7 +122,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "sliding_window": 128, "tie_word_embeddings": False, "hidden_act": "silu", "rms_norm_eps": 1e-5,
                 "rope_theta": 150_000.0, "num_experts_per_tok": 4, "swiglu_limit": 7.0, "attention_bias": True,
                 "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                                 "original_max_position_embeddings": 4096}},
+                                 "original_max_position_embeddings": 4096, "truncate": False}},
 }
 _QWEN_VL = {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
             "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
@@ -149,6 +149,14 @@ TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen
 #: not read: their parameter names are their own.
 WRAPPERS = {"llava": "llama", "llava_next": "llama", "llava_next_video": "llama", "llava_onevision": "qwen2",
             "mistral3": "mistral", "internvl": "qwen2"}
+#: A multimodal wrapper's own `tie_word_embeddings` default — which is what transformers ties its head by — and whether
+#: its class forwards the text config's true to a false one of its own (those that saved it in `text_config` before
+#: transformers 5).
+OUTER_TIE = {"gemma3": (True, False), "llama4": (False, False), "qwen3_5": (False, False), "qwen3_5_moe": (False, False),
+             "qwen2_vl": (False, True), "qwen2_5_vl": (False, True), "qwen3_vl": (False, False),
+             "qwen3_vl_moe": (False, False), "llava": (False, True), "llava_next": (False, False),
+             "llava_next_video": (False, True), "llava_onevision": (False, True), "mistral3": (True, False),
+             "internvl": (True, False)}
 #: The text model a vision-language one extends: the same layers, its rotation split in sections (mrope) that agree
 #: for text.
 _TEXT_BASE = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
@@ -372,11 +380,19 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if family == "llama4":
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
-    if family in ("qwen2", "qwen3", "qwen_moe"):  # the MoE ones as Qwen2: their own rules differ by version
-        use = c.bool("use_sliding_window", False)
-        window = c.get("sliding_window") if use else None
+    if family in ("qwen2", "qwen3", "qwen_moe"):
+        # Each configuration class's rule, all only with `use_sliding_window`: Qwen2, Qwen3 and the Qwen2-VLs slide from
+        # layer `max_window_layers` on; Qwen2-MoE slides every other layer below it (from the first); Qwen3-MoE every
+        # layer; the Qwen3-VLs never (their classes have no window).
+        use = c.bool("use_sliding_window", False) and c.get("sliding_window") is not None
+        if not use or c.model_type.startswith("qwen3_vl"):
+            return ["full_attention"] * n
+        if c.model_type == "qwen3_moe":
+            return ["sliding_attention"] * n
         first = c.int("max_window_layers", 28, minimum=0)
-        return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
+        if c.model_type == "qwen2_moe":
+            return ["sliding_attention" if (i + 1) % 2 and i < first else "full_attention" for i in range(n)]
+        return ["sliding_attention" if i >= first else "full_attention" for i in range(n)]
     if family in ("mistral", "mixtral"):
         return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
     return ["full_attention"] * n
@@ -397,9 +413,9 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
     if family == "deepseek":
         if not c.has("n_routed_experts"):
             return [False] * n
+        # transformers' DeepSeek decoder layers: experts from `first_k_dense_replace` on (`moe_layer_freq` unread).
         first = c.int("first_k_dense_replace", 0, minimum=0)
-        freq = c.int("moe_layer_freq", 1)
-        return [i >= first and i % freq == 0 for i in range(n)]
+        return [i >= first for i in range(n)]
     if family == "llama4":
         if c.has("moe_layers"):
             moe = set(c.int_list("moe_layers"))
@@ -407,7 +423,9 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
             step = c.int("interleave_moe_layer_step", 1)
             moe = set(range(step - 1, n, step))
         return [i in moe for i in range(n)]
-    if family in ("qwen_moe", "qwen3_next", "qwen3_5_moe"):
+    if family == "qwen3_5_moe":  # every Qwen3.5-MoE decoder layer's block is experts
+        return [True] * n
+    if family in ("qwen_moe", "qwen3_next"):
         only = set(c.int_list("mlp_only_layers", [])) if c.has("mlp_only_layers") else set()
         step = c.int("decoder_sparse_step", 1)
         experts = c.int("num_experts")
@@ -473,6 +491,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         # A vision-language wrapper around a text model this tool writes: the text model, as transformers holds it
         # under `model.language_model.`; the vision tower is not written.
         wrapper, model_type = model_type, inner
+    if model_type in WRAPPERS and wrapper is None and not isinstance(text, dict):
+        raise SpecError(f"{where}: a {model_type} config describes its text model in `text_config`, which is missing")
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
     _check_architectures(config if wrapper is None else text, where, model_type)
@@ -488,8 +508,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         if inner not in (text_type, model_type):
             raise SpecError(f"{where}: `text_config.model_type` is {json.dumps(inner)}; a {model_type} model's text "
                             f"config is {text_type}")
-        # The text model's fields; the outer config's tie_word_embeddings applies when the text one does not say.
-        data = {**{k: v for k, v in config.items() if k == "tie_word_embeddings"}, **text}
+        data = dict(text)
         text_where = f"{where}: text_config"
     family = _FAMILY[model_type]
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
@@ -514,7 +533,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     for layer in layers:
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
-    tied = c.bool("tie_word_embeddings", False)
+    tied = _tied(c, config, wrapper or (model_type if model_type in TEXT_MODEL else None), where)
     notes = list(extra.get("notes", ()))
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
@@ -530,6 +549,22 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
         naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
+
+
+def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:
+    """Whether the head is the embedding, as transformers ties it: by the config's own ``tie_word_embeddings`` — a
+    wrapper's (``OUTER_TIE``: stated at the top level, else its class default; a forwarding class takes the text
+    config's true) — except Mistral 3, whose text model's is read: transformers 5 ties every Mistral 3 whose top level
+    is silent (its default became true for Ministral, transformers#43429), discarding Mistral-Small's own
+    ``lm_head.weight`` (vLLM#51063)."""
+    text = c.bool("tie_word_embeddings", False)
+    if outer is None or outer == "mistral3":
+        return text
+    default, forwards = OUTER_TIE[outer]
+    stated = config.get("tie_word_embeddings", default)
+    if not isinstance(stated, bool):
+        raise SpecError(f"{where}: `tie_word_embeddings` must be true or false, not {json.dumps(stated)}")
+    return stated or (forwards and text)
 
 
 def _heads(c: _Config, d: int) -> tuple[int, int, int]:
@@ -598,8 +633,9 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
             ffn = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"),
                           normalized=True)
         elif moe[i]:
+            # Qwen3-VL-MoE's router always renormalises (its class has no `norm_topk_prob`).
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                          normalized=c.bool("norm_topk_prob", False),
+                          normalized=True if c.model_type.startswith("qwen3_vl") else c.bool("norm_topk_prob", False),
                           shared_width=c.int("shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None,
                           shared_gate=model_type == "qwen2_moe")
         else:
@@ -630,7 +666,9 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
         else:
             shared = c.int("shared_expert_intermediate_size", None) if c.has("shared_expert_intermediate_size") else None
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                          normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
+                          # Qwen3.5-MoE's router always renormalises (its modelling code reads no `norm_topk_prob`).
+                          normalized=True if family == "qwen3_5_moe" else c.bool("norm_topk_prob", True),
+                          shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
     return layers, {"notes": _scaling_note(rot) + _mrope_note(c), "final_norm": norm}
 
@@ -676,8 +714,10 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     heads = c.int("num_attention_heads")
     q_rank = c.int("q_lora_rank") if c.has("q_lora_rank") else None
     nope, rope_dim, v = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
-    # transformers' DeepSeek rotates adjacent pairs (its rotary embedding is complex multiplication).
-    rotation, params = _rotation(c, rope_dim, skip=nope, interleaved=True)
+    # transformers' DeepSeek-V2 rotates adjacent pairs (its rotary embedding is complex multiplication); V3 as its
+    # `rope_interleave` says (true by default).
+    interleaved = model_type == "deepseek_v2" or c.bool("rope_interleave", True)
+    rotation, params = _rotation(c, rope_dim, skip=nope, interleaved=interleaved)
     scale, why = None, None
     mall = params.get("mscale_all_dim") if params else None
     if params and mall:
@@ -693,23 +733,32 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     layers = []
     for i in range(len(layer_types)):
         if moe[i]:
-            scoring = c.str("scoring_func", "softmax")
-            if scoring not in ("softmax", "sigmoid"):
-                raise c.fail("scoring_func", f"is {json.dumps(scoring)}; experts are scored by softmax or sigmoid")
-            method = c.str("topk_method", "greedy" if model_type == "deepseek_v2" else "noaux_tc")
-            groups = c.int("n_group", 1) if method in ("group_limited_greedy", "noaux_tc") else 1
-            keep = c.int("topk_group", 1) if groups > 1 else None
             shared = c.int("n_shared_experts", 0, minimum=0)
             width = c.int("moe_intermediate_size")
-            ffn = Experts(c.int("n_routed_experts"), c.int("num_experts_per_tok"), width, scoring=scoring,
-                          normalized=c.bool("norm_topk_prob", model_type == "deepseek_v3"),
-                          routed_scale=c.float("routed_scaling_factor", 1.0), selection_bias=method == "noaux_tc",
-                          groups=groups if groups > 1 else None, keep_groups=keep,
-                          shared_width=width * shared if shared else None)
+            ffn = Experts(c.int("n_routed_experts"), c.int("num_experts_per_tok"), width,
+                          routed_scale=c.float("routed_scaling_factor", 1.0),
+                          shared_width=width * shared if shared else None, **_deepseek_router(c, model_type))
         else:
             ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mla, ffn, norm))
     return layers, {"notes": _scaling_note(rotation)}
+
+
+def _deepseek_router(c: _Config, model_type: str) -> dict:
+    """How transformers' DeepSeek routers choose and weight experts. V2 (``DeepseekV2TopkRouter``): softmax scores,
+    the top-k of all (``greedy``) or of the best ``topk_group`` of ``n_group`` groups (``group_limited_greedy``), never
+    renormalised — its ``scoring_func`` and ``norm_topk_prob`` are not read. V3 (``DeepseekV3TopkRouter``): sigmoid
+    scores chosen with a selection bias within the best groups, renormalised as ``norm_topk_prob`` says — its
+    ``scoring_func`` and ``topk_method`` are not read."""
+    if model_type == "deepseek_v3":
+        groups = c.int("n_group", 1)
+        return dict(scoring="sigmoid", normalized=c.bool("norm_topk_prob", True), selection_bias=True,
+                    groups=groups if groups > 1 else None, keep_groups=c.int("topk_group") if groups > 1 else None)
+    method = c.str("topk_method", "greedy")
+    if method not in ("greedy", "group_limited_greedy"):
+        raise c.fail("topk_method", f"is {json.dumps(method)}; a DeepSeek-V2 router is greedy or group_limited_greedy")
+    groups = c.int("n_group", 1) if method == "group_limited_greedy" else 1
+    return dict(groups=groups if groups > 1 else None, keep_groups=c.int("topk_group", 1) if groups > 1 else None)
 
 
 def _llama4(c, model_type, family, d, eps, layer_types, moe):
