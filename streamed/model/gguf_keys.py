@@ -114,6 +114,6 @@ def reads(arch: str, meta: Mapping[str, Any]) -> frozenset[str]:
 
 
 def ignored(arch: str, meta: Mapping[str, Any]) -> list[str]:
-    """The keys of ``meta`` under the architecture's own prefix (``llama.…``) that llama.cpp does not read, in order."""
+    """The keys of ``meta`` under the architecture's prefix (``llama.…``) that llama.cpp does not read, in order."""
     read = reads(arch, meta)
     return sorted(k for k in meta if k.startswith(f"{arch}.") and k not in read)

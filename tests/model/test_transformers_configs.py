@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,7 +45,8 @@ VARIANTS = {
                                                               "sliding_window": 4096}),
     "qwen1.5-moe-a2.7b, mlp_only_layers and sparse step 2": ("qwen1.5-moe-a2.7b.json",
                                                              {"mlp_only_layers": [0, 5], "decoder_sparse_step": 2}),
-    "qwen3-8b, use_sliding_window from layer 30": ("qwen3-8b.json", {"use_sliding_window": True, "max_window_layers": 30}),
+    "qwen3-8b, use_sliding_window from layer 30": ("qwen3-8b.json",
+                                                   {"use_sliding_window": True, "max_window_layers": 30}),
     "qwen3-30b-a3b, use_sliding_window": ("qwen3-30b-a3b.json", {"use_sliding_window": True, "sliding_window": 4096,
                                                                  "max_window_layers": 20}),
     "qwen3-30b-a3b, norm_topk_prob false": ("qwen3-30b-a3b.json", {"norm_topk_prob": False}),
@@ -153,11 +154,13 @@ MODELLING: dict[str, Modelling] = {
     "qwen3_vl_text": Modelling(qk_norm="rms"),
     "qwen2_moe": Modelling(window="layer_types", bias="qkv_bias",
                            experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=True)),
-    "qwen3_moe": Modelling(window="every", qk_norm="rms", experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=False)),
+    "qwen3_moe": Modelling(window="every", qk_norm="rms",
+                           experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=False)),
     "qwen3_vl_moe_text": Modelling(qk_norm="rms", experts=_qwen_moe(lambda tc: True, shared=False)),
     "qwen3_next": Modelling(qk_norm="rms+1", gated=True, experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=True)),
     "qwen3_5_text": Modelling(qk_norm="rms+1", gated=True),
-    "qwen3_5_moe_text": Modelling(qk_norm="rms+1", gated=True, experts=_qwen_moe(lambda tc: True, shared=True, every=True)),
+    "qwen3_5_moe_text": Modelling(qk_norm="rms+1", gated=True,
+                                  experts=_qwen_moe(lambda tc: True, shared=True, every=True)),
     "gemma3_text": Modelling(window="layer_types", qk_norm="rms+1", activation="hidden_activation"),
     "deepseek_v2": Modelling(bias="none", experts=_deepseek, interleaved=lambda tc: True),
     "deepseek_v3": Modelling(bias="none", experts=_deepseek, interleaved=lambda tc: tc.rope_interleave),
@@ -297,7 +300,8 @@ def read(spec: ModelSpec) -> dict:
                        scale=m.scale if m.scale is not None else m.head_dim ** -0.5)
         if isinstance(f, Experts):
             out["ffn"] = dict(kind="experts", count=f.count, top_k=f.top_k, width=f.width, normalized=f.normalized,
-                              scoring=f.scoring, routed_scale=None if f.routed_scale == 1 else f.routed_scale, selection_bias=f.selection_bias,
+                              scoring=f.scoring, routed_scale=None if f.routed_scale == 1 else f.routed_scale,
+                              selection_bias=f.selection_bias,
                               groups=f.groups, keep_groups=f.keep_groups, shared_width=f.shared_width,
                               shared_gate=f.shared_gate)
         else:

@@ -219,7 +219,8 @@ def extra_tensors(cfg: dict) -> dict[str, np.ndarray]:
     base = params.get("rope_theta", 10000.0)
     dim = _head_dim(hp)
     freqs = 1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
-    factor, low, high = params.get("factor", 8.0), params.get("low_freq_factor", 1.0), params.get("high_freq_factor", 4.0)
+    factor, low = params.get("factor", 8.0), params.get("low_freq_factor", 1.0)
+    high = params.get("high_freq_factor", 4.0)
     old = hp.get("original_max_position_embeddings", 8192)
     out = []
     for freq in freqs:
