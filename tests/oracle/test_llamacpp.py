@@ -19,6 +19,11 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
   activation quantisation emulated in the reference a dense model agrees within ``Q8_EMULATED_TOLERANCE``, which a
   test here shows.
 
+Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
+ways: every optional key an architecture does not read changes neither llama.cpp's logits nor the document, every
+one it reads is read alike. ``WRITTEN`` says how a case's GGUF differs from what the converter writes (a key it does
+not write, a gate stored ``[d]``).
+
 The module imports ``llama_cpp`` (through ``llamacpp``): without it the suite fails to collect — never skips.
 """
 
