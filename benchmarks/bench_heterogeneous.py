@@ -1,0 +1,208 @@
+"""Heterogeneous documents stay fast (issue #23): models whose every layer is its own kind, in the editor and in
+``streamed kinds``, beside the same model with one kind and beside the floor.
+
+The documents, written by the tool:
+
+- *Llama, one kind*: ``streamed author`` of Llama 3.1 8B's config at 512 layers;
+- *Llama, every layer its own kind*: the same at 128 and 512 layers with layer l's first epsilon written
+  ``{l + 1}e-7`` (``common.every_layer_its_own``) — as many kinds as layers, every layer but the first a divergence;
+- *Nemotron-NAS-like*: ``streamed.spatial.synth.nas_document`` at 512 layers with Nemotron-51B's widths (d 8192, 64
+  query heads of 128): each layer its own attention block — 8, 4, 2 or 1 query heads per KV head, removed, or one
+  linear map — and its own FFN width: 512 kinds.
+
+Measured, everything alternating in one run, CPU time (what other work on the shared machine does not change):
+
+- *the language server*, the real one over stdio (``debounceMs: 0``, the decode deployment, so that every analysis
+  checks every kind's lowering): the cold open (``didOpen`` → diagnostics of version 1, every kind lowered) and
+  keystrokes — rounds of 7 (a comment typed and removed, a name renamed through the layer and back, a digit of an
+  epsilon changed and restored: the layer leaves its kind and returns), round-robin over one server per document;
+  the server's CPU per keystroke is the work an edit costs;
+- *``streamed kinds DOC``* as a whole process, beside the floor process (start Python, read the file, tokenize it
+  with one ``re.findall``), and ``analyze`` in a process of its own, beside the tokenizer alone on the same text.
+
+``--code DIR`` measures the streamed of another checkout (its server, its command line, its ``analyze``) on the
+documents this one writes: the figures before a change, beside those after.
+
+    .venv/bin/python benchmarks/bench_heterogeneous.py [--keys 20] [--cold 3] [--runs 7] [--code DIR] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from bench_server import Session, cpu_seconds, keystrokes, pct
+from common import (ROOT, authored, every_layer_its_own, floor_command, load_average, load_line, machine, publish,
+                    run_process)
+
+#: Nemotron-51B's widths: hidden 8192, 64 query heads of 128.
+NAS = {"d": 8192, "heads": 64, "hd": 128, "vocab": 256000}
+TARGETS = {"keystroke_ms": 50.0, "kinds_ratio": 20.0}
+
+#: In a process of its own (so that ``--code`` measures another checkout): ``analyze`` and the tokenizer alone on
+#: each file, alternating, CPU medians.
+IN_PROCESS = r'''
+import json, re, sys, time
+from streamed.analysis.whole import analyze
+runs, paths = int(sys.argv[1]), sys.argv[2:]
+texts = [open(p, encoding="utf-8").read() for p in paths]
+floor = re.compile(r"[A-Za-z0-9_]+|\S")
+out = {p: {"analyze": [], "floor": []} for p in paths}
+for _ in range(runs):
+    for p, t in zip(paths, texts):
+        for name, fn in (("floor", lambda: floor.findall(t)), ("analyze", lambda: analyze(t))):
+            s = time.process_time(); fn(); out[p][name].append(time.process_time() - s)
+print(json.dumps(out))
+'''
+
+
+def documents() -> dict[str, tuple[str, int]]:
+    from streamed.spatial.synth import NAS_BLOCKS, nas_document
+
+    llama = {n: authored("llama-3.1-8b", n) for n in (128, 512)}
+    nas_blocks = [(NAS_BLOCKS[l % len(NAS_BLOCKS)][0], 32 * (200 + l)) for l in range(512)]
+    return {
+        "Llama, one kind, 512 layers": (llama[512], 512),
+        "Llama, every layer its own kind, 128 layers": (every_layer_its_own(llama[128]), 128),
+        "Llama, every layer its own kind, 512 layers": (every_layer_its_own(llama[512]), 512),
+        "Nemotron-NAS-like, every layer its own kind, 512 layers": (nas_document(512, blocks=nas_blocks, **NAS), 512),
+    }
+
+
+def environment(code: Path | None) -> dict | None:
+    """The environment that makes a child process import the streamed at ``code`` (its ``streamed/`` and its
+    ``server/`` as ``streamed_lsp``), or ``None`` for this checkout."""
+    if code is None:
+        return None
+    shim = Path(tempfile.mkdtemp(prefix="bench-code-"))
+    (shim / "streamed").symlink_to(code.resolve() / "streamed")
+    (shim / "streamed_lsp").symlink_to(code.resolve() / "server")
+    return {**os.environ, "PYTHONPATH": str(shim)}
+
+
+async def server(docs: dict, root: Path, args, env: dict | None) -> dict:
+    Session.env = env
+    if env is not None:
+        os.chdir(env["PYTHONPATH"])  # the servers' working folder: ``python -m`` puts it before PYTHONPATH
+    cold: dict = {label: [] for label in docs}
+    for _ in range(args.cold):
+        for label, (text, _) in docs.items():
+            s = Session()
+            await s.start(root)
+            uri = (root / "cold.lgm").as_uri()
+            cpu0, t = cpu_seconds(s.pid), time.perf_counter()
+            s.open(uri, text)
+            await s.wait(uri, 1, timeout=600)
+            cold[label].append((time.perf_counter() - t, cpu_seconds(s.pid) - cpu0, len(s.diagnostics[uri])))
+            await s.stop()
+    keys = await keystrokes({label: (text, layers, ()) for label, (text, layers) in docs.items()}, root, args.keys)
+    return {"cold": cold, "keys": keys}
+
+
+def kinds(paths: dict[str, Path], runs: int, env: dict | None) -> dict:
+    """``streamed kinds`` and the floor as whole processes, alternating; ``analyze`` and the tokenizer in a process
+    of its own."""
+    outer: dict = {label: {"kinds": [], "floor": []} for label in paths}
+    for _ in range(runs):
+        for label, path in paths.items():
+            for name, cmd in (("floor", floor_command(path)), ("kinds", [sys.executable, "-m", "streamed", "kinds", str(path)])):
+                cpu, wall, code = run_env(cmd, env)
+                if code not in (0, 1):
+                    raise SystemExit(f"{' '.join(cmd)} exited {code}")
+                outer[label][name].append(cpu)
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS, str(runs), *map(str, paths.values())], env=env,
+                          cwd=env["PYTHONPATH"] if env else None, capture_output=True, text=True, check=True)
+    inner = json.loads(done.stdout)
+    return {label: {"kinds": statistics.median(outer[label]["kinds"]), "floor": statistics.median(outer[label]["floor"]),
+                    "analyze": statistics.median(inner[str(path)]["analyze"]),
+                    "tokenizer": statistics.median(inner[str(path)]["floor"])} for label, path in paths.items()}
+
+
+def run_env(cmd: list[str], env: dict | None) -> tuple[float, float, int]:
+    if env is None:
+        return run_process(cmd)
+    t = time.perf_counter()
+    # Not from this checkout's folder: ``python -m`` puts the working folder before PYTHONPATH.
+    p = subprocess.Popen(cmd, cwd=env["PYTHONPATH"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    return usage.ru_utime + usage.ru_stime, time.perf_counter() - t, os.waitstatus_to_exitcode(status)
+
+
+def report(docs: dict, m: dict, args, load: tuple[str, str]) -> str:
+    med = statistics.median
+    ms = lambda s: f"{s * 1e3:.1f}"  # noqa: E731
+    from streamed.analysis.whole import analyze
+
+    shapes = {label: analyze(text) for label, (text, _) in docs.items()}
+    out = [
+        "## Heterogeneous documents",
+        "",
+        f"`benchmarks/bench_heterogeneous.py`, {date.today().isoformat()}, {machine()}; {load_line(*load)} (the "
+        "machine is shared: CPU time is the figure to read)" + (f"; the code measured: `{args.code}`" if args.code else "")
+        + ". The real server over stdio, `debounceMs: 0`, decode deployment (every analysis checks every kind's "
+        "lowering); keystrokes in rounds of 7 (a comment typed and removed, a name renamed through its layer and back, "
+        "a digit of an epsilon changed and restored), round-robin over one server per document.",
+        "",
+        "| document | size | kinds | divergences | cold open: server CPU | keystroke: server CPU | p50 / p95 latency | `analyze` (× tokenizer) | `streamed kinds` process (× floor process) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    verdicts = []
+    for label, (text, layers) in docs.items():
+        a = shapes[label]
+        cold = m["server"]["cold"][label]
+        st = m["server"]["keys"][label]
+        every = [x for xs in st["samples"].values() for x in xs]
+        cpu = st["cpu"] / len(every)
+        k = m["kinds"][label]
+        out.append(f"| {label} | {len(text) // 1024} KiB | {len(a.kinds)} | {len(a.divergences)} | "
+                   f"{med(c for _, c, _ in cold):.2f} s | {ms(cpu)} ms | {ms(med(every))} / {ms(pct(every, 0.95))} ms | "
+                   f"{ms(k['analyze'])} ms ({k['analyze'] / k['tokenizer']:.1f}×) | "
+                   f"{ms(k['kinds'])} ms ({k['kinds'] / k['floor']:.1f}×) |")
+        if layers == 512 and len(a.kinds) == layers:
+            ok = cpu * 1e3 < TARGETS["keystroke_ms"]
+            verdicts.append(f"{label}: {ms(cpu)} ms of server CPU per keystroke (target < {TARGETS['keystroke_ms']:g} ms: "
+                            f"{'met' if ok else 'missed'}); `analyze` {k['analyze'] / k['tokenizer']:.1f}× the tokenizer, "
+                            f"`streamed kinds` {k['kinds'] / k['floor']:.1f}× the floor process and "
+                            f"{k['kinds'] / k['tokenizer']:.1f}× the tokenizer alone (target ≤ {TARGETS['kinds_ratio']:g}×)")
+    out += ["", "**Targets at 512 layers, every layer its own kind:** " + "; ".join(verdicts) + ".", ""]
+    return "\n".join(out)
+
+
+async def measure(args) -> tuple[dict, dict]:
+    docs = documents()
+    env = environment(args.code)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        paths = {}
+        for i, (label, (text, _)) in enumerate(docs.items()):
+            paths[label] = root / f"doc{i}.lgm"
+            paths[label].write_text(text, "utf-8")
+        m = {"server": await server(docs, root, args, env), "kinds": kinds(paths, args.runs, env)}
+    return docs, m
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keys", type=int, default=20, help="keystroke rounds of 7 per document")
+    ap.add_argument("--cold", type=int, default=3, help="cold opens per document")
+    ap.add_argument("--runs", type=int, default=7, help="runs of each command and of `analyze`")
+    ap.add_argument("--code", type=Path, help="measure the streamed of this checkout instead")
+    ap.add_argument("--write", action="store_true", help="record under ## Heterogeneous documents in docs/performance.md")
+    args = ap.parse_args()
+    load_start = load_average()
+    docs, m = asyncio.run(measure(args))
+    publish(report(docs, m, args, (load_start, load_average())), args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
