@@ -208,6 +208,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
                   "head": tiles_entry(model.head)},
         "residency": model.residency,
         "estimate": model.estimate,
+        "statements": {name: list(sts) for name, sts in (model.statements or {}).items()},
         "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
     }
 
@@ -545,7 +546,8 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
-            naming=naming, document_sha256=m["document"]["sha256"])
+            naming=naming, document_sha256=m["document"]["sha256"],
+            statements={name: tuple(sts) for name, sts in m.get("statements", {}).items()})
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
 
