@@ -69,25 +69,23 @@ def memory(model: StreamedModel) -> dict:
                 tiers["sram"].append({"group": "working set", "part": f"working set: {what}", "bytes": n,
                                       "detail": f"reserved for the {name} program, the largest one on chip"})
     groups = r.get("layers", [])
+
+    def kinds(what: str, tier: str) -> list[dict]:
+        """Each residency group's ``states`` or ``weights`` in ``tier``: its per-layer bytes times its layers."""
+        each = f"{what[:-1]}_bytes_per_layer"
+        return [{"group": what, "part": f"{what}: {g['kind']}", "bytes": g[each] * len(g["layers"]),
+                 "detail": f"{size(g[each])} × {len(g['layers'])} ({_layers(g['layers'])})"}
+                for g in groups if g[what] == tier and g.get(each)]
+
     for tier in ("sram", "hbm", "ddr"):
-        for g in groups:
-            if g["states"] == tier and g.get("state_bytes_per_layer"):
-                n = g["state_bytes_per_layer"] * len(g["layers"])
-                tiers[tier].append({"group": "states", "part": f"states: {g['kind']}", "bytes": n,
-                                    "detail": f"{size(g['state_bytes_per_layer'])} × {len(g['layers'])} "
-                                              f"({_layers(g['layers'])})"})
+        tiers[tier] += kinds("states", tier)
     for tier in OFF_CHIP:
         for name, p in _fixed(model):
             wt = next((t.tier for t in p.tensors if t.role == "weight"), None)
             if wt == tier and weight_bytes(p):
                 tiers[tier].append({"group": "weights", "part": f"weights: {name}", "bytes": weight_bytes(p),
                                     "detail": f"the {name} program's"})
-        for g in groups:
-            if g["weights"] == tier and g.get("weight_bytes_per_layer"):
-                n = g["weight_bytes_per_layer"] * len(g["layers"])
-                tiers[tier].append({"group": "weights", "part": f"weights: {g['kind']}", "bytes": n,
-                                    "detail": f"{size(g['weight_bytes_per_layer'])} × {len(g['layers'])} "
-                                              f"({_layers(g['layers'])})"})
+        tiers[tier] += kinds("weights", tier)
     out = []
     for tier, parts in tiers.items():
         merged: dict[str, dict] = {}
