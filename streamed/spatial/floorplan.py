@@ -166,7 +166,7 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
         used = pmus[-1][2] if pmus else 0
         count = min(math.ceil(resident / target.pmu_bytes), target.pmus - used)
         if count > 0:
-            group = "carried states in SRAM"
+            group = "carried states"
             legend[group] = (RESIDENT, f"every layer's carried states the residency plan keeps in SRAM "
                                        f"({size(resident)} per chip)")
             regions.append(Region("pmu", target.pmus - count, target.pmus, group, RESIDENT,
@@ -278,7 +278,7 @@ def svg(plan: Floorplan, uid: str = "fp") -> str:
                             f'font-family="system-ui, sans-serif" fill="#fff">{escape(tag)}</text>')
             body.append("</g>")
         body.append(f'<rect x="{gx}" y="{top}" width="{cols * CELL}" height="{rows * CELL}" '
-                    f'fill="url(#{uid}-units)"/>')
+                    f'fill="url(#{uid}-units)" pointer-events="none"/>')  # the unit lines: hover goes through
         height = max(height, top + rows * CELL)
     # The phase strip: one box per phase, in the colour of the statement it serves.
     y = height + 22

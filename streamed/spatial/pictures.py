@@ -22,6 +22,8 @@ data (``memory``, ``roofline``) — what a test holds against the manifest, and 
 
 from __future__ import annotations
 
+import math
+
 from .floorplan import Floorplan, floorplans, svg
 from .lower import sram_footprint, weight_bytes, own_bytes
 from .streamed_model import StreamedModel
@@ -30,6 +32,8 @@ from .units import size
 VEGA_LITE = "https://vega.github.io/schema/vega-lite/v6.json"
 TIER_NAMES = {"sram": "SRAM", "hbm": "HBM", "ddr": "DDR"}
 OFF_CHIP = ("hbm", "ddr")
+#: The roofs' colours, by their names' order (BF16 peak, DDR, HBM).
+ROOF_COLOURS = ["#8c564b", "#b279a2", "#1f9e89"]
 #: Colours of the memory's parts, by what they are: weights blue, states orange, the working set green.
 PART_COLOURS = {"weights": ("#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#bdd7ee"),
                 "states": ("#c55a11", "#ed7d31", "#f4b183", "#f8cbad"),
@@ -201,6 +205,16 @@ def roofline(model: StreamedModel) -> dict:
             "point": point, "sweep": swept}
 
 
+def _decades(lo: float, hi: float) -> list[float]:
+    """The powers of ten from ``lo`` to ``hi``: a log axis's ticks and grid, one a decade."""
+    k = math.ceil(math.log10(lo))
+    out = []
+    while 10.0 ** k <= hi:
+        out.append(10.0 ** k)
+        k += 1
+    return out
+
+
 def _rate(x: float) -> str:
     for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if x >= scale:
@@ -236,23 +250,25 @@ def roofline_spec(model: StreamedModel) -> dict:
     swept = [{**s, "text": _short(s["size"], s["value"]),
               "tokens": f"{s['tokens_per_second']:.4g} tokens/s" if s.get("tokens_per_second") else ""}
              for s in r["sweep"] if s.get("intensity") and s.get("flops_per_second")]
-    # Each line is labelled at its ends (its inner points, and the bundle's own, have their tooltips).
-    ends = {(axis, v) for axis in {s["size"] for s in swept}
-            for v in (min(x["value"] for x in swept if x["size"] == axis),
-                      max(x["value"] for x in swept if x["size"] == axis))}
+    # Each line is labelled at its far end, the largest size (its other points, and the bundle's own, have tooltips).
+    ends = {(axis, max(x["value"] for x in swept if x["size"] == axis)) for axis in {s["size"] for s in swept}}
     for s in swept:
         s["end"] = (s["size"], s["value"]) in ends
+    ys = [p["flops_per_second"] for p in pts] + [row["flops_per_second"] for row in roofs]
+    bottom, top = min(ys) / 2, t.peak_bf16 * 3
     x = {"field": "intensity", "type": "quantitative", "scale": {"type": "log", "domain": [lo, hi]},
-         "axis": {"title": "FLOPs per byte moved in HBM and DDR", "format": "~s"}}
-    y = {"field": "flops_per_second", "type": "quantitative", "scale": {"type": "log"},
-         "axis": {"title": "FLOP/s (the estimate)", "format": "~s"}}
+         "axis": {"title": "FLOPs per byte moved in HBM and DDR", "format": "~s", "values": _decades(lo, hi)}}
+    y = {"field": "flops_per_second", "type": "quantitative", "scale": {"type": "log", "domain": [bottom, top]},
+         "axis": {"title": "FLOP/s (the estimate)", "format": "~s", "values": _decades(bottom, top)}}
     tooltip = [{"field": "text", "title": "point"}, {"field": "tokens_per_second", "format": ".4g", "title": "tokens/s"},
                {"field": "bound"}, {"field": "intensity", "format": ".3g", "title": "FLOPs/byte"},
                {"field": "flops_per_second", "format": ".3s", "title": "FLOP/s"}]
     layers = [
         {"data": {"values": roofs}, "mark": {"type": "line", "strokeDash": [4, 3], "clip": True},
          "encoding": {"x": x, "y": y, "color": {"field": "roof", "type": "nominal", "title": "roofs",
-                                                "scale": {"range": ["#7f7f7f", "#b0b0b0", "#404040"]},
+                                                # mid-tones: read on a light page and a dark editor alike
+                                                "scale": {"domain": sorted({r["roof"] for r in roofs}),
+                                                          "range": ROOF_COLOURS},
                                                 "legend": {"orient": "bottom", "labelLimit": 220}}}},
     ]
     if swept:
@@ -262,7 +278,8 @@ def roofline_spec(model: StreamedModel) -> dict:
                           "shape": {"field": "size", "type": "nominal", "title": "moving"},
                           "strokeOpacity": {"value": 0.6}, "tooltip": tooltip}},
             *({"data": {"values": [s for s in swept if s["end"] and s["size"] == axis]},
-               "mark": {"type": "text", "dx": 6, "dy": -7 if k == 0 else 13, "align": "left", "fontSize": 10},
+               "mark": {"type": "text", "dx": 7 if k == 0 else -7, "dy": -7, "align": "left" if k == 0 else "right",
+                        "fontSize": 10, "color": "#8c8c8c"},
                "encoding": {"x": x, "y": y, "text": {"field": "text"}}}
               for k, axis in enumerate(dict.fromkeys(s["size"] for s in swept))),
         ]
