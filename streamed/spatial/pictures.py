@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from .floorplan import Floorplan, floorplans, svg
-from .lower import sram_footprint, weight_bytes, own_bytes
+from .passes.footprint import own_bytes, sram_footprint, weight_bytes
 from .streamed_model import StreamedModel
 from .units import size
 

@@ -166,7 +166,7 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
     A tensor several weights carve by columns is as wide as its columns say."""
     from streamed.lang.parser import parse
     from streamed.model.checkpoint import bind
-    from streamed.model.program import programs_of
+    from streamed.model.links import programs_of
 
     p = programs_of(parse(text))
     entries = p.document.checkpoint
