@@ -513,7 +513,11 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         file = root / name
         if os.path.commonpath([real_root, os.path.realpath(file)]) != real_root:  # a link that leads out
             raise BundleError(f"{where}: the program {name[:60]!r} leads out of the bundle through a symbolic link")
-        return SpatialProgram.from_json(_validated(_read_json(file), "program", file))
+        data = _validated(_read_json(file), "program", file)
+        try:
+            return SpatialProgram.from_json(data)
+        except ValueError as e:  # what the schema cannot say: a placement naming an op or a tensor it does not hold
+            raise BundleError(f"{file}: not a streamed program: {str(e)[:160]}") from None
 
     try:
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None

@@ -2,7 +2,7 @@
 counts, each region coloured by the statement it serves, its phases as a strip, its tiles and chips said.
 
 What is drawn is the bundle's data, never a guess: each op's PCUs and each on-chip buffer's PMUs are the ranges
-``place`` assigned (``placement``), the statement behind a region is the op's ``statement`` and its text the one the
+``place`` recorded (``SpatialProgram.placement``), the statement behind a region is the op's ``statement`` and its text the one the
 manifest records for the program (``StreamedModel.statements``), and the PMUs the carried states of every layer hold
 in SRAM are the residency plan's bytes over a PMU's. A tensor-parallel program is drawn as its chip 0 (every chip
 runs its own slice of the same ops).
@@ -21,7 +21,6 @@ from xml.sax.saxutils import escape, quoteattr
 
 from .ir import SpatialProgram
 from .streamed_model import StreamedModel
-from .target import SpatialTarget
 from .units import size
 
 #: Tableau's 20 colours, a statement each in order of first use; ops the lowering adds are grey.
@@ -77,39 +76,6 @@ class Floorplan:
         return sum(r.count for r in self.regions if r.unit == unit)
 
 
-def placement(program: SpatialProgram, target: SpatialTarget) -> tuple[list[tuple[int, int, int]],
-                                                                       list[tuple[str, int, int]]]:
-    """Chip 0's PCU range of each op (``(op index, start, stop)``, in schedule order) and PMU range of each on-chip
-    buffer (``(tensor, start, stop)``, in order of first use): ``place``'s PCUs per op and ``pmus_needed``'s PMUs per
-    buffer, laid end to end."""
-    chip = 0 if program.tp > 1 else None
-    mine = [(i, op) for i, op in program.schedule() if chip is None or op.chip in (None, chip)]
-    pcus, at = [], 0
-    for i, op in mine:
-        pcus.append((i, at, at + op.pcus))
-        at += op.pcus
-    tensors = {t.name: t for t in program.tensors}
-    order: list[str] = []
-    for _, op in mine:
-        for n in (*op.inputs, *op.outputs):
-            if n not in order:
-                order.append(n)
-    pmus, at = [], 0
-    for n in order:
-        t = tensors[n]
-        if t.tier != "sram" or t.chip not in (None, chip):
-            continue
-        if t.role == "weight":
-            if not program.weights_on_chip:
-                continue
-            count = math.ceil(t.bytes / target.pmu_bytes)
-        else:
-            count = 1 if t.role == "state" else math.ceil(t.bytes / target.pmu_bytes)
-        pmus.append((n, at, at + count))
-        at += count
-    return pcus, pmus
-
-
 def _line(text: str | None, most: int = 110) -> str:
     if not text:
         return ""
@@ -130,7 +96,8 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
         src = sources.get(statement)
         return (f"line {src['line']}" if src else f"statement {statement + 1}"), colours[statement]
 
-    pcus, pmus = placement(program, target)
+    # A program from before ``place`` recorded where it puts each op and buffer has no regions to draw: said so.
+    pcus, pmus = program.placement.on(0 if program.tp > 1 else None) if program.placement else ([], [])
     tensors = {t.name: t for t in program.tensors}
     writer = {}
     for i, op in program.schedule():
@@ -176,7 +143,7 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
         if r.unit == "pcu":
             phases.setdefault(r.phase, []).append(r)
     strip = tuple((p, rs[0].colour, "; ".join(r.what for r in rs)) for p, rs in sorted(phases.items()))
-    notes = []
+    notes = [] if program.placement else ["this program records no placement (lower the document again to see it)"]
     if program.tp > 1:
         notes.append(f"chip 0 of {program.tp}: every chip runs its own slice of the same ops")
     if program.tiles:

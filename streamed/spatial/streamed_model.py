@@ -271,7 +271,9 @@ def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> Sp
     ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
     tiles = tuple(replace(t, reads=tuple(replace(a, tensor=fn(a.tensor)) for a in t.reads),
                           writes=tuple(replace(a, tensor=fn(a.tensor)) for a in t.writes)) for t in p.tiles)
-    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles)
+    placement = p.placement and replace(p.placement, pmus=tuple((c, fn(n), a, b) for c, n, a, b in p.placement.pmus))
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles,
+                   placement=placement)
 
 
 def stack_names(p: SpatialProgram, names: dict[str, str]) -> SpatialProgram:

@@ -99,3 +99,34 @@ def test_no_other_command_loads_the_pictures_or_vl_convert():
              "print(sorted(m for m in sys.modules if m.startswith(('vl_convert', 'streamed.spatial'))))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert "vl_convert" not in loaded and "pictures" not in loaded and "floorplan" not in loaded, loaded
+
+
+def test_a_bundle_whose_programs_record_no_placement_is_drawn_saying_so(bundle, tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old.bundle"
+    shutil.copytree(bundle, old)
+    for f in (old / "programs").iterdir():
+        data = json.loads(f.read_text())
+        del data["placement"]
+        f.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["show", str(old)]) == 0
+    out = capsys.readouterr().out
+    assert "chip      attention — 0 ops in 0 phases: 0 of 2,080 PCUs" in out
+    assert "this program records no placement (lower the document again to see it)" in out
+
+
+def test_a_program_whose_placement_names_an_op_it_does_not_have_is_one_line_and_exit_2(bundle, tmp_path, capsys):
+    import shutil
+
+    bad = tmp_path / "bad.bundle"
+    shutil.copytree(bundle, bad)
+    f = bad / "programs" / "head.json"
+    data = json.loads(f.read_text())
+    data["placement"]["pcus"][0][1] = 99
+    f.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("streamed: ") and "head.json" in err and "op 99" in err and err.count("\n") == 1

@@ -121,6 +121,11 @@ def test_every_ops_region_on_the_floorplan_covers_as_many_pcus_as_its_program_sa
         chip0 = [op for op in program["ops"] if op.get("chip") in (None, 0)]
         plan = plans[name]
         regions = [r for r in plan.regions if r.unit == "pcu"]
+        chip = 0 if program["tp"] > 1 else None
+        assert [(r.op, r.start, r.stop) for r in regions] == [(i, a, b) for c, i, a, b in program["placement"]["pcus"]
+                                                              if c == chip]
+        assert [(r.tensor, r.start, r.stop) for r in plan.regions if r.unit == "pmu" and r.tensor] == \
+            [(n, a, b) for c, n, a, b in program["placement"]["pmus"] if c == chip]
         assert [program["ops"][r.op]["pcus"] for r in regions] == [r.count for r in regions]
         assert sorted(op["pcus"] for op in chip0) == sorted(r.count for r in regions)
         # the drawing: each region's rectangles cover its units, no two regions share a unit
