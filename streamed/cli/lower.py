@@ -32,7 +32,9 @@ def summary(model, out_dir: str) -> str:
     sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
             ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
     lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
-    kinds = "; ".join(f"{k.name}: {_layers(k.layers)}" for k in model.kinds)
+    from ..analysis.whole import layers_named
+
+    kinds = "; ".join(f"{k.name}: {layers_named(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
@@ -63,16 +65,6 @@ def _tiles(name: str, p, reads: int) -> str:
     cost = "weights kept on chip" if p.weights_on_chip else \
         "weights read once" if reads == 1 else f"weights read {reads} times a step"
     return f"{name}: {shape}, {cost}"
-
-
-def _layers(layers) -> str:
-    """``layers 0-3``; a kind spread over many runs is named by its count and its first layer."""
-    from ..analysis.whole import layer_ranges
-
-    ranges = layer_ranges(layers)
-    if ranges.count(",") < 4:
-        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
-    return f"{len(layers)} layers from {layers[0]}"
 
 
 def _seconds(s: float) -> str:

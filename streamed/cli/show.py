@@ -90,5 +90,6 @@ def add_parser(sub) -> None:
     p.add_argument("bundle", metavar="BUNDLE", help="a bundle folder (or its manifest.json)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--svg", metavar="DIR", help="write chip-*.svg, memory.svg and roofline.svg into DIR")
-    how.add_argument("--json", action="store_true", help="print the pictures as JSON (SVG and Vega-Lite specifications)")
+    how.add_argument("--json", action="store_true",
+                     help="print the pictures as JSON (SVG and Vega-Lite specifications)")
     p.set_defaults(run=cmd_show)

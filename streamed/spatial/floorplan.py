@@ -2,10 +2,10 @@
 counts, each region coloured by the statement it serves, its phases as a strip, its tiles and chips said.
 
 What is drawn is the bundle's data, never a guess: each op's PCUs and each on-chip buffer's PMUs are the ranges
-``place`` recorded (``SpatialProgram.placement``), the statement behind a region is the op's ``statement`` and its text the one the
-manifest records for the program (``StreamedModel.statements``), and the PMUs the carried states of every layer hold
-in SRAM are the residency plan's bytes over a PMU's. A tensor-parallel program is drawn as its chip 0 (every chip
-runs its own slice of the same ops).
+``place`` recorded (``SpatialProgram.placement``), the statement behind a region is the op's ``statement`` and its
+text the one the manifest records for the program (``StreamedModel.statements``), and the PMUs the carried states
+of every layer hold in SRAM are the residency plan's bytes over a PMU's. A tensor-parallel program is drawn as its
+chip 0 (every chip runs its own slice of the same ops).
 
 ``floorplans(model)`` gives the data (``Floorplan``: what a test checks); ``svg(plan)`` draws one as plain SVG: no
 script and no style element (a webview with a strict Content Security Policy shows it as it is), text in
@@ -29,6 +29,7 @@ PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
            "#d7b5a6", "#79706e")
 ADDED = "#8c8c8c"
 INPUTS = "#c7c7c7"
+WEIGHTS = "#1f4e79"
 RESIDENT = "#6b6ecf"
 FREE = "#d9d9d9"
 CELL = 6
@@ -83,6 +84,9 @@ def _line(text: str | None, most: int = 110) -> str:
 
 
 def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floorplan:
+    """``program`` (named ``name`` in ``model``) on its chip 0: a region per op on the PCUs and per buffer on the
+    PMUs where ``place`` put them, each in the colour of the statement it serves (a buffer: its writer's), the PMUs
+    the residency plan's states in SRAM fill at the end of the grid, the phases in order, the notes."""
     target = model.target
     sources = {s["index"]: s for s in (model.statements or {}).get(name, ())}
     colours: dict[int | None, str] = {}
@@ -115,10 +119,14 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
     for n, start, stop in pmus:
         t = tensors[n]
         w = writer.get(n)
+        if t.role == "weight":  # kept on chip across a tiled program's tiles
+            legend.setdefault("weights", (WEIGHTS, "weights kept on chip across the program's tiles"))
+            regions.append(Region("pmu", start, stop, "weights", WEIGHTS, f"weight {n} ({size(t.bytes)})", tensor=n))
+            continue
         if t.role in ("input", "table") or w is None:
-            group, colour = {"input": ("inputs", INPUTS), "table": ("tables", INPUTS)}.get(t.role, ("inputs", INPUTS))
-            legend.setdefault(group, (colour, "the step's inputs and the host's tables"))
-            regions.append(Region("pmu", start, stop, group, colour, f"{t.role} {n} ({size(t.bytes)})", tensor=n))
+            group = "tables" if t.role == "table" else "inputs"
+            legend.setdefault(group, (INPUTS, "the step's inputs and the host's tables"))
+            regions.append(Region("pmu", start, stop, group, INPUTS, f"{t.role} {n} ({size(t.bytes)})", tensor=n))
             continue
         op = program.ops[w]
         group, colour = group_of(op.statement)

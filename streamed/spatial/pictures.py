@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from ..analysis.whole import layers_named
 from .floorplan import Floorplan, floorplans, svg
 from .passes.footprint import own_bytes, sram_footprint, weight_bytes
 from .streamed_model import StreamedModel
@@ -40,17 +41,9 @@ PART_COLOURS = {"weights": ("#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#bdd7ee
                 "working set": ("#385723", "#70ad47", "#a9d18e"), "free": ("#e7e6e6",)}
 
 
-def _layers(layers) -> str:
-    from ..analysis.whole import layer_ranges
-
-    text = layer_ranges(layers)
-    return f"layer{'s' if len(layers) > 1 else ''} {text}" if text.count(",") < 4 else \
-        f"{len(layers)} layers from {layers[0]}"
-
-
 def _fixed(model: StreamedModel) -> list[tuple[str, object]]:
-    return [(name, p) for name, p in model.programs() if name in ("embed", "head") and
-            (name != "embed" or model.embed is not None)]
+    """The programs bound to no layer: the embed (when the bundle has one) and the head."""
+    return ([("embed", model.embed)] if model.embed is not None else []) + [("head", model.head)]
 
 
 def memory(model: StreamedModel) -> dict:
@@ -78,7 +71,7 @@ def memory(model: StreamedModel) -> dict:
         """Each residency group's ``states`` or ``weights`` in ``tier``: its per-layer bytes times its layers."""
         each = f"{what[:-1]}_bytes_per_layer"
         return [{"group": what, "part": f"{what}: {g['kind']}", "bytes": g[each] * len(g["layers"]),
-                 "detail": f"{size(g[each])} × {len(g['layers'])} ({_layers(g['layers'])})"}
+                 "detail": f"{size(g[each])} × {len(g['layers'])} ({layers_named(g['layers'])})"}
                 for g in groups if g[what] == tier and g.get(each)]
 
     for tier in ("sram", "hbm", "ddr"):
@@ -110,19 +103,19 @@ def spills(model: StreamedModel) -> list[str]:
     r = model.residency
     target = r["capacity"]
     out = []
-    states_in = {t: v for t, v in r["states"].items()}
-    weights_in = {t: v for t, v in r["weights"].items()}
+    states_in, weights_in = r["states"], r["weights"]
     for g in r.get("layers", []):
         if g["states"] != "sram" and g.get("state_bytes_per_layer"):
             before = "SRAM" if g["states"] == "hbm" else "SRAM and HBM"
-            out.append(f"{g['kind']}: the states of {_layers(g['layers'])} ({size(g['state_bytes_per_layer'])} "
-                       f"each) are in {TIER_NAMES[g['states']]} — {before} had no room left for them (SRAM holds "
-                       f"{size(states_in.get('sram', 0))} of states beside {size(r['reserved_sram_bytes'])} "
-                       f"reserved, of {size(target['sram'])})")
+            out.append(f"{g['kind']}: the states of {layers_named(g['layers'])} "
+                       f"({size(g['state_bytes_per_layer'])} each) are in {TIER_NAMES[g['states']]} — {before} had "
+                       f"no room left for them (SRAM holds {size(states_in.get('sram', 0))} of states beside "
+                       f"{size(r['reserved_sram_bytes'])} reserved, of {size(target['sram'])})")
         if g["weights"] == "ddr" and g.get("weight_bytes_per_layer"):
-            out.append(f"{g['kind']}: the weights of {_layers(g['layers'])} ({size(g['weight_bytes_per_layer'])} "
-                       f"each) are in DDR — HBM had no room left for them ({size(weights_in.get('hbm', 0))} of "
-                       f"weights and {size(states_in.get('hbm', 0))} of states, of {size(target['hbm'])})")
+            out.append(f"{g['kind']}: the weights of {layers_named(g['layers'])} "
+                       f"({size(g['weight_bytes_per_layer'])} each) are in DDR — HBM had no room left for them "
+                       f"({size(weights_in.get('hbm', 0))} of weights and {size(states_in.get('hbm', 0))} of "
+                       f"states, of {size(target['hbm'])})")
     for name, p in _fixed(model):
         if any(t.role == "weight" and t.tier == "ddr" for t in p.tensors):
             out.append(f"{name}: its weights ({size(weight_bytes(p))}) are in DDR — HBM had no room left for them")
@@ -260,7 +253,8 @@ def roofline_spec(model: StreamedModel) -> dict:
          "axis": {"title": "FLOPs per byte moved in HBM and DDR", "format": "~s", "values": _decades(lo, hi)}}
     y = {"field": "flops_per_second", "type": "quantitative", "scale": {"type": "log", "domain": [bottom, top]},
          "axis": {"title": "FLOP/s (the estimate)", "format": "~s", "values": _decades(bottom, top)}}
-    tooltip = [{"field": "text", "title": "point"}, {"field": "tokens_per_second", "format": ".4g", "title": "tokens/s"},
+    tooltip = [{"field": "text", "title": "point"},
+               {"field": "tokens_per_second", "format": ".4g", "title": "tokens/s"},
                {"field": "bound"}, {"field": "intensity", "format": ".3g", "title": "FLOPs/byte"},
                {"field": "flops_per_second", "format": ".3s", "title": "FLOP/s"}]
     layers = [

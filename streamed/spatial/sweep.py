@@ -8,11 +8,11 @@ command line's ``lower`` and the server's ``lowerBundle``) and recorded in the m
 bundle draws its roofline without its document.
 
 The axes (``SWEEP_SIZES``): the rows a step serves — ``batch`` 1, 2, 4 … 64 (a batch of one is the unbatched
-deployment: ``decode`` or ``tp``; more are ``batched`` or ``batched-tp``), ``chunk`` for a prefill (64 … 2048 up to its
-context) — and ``ctx``, the context from an eighth to eight times the deployment's (within ``MAX_CONTEXT``; a
+deployment: ``decode`` or ``tp``; more are ``batched`` or ``batched-tp``), ``chunk`` for a prefill (64 … 2048 up to
+its context) — and ``ctx``, the context from an eighth to eight times the deployment's (within ``MAX_CONTEXT``; a
 forward bundle's rows are its context, so it has only that axis). The deployment's own size is on each axis, as its
-own estimate. Cost: one lowering per point, depth-independent like every lowering (about 0.1 to 0.4 s for the
-shipped examples, ``benchmarks/bench_pictures.py``).
+own estimate. Cost: one lowering per point, depth-independent like every lowering (``benchmarks/bench_pictures.py``
+measures what it adds to ``streamed lower``).
 """
 
 from __future__ import annotations

@@ -254,3 +254,17 @@ def test_the_pictures_of_a_bundle_come_from_the_bundle_alone(qwen, tmp_path):
     drawn = pictures(read_bundle(moved))
     assert [c["program"] for c in drawn["chip"]] == ["embed", "gated deltanet", "attention", "head"]
     assert drawn == pictures(model)
+
+
+def test_a_tiled_program_keeping_its_weights_on_chip_draws_them_on_its_pmus(tmp_path):
+    # Llama 3.1 8B over 8k positions: its layer runs in row tiles with its weights kept in SRAM across them.
+    folder, model, m = _bundle(tmp_path, "llama-3.1-8b", Deployment("forward", ctx=8192))
+    kind = m["kinds"][0]
+    program = json.loads((folder / kind["program"]).read_text())
+    assert program["weights_on_chip"]
+    pmu_bytes = m["target_spec"]["sram_bytes"] // m["target_spec"]["pmus"]
+    weights = {t["name"]: math.ceil(t["bytes"] / pmu_bytes) for t in program["tensors"] if t["role"] == "weight"}
+    plan = next(p for p in floorplans(model) if p.program == kind["name"])
+    drawn = {r.tensor: r.count for r in plan.regions if r.group == "weights"}
+    assert drawn == weights
+    assert any("kept on chip across them" in n for n in plan.notes)
