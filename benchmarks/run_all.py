@@ -17,6 +17,7 @@ BENCHMARKS = [
     ("bench_manifest.py", ["--write"]),
     ("bench_verify.py", ["--write"]),
     ("bench_server.py", ["--write"]),
+    ("bench_heterogeneous.py", ["--write"]),
     ("bench_bundle.py", ["--write"]),
     ("bench_pictures.py", ["--write"]),
 ]

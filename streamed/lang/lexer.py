@@ -27,6 +27,9 @@ TOKEN = re.compile(r"[A-Za-z0-9_]+|\S")
 #: Whitespace, then a comment or a token, then whitespace…: ``split`` keeps the comments and tokens at odd indices.
 _PIECES = re.compile(r"(--[^\r\n]*|[A-Za-z0-9_]+|\S)")
 _LINE_END = re.compile(r"\r\n?|\n")
+#: A token that can be a piece of a number (``4096``, the ``1e`` and ``5`` of ``1e-5``, ``1e5``): digits, then an
+#: exponent's mark and its digits, if any. The number rule asks of such a piece only which of these it is.
+NUMERAL = re.compile(r"[0-9]+(?:[eE][0-9]*)?")
 COMMENT = "--"
 BOM = "\ufeff"
 

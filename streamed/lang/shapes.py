@@ -4,9 +4,9 @@ what decides whether a layer is parsed or takes another's tree.
 Two layers of one **shape** are one text up to a one-to-one renaming of binders; a layer of a known shape is renamed,
 not parsed, and its program is the known one renamed, not checked. Two layers of one **frame** are one text up to
 that renaming and the digits of their numbers (``1e-5`` and ``3e-5``, ``by 4096`` and ``by 8192``, ``sharing 8`` and
-``sharing 4``): the parser reads the two alike — a run of digits is read only by the number rule, which asks of
-each piece whether it is digits, never which — so a layer of a known frame takes that tree too, its numbers read
-from its own digits (``syntax.Renaming``), when each of them is a number the parser accepts. Its program is checked
+``sharing 4``): the parser reads the two alike — a piece of a numeral is read only by the number rule, which asks of
+a piece what kind of piece it is, never which digits it has — so a layer of a known frame takes that tree too, its
+numbers read from its own digits (``syntax.Renaming``), when each of them is a number the parser accepts. Its program is checked
 on its own (a width decides shapes), but nothing is parsed: a model whose every layer is its own kind because of
 one number — an epsilon, a width, a grouping — is parsed once per frame.
 
@@ -21,24 +21,27 @@ import re
 from dataclasses import dataclass
 
 from . import ops as ops_table
+from .lexer import NUMERAL
 from .syntax import Section
 
 #: Binders the parser reads exactly as it reads any other: names (a letter first) that are no word of the language.
 _PLAIN_NAMES = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*(?: |\Z))*")
 #: A binder's mark in a shape's key: tokens and comments hold no line end, so ``\r`` never starts one of them.
 _MARKS = tuple(f"\r{i}" for i in range(512))
-#: A piece of a numeral, in a key's tokens (one a line): digits (``4096``, the ``5`` of ``1e-5``), digits and an
-#: exponent's mark (``1e``), or both and the exponent's digits (``1e5``). The parser reads every piece of one class
-#: alike — it asks of a piece only what the class says: whether it starts and ends with a digit, and what the number
-#: rule's pattern makes of it — so a frame keeps the class and leaves out the digits.
-_PIECES = re.compile(r"^[0-9]+(?:[eE]([0-9]+)?)?$", re.M)
+#: A piece of a numeral (``lexer.NUMERAL``), in a key's tokens (one a line). The parser reads every piece of one
+#: class — digits (``4096``, the ``5`` of ``1e-5``), digits and an exponent's mark (``1e``), or both and the exponent's
+#: digits (``1e5``) — alike: it asks of a piece only what the class says, whether it starts and ends with a digit and
+#: what the number rule's pattern makes of it; so a frame keeps the class and leaves out the digits.
+_PIECES = re.compile(f"^(?:{NUMERAL.pattern})$", re.M)
+
+
+#: The largest number the parser accepts (``parser._number``).
+LARGEST = 1e30
 
 
 def _class(m: re.Match) -> str:
     text = m.group(0)
-    return "\r" if text.isdigit() else "\rx" if m.group(1) else "\re"
-#: The largest number the parser accepts (``parser._number``).
-LARGEST = 1e30
+    return "\r" if text.isdigit() else "\rx" if text[-1].isdigit() else "\re"
 
 
 @dataclass(frozen=True, slots=True)

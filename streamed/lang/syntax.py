@@ -6,13 +6,12 @@ editor's handlers.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
 from .chunks import heading_ranges
-from .lexer import Range, Token
+from .lexer import NUMERAL, Range, Token
 
 
 class Severity(Enum):
@@ -178,7 +177,7 @@ class Section:
 
     __slots__ = ("kind", "title", "index", "note", "constants", "entries", "table", "shape", "diagnostics",
                  "shared_from", "_heading", "_range", "_index_range", "_statements", "_spans", "_tokens",
-                 "token_at", "numerals", "_framed", "__weakref__")
+                 "token_at", "_numerals", "_framed", "__weakref__")
 
     def __init__(self, kind: SectionKind, heading: Range | None, title: str, index: int | None, note: str | None,
                  range: Range | None, table=None, statements: tuple | None = (), spans: tuple | None = (),
@@ -202,7 +201,7 @@ class Section:
         self._spans = spans
         self._tokens = tokens
         self.token_at = None  # (start offset → token, end offset → token), made by the first renaming from it
-        self.numerals = None  # its numbers' tokens, made when a layer of its frame is first read against it
+        self._numerals = None  # its numbers' tokens (``number_tokens``)
         self._framed = None
 
     def _place(self) -> None:
@@ -252,12 +251,6 @@ class Section:
             self._statements = renamed_statements(self.shared_from, self)
         return self._statements
 
-    def statement(self, n: int) -> "Statement":
-        """Statement ``n`` (a shared layer's renamed alone, when its others have not been asked for)."""
-        if self._statements is None:
-            return Renaming(self.shared_from, self).statement(self.shared_from.statements[n])
-        return self._statements[n]
-
     @property
     def framed(self) -> tuple["Statement", ...]:
         """What this layer computes, up to the names it gives and where it writes them: the statements of the layer
@@ -274,16 +267,16 @@ class Section:
         """Every number of this (parsed) program as ``(first token, last token, text)``, in the order written, and
         the numeral pieces (``lang.shapes``) that lie in none — none, in a clean parse: a piece is read only as part
         of a number. Made once: a frame's first layer is read against every layer of its frame."""
-        if self.numerals is None:
+        if self._numerals is None:
             starts, ends = self.token_index
             out: list[tuple[int, int, str]] = []
             for st in self.statements:
                 for e in _numbers(st):
                     out.append((starts[e.range.start.offset], ends[e.range.end.offset], e.text))
             covered = {k for a, b, _ in out for k in range(a, b + 1)}
-            loose = tuple(k for k, t in enumerate(self.texts) if k not in covered and _NUMERAL.fullmatch(t))
-            self.numerals = (tuple(out), loose)
-        return self.numerals
+            loose = tuple(k for k, t in enumerate(self.texts) if k not in covered and NUMERAL.fullmatch(t))
+            self._numerals = (tuple(out), loose)
+        return self._numerals
 
     @property
     def spans(self) -> tuple[tuple[int, int], ...]:
@@ -474,10 +467,6 @@ def _numbers(e):
         if e.row is not None:
             yield from _numbers(e.row)
         yield from _numbers(e.value)
-
-
-#: A piece of a numeral: digits, digits and an exponent's mark, or both and the exponent's digits (``lang.shapes``).
-_NUMERAL = re.compile(r"[0-9]+(?:[eE][0-9]*)?")
 
 
 def renumbered(frm: Section, texts) -> tuple[Statement, ...]:

@@ -73,9 +73,11 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
             out.append((where, Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"), ()))
         return out
     # Each program's outcome, as the last check found it while its program, its kind's digest, its part of the shared
-    # tables, the constants and the storage are the same: a keystroke asks the kind cache only for what it changed.
-    if memo is None or memo[1] != constants or memo[2] is not analysis.storage:
-        memo = (shared, constants, analysis.storage, {}, tables)
+    # tables, the constants, the storage and the checkpoint's bindings are the same: a keystroke asks the kind cache
+    # only for what it changed.
+    stored = (analysis.storage, progs.document.checkpoint)
+    if memo is None or memo[1] != constants or memo[2][0] is not stored[0] or memo[2][1] != stored[1]:
+        memo = (shared, constants, stored, {}, tables)
     known, outcomes, moved = memo[3], {}, memo[0] != shared
     lowered = []
     for label, program, cut, kind in chain:
@@ -113,7 +115,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
             out.append((program, Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data),
                         sections))
     current = {("tables", id(p)) for _, p, _, _ in chain} | {"last"}
-    cache[memo_key] = (shared, constants, analysis.storage, outcomes, {k: v for k, v in tables.items() if k in current})
+    cache[memo_key] = (shared, constants, stored, outcomes, {k: v for k, v in tables.items() if k in current})
     if not out:
         out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
     return out

@@ -188,3 +188,25 @@ def test_an_edit_that_joins_a_layer_to_another_kind_lowers_only_the_kinds_it_cha
     assert a.kind_of(20).layers == (9, 20)
     rejects = reject_diagnostics_of(a, decode, None, cache)
     assert lowered == [19] and list(rejects) == reject_diagnostics(analyze(joined), decode, None, {})
+
+
+def test_a_checkpoint_binding_edited_under_a_checkpoints_storage_checks_the_lowering_again():
+    from streamed.model.checkpoint import Storage
+    from streamed.spatial.deployment import Deployment
+    from streamed.spatial.synth import two_kind_document
+
+    # The head's weight is declared q8 and d = 48 is no whole number of Q8_0 blocks: stored Q8_0 it cannot lower,
+    # stored F16 it is read dense and lowers. Which the checkpoint stores depends on the binding alone.
+    text = two_kind_document(4, d=48, q8=False).replace("Let Wout be a weight", "Let Wout be a q8 weight")
+    types = {f"blk.{l}.{t}.weight": "F32" for l in range(4) for t in ("attn_norm", "attn_q", "attn_k", "attn_v",
+                                                                       "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+                                                                       "ffn_down")}
+    storage = Storage(types={**types, "token_embd.weight": "F32", "output_norm.weight": "F32",
+                             "output.weight": "Q8_0", "output.f16": "F16"}, source="model.gguf")
+    analyzer, cache, decode = IncrementalAnalyzer(storage), {}, Deployment("decode", 4096)
+    for binding in ('"output.weight"', '"output.f16"', '"output.weight"'):
+        text = re.sub(r'Wout is "[^"]*"', f"Wout is {binding}", text)
+        mine = reject_diagnostics_of(analyzer.analyze(text), decode, None, cache)
+        whole = reject_diagnostics(analyze(text, storage), decode, None, {})
+        assert list(mine) == whole
+        assert any("Wout" in d.message for d in whole) == (binding == '"output.weight"')
