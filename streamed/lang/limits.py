@@ -15,6 +15,11 @@ import math
 #: more would only keep an editor waiting.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
+#: The largest LSP message the language server reads: a document of ``MAX_DOCUMENT_BYTES`` sent whole, every byte of
+#: it escaped as JSON's six-byte ``\u00XX`` (a client sends control characters so), and a megabyte for the rest of
+#: the message. A longer message is skipped without being held, and its request answered.
+MAX_MESSAGE_BYTES = 6 * MAX_DOCUMENT_BYTES + (1 << 20)
+
 #: Layer numbers past this are refused outright, and so is a config or a GGUF of more layers: no published model has
 #: more than a few hundred, a 4 MB document holds about 3,300 authored layers (1.2 KB each), and nothing sized by a
 #: layer count is built before it is checked against this.
