@@ -13,7 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..lang.files import FileProblem, display, problem, read_file, size_of
 from ..lang.jsontext import JsonError, loads
+from ..lang.limits import MAX_CONFIG_BYTES
 from .common import UserError
 
 GGUF_MAGIC = b"GGUF"
@@ -44,10 +46,13 @@ def spec_of(source: str, name: str | None = None):
         p = p / "config.json"
         source = str(p)
     try:
+        size_of(p, "a config.json or a GGUF file")  # a FIFO or a device is refused before it is opened
         with p.open("rb") as f:
             magic = f.read(4)
+    except FileProblem as e:
+        raise UserError(str(e)) from None
     except OSError as e:
-        raise UserError(f"{source}: cannot be read ({e.strerror})") from None
+        raise UserError(str(problem(source, e))) from None
     if magic == GGUF_MAGIC or p.suffix.lower() == ".gguf":
         from ..model.gguf import CheckpointError, read_gguf  # numpy and gguf only for a checkpoint
 
@@ -56,8 +61,8 @@ def spec_of(source: str, name: str | None = None):
         except CheckpointError as e:
             raise UserError(str(e)) from None
     try:
-        cfg = loads(p.read_bytes())
-    except (OSError, JsonError):
+        cfg = loads(read_file(p, MAX_CONFIG_BYTES, "a config.json"))
+    except (FileProblem, JsonError):
         cfg = None  # read_config says what is wrong with it
     try:
         return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))

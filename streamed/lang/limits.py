@@ -15,6 +15,15 @@ import math
 #: more would only keep an editor waiting.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
+#: The largest ``config.json`` or target TOML read: real ones are a few kilobytes (a config with a label table, a few
+#: hundred), so 16 MB is room for anything real while parsing stays far from the machine's memory.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+#: The largest file of a bundle read (its manifest, a program): a manifest grows by about 1.6 KB a layer at the most
+#: (batched tensor parallel; ``docs/performance.md``), so 65,535 layers are about 100 MB, and a program is far
+#: smaller. A file past it is refused before it is read.
+MAX_BUNDLE_FILE_BYTES = 128 * 1024 * 1024
+
 #: The largest LSP message the language server reads: a document of ``MAX_DOCUMENT_BYTES`` sent whole, every byte of
 #: it escaped as JSON's six-byte ``\u00XX`` (a client sends control characters so), and a megabyte for the rest of
 #: the message. A longer message is skipped without being held, and its request answered.

@@ -26,8 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYER, beyond
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
     SpecError,
@@ -757,11 +758,10 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
 
 def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """The spec of the ``config.json`` at ``path``; a ``SpecError`` naming the file and the field on any fault."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
+        raw = read_file(path, MAX_CONFIG_BYTES, "a config.json")  # a regular file, its size checked first
+    except FileProblem as e:
+        raise SpecError(str(e)) from None
     try:
         config = loads(raw)
     except JsonError as e:

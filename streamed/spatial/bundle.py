@@ -41,19 +41,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path, PurePath, PurePosixPath
 
+from ..lang.files import FileProblem, display, read_file
 from ..lang.jsontext import JsonError, dumps, loads
+from ..lang.limits import MAX_BUNDLE_FILE_BYTES, MAX_DIMENSION
 from ..model.checkpoint import Naming, TensorRef
-from .ir import SpatialProgram, tile_to_json
+from .ir import PROGRAM_FORMAT, SpatialProgram, nbytes, op_to_json, tile_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling, tp_summary
@@ -83,6 +86,15 @@ def _program_files(model: StreamedModel) -> list[tuple[SpatialProgram, str]]:
     """Every program of the bundle with the file it is written to."""
     files = [(model.embed, _program_file("embed"))] if model.embed is not None else []
     return files + [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
+
+
+def program_text(program: SpatialProgram) -> str:
+    """A program's file as written: compact strict JSON (its SHA-256 is what the manifest records)."""
+    return dumps(program.to_json(), separators=(",", ":"))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def weight_reads(program: SpatialProgram) -> list[dict]:
@@ -170,7 +182,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
     its text)."""
     d = model.deployment
     naming = model.naming or Naming("declared")
-    name = PurePath(source).name if source else None
+    name = display(PurePath(source).name) if source else None
     tiers = _layer_tiers(model.residency)
     kinds = []
     for k in model.kinds:
@@ -209,6 +221,8 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "residency": model.residency,
         "estimate": model.estimate,
         "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
+        "digests": {name: _sha256(program_text(p).encode("utf-8")) for p, name in sorted(
+            _program_files(model), key=lambda pn: pn[1])},
     }
 
 
@@ -234,21 +248,47 @@ def _destination(out_dir: str | Path) -> Path:
     points to is written, as writing through a link does), after the checks that need no file system lock."""
     if not str(out_dir):
         raise BundleError("an empty output path: name the bundle directory, such as model.bundle")
-    out = Path(out_dir)
-    if out.is_symlink():
-        out = Path(os.path.realpath(out))
-    here = Path.cwd()
-    if Path(os.path.abspath(out)) in (here, *here.parents):
-        # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
-        raise BundleError(f"{out_dir}: is the current directory{' or above it' if Path(os.path.abspath(out)) != here else ''}"
-                          f"; name a new directory for the bundle, such as {here.name or 'model'}.bundle")
-    parent = out.parent if str(out.parent) else Path(".")
-    above = next((p for p in (parent, *parent.parents) if p.exists()), None)
-    if above is not None and not above.is_dir():
-        raise BundleError(f"{out_dir}: cannot be written: {above} is a file, not a directory")
-    if out.exists() and not out.is_dir():
-        raise BundleError(f"{out_dir}: exists and is not a directory")
+    shown = display(out_dir)
+    try:
+        out = Path(out_dir)
+        if out.is_symlink():
+            out = Path(os.path.realpath(out))
+        here = Path.cwd()
+        if Path(os.path.abspath(out)) in (here, *here.parents):
+            # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
+            raise BundleError(f"{shown}: is the current directory"
+                              f"{' or above it' if Path(os.path.abspath(out)) != here else ''}; name a new directory "
+                              f"for the bundle, such as {display(here.name) or 'model'}.bundle")
+        parent = out.parent if str(out.parent) else Path(".")
+        above = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise BundleError(f"{shown}: cannot be written: {display(above)} is a file, not a directory")
+        if out.exists() and not out.is_dir():
+            raise BundleError(f"{shown}: exists and is not a directory")
+    except OSError as e:  # a folder on the way that may not be looked into
+        raise BundleError(f"{shown}: cannot be written ({e.strerror}: {display(e.filename)})") from None
     return out
+
+
+def _read_only(out: Path) -> Path | None:
+    """The first folder of the bundle ``out`` that this process may not change (``out`` itself, ``programs/``):
+    replacing the bundle would move it aside and then fail to remove it, leaving ``.DIR.<pid>.old`` behind."""
+    for folder in (out, out / "programs"):
+        if folder.is_dir() and not folder.is_symlink() and not os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return None
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder this process wrote or is replacing, whole — a folder in it made read-only (``chmod -w``) is
+    made writable first, so nothing is left behind."""
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path) and not path.is_symlink():
+        for folder, dirs, _ in os.walk(path):
+            for d in (folder, *(os.path.join(folder, x) for x in dirs)):
+                with contextlib.suppress(OSError):
+                    os.chmod(d, 0o700)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -300,14 +340,21 @@ def _recover(parent: Path, out: Path) -> None:
         if what == "old" and not out.exists():
             os.rename(path, out)
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            _remove(path)
 
 
 def _written_by_a_lowering(out: Path) -> set[str]:
-    """The files a lowering wrote in ``out``, as its manifest lists them; empty when it has no streamed manifest."""
+    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a streamed manifest, a regular file,
+    not a link — and each file that manifest lists whose content proves it: a streamed program (the JSON a writer
+    writes) whose SHA-256 is the one the manifest records (``digests``; a bundle written before manifests recorded
+    them is proven by its content alone). A listed file that is anything else — ``important.txt`` named by a
+    hand-written manifest — is not the manifest's to give away. Empty when ``out`` has no streamed manifest."""
+    where = out / "manifest.json"
+    if where.is_symlink():
+        return set()
     try:
-        m = loads((out / "manifest.json").read_bytes())
-    except (OSError, JsonError):
+        m = loads(read_file(where, MAX_BUNDLE_FILE_BYTES, "a manifest"))
+    except (FileProblem, JsonError):
         return set()
     if not isinstance(m, dict) or m.get("format") not in (FORMAT, *OLDER_FORMATS):
         return set()
@@ -318,7 +365,20 @@ def _written_by_a_lowering(out: Path) -> set[str]:
         files = ["manifest.json", *programs.values(), *(k.get("program") for k in kinds if isinstance(k, dict))]
     if not isinstance(files, list):
         return set()
-    return {f for f in files if isinstance(f, str) and _inside_bundle(f)}
+    digests = m.get("digests") if isinstance(m.get("digests"), dict) else None
+    proven = {"manifest.json"}
+    for f in files:
+        if not isinstance(f, str) or f == "manifest.json" or not _inside_bundle(f) or (out / f).is_symlink():
+            continue
+        try:
+            data = read_file(out / f, MAX_BUNDLE_FILE_BYTES, "a program")
+            program = loads(data)
+        except (FileProblem, JsonError):
+            continue
+        if isinstance(program, dict) and program.get("format") == PROGRAM_FORMAT and \
+                (digests is None or digests.get(f) == _sha256(data)):
+            proven.add(f)
+    return proven
 
 
 def _first_foreign(out: Path) -> str | None:
@@ -345,11 +405,19 @@ def _first_foreign(out: Path) -> str | None:
 
 
 def _check_replaceable(out: Path, shown: str) -> None:
-    if out.is_dir():
+    try:
+        if not out.is_dir():
+            return
         foreign = _first_foreign(out)
-        if foreign is not None:
-            raise BundleError(f"{shown}: holds {foreign}, which no lowering wrote; lower into another folder, or move "
-                              f"it out first")
+        locked = _read_only(out)
+    except OSError as e:  # a bundle folder (or its programs/) that may not be read
+        raise BundleError(f"{shown}: cannot be replaced: {display(e.filename)} cannot be read ({e.strerror})") from None
+    if foreign is not None:
+        raise BundleError(f"{shown}: holds {display(foreign)}, which no lowering wrote; lower into another folder, or "
+                          f"move it out first")
+    if locked is not None:
+        raise BundleError(f"{shown}: cannot be replaced: {display(locked)} is read-only; make it writable (chmod u+w) "
+                          f"or lower into another folder")
 
 
 def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None, *,
@@ -358,14 +426,14 @@ def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None =
     renames that install it run in (the command line defers its stop signals there)."""
     out = _destination(out_dir)
     parent = out.parent if str(out.parent) else Path(".")
-    shown = str(out_dir)
+    shown = display(out_dir)
     with contextlib.ExitStack() as held:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             held.enter_context(_folder_lock(parent, shown))
             _recover(parent, out)
         except OSError as e:
-            raise BundleError(f"{shown}: cannot be written ({e.strerror}: {e.filename})") from None
+            raise BundleError(f"{shown}: cannot be written ({e.strerror}: {display(e.filename)})") from None
         _check_replaceable(out, shown)
         tmp = parent / f".{out.name}.{os.getpid()}.tmp"
         _write_files(model, source, tmp, shown)
@@ -381,13 +449,13 @@ def _write_files(model: StreamedModel, source: str | None, tmp: Path, shown: str
         # A bundle is an ordinary folder: its mode is what the umask gives (mkdir applies it).
         (tmp / "programs").mkdir()
         for program, name in _program_files(model):
-            (tmp / name).write_text(dumps(program.to_json(), separators=(",", ":")), "utf-8")
+            (tmp / name).write_text(program_text(program), "utf-8")
         (tmp / "manifest.json").write_text(manifest_text(manifest(model, source)), "utf-8")
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         if isinstance(e, OSError):
             raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
-        if isinstance(e, ValueError):  # allow_nan=False: a NaN or an infinity reached the bundle
+        if isinstance(e, ValueError) and not isinstance(e, UnicodeError):  # allow_nan=False: a NaN or an infinity
             raise BundleError(f"{shown}: not written: a figure of the bundle is not a finite number ({e})") from None
         raise
 
@@ -401,14 +469,14 @@ def _install(tmp: Path, out: Path, shown: str) -> None:
             os.rename(out, old)
         os.rename(tmp, out)
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         if old is not None and not out.exists():
             os.rename(old, out)
         if isinstance(e, OSError):
             raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
 
 
 # ---- reading ----------------------------------------------------------------------------------------------------
@@ -420,13 +488,14 @@ def _inside_bundle(name: str) -> bool:
     return bool(name) and not p.is_absolute() and ".." not in p.parts and "\\" not in name and ":" not in name
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, what: str):
+    """The JSON value of the bundle file ``path`` — a regular file, its size checked before it is read."""
     try:
-        return loads(path.read_bytes())
-    except OSError as e:
-        raise BundleError(f"{path}: cannot be read ({e.strerror})") from None
+        return loads(read_file(path, MAX_BUNDLE_FILE_BYTES, what))
+    except FileProblem as e:
+        raise BundleError(str(e)) from None
     except JsonError as e:
-        raise BundleError(f"{path}: {e}") from None
+        raise BundleError(f"{display(path)}: {e}") from None
 
 
 @lru_cache(maxsize=None)
@@ -500,19 +569,23 @@ def read_bundle(directory: str | Path) -> StreamedModel:
     inside the bundle; ``BundleError`` naming the file and the first thing wrong otherwise."""
     root = Path(directory)
     where = root / "manifest.json"
-    m = _read_json(where)
+    real_root = os.path.realpath(root)
+    inside = lambda file: os.path.commonpath([real_root, os.path.realpath(file)]) == real_root  # noqa: E731
+    if os.path.islink(where) and not inside(where):
+        raise BundleError(f"{display(where)}: leads out of the bundle through a symbolic link; a bundle's manifest is "
+                          f"inside it")
+    m = _read_json(where, "a manifest")
     if isinstance(m, dict) and m.get("format") in OLDER_FORMATS:
         raise BundleError(f"{where}: a {m['format']} bundle, written by an older streamed; lower the document again")
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise BundleError(f"{where}: not a {FORMAT} manifest")
     _consistent(_validated(m, "manifest", where), where)
-    real_root = os.path.realpath(root)
 
     def program(name: str) -> SpatialProgram:
         file = root / name
-        if os.path.commonpath([real_root, os.path.realpath(file)]) != real_root:  # a link that leads out
+        if not inside(file):  # a link that leads out
             raise BundleError(f"{where}: the program {name[:60]!r} leads out of the bundle through a symbolic link")
-        return SpatialProgram.from_json(_validated(_read_json(file), "program", file))
+        return SpatialProgram.from_json(_validated(_read_json(file, "a program"), "program", file))
 
     try:
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
@@ -520,7 +593,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         by_name = {k["name"]: k for k in m["kinds"]}
         for k in m["kinds"]:
             p = program(k["program"])
-            kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(k["carried"]),
+            kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(p.carried),
                                           tp_summary(p), k.get("identity")))
         for row in m["layers"]:
             kind = by_name[row["kind"]]
@@ -541,13 +614,142 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         refusal = deployment.refusal()
         if refusal is not None:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its deployment is {refusal}")
-        return StreamedModel(
+        model = StreamedModel(
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
             naming=naming, document_sha256=m["document"]["sha256"])
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
+    _agrees_with_its_programs(model, m, root, where)
+    return model
+
+
+# ---- the manifest cannot lie ------------------------------------------------------------------------------------
+
+
+def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: Path) -> None:
+    """★ THE MANIFEST CANNOT LIE. Everything it says that its programs decide is derived again from the programs
+    and compared, and the first difference refuses the bundle, named: each program is placed and certified again
+    on the manifest's target (its ops' figures and its certificate must be what ``place`` and ``certify`` give — so
+    every op reads what the program holds or an earlier op wrote, every output is declared and written once, shapes
+    agree op by op, tiles cover once, it fits); the residency plan and the estimate are made again over the
+    programs (every weight's and state's tier, every byte count); and the manifest is written again from the model
+    so read — every program's weights, states and tables with their shapes, dtypes and bytes, the tiles, the step,
+    the files and their SHA-256 — and must be the manifest read, value for value. What no program decides (the
+    checkpoint tensors' names, the document's name and digest, the identities) is the manifest's own, except that a
+    weight a program reads as Q8_0 planes and scales must be stored ``Q8_0``."""
+    from .lower import LoweringError, certify, place  # the passes, loaded with the first bundle read
+    from .residency import estimate, plan
+
+    target = model.target
+    files = {id(p): name for p, name in _program_files(model)}
+    for _, p in model.programs():
+        file = display(root / files[id(p)])
+        bad = lambda why: BundleError(f"{file}: not a program a lowering wrote: {why}")  # noqa: E731
+        for t in p.tensors:
+            if any(d > MAX_DIMENSION for d in t.shape):
+                raise bad(f"`{t.name[:40]}` is {_brief(list(t.shape))}, a dimension past the limit of "
+                          f"{MAX_DIMENSION:,}")
+            if t.bytes != nbytes(t.shape, t.dtype):
+                raise bad(f"`{t.name[:40]}` ({'×'.join(map(str, t.shape)) or 'a scalar'} {t.dtype}) is "
+                          f"{nbytes(t.shape, t.dtype):,} bytes, not the {t.bytes:,} it says")
+        held = {t.name for t in p.tensors}
+        for i, op in enumerate(p.ops):
+            missing = next((n for n in (*op.inputs, *op.outputs) if n not in held), None)
+            if missing is not None:
+                raise bad(f"op {i} (`{op.kind}`) {'reads' if missing in op.inputs else 'writes'} `{missing[:40]}`, "
+                          f"which the program does not hold")
+        # As certified: before the residency plan moved carried states out of SRAM.
+        as_lowered = replace(p, tensors=tuple(replace(t, tier="sram") if t.role == "state" else t for t in p.tensors))
+        try:
+            again = certify(place(as_lowered, target), target)
+        except LoweringError as e:
+            raise bad(str(e)) from None
+        except Exception as e:  # noqa: BLE001 — an op the passes cannot read (a count of 0 heads…): not ours
+            raise bad(f"{type(e).__name__}: {str(e)[:160]}") from None
+        said = {"ops": [op_to_json(o) for o in p.ops], "certificate": p.certificate}
+        derived = {"ops": [op_to_json(o) for o in again.ops], "certificate": again.certificate}
+        if (diff := _difference(said, derived)) is not None:
+            raise bad(f"its {diff[0]} is {_brief(diff[1])}, but placing and certifying it gives {_brief(diff[2])}")
+    entries = ([("embed", None, model.embed)] if model.embed is not None else []) + \
+        [(k.name, list(k.layers), k.program) for k in model.kinds] + [("head", None, model.head)]
+    index = {k.name: i + (model.embed is not None) for i, k in enumerate(model.kinds)}
+    layer_kinds = [index[b.kind] for b in sorted(model.layers, key=lambda b: b.layer)]
+    try:
+        residency, placed, tiers = plan(entries, layer_kinds, target)
+        est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, tiers,
+                       model.deployment.tokens_per_step, target)
+    except Exception as e:  # noqa: BLE001 — states that fit no tier: the lowering would have refused them
+        raise BundleError(f"{display(where)}: its programs do not fit its target: {str(e)[:200]}") from None
+    for (_, _, p), q in zip(entries, placed):
+        moved = next((t for t, u in zip(p.tensors, q.tensors) if t != u), None)
+        if moved is not None:
+            tier = q.tensor(moved.name).tier
+            raise BundleError(f"{display(root / files[id(p)])}: `{moved.name[:40]}` is in {moved.tier.upper()}, but "
+                              f"the residency plan of its bundle puts it in {tier.upper()}")
+    derived = manifest(replace(model, residency=residency, estimate=est), m["document"]["name"])
+    if "digests" not in m:  # written before manifests recorded them
+        derived.pop("digests")
+    if (diff := _difference(m, derived)) is not None:
+        raise BundleError(f"{display(where)}: the manifest contradicts its programs: `{diff[0]}` is {_brief(diff[1])} "
+                          f"in the manifest, but its programs give {_brief(diff[2])}")
+    _storage_agrees(m, where)
+
+
+def _storage_agrees(m: dict, where: Path) -> None:
+    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it."""
+    def folded(weights: list[dict]) -> set[int]:
+        return {i for i, w in enumerate(weights) if any(r["encoding"] != "dense" for r in w["reads"])}
+
+    kinds = {k["name"]: k for k in m["kinds"]}
+    for row in m["layers"]:
+        for i in folded(kinds[row["kind"]]["weights"]):
+            if row["storage"][i] != "Q8_0":
+                raise BundleError(f"{display(where)}: layer {row['layer']} stores `{row['weights'][i][:40]}` as "
+                                  f"{row['storage'][i][:20]}, but its program reads it as Q8_0 planes and scales")
+    for name, shared in m["shared"].items():
+        for i in folded((shared or {}).get("weights", [])):
+            w = shared["weights"][i]
+            if w["storage"] != "Q8_0":
+                raise BundleError(f"{display(where)}: the {name} stores `{w['name'][:40]}` as {w['storage'][:20]}, but "
+                                  f"its program reads it as Q8_0 planes and scales")
+
+
+def _difference(said, derived, at: str = "") -> tuple[str, object, object] | None:
+    """The first place (``kinds[0].weights[1].shape``) where two JSON values differ, with each one's value there."""
+    if isinstance(said, dict) and isinstance(derived, dict):
+        for key in [*derived, *(k for k in said if k not in derived)]:
+            where = f"{at}.{key}" if at else str(key)
+            if key not in said or key not in derived:
+                return where, said.get(key, _MISSING), derived.get(key, _MISSING)
+            if (d := _difference(said[key], derived[key], where)) is not None:
+                return d
+        return None
+    if isinstance(said, list) and isinstance(derived, list):
+        for i, (a, b) in enumerate(zip(said, derived)):
+            if (d := _difference(a, b, f"{at}[{i}]")) is not None:
+                return d
+        if len(said) != len(derived):
+            return f"{at} (its length)", len(said), len(derived)
+        return None
+    numbers = (int, float)
+    same_kind = type(said) is type(derived) or (isinstance(said, numbers) and isinstance(derived, numbers)
+                                                 and not isinstance(said, bool) and not isinstance(derived, bool))
+    return None if same_kind and said == derived else (at, said, derived)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "missing"
+
+
+_MISSING = _Missing()
+
+
+def _brief(v) -> str:
+    text = "missing" if v is _MISSING else dumps(v) if not isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _ref(tensor: str, part: dict) -> TensorRef:

@@ -7,12 +7,14 @@ file marks its assumed figures). A bad file is refused with ``TargetError`` nami
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..lang.limits import MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond
+from ..lang.files import FileProblem, display, read_file
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond
 
 MB = 10**6
 GB = 10**9
@@ -162,16 +164,16 @@ def load_target(name_or_path: str | Path | SpatialTarget | None = None) -> Spati
         target = parse_target(text, f"the shipped target {key}")
     else:
         path = Path(key)
-        if not path.suffix == ".toml" and not path.exists():
-            raise TargetError(f"unknown target `{key}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
-        if path.is_dir():
-            raise TargetError(f"{key}: is a directory, not a target file")
-        if not path.is_file():
-            raise TargetError(f"{key}: no such target file")
+        if not path.suffix == ".toml" and not os.path.lexists(path):
+            raise TargetError(f"unknown target `{display(key)}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
         try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise TargetError(f"{key}: cannot be read ({e})") from None
-        target = parse_target(text, key)
+            raw = read_file(path, MAX_CONFIG_BYTES, "a target file")  # a regular file, its size checked first
+        except FileProblem as e:
+            raise TargetError(str(e).replace(": no such file", ": no such target file")) from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TargetError(f"{display(key)}: not UTF-8 text (byte {e.start} is 0x{raw[e.start]:02x})") from None
+        target = parse_target(text, display(key))
     _LOADED[key] = target
     return target
