@@ -11,6 +11,7 @@ import os
 import stat
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from ..lang.files import FileProblem, display, problem, read_file, size_of
@@ -25,10 +26,10 @@ def model_name(path: Path, config: dict | None = None) -> str:
     """The document's title: the config's ``_name_or_path`` when it has one, else the file's name (its folder's,
     for a file called ``config.json``)."""
     if config and isinstance(config.get("_name_or_path"), str) and config["_name_or_path"]:
-        return config["_name_or_path"].rstrip("/").split("/")[-1]
+        return display(config["_name_or_path"].rstrip("/").split("/")[-1])
     if path.name == "config.json" and path.parent.name not in ("", "."):
-        return path.parent.name
-    return path.stem
+        return display(path.parent.name)
+    return display(path.stem)  # a file named bad\xff.json: the title bad\xff, not an exception
 
 
 def spec_of(source: str, name: str | None = None):
@@ -107,9 +108,12 @@ def cmd_author(args) -> int:
     from ..model.author import author, one_line, summary
     from ..model.spec import SpecError
 
+    if args.name is not None and display(args.name) != args.name:
+        raise UserError(f"--name {display(args.name)}: is not UTF-8 text; a title is one line of UTF-8 text")
     if args.name is not None and one_line(args.name) != args.name.strip():
         raise UserError(f"--name {args.name!r}: a title is one line, without line breaks or control characters")
     spec = spec_of(args.src, args.name)
+    spec = replace(spec, source=display(spec.source))  # written into the document: UTF-8 text, whatever the path
     for assumed in spec.assumed:
         print(f"streamed author: warning: {args.src}: {assumed}", file=sys.stderr)
     try:

@@ -40,7 +40,11 @@ def display(path) -> str:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
+        pass
+    try:  # the bytes the file system gave, undecodable ones as \xNN
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate of other origin (JSON's "\ud800"): as \udNNN
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def not_regular(mode: int) -> str | None:

@@ -89,17 +89,17 @@ def beyond(value, limit: int | float, *, minimum: int | float = 1, whole: bool =
     elif whole and isinstance(value, float) and not value.is_integer():
         reason, saying = "must be a whole number", "{reason}, not {value}"
     elif value < minimum:
-        reason, saying = f"must be at least {_show(minimum)}", "is {value}; it {reason}"
+        reason, saying = f"must be at least {show(minimum)}", "is {value}; it {reason}"
     elif value > limit:
-        reason, saying = f"is past the limit of {_show(limit)}", "is {value}, past the limit of " + _show(limit)
+        reason, saying = f"is past the limit of {show(limit)}", "is {value}, past the limit of " + show(limit)
     else:
         return None
-    return saying.format(reason=reason, value=_show(value)) if say_value else reason
+    return saying.format(reason=reason, value=show(value)) if say_value else reason
 
 
-def _show(v) -> str:
-    """A value as a person reads it in a message: whole numbers with thousands separators, an enormous one by its
-    digit count, anything else briefly."""
+def show(v) -> str:
+    """A value as a person reads it in a message: whole numbers with thousands separators (``268,435,457``, also when
+    it is held as a float, never ``2.68435e+08``), an enormous one by its digit count, anything else briefly."""
     if isinstance(v, bool) or v is None:
         return {True: "true", False: "false", None: "null"}[v]
     if isinstance(v, int):

@@ -13,6 +13,7 @@ from typing import Union
 
 from ..lang import ops as ops_table
 from ..lang.limits import MAX_DIMENSION, beyond
+from ..lang.limits import show as show_value
 from ..lang.lexer import Range
 from ..lang.parser import nearest
 from ..lang.syntax import (
@@ -264,9 +265,9 @@ class _Checker:
             return d.text
         if d.text in self.constants:
             v = self.constants[d.text]
-            why = None if v == int(v) else f"is {v:g}, not a whole number"
+            why = None if v == int(v) else f"is {show_value(v)}, not a whole number"
             if why is None and beyond(v, MAX_DIMENSION) is not None:
-                why = f"is {v:g}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
+                why = f"is {show_value(v)}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
             if why is not None:
                 if d.text not in self.reported:  # one mistake, one diagnostic: the constant's first use as a width
                     self.reported.add(d.text)

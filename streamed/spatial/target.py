@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..lang.files import FileProblem, display, read_file
-from ..lang.limits import MAX_CONFIG_BYTES, MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond, show
 
 MB = 10**6
 GB = 10**9
@@ -134,11 +134,11 @@ def parse_target(text: str, where: str) -> SpatialTarget:
             raise TargetError(f"{where}: `{key}` {why}")
         values[key] = v * scale if scale else v
     if int(values["sram_mb"]) < values["pmus"]:
-        raise TargetError(f"{where}: `sram_mb` {data['sram_mb']:g} over {values['pmus']:,} PMUs leaves each less than a "
+        raise TargetError(f"{where}: `sram_mb` {show(data['sram_mb'])} over {values['pmus']:,} PMUs leaves each less than a "
                           f"byte; a PMU holds at least one")
     for key in ("hbm_gb", "ddr_gb"):
         if int(values[key]) < 1:
-            raise TargetError(f"{where}: `{key}` {data[key]:g} is less than one byte")
+            raise TargetError(f"{where}: `{key}` {show(data[key])} is less than one byte")
     bf16 = float(values["peak_bf16_tflops"])
     return SpatialTarget(
         name=values["name"], pcus=values["pcus"], pmus=values["pmus"], sram_bytes=int(values["sram_mb"]),
