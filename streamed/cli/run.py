@@ -132,7 +132,7 @@ def run_bundle(args, a, weights, tokens, prefill, storage):
         model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
     except BundleError as e:
         raise UserError(str(e)) from None
-    _of_this_document(model, a, args.doc, where)
+    _of_this_document(model, a, args.doc, where, storage)
     dep = model.deployment
     if dep.mode not in ("decode", "tp", "prefill"):
         raise UserError(f"{where}: a {dep.mode} bundle; `run` steps one sequence through a decode, tp or prefill bundle")

@@ -644,9 +644,15 @@ def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: 
 
     target = model.target
     files = {id(p): name for p, name in _program_files(model)}
-    for _, p in model.programs():
+    for name, p in model.programs():
         file = display(root / files[id(p)])
         bad = lambda why: BundleError(f"{file}: not a program a lowering wrote: {why}")  # noqa: E731
+        # Its sizes are the deployment's cut — checked first: the passes loop over its chips and rows.
+        cut = model.deployment.cut(name if name in ("embed", "head") else "layer")
+        if (diff := _difference({"rows": p.rows, "ctx": p.ctx, "tp": p.tp},
+                                {"rows": cut.rows, "ctx": cut.ctx, "tp": cut.tp})) is not None:
+            raise bad(f"its `{diff[0]}` is {_brief(diff[1])}, but its bundle's {model.deployment.mode} deployment "
+                      f"gives {_brief(diff[2])}")
         for t in p.tensors:
             if any(d > MAX_DIMENSION for d in t.shape):
                 raise bad(f"`{t.name[:40]}` is {_brief(list(t.shape))}, a dimension past the limit of "
@@ -688,6 +694,7 @@ def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: 
             tier = q.tensor(moved.name).tier
             raise BundleError(f"{display(root / files[id(p)])}: `{moved.name[:40]}` is in {moved.tier.upper()}, but "
                               f"the residency plan of its bundle puts it in {tier.upper()}")
+    _identities_agree(m, model.deployment, where)
     derived = manifest(replace(model, residency=residency, estimate=est), m["document"]["name"])
     if "digests" not in m:  # written before manifests recorded them
         derived.pop("digests")
@@ -695,6 +702,74 @@ def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: 
         raise BundleError(f"{display(where)}: the manifest contradicts its programs: `{diff[0]}` is {_brief(diff[1])} "
                           f"in the manifest, but its programs give {_brief(diff[2])}")
     _storage_agrees(m, where)
+
+
+def _identities_agree(m: dict, d: Deployment, where: Path) -> None:
+    """Every identity names its program and the cut it was lowered at — the deployment's (its digest is of the text,
+    which only the document can check) — and a kind's is its representative layer's."""
+    def check(at: str, ident: dict | None, program: str, cut) -> None:
+        want = {"program": program, "mode": d.mode, "rows": cut.rows, "ctx": cut.ctx, "batch": cut.batch, "tp": cut.tp}
+        said = {k: v for k, v in (ident or {}).items() if k != "digest"}
+        if ident is not None and (diff := _difference(said, want, at)) is not None:
+            raise BundleError(f"{display(where)}: the manifest contradicts its deployment: `{diff[0]}` is "
+                              f"{_brief(diff[1])}, but the {d.mode} deployment gives {_brief(diff[2])}")
+
+    for name in ("embed", "head"):
+        if m["programs"][name] is not None:
+            check(f"identities.{name}", m["identities"][name], name, d.cut(name))
+    rows = {row["layer"]: row for row in m["layers"]}
+    for i, k in enumerate(m["kinds"]):
+        check(f"kinds[{i}].identity", k["identity"], f"layer {k['representative']}", d.cut("layer"))
+        if k["identity"] != rows[k["representative"]]["identity"]:
+            raise BundleError(f"{display(where)}: the manifest contradicts itself: kind `{k['name'][:40]}`'s identity "
+                              f"is not its representative layer {k['representative']}'s")
+    for i, row in enumerate(m["layers"]):
+        check(f"layers[{i}].identity", row["identity"], f"layer {row['layer']}", d.cut("layer"))
+
+
+def document_problem(model: StreamedModel, analysis, storage) -> str | None:
+    """Why ``model`` (a bundle read back) is not a lowering of the document ``analysis`` is of, or ``None``: the same
+    kinds over the same layers, each layer declaring the weights its row names, and each weight reading the
+    checkpoint tensor (and part) the document's ``## Checkpoint`` binds — stored as ``storage`` says, when the bundle
+    was lowered against the same kind of source. What a runtime loads is then what the document reads."""
+    from ..analysis.whole import layer_ranges
+
+    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
+    ours = [(k.name, tuple(k.layers)) for k in analysis.kinds]
+    if theirs != ours:
+        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"  # noqa: E731
+        return f"its kinds are {show(theirs)}; the document's are {show(ours)}"
+    programs = analysis.programs
+    q8 = frozenset(name for p in programs.all() for name in p.q8_declared())
+    naming = Naming.of(analysis.document.checkpoint, storage, q8)
+    compare_storage = model.naming is not None and model.naming.kind == naming.kind
+    kinds = {k.name: k for k in model.kinds}
+    for b in model.layers:
+        declared = {d.name for d in programs.layer(b.layer).weights()}
+        names = [b.tensors[w["name"]] for w in weight_reads(kinds[b.kind].program)]
+        if set(names) != declared:
+            odd = sorted(set(names) ^ declared)[0]
+            return f"layer {b.layer} of the bundle {'reads' if odd in names else 'does not read'} `{odd[:40]}`"
+        for n in names:
+            if (why := _reads_as_bound(model.naming, naming, n, compare_storage, f"layer {b.layer}'s")) is not None:
+                return why
+    for name, program in (("the embed's", model.embed), ("the head's", model.head)):
+        for w in (weight_reads(program) if program is not None else ()):
+            if (why := _reads_as_bound(model.naming, naming, w["name"], compare_storage, name)) is not None:
+                return why
+    return None
+
+
+def _reads_as_bound(bundle: Naming, document: Naming, n: str, storage: bool, whose: str) -> str | None:
+    """Why the weight ``n`` does not read, in the bundle, the tensor (and its part, and storage) the document binds."""
+    said, ref = bundle.ref(n), document.ref(n)
+    if (said.tensor, said.columns, said.rows) != (ref.tensor, ref.columns, ref.rows):
+        return (f"{whose} `{n[:40]}` reads checkpoint tensor {_brief(said.tensor)} in the bundle, but the document "
+                f"binds {_brief(ref.tensor)}" + (" (another part of it)" if said.tensor == ref.tensor else ""))
+    if storage and bundle.stored(n) != document.stored(n, ref):
+        return (f"{whose} `{n[:40]}` is stored {bundle.stored(n)[:20]} in the bundle, but "
+                f"{document.stored(n, ref)} by the document's checkpoint")
+    return None
 
 
 def _storage_agrees(m: dict, where: Path) -> None:
@@ -730,8 +805,9 @@ def _difference(said, derived, at: str = "") -> tuple[str, object, object] | Non
         for i, (a, b) in enumerate(zip(said, derived)):
             if (d := _difference(a, b, f"{at}[{i}]")) is not None:
                 return d
-        if len(said) != len(derived):
-            return f"{at} (its length)", len(said), len(derived)
+        if len(said) != len(derived):  # the first element one of them has and the other not
+            i = min(len(said), len(derived))
+            return f"{at}[{i}]", said[i] if i < len(said) else _MISSING, derived[i] if i < len(derived) else _MISSING
         return None
     numbers = (int, float)
     same_kind = type(said) is type(derived) or (isinstance(said, numbers) and isinstance(derived, numbers)
