@@ -16,10 +16,12 @@ the manifest grows by one short row per layer, whatever the deployment.
 
 What holds, and why:
 
-* **Nothing is lost.** An existing ``DIR`` is replaced only when everything in it is what a lowering wrote: the
-  manifest lists every file it wrote (``files``; an older bundle is read by its layout), and a file, folder or link
-  it does not list — notes, a ``.git`` — makes the write refuse, naming the first such entry. An empty folder is
-  taken; a file is never.
+* **Nothing is lost.** An existing ``DIR`` is replaced only when everything in it is what its manifest's record
+  proves a lowering wrote: the manifest lists every file it wrote (``files``; an older bundle is read by its layout)
+  and records each program's SHA-256 (``digests``), and a file, folder or link it does not list — notes, a ``.git``
+  — or lists but cannot prove (not a streamed program, or not the one whose digest it records) makes the write
+  refuse, naming the first such entry. An empty folder is taken; a file is never. A bundle folder that may not be
+  read or changed is refused before anything moves (a read-only one would be moved aside and never removed).
 * **Whole or not at all.** The bundle is written into ``.DIR.<pid>.tmp`` beside ``DIR`` and renamed into place
   (replacing renames the old one to ``.DIR.<pid>.old`` first, and removes it after); any failure, an exception or a
   signal the caller turns into one, removes the temporary and puts the old bundle back. ``uninterrupted`` is the
@@ -29,9 +31,15 @@ What holds, and why:
   (``flock``, released by the kernel when a writer dies). Holding it, a writer knows every ``.DIR.*.tmp`` and
   ``.DIR.*.old`` beside ``DIR`` is a dead writer's: it removes them — and if a writer was killed between its two
   renames, so that ``DIR`` is missing and its ``.old`` is the previous bundle, it puts that back first.
-* **Strict JSON, read as untrusted.** Files are written with ``allow_nan=False``; the reader refuses nesting past
-  ``MAX_JSON_DEPTH``, validates the manifest and every program against the shipped JSON Schemas before using them,
-  checks that the manifest agrees with itself, and refuses any program path that leaves the bundle.
+* **Strict JSON, read as untrusted.** Files are written with ``allow_nan=False``; the reader reads only regular
+  files of at most ``MAX_BUNDLE_FILE_BYTES``, refuses nesting past ``MAX_JSON_DEPTH``, validates the manifest and
+  every program against the shipped JSON Schemas before using them, checks that the manifest agrees with itself, and
+  refuses any program path — or a manifest — that leaves the bundle.
+* **The manifest cannot lie** (``_agrees_with_its_programs``): everything it says that its programs decide is
+  derived again from them — each program placed and certified again, the residency plan and the estimate made
+  again, the manifest written again — and must be what it says, value for value; the first difference is the
+  refusal, named. ``document_problem`` holds a bundle to the document a command has: every weight reads the tensor
+  the document binds.
 
 ``read_bundle(write_bundle(m))`` writes the same manifest and programs as ``m``: a layer's binding is read back as the
 names a runtime needs (its weights and carried states; a derived name is ``kinds.rebind`` of the representative's).
@@ -41,27 +49,28 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path, PurePath, PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from ..lang.files import FileProblem, display, read_file
 from ..lang.jsontext import JsonError, dumps, loads
 from ..lang.limits import MAX_BUNDLE_FILE_BYTES, MAX_DIMENSION
 from ..model.checkpoint import Naming, TensorRef
-from .ir import PROGRAM_FORMAT, SpatialProgram, nbytes, op_to_json, tile_to_json
+from .ir import PROGRAM_FORMAT, SpatialProgram, nbytes, op_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
-from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling, tp_summary
+from .manifests import (  # noqa: F401 — kind_file, manifest_text, tiles_entry, weight_reads: read from here too
+    FORMAT, kind_file, manifest, manifest_text, program_files, program_text, sha256, tiles_entry, weight_reads,
+)
+from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tp_summary
 
-FORMAT = "streamed-bundle/2"
 #: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
 OLDER_FORMATS = ("streamed-bundle/1",)
 
@@ -72,172 +81,6 @@ LOCK_WAIT_SECONDS = 60.0
 
 class BundleError(Exception):
     """A bundle that cannot be written or read: which path, and why."""
-
-
-def _program_file(name: str) -> str:
-    return f"programs/{name}.json"
-
-
-def kind_file(kind: LayerKindProgram) -> str:
-    return _program_file(f"layer-{kind.representative}")
-
-
-def _program_files(model: StreamedModel) -> list[tuple[SpatialProgram, str]]:
-    """Every program of the bundle with the file it is written to."""
-    files = [(model.embed, _program_file("embed"))] if model.embed is not None else []
-    return files + [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
-
-
-def program_text(program: SpatialProgram) -> str:
-    """A program's file as written: compact strict JSON (its SHA-256 is what the manifest records)."""
-    return dumps(program.to_json(), separators=(",", ":"))
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def weight_reads(program: SpatialProgram) -> list[dict]:
-    """Every declared weight ``program`` reads, in the order the program first holds it: its name (the program's),
-    its declared shape, and the tensors it is loaded as — ``encoding`` ``dense``, ``planes`` or ``scales``, dtype,
-    shape, bytes, the ``chip`` holding it (``None``: every chip) and the ``slice`` ``[axis, start, stop]`` of the
-    declared weight it keeps (``None``: all of it)."""
-    out: dict[str, dict] = {}
-    for t in program.tensors:
-        if t.role != "weight":
-            continue
-        name = t.of or t.name
-        w = out.setdefault(name, {"name": name, "shape": None, "reads": []})
-        w["reads"].append({"tensor": t.name, "encoding": t.part or "dense", "dtype": t.dtype, "shape": list(t.shape),
-                           "bytes": t.bytes, "chip": t.chip, "slice": list(t.slice) if t.slice else None})
-        if t.part != "scales":  # dense values and planes have the declared shape, but along a slice's axis
-            shape = list(t.shape)
-            if t.slice is not None:
-                axis, _, stop = t.slice
-                shape[axis] = stop  # the chips' slices tile the axis: the largest stop is its length
-            w["shape"] = shape if w["shape"] is None else [max(a, b) for a, b in zip(w["shape"], shape)]
-    return list(out.values())
-
-
-def _part(ref: TensorRef) -> dict:
-    """The part of its checkpoint tensor a binding keeps: output ``columns`` [start, stop, every] and input ``rows``
-    [start, stop], in the language's ``in by out`` orientation."""
-    out = {}
-    if ref.columns is not None:
-        out["columns"] = list(ref.columns)
-    if ref.rows is not None:
-        out["rows"] = list(ref.rows)
-    return out
-
-
-def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
-    """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
-    head), carried states and tables."""
-    weights = weight_reads(p)
-    if naming is not None:
-        for w in weights:
-            ref = naming.ref(w["name"])
-            w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
-    carried = set(p.carried)
-    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
-              for t in p.tensors if t.name in carried]
-    tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
-               "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
-    return {"weights": weights, "states": states, "tables": tables}
-
-
-def _layer_tiers(residency: dict) -> dict[int, dict]:
-    return {l: {"weights": g["weights"], "states": g["states"]} for g in residency.get("layers", ())
-            for l in g["layers"]}
-
-
-def _row(b: LayerBinding, kind: dict, naming: Naming, tiers: dict) -> dict:
-    """One layer of the table: its names for its kind's weights (in the kind's order), the checkpoint tensor each
-    reads and its storage, the parts of tensors it keeps, its names for the kind's carried states, and the tiers its
-    weights and states live in."""
-    names = [b.tensors.get(w["name"], w["name"]) for w in kind["weights"]]
-    refs = [naming.ref(n) for n in names]
-    row = {"layer": b.layer, "kind": b.kind, "weights": names, "checkpoint": [r.tensor for r in refs],
-           "storage": [naming.stored(n, r) for n, r in zip(names, refs)]}
-    parts = {n: _part(r) for n, r in zip(names, refs) if r.columns is not None or r.rows is not None}
-    if parts:
-        row["parts"] = parts
-    row["states"] = [b.tensors.get(s["name"], s["name"]) for s in kind["states"]]
-    row["tiers"] = tiers.get(b.layer)
-    row["identity"] = b.identity
-    return row
-
-
-def tiles_entry(p: SpatialProgram) -> dict | None:
-    """A program's tiles as the manifest lists them: ``tiling`` in brief, and each tile in order with what it reads
-    and writes (in the program's names; a layer's binding maps a kind's to the layer's)."""
-    brief = tiling(p)
-    return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
-
-
-def manifest(model: StreamedModel, source: str | None = None) -> dict:
-    """The manifest (the module docstring): what runs at each layer, and every tensor it loads — by its own name, its
-    checkpoint tensor and its part of it — without the document; ``files``, every file the bundle's writer writes
-    (what a later lowering may replace). ``source``: the document's path (its name is recorded, beside the SHA-256 of
-    its text)."""
-    d = model.deployment
-    naming = model.naming or Naming("declared")
-    name = display(PurePath(source).name) if source else None
-    tiers = _layer_tiers(model.residency)
-    kinds = []
-    for k in model.kinds:
-        spec = _program(k.program)
-        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
-        kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                      "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
-                      "identity": k.identity, "tiles": tiles_entry(k.program)})
-    by_name = {k["name"]: k for k in kinds}
-    step = ([_program_file("embed")] if model.embed is not None else []) + \
-        [by_name[b.kind]["program"] for b in sorted(model.layers, key=lambda b: b.layer)] + [_program_file("head")]
-    return {
-        "format": FORMAT,
-        "source": name,
-        "document": {"name": name, "sha256": model.document_sha256},
-        "title": model.title,
-        "mode": d.mode,
-        "target": model.target.name,
-        "target_spec": asdict(model.target),
-        "ctx": d.ctx,
-        "rows": d.rows,
-        "batch": d.batch if d.batched else 1,
-        "chunk": d.chunk if d.mode == "prefill" else None,
-        "tp": d.chips,
-        "checkpoint": {"naming": naming.kind, "file": naming.file},
-        "programs": {"embed": _program_file("embed") if model.embed is not None else None,
-                     "head": _program_file("head")},
-        "step": step,
-        "shared": {"embed": _program(model.embed, naming) if model.embed is not None else None,
-                   "head": _program(model.head, naming)},
-        "kinds": kinds,
-        "layers": [_row(b, by_name[b.kind], naming, tiers) for b in model.layers],
-        "identities": {"embed": model.embed_identity, "head": model.head_identity},
-        "tiles": {"embed": tiles_entry(model.embed) if model.embed is not None else None,
-                  "head": tiles_entry(model.head)},
-        "residency": model.residency,
-        "estimate": model.estimate,
-        "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
-        "digests": {name: _sha256(program_text(p).encode("utf-8")) for p, name in sorted(
-            _program_files(model), key=lambda pn: pn[1])},
-    }
-
-
-def manifest_text(m: dict) -> str:
-    """The manifest as written: one key per line, and one line per element of a list of objects (a layer's row, a
-    kind) — a table a person can read line by line and a diff shows row by row, at the size of compact JSON."""
-    compact = lambda v: dumps(v, separators=(",", ":"), ensure_ascii=False)  # noqa: E731 — strict: no bare NaN
-    lines = []
-    for key, value in m.items():
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            body = ",\n".join(f"  {compact(v)}" for v in value)
-            lines.append(f" {json.dumps(key)}: [\n{body}\n ]")
-        else:
-            lines.append(f" {json.dumps(key)}: {compact(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 # ---- writing ----------------------------------------------------------------------------------------------------
@@ -376,7 +219,7 @@ def _written_by_a_lowering(out: Path) -> set[str]:
         except (FileProblem, JsonError):
             continue
         if isinstance(program, dict) and program.get("format") == PROGRAM_FORMAT and \
-                (digests is None or digests.get(f) == _sha256(data)):
+                (digests is None or digests.get(f) == sha256(data)):
             proven.add(f)
     return proven
 
@@ -448,7 +291,7 @@ def _write_files(model: StreamedModel, source: str | None, tmp: Path, shown: str
         tmp.mkdir()
         # A bundle is an ordinary folder: its mode is what the umask gives (mkdir applies it).
         (tmp / "programs").mkdir()
-        for program, name in _program_files(model):
+        for program, name in program_files(model):
             (tmp / name).write_text(program_text(program), "utf-8")
         (tmp / "manifest.json").write_text(manifest_text(manifest(model, source)), "utf-8")
     except BaseException as e:
@@ -643,7 +486,7 @@ def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: 
     from .residency import estimate, plan
 
     target = model.target
-    files = {id(p): name for p, name in _program_files(model)}
+    files = {id(p): name for p, name in program_files(model)}
     for name, p in model.programs():
         file = display(root / files[id(p)])
         bad = lambda why: BundleError(f"{file}: not a program a lowering wrote: {why}")  # noqa: E731
