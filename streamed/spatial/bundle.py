@@ -482,7 +482,9 @@ def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: 
     the files and their SHA-256 — and must be the manifest read, value for value. What no program decides (the
     checkpoint tensors' names, the document's name and digest, the identities) is the manifest's own, except that a
     weight a program reads as Q8_0 planes and scales must be stored ``Q8_0``."""
-    from .lower import LoweringError, certify, place  # the passes, loaded with the first bundle read
+    from .passes.certify import certify  # the passes, loaded with the first bundle read
+    from .passes.errors import LoweringError
+    from .passes.place import place
     from .residency import estimate, plan
 
     target = model.target
