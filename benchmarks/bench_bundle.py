@@ -1,6 +1,7 @@
 """What a bundle on disk costs to write safely and to read as untrusted input: ``write_bundle`` (the folder's lock,
 the check that nothing foreign is in the way, strict JSON, the renames) and ``read_bundle`` (the manifest and every
-program validated against the shipped schemas, the manifest checked against itself), at 8, 128 and 512 layers —
+program validated against the shipped schemas, the manifest checked against itself and held to its programs), at 8,
+128 and 512 layers —
 beside the floor: the same files parsed with ``json.loads`` and nothing checked. Medians of ``--runs`` runs in one
 process, the depths interleaved.
 
@@ -77,9 +78,11 @@ def main() -> int:
 {load_before} at the start, {load_average()} at the end (the machine is shared: these are upper bounds). Medians of
 {args.runs} runs in one process, the depths interleaved. Model: the generated two-kind document
 (`streamed.spatial.synth.two_kind_document`), decode at ctx 4096. *write* is `write_bundle` into a folder holding the
-previous run's bundle (lock, the check that it holds nothing foreign, strict JSON, the renames); *read* is
-`read_bundle` (the manifest and every program validated against the shipped schemas, the manifest checked against
-itself); *plain* is the floor, the same files parsed with `json.loads` and nothing checked.
+previous run's bundle (lock, the check that it holds nothing its manifest does not prove, strict JSON, the renames);
+*read* is `read_bundle` (the manifest and every program validated against the shipped schemas, the manifest checked
+against itself and against its programs: each placed and certified again, the residency plan, the estimate and the
+manifest derived again and compared); *plain* is the floor, the same files parsed with `json.loads` and nothing
+checked.
 
 | layers | files | write (ms) | read (ms) | plain (ms) | read / plain |
 |---:|---:|---:|---:|---:|---:|
