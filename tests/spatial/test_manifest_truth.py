@@ -292,3 +292,12 @@ def test_every_mutation_of_a_bundle_is_refused_or_differs_or_is_harmless(bundles
         where = ("manifest", *path) if file == "manifest.json" else (file, *path)
         assert harmless(where), f"{file} {list(path)}: {old!r} → {new!r} was certified"
     shutil.rmtree(b)
+
+
+def test_a_layers_storage_pattern_is_the_storage_definitions():
+    """The layers' storage items write the definition out (a reference per row is slow to validate): one rule."""
+    from streamed.spatial.bundle import schema
+
+    s = schema("manifest")
+    assert s["properties"]["layers"]["items"]["properties"]["storage"]["items"]["pattern"] == \
+        s["$defs"]["storage"]["pattern"]
