@@ -13,9 +13,10 @@ the next message, and a body that is not a JSON-RPC object is a logged traceback
   line break, and outside a string ``Content-Length`` is no JSON token), so it marks where a message starts. A header
   that gives no valid length, a length that overshoots (the next message's header found inside the body), a stray
   byte between messages: the reader takes up again at the next such mark, losing only the broken message.
-* **Every message answered or refused as JSON-RPC says** (``receive``): invalid JSON is -32700 with id null; a body
-  that is not an object (``[]``, ``null``, ``5``), an id that is not a string, a number or null, a method that is not
-  a string, is -32600 (with the id when it is one); each is one log line, never a traceback.
+* **Every message answered or refused as JSON-RPC says** (``problem_of``, applied by ``handlers.Protocol.take``):
+  invalid JSON is -32700 with id null; a body that is not an object (``[]``, ``null``, ``5``), an id that is not a
+  string, a number or null, a method that is not a string, is -32600 (with the id when it is one); each is one log
+  line, never a traceback.
 * **Stopped when told**: SIGINT and SIGTERM end the server at once with 130 and 143 (128 + the signal), idle or
   analysing — pygls caught the interrupt and then waited for its reader thread, blocked on stdin, so the server lived
   until the editor closed the pipe. Nothing is lost by ending at once: the server writes only bundles, whole or not
