@@ -292,7 +292,7 @@ class _Checker:
         if any(v is None for v in values.values()):
             return None
         if values["B"] <= 0:
-            self.error(c.number("B").range, f"a rotation base is positive, not {values['B']:g}", "table")
+            self.error(c.number("B").range, f"a rotation base is positive, not {show_value(values['B'])}", "table")
             return None
         scalings = [k for k in c.options if k in SCALINGS]
         if len(scalings) > 1:
@@ -306,10 +306,10 @@ class _Checker:
                 if slot in values:
                     params.append((key, values[slot]))
             if values["F"] <= 0:
-                self.error(c.number("F").range, f"a scaling factor is positive, not {values['F']:g}", "table")
+                self.error(c.number("F").range, f"a scaling factor is positive, not {show_value(values['F'])}", "table")
                 return None
             if kind == "llama3" and values["H"] < values["L"]:
-                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({values['H']:g}) is below its low one ({values['L']:g})", "table")
+                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({show_value(values['H'])}) is below its low one ({show_value(values['L'])})", "table")
                 return None
         if "unrounded ramp" in c.options:
             if not scalings or SCALINGS[scalings[0]] != "yarn":
