@@ -5,7 +5,6 @@ checkpoint gives. Nothing here analyses or lowers; it turns what the user typed 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ..spatial.deployment import MODES, Deployment, size_problem
 
@@ -15,15 +14,15 @@ class UserError(Exception):
 
 
 def read_document(path: str) -> bytes:
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"{path}: no such file")
-    if p.is_dir():
-        raise UserError(f"{path}: is a directory, not a model program")
+    """The bytes of the document at ``path`` — a regular file of at most ``MAX_DOCUMENT_BYTES``, its size checked
+    before it is read (``lang.files``) — or ``UserError`` (exit 2) naming the path and why."""
+    from ..lang.files import FileProblem, read_file
+    from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
+
     try:
-        return p.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot be read ({e.strerror})") from None
+        return read_file(path, MAX_DOCUMENT_BYTES, "a model program", document_too_large)
+    except FileProblem as e:
+        raise UserError(str(e)) from None
 
 
 #: The sizes only some deployments read, and which.

@@ -12,6 +12,7 @@ row, so positions before it have no logits (``positions`` says which do). JSON: 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -35,16 +36,30 @@ def add_parser(sub) -> None:
 
 
 def parse_tokens(text: str) -> list[int]:
+    """Token ids as ASCII decimal integers (``١``, ``𝟙``, ``1_000``, ``+1`` and ``0x1`` are not), at most
+    ``MAX_CONTEXT`` of them (a sequence longer than any context runs nowhere), each below ``MAX_DIMENSION`` (no
+    vocabulary is larger); ``UserError`` naming the first that is not."""
+    from ..lang.files import display
+    from ..lang.limits import MAX_CONTEXT, MAX_DIMENSION, show
+
+    given = f"--tokens {display(text) if len(text) <= 40 else display(text[:39]) + '…'}"
+    parts = text.split(",")
+    if len(parts) > MAX_CONTEXT:
+        raise UserError(f"{given}: {len(parts):,} tokens, past the limit of {MAX_CONTEXT:,} (the longest context)")
     out = []
-    for i, part in enumerate(text.split(",")):
-        part = part.strip()
-        try:
-            t = int(part)
-        except ValueError:
-            raise UserError(f"--tokens {text}: token {i + 1} is {part!r}, not a token id") from None
-        if t < 0:
-            raise UserError(f"--tokens {text}: token {i + 1} is {t}; a token id is not negative")
-        out.append(t)
+    for i, part in enumerate(parts):
+        part = part.strip(" ")
+        if re.fullmatch(r"-[0-9]{1,12}", part):
+            raise UserError(f"{given}: token {i + 1} is {part}; a token id is not negative")
+        if not re.fullmatch(r"[0-9]+", part):
+            shown = display(part) if len(part) <= 24 else display(part[:23]) + "…"
+            raise UserError(f"{given}: token {i + 1} is {shown!r}, not a token id (a whole number in the digits 0-9)")
+        digits = part.lstrip("0") or "0"
+        if len(digits) > 12 or int(digits) >= MAX_DIMENSION:
+            value = show(int(digits)) if len(digits) <= 30 else f"a number of {len(digits):,} digits"
+            raise UserError(f"{given}: token {i + 1} is {value}, past the limit of {MAX_DIMENSION:,} (the largest "
+                            f"vocabulary)")
+        out.append(int(digits))
     return out
 
 
@@ -117,7 +132,7 @@ def run_bundle(args, a, weights, tokens, prefill, storage):
         model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
     except BundleError as e:
         raise UserError(str(e)) from None
-    _of_this_document(model, a, args.doc, where)
+    _of_this_document(model, a, args.doc, where, storage)
     dep = model.deployment
     if dep.mode not in ("decode", "tp", "prefill"):
         raise UserError(f"{where}: a {dep.mode} bundle; `run` steps one sequence through a decode, tp or prefill bundle")

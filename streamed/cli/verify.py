@@ -71,16 +71,16 @@ def covering_deployment(args, dep, programs):
     return dep, (args.steps if args.steps is not None else steps)
 
 
-def _of_this_document(model, a, doc: str, where: Path) -> None:
-    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers
-    (its programs are then run on the document's weights). Anything else is bad input, said before anything runs."""
-    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
-    ours = [(k.name, tuple(k.layers)) for k in a.kinds]
-    if theirs != ours:
-        from ..analysis.whole import layer_ranges
+def _of_this_document(model, a, doc: str, where: Path, storage=None) -> None:
+    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers,
+    each weight read from the checkpoint tensor the document binds (``bundle.document_problem``). Anything else is
+    bad input, said before anything runs."""
+    from ..model.checkpoint import ALL_Q8
+    from ..spatial.bundle import document_problem
 
-        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"
-        raise UserError(f"{where} is not a bundle of {doc}: its kinds are {show(theirs)}; {doc}'s are {show(ours)}")
+    why = document_problem(model, a, storage if storage is not None else ALL_Q8)
+    if why is not None:
+        raise UserError(f"{where} is not a bundle of {doc}: {why}")
 
 
 def cmd_verify(args) -> int:
@@ -112,7 +112,7 @@ def cmd_verify(args) -> int:
         if args.bundle is not None:
             where = Path(args.bundle)
             model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
-            _of_this_document(model, a, args.doc, where)
+            _of_this_document(model, a, args.doc, where, storage)
             dep = model.deployment
             steps = args.steps if args.steps is not None else covering(a.programs, dep)[0]
         else:

@@ -296,11 +296,13 @@ def test_a_written_bundle_is_certified_from_disk_and_a_tampered_manifest_is_caug
     g, u = row.index("Wg3"), row.index("Wu3")
     row[g], row[u] = row[u], row[g]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 1
+    # Refused before anything runs: layer 3's gate now names the up projection's checkpoint tensor, which is not
+    # what the document binds.
+    assert main(["verify", doc, "--bundle", str(out), "--steps", "3"]) == 2
     err = capsys.readouterr().err
-    assert "layer 3, tensor `" in err
+    assert "is not a bundle of" in err and "layer 3's `Wu3` reads checkpoint tensor" in err
     assert main(["verify", doc, "--bundle", str(tmp_path / "nothing")]) == 2
-    assert "manifest.json: cannot be read" in capsys.readouterr().err
+    assert "manifest.json: no such file" in capsys.readouterr().err
 
 
 def test_verify_says_every_tensor_agrees_bit_for_bit_rather_than_naming_a_worst_input(capsys):
