@@ -45,12 +45,16 @@ class LlamaCppError(Exception):
     """llama.cpp refused the file or a batch: what it was given and where it stopped."""
 
 
-def logits(path: str | Path, tokens: list[int], prefill: int | None = None, threads: int = 2) -> np.ndarray:
+def logits(path: str | Path, tokens: list[int], prefill: int | None = None, threads: int = 2,
+           mmap: bool = False) -> np.ndarray:
     _start()
     prefill = len(tokens) if prefill is None else prefill
     mp = lc.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_mmap = False
+    mp.use_mmap = mmap
+    # ggml's plain CPU kernels, not its "extra" weight layouts: the AMX one segfaults on Q8_0 here (a Sapphire Rapids
+    # core, llama-cpp-python 0.3.36), and the repacked ones reorder sums; the plain ones are what docs/oracle.md reads.
+    mp.use_extra_bufts = False
     model = lc.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
         raise LlamaCppError(f"llama.cpp could not load {path}: {_why()}")

@@ -67,6 +67,11 @@ def _values(name: str, ne: tuple[int, ...], rng: np.random.Generator) -> np.ndar
     return w.astype(np.float32)
 
 
+def _q8_bytes(ne: tuple[int, ...]) -> int:
+    """A Q8_0 tensor's size: 34 bytes per block of 32 along ``ne[0]``."""
+    return math.prod(ne) // 32 * 34
+
+
 @dataclass
 class Written:
     path: Path
@@ -136,17 +141,28 @@ def write(path: Path, cfg: dict, *, q8: bool = False, seed: int = 0, name: str =
     elif kind == "llama3":
         rot = rotations[0]
         extra["rope_freqs.weight"] = np.asarray(converter_llama3_factors(rope, rot.base, rot.dims), dtype=np.float32)
+    stored = [(tname, ne, "Q8_0" if q8 and qtype == "Q8_0" else "F32") for tname, (ne, qtype) in tensors.items()]
     w = ggufs.writer(path, arch, kv)
-    rng = np.random.default_rng(seed)
-    for tname, (ne, qtype) in tensors.items():
-        data = _values(tname, ne, rng)
-        if q8 and qtype == "Q8_0":
-            w.add_tensor(tname, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+    # Streamed: each tensor's size is stated up front, then its values are made and written one tensor at a time, so
+    # writing an 8 GB checkpoint holds one tensor in memory, never the file.
+    for tname, ne, qtype in stored:
+        if qtype == "Q8_0":
+            w.add_tensor_info(tname, tuple(reversed(ne)), np.dtype(np.float32), _q8_bytes(ne), GGMLQuantizationType.Q8_0)
         else:
-            w.add_tensor(tname, data)
+            w.add_tensor_info(tname, tuple(reversed(ne)), np.dtype(np.float32), 4 * math.prod(ne))
     for tname, data in extra.items():
-        w.add_tensor(tname, data)
-    ggufs.finish(w)
+        w.add_tensor_info(tname, data.shape, data.dtype, data.nbytes)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    rng = np.random.default_rng(seed)
+    for tname, ne, qtype in stored:
+        data = _values(tname, ne, rng)
+        w.write_tensor_data(quantize(data, GGMLQuantizationType.Q8_0) if qtype == "Q8_0" else data)
+        del data
+    for tname, data in extra.items():
+        w.write_tensor_data(data)
+    w.close()
     return Written(path, arch, text)
 
 
