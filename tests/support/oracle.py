@@ -176,9 +176,10 @@ class Ours:
     bundle: dict[int, np.ndarray]  # position → logits, where the bundle's head gives them
 
 
-def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True) -> Ours:
+def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arithmetic: str = "exact") -> Ours:
     from streamed.analysis.whole import analyze
     from streamed.model.gguf import read_gguf
+    from streamed.numerics.product import ARITHMETICS
     from streamed.numerics.run import bundle_logits, reference_logits
     from streamed.numerics.weights import from_gguf
 
@@ -187,10 +188,11 @@ def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True) -> Ou
     a = analyze(text, ck.storage)
     assert not a.errors, [d.message for d in a.errors][:3]
     weights = from_gguf(path, a.programs, ck.storage)
-    ref = reference_logits(a.programs, weights, tokens, prefill)
+    how = ARITHMETICS[arithmetic]
+    ref = reference_logits(a.programs, weights, tokens, prefill, arithmetic=how)
     got: dict[int, np.ndarray] = {}
     if bundle:
-        b = bundle_logits(a, weights, tokens, prefill, ck.storage)
+        b = bundle_logits(a, weights, tokens, prefill, ck.storage, arithmetic=how)
         got = dict(zip(b.positions, b.logits))
     return Ours(text, ref.logits, got)
 
