@@ -9,12 +9,13 @@ Tolerance. Both paths are float32 over the same stored weights and the same per-
 what may differ is only what the lowering changed about the order of the arithmetic:
 
 - **Not tensor parallel: nothing.** Every op of the bundle computes one authored operation over whole rows, as the
-  reference does (a batched step's products accumulate in float64 and round once, so a row does not depend on the
+  reference does (every product follows ``product``'s rule, whose order of arithmetic makes a row independent of the
   rows beside it): every tensor must be equal, bit for bit. An rmsnorm epsilon three times too large changes the
   sixth digit of a norm and is a failure here, not a rounding.
 - **Tensor parallel: the reassociation of each all-reduce, bounded, one layer at a time.** A row-split product is
   computed as ``tp`` partial products, each rounded to float32, then summed in float32; the reference rounds the
-  whole product once. By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
+  whole product once (by the product rule both sum the same 32-element block partials in float64 when a chip's
+  slice is whole blocks: only those roundings differ). By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
   elementwise by at most ``γ · Σ_c |P_c|`` with ``γ = (tp + 1) · u``, ``u = 2⁻²⁴`` — ``tp`` roundings of the
   partials and their sums, one of the reference's — so relative to the terms summed the difference is at most
   ``(tp + 1) · u``. Everything a layer computes before its first all-reduce must still be bit for bit equal (the
