@@ -157,7 +157,8 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     checkpoint = obj.get("checkpoint", settings.checkpoint)
     storage = snap.analysis.storage
     if checkpoint != settings.checkpoint:
-        from streamed.model.checkpoint import CheckpointError, storage_of
+        from streamed.model.checkpoint import CheckpointError
+        from streamed.model.storage import storage_of
 
         if checkpoint is not None and not isinstance(checkpoint, str):
             raise CommandError(f"`checkpoint` must be a path or null, not {checkpoint!r}")

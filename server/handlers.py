@@ -165,7 +165,8 @@ class StreamedServer(LanguageServer):
             s.target = old.target
         s.deployment = commands.deployment_of(new.deployment)
         if new.checkpoint != old.checkpoint:
-            from streamed.model.checkpoint import CheckpointError, storage_of
+            from streamed.model.checkpoint import CheckpointError
+            from streamed.model.storage import storage_of
 
             try:
                 s.set_storage(storage_of(new.checkpoint))

@@ -17,7 +17,8 @@ from ..lang.lexer import Range
 from ..lang.parser import parse
 from ..lang.syntax import Diagnostic, Document, Related, Severity
 from ..model.checkpoint import ALL_Q8, Storage
-from ..model.program import Programs, programs_of
+from ..model.links import programs_of
+from ..model.program import Programs
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def deployment_from(args, defaults: dict | None = None):
 
 def load_storage(checkpoint: str | None):
     """The storage a checkpoint gives, or every q8 weight stored Q8_0 when none is named."""
-    from ..model.checkpoint import CheckpointError, storage_of
+    from ..model.checkpoint import CheckpointError
+    from ..model.storage import storage_of
 
     try:
         return storage_of(checkpoint)
@@ -206,7 +207,8 @@ def refuse_unless_it_fits(command: str, doc: str, need, args) -> None:
     budget gives, when the first is larger — said before anything is read or made."""
     budget, how = memory_budget(args)
     if need.total > budget:
-        raise UserError(f"{doc}: {command} needs {size(need.total)} of memory — weights {size(need.weights)}, "
+        raise UserError(f"{doc}: {command} needs {size(need.total)} of memory — weights {size(need.weights)} "
+                        f"({need.values:,} values), "
                         f"caches and tables {size(need.states)}, one step's tensors and the logits "
                         f"{size(need.activations)} — and has {size(budget)} ({how})")
 

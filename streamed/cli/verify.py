@@ -97,6 +97,14 @@ def cmd_verify(args) -> int:
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")
+    def fits(dep, steps) -> None:
+        # Both runs read the weights once, together; the reference keeps each step it compares against. Counted
+        # before anything is lowered, read or made.
+        rows = dep.ctx if dep.mode == "forward" else max(dep.chunk, dep.batch, 1)
+        refuse_unless_it_fits("verify", args.doc, of_run(
+            a.programs, storage if args.checkpoint else None, rows=rows, ctx=dep.ctx, positions=0,
+            copies=2 * dep.batch, seeded_q8=read_as_q8(a.programs, storage), held_steps=steps), args)
+
     try:
         if args.bundle is not None:
             where = Path(args.bundle)
@@ -104,8 +112,10 @@ def cmd_verify(args) -> int:
             _of_this_document(model, a, args.doc, where)
             dep = model.deployment
             steps = args.steps if args.steps is not None else covering(a.programs, dep)[0]
+            fits(dep, steps)
         else:
             dep, steps = covering_deployment(args, dep, a.programs)
+            fits(dep, steps)
             model = lower_streamed(a, dep, args.target, storage)
         plans = {"step": plan_of(model)}
         if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
@@ -116,12 +126,6 @@ def cmd_verify(args) -> int:
         return 1
     except BundleError as e:
         raise UserError(str(e)) from None
-    # Both runs read the weights once, together; the reference keeps each step it compares against. Counted before
-    # anything is read or made.
-    rows = dep.ctx if dep.mode == "forward" else max(dep.chunk, dep.batch, 1)
-    refuse_unless_it_fits("verify", args.doc, of_run(
-        a.programs, storage if args.checkpoint else None, rows=rows, ctx=dep.ctx, positions=0,
-        copies=2 * dep.batch, seeded_q8=read_as_q8(a.programs, storage), held_steps=steps), args)
     try:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:

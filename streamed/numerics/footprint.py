@@ -34,6 +34,7 @@ class Footprint:
     weights: int
     states: int
     activations: int
+    values: int = 0  # how many weight values the programs declare (Python's integers: exact at any width)
 
     @property
     def total(self) -> int:
@@ -53,6 +54,7 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
     states kept at once (``verify`` keeps every step of the reference it compares against) (module docstring)."""
     entries = programs.document.checkpoint
     weights = 0.0
+    values = 0
     largest = 0
     seen: set[str] = set()
     states = tables = step = 0
@@ -64,6 +66,7 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
                 if d.name in seen:
                     continue
                 seen.add(d.name)
+                values += n
                 largest = max(largest, n)
                 if storage is None or storage.types is None:
                     weights += n * (BLOCK_BYTES / BLOCK if d.name in seeded_q8 else 4.0)
@@ -83,4 +86,4 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
         weights += 4 * largest  # a q8 weight is made as float32 first, one at a time
     logits = 4 * positions * vocab
     return Footprint(int(weights), (copies + held_steps - 1) * states + copies * tables,
-                     held_steps * int(step) + logits)
+                     held_steps * int(step) + logits, values)

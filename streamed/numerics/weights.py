@@ -314,15 +314,20 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     t = tensors.get(ref.tensor)
     if t is None:
         raise WeightError(name, f"the checkpoint has no tensor \"{ref.tensor}\"")
-    product, cols = _orient(name, ref, _logical(t), declared, lookup)
+    # GGML's tensors have four dimensions and a file lists ``ne`` only up to the last that is not 1: a stored ``[d]``
+    # is ``[d, 1]`` (llama.cpp's loader takes either for a shared expert's gate). A tensor of fewer dimensions than
+    # its declaration is read with the missing trailing ``ne`` of 1 — numpy's leading axes (a view, as every read).
+    pad = (1,) * max(0, len(declared) - len(t.shape))
+    data = t.data.reshape(pad + t.data.shape)
+    product, cols = _orient(name, ref, pad + _logical(t), declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
-        return q8mod.Planes(t.data).select(ref.rows, cols)
+        return q8mod.Planes(data).select(ref.rows, cols)
     if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        full = t.data
-    elif not product and ref.rows is None and cols is None and len(declared) == 2:
+        full = data
+    elif not product and ref.rows is None and cols is None and len(declared) == 2 and not pad:
         return Rows(t.data, t.tensor_type, declared)
     else:
-        full = _dequantize(t.data, t.tensor_type)
+        full = _dequantize(data, t.tensor_type)
     if product and full.ndim >= 2:
         full = np.swapaxes(full, -1, -2)
     if ref.rows is not None:

@@ -1,7 +1,7 @@
 """The spatial IR: one program of a bundle as the RDU runs it — tensors, and operations in pipeline order.
 
 This docstring is THE execution semantics of the IR. An executor (``streamed/numerics/execute.py``) implements it from this
-text alone; the lowering (``streamed/spatial/lower.py``) produces nothing it does not describe.
+text alone; the lowering (``streamed/spatial/lower.py`` and its ``passes/``) produces nothing it does not describe.
 
 Values
 ======
@@ -542,6 +542,23 @@ def runs_in(program: SpatialProgram, tile: Tile, columns: frozenset[str] | None 
     return [op for op in program.ops if any(n in columns for n in op.inputs)]
 
 
+def authored(name: str) -> str:
+    """The authored name a lowered tensor comes from: ``Kc3_s1`` (sequence 1's cache), ``Wq3_c0`` (chip 0's
+    slice), ``xn3__1`` (a part of ``xn3``'s expression) all come from what precedes the lowering's suffix."""
+    return re.sub(r"(_[sc]\d+)+$", "", name.split("__", 1)[0])
+
+
+def batched(p: SpatialProgram) -> bool:
+    """Whether ``p`` runs per sequence: it holds per-sequence positions or states (``pos_s0``, ``Kc3_s0``)."""
+    return any((t.role == "state" or t.role == "input" and t.shape == ()) and sequence_of(t.name) is not None
+               for t in p.tensors)
+
+
+def rows_per_run(p: SpatialProgram) -> int:
+    """The rows one run of ``p``'s ops covers: its row inputs' (the program's rows when it has none)."""
+    return next((t.shape[0] for t in p.tensors if t.role == "input" and t.shape != ()), p.rows)
+
+
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
     n = 1
     for s in shape:
@@ -551,6 +568,6 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 __all__ = [
     "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
-    "in_tile", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
-    "program_to_json", "program_from_json", "replace", "fields",
+    "in_tile", "authored", "batched", "rows_per_run", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK",
+    "Q8_BYTES_PER_BLOCK", "nbytes", "program_to_json", "program_from_json", "replace", "fields",
 ]

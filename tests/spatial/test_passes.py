@@ -8,7 +8,11 @@ from streamed.analysis.whole import analyze
 from streamed.analysis.kinds import stored_q8
 from streamed.spatial.ir import Op, SpatialProgram
 from streamed.spatial.deployment import Cut
-from streamed.spatial.lower import LoweringError, certify, fold_q8, lift, lower_program, place
+from streamed.spatial.lower import LoweringError, lower_program
+from streamed.spatial.passes.certify import certify
+from streamed.spatial.passes.fold_q8 import fold_q8
+from streamed.spatial.passes.lift import lift
+from streamed.spatial.passes.place import place
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.target import TargetError, load_target, parse_target
 from streamed.spatial.deployment import Deployment

@@ -52,8 +52,9 @@ def logits(path: str | Path, tokens: list[int], prefill: int | None = None, thre
     mp = lc.llama_model_default_params()
     mp.n_gpu_layers = 0
     mp.use_mmap = mmap
-    # ggml's plain CPU kernels, not its "extra" weight layouts: the AMX one segfaults on Q8_0 here (a Sapphire Rapids
-    # core, llama-cpp-python 0.3.36), and the repacked ones reorder sums; the plain ones are what docs/oracle.md reads.
+    # The plain CPU kernels, never an "extra buffer type" (AMX, repacked Q8_0): on a CPU with AMX, llama.cpp built
+    # with -march=native repacks Q8_0 weights for AMX tiles and crashed (SIGSEGV) in the first Q8_0 product on this
+    # project's machines; and the oracle's arithmetic (docs/oracle.md) is that of ggml's vec_dot kernels.
     mp.use_extra_bufts = False
     model = lc.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
