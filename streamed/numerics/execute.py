@@ -5,9 +5,10 @@ shares only the per-op arithmetic (``numerics``) with the reference interpreter 
 lowering (what ops, over which tensors, bound to which layer's weights) is what has been checked.
 
 Invariants:
-- A weight is read as the program's tensor says: ``part`` ``planes``/``scales`` come from the checkpoint's stored
-  Q8_0 blocks (``Weights.planes``), never re-quantised from floats; a ``slice`` cuts the declared weight; ``of`` names
-  the declared weight a chip-local tensor is part of.
+- A weight is read as the program's tensor says: ``part`` ``planes``/``scales`` are the checkpoint's stored Q8_0
+  blocks (``q8.Planes``, passed as a ``Part`` so a ``matmul_q8`` multiplies the blocks where they are), never
+  re-quantised from floats; a ``slice`` cuts the declared weight (a view; a dense copy only of a chip's slice that
+  cuts a Q8_0 block); ``of`` names the declared weight a chip-local tensor is part of.
 - States live across steps in a ``Session`` under the names the LAYER gives them (``Kc7``, ``Kc7_s1``), so a state a
   kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
 - Ops run by ``phase``, in list order within a phase (ir.py: phases run in order; the chips' ops of one phase run

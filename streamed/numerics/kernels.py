@@ -6,8 +6,9 @@ statement by statement and the bundle executor (``execute.py``) calls the same o
 itself. Each is checked against an independent, loop-by-loop formulation in ``tests/numerics/``.
 
 Invariants:
-- Arrays are float32 in and out (token ids and positions are integers); a function never mutates its inputs — an
-  operation that updates a state returns the new state beside its output.
+- Activations are float32 in and out (token ids and positions are integers); a weight is read as stored — float32,
+  float16 or ``q8.Planes`` — and multiplied by ``product`` alone, in the ``Arithmetic`` given (exact unless told);
+  a function never mutates its inputs — an operation that updates a state returns the new state beside its output.
 - A hidden state is ``rows × n``; row ``r`` of a step is at position ``pos + r``.
 - A head's dims are contiguous: head ``h`` of an ``rows × H·w`` tensor is columns ``h·w … (h+1)·w − 1``; grouped
   heads share in order, query head ``h`` reading key/value head ``h // (H/G)`` (Ainslie et al. 2023).

@@ -46,7 +46,7 @@ class WeightError(Exception):
 
 class Rows:
     """A table the checkpoint stores quantised, read in stored orientation (an embedding): its rows dequantised
-    when looked up (``take_rows``), never the whole table. ``tensor`` is the GGUF tensor (its ``data`` the mapped bytes)."""
+    when looked up (``take_rows``), never the whole table. ``data`` is the GGUF tensor's mapped bytes."""
 
     def __init__(self, data: np.ndarray, qtype, shape: tuple[int, ...]):
         self.data, self.qtype, self.shape = data, qtype, shape
