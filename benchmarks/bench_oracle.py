@@ -73,11 +73,12 @@ def agreement() -> list[tuple]:
                 emulated = oracle.ours(w.path, tokens, t.PREFILL, bundle=False, arithmetic="llama.cpp").reference
                 flips: list = []
                 if q8:
-                    emulated, flips = oracle.emulated(w.path, tokens, t.PREFILL, want, t.UNEXPLAINED.get(name, t.Q8_TOLERANCE))
+                    bound = t.UNEXPLAINED.get(name, t.Q8_TOLERANCE)
+                    emulated, flips = oracle.emulated(w.path, tokens, t.PREFILL, want, bound)
                 rows.append((name, "Q8_0" if q8 else "F32", float(oracle.relative(ours.reference, want).max()), bundle,
                              float(oracle.relative(emulated, want).max()), len(flips)))
             c = t.CASES[name]()
-            w = oracle.write(Path(tmp) / "m.gguf", c, f16=True)
+            w = oracle.write(Path(tmp) / "m.gguf", c, f16=True, **t.WRITTEN.get(name, {}))
             tokens = t.tokens_for(c)
             want = llamacpp.logits(w.path, tokens, t.PREFILL)
             ours = oracle.ours(w.path, tokens, t.PREFILL, bundle=False)
