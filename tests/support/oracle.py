@@ -34,10 +34,11 @@ from streamed.model.hf import spec_from_config
 # ---- the checkpoint ------------------------------------------------------------------------------------------------
 
 
-def _values(name: str, ne: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Seeded values for the tensor ``name`` of GGUF shape ``ne`` (numpy's is reversed), scaled by what it does."""
+def _values(name: str, ne: tuple[int, ...], rng: np.random.Generator, fast: bool = False) -> np.ndarray:
+    """Seeded values for the tensor ``name`` of GGUF shape ``ne`` (numpy's is reversed), scaled by what it does
+    (``fast``: drawn in float32, for the real-size checkpoints)."""
     shape = tuple(reversed(ne))
-    z = rng.standard_normal(shape)
+    z = rng.standard_normal(shape, dtype=np.float32) if fast else rng.standard_normal(shape)
     if name == "token_embd.weight":
         w = z
     elif name.endswith("norm.weight"):
@@ -63,6 +64,16 @@ class Written:
     text: str  # the document the tensors were laid out from (llama.cpp's names), not the one under test
 
 
+def _q8_blocks(ne: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A Q8_0 tensor of GGUF shape ``ne`` made as its blocks: int8 values uniform in [−127, 127] (standard deviation
+    about 73) and one fp16 scale, ``1/(73·√in)``, so a product keeps its input's variance as ``_values``' do."""
+    rows, blocks = math.prod(ne[1:]), ne[0] // 32
+    out = np.empty((rows, blocks, 34), dtype=np.uint8)
+    out[..., :2] = np.full((rows, blocks, 1), 1 / (73 * math.sqrt(ne[0])), dtype=np.float16).view(np.uint8)
+    out[..., 2:] = rng.integers(-127, 128, (rows, blocks, 32), dtype=np.int8).view(np.uint8)
+    return out.reshape(*reversed(ne[1:]), blocks * 34)
+
+
 def _shape(tname: str, ne: tuple[int, ...], squeeze: tuple[str, ...]) -> tuple[int, ...]:
     """A tensor's numpy shape as written: GGUF's ``ne`` reversed, or with its unit axes dropped where ``squeeze`` says
     (a converter that writes a ``[d]`` gate where the document declares ``d × 1``)."""
@@ -72,7 +83,7 @@ def _shape(tname: str, ne: tuple[int, ...], squeeze: tuple[str, ...]) -> tuple[i
 
 
 def write(path: Path, cfg: dict, *, q8: bool = False, f16: bool = False, seed: int = 0, name: str = "oracle",
-          kv: dict | None = None, squeeze: tuple[str, ...] = ()) -> Written:
+          kv: dict | None = None, squeeze: tuple[str, ...] = (), fast: bool = False) -> Written:
     arch, meta = convert.metadata(cfg)
     g = ggufs.as_gguf(spec_from_config(cfg), name)  # the tensors' layout: the authored document's names and shapes
     assert g.architecture == arch, (g.architecture, arch)
@@ -111,7 +122,10 @@ def write(path: Path, cfg: dict, *, q8: bool = False, f16: bool = False, seed: i
     w.write_ti_data_to_file()
     rng = np.random.default_rng(seed)
     for tname, ne, qtype in stored:
-        data = _values(tname, ne, rng)
+        if fast and qtype == "Q8_0":  # the blocks made directly: seconds for 8 GB, where quantising takes minutes
+            w.write_tensor_data(_q8_blocks(ne, rng))
+            continue
+        data = _values(tname, ne, rng, fast)
         if qtype == "Q8_0":
             w.write_tensor_data(quantize(data, GGMLQuantizationType.Q8_0))
         elif qtype == "F16":
