@@ -149,6 +149,8 @@ def main() -> None:
     ap.add_argument("--no-8b", action="store_true", help="leave out the 8B-shaped checkpoint")
     ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8"), action="append")
     ap.add_argument("--dir", default=str(ROOT / "build"), help="where the temporary folder is made")
+    ap.add_argument("--into", help="work in this folder instead (a checkpoint already there is used; each is "
+                                   "removed after its runs)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     import numpy as np
@@ -161,6 +163,7 @@ def main() -> None:
     plan = [("1b-f32", ONE_B, False, True), ("1b-q8", ONE_B, True, True), ("8b-q8", EIGHT_B, True, False)]
     rows, notes = [], []
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-realsize-") as tmp:
+        tmp = args.into or tmp
         for name, cfg, q8, bundle in plan:
             if args.only and name not in args.only or name == "8b-q8" and args.no_8b:
                 continue
