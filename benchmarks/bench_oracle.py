@@ -170,8 +170,8 @@ What the tolerances are made of:
   small models — for good where it enters a KV cache or a recurrent state. The test finds the first position that
   leaves llama.cpp, tries the near-ties of its step and row (within 1e-3 of a half) one by one, nearest first, and
   keeps the one that brings it back (column "near-ties rounded"; each case needs at most three, and then agrees
-  within 2e-7). F16 has far more near-ties (an fp16 step is coarse) and no search: Qwen3.5's gated-delta state
-  carries them to 1.3e-3, held at twice that.
+  within 2e-7). F16 has far more near-ties (an fp16 step is coarse) and no search: the gated-delta states of
+  Qwen3.5 and Qwen3-Next carry them to 1.3e-3 and 1.1e-3, held at twice that; every other F16 case is within 1e-3.
 - **Not yet explained.** Qwen3-Next in Q8_0 leaves llama.cpp by up to 1e-2 from its third decode step, at positions
   whose own last layer differs; no near-tie of an activation's rounding or of an expert's choice explains it. At
   real widths (d 1024 and more; the 1B- and 8B-shaped checkpoints of docs/performance.md) llama.cpp's Q8_0 K and V
