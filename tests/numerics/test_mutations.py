@@ -57,10 +57,10 @@ def kv_write_one_row_late(monkeypatch):
     """The executor writes a cache row at the position after the one the op names."""
     real = execute.run_op
 
-    def run_op(op, v):
+    def run_op(op, v, *arithmetic):
         if op.kind == "write_rows":
             v = [v[0], v[1] + 1, *v[2:]]
-        return real(op, v)
+        return real(op, v, *arithmetic)
 
     monkeypatch.setattr(execute, "run_op", run_op)
 
