@@ -30,7 +30,7 @@ from gguf.constants import GGML_QUANT_SIZES, Keys
 
 from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
-from .author import gguf_tensor
+from .names import gguf_tensor
 from . import gguf_keys
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
@@ -255,6 +255,9 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         notes.append(f"llama.cpp ignores these metadata keys of a {arch} model, and so does this document: "
                      + ", ".join(f"`{k}` ({_shown(meta[k])})" for k in passed) + ".")
 
+    if arch == "phi3" and (window := m.int(Keys.Attention.SLIDING_WINDOW, 0, minimum=0)):
+        notes.append(f"llama.cpp reads this Phi-3's sliding window ({window}) and disables it: every layer attends over "
+                     f"every position, here as there.")
     base = m.float(Keys.Rope.FREQ_BASE, 10000.0, positive=True)
     scaling = _Rope(path, m, arch, base, rope or {})
     if scaling.unmodelled:
@@ -332,7 +335,7 @@ class _Rope:
             self.attention = mine * attn
         elif kind == "linear" and factor != 1:
             self.scaling = Scaling("linear", factor)
-        elif kind not in ("linear", "yarn", "none"):
+        elif kind not in ("linear", "yarn", "none", "longrope"):  # LongRoPE's factors are tensors (``longrope``)
             self.unmodelled = f"rope scaling `{kind}`"
         self.freqs = rope.get(ROPE_FREQS) if arch in READS_ROPE_FREQS else None
         if self.freqs is not None and self.scaling is not None:

@@ -90,6 +90,8 @@ CASES = {
                                                                moe_intermediate_size=32,
                                                                shared_expert_intermediate_size=48),
     "llama, linear rope scaling": lambda: small("llama", rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    # q, k and v stored in one attn_qkv, which llama.cpp loads for any architecture: one product, split by columns.
+    "llama, q k v fused in attn_qkv": lambda: small("llama"),
     "qwen2": lambda: small("qwen2"),
     "qwen3": lambda: small("qwen3"),
     "qwen3, yarn rope scaling": lambda: small("qwen3", rope_scaling={"rope_type": "yarn", "factor": 8.0,
@@ -143,6 +145,7 @@ WRITTEN = {
     "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2-moe, a shared-expert gate stored [d]": {"squeeze": ("ffn_gate_inp_shexp.weight",)},
+    "llama, q k v fused in attn_qkv": {"fused": True},
 }
 
 
