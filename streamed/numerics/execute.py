@@ -111,10 +111,22 @@ def _elementwise(op: Op, v: list, f: Callable) -> np.ndarray:
     return f(nx.f32(v[0]), s).astype(np.float32)
 
 
+def _stored_q8(op: Op, v: list) -> list:
+    """``v`` as the table of ops lists an op's inputs: each weight attr ``q8`` names read from its planes and scales
+    (ir.py: "Weights read as stored Q8_0") — the stored weight's values, which are what the reference reads."""
+    slots = op.attr("q8")
+    out = list(v[:len(v) - len(slots)])
+    for i, scales in zip(slots, v[len(v) - len(slots):]):
+        out[i] = Planes(np.asarray(out[i]), np.asarray(scales)).dense()
+    return out
+
+
 def run_op(op: Op, v: list) -> tuple:
     """The values ``op`` writes (one per output), from its input values ``v`` — each op as ir.py defines it."""
     a = op.attr
     k = op.kind
+    if a("q8"):  # weights read as stored Q8_0: each its planes and scales, the scales after the op's other inputs
+        v = _stored_q8(op, v)
     if k == "matmul":
         return (nx.matmul(v[0], v[1]),)
     if k == "matmul_q8":

@@ -56,6 +56,7 @@ from ..model.checkpoint import Naming, TensorRef
 from .ir import SpatialProgram, tile_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
+from .passes.fold_q8 import read_dense
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling, tp_summary
 
 FORMAT = "streamed-bundle/2"
@@ -127,11 +128,12 @@ def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
             ref = naming.ref(w["name"])
             w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
     carried = set(p.carried)
-    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
+    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip,
+               **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
               for t in p.tensors if t.name in carried]
     tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
                "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
-    return {"weights": weights, "states": states, "tables": tables}
+    return {"weights": weights, "states": states, "tables": tables, "read_dense": read_dense(p)}
 
 
 def _layer_tiers(residency: dict) -> dict[int, dict]:
@@ -175,7 +177,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
     kinds = []
     for k in model.kinds:
         spec = _program(k.program)
-        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
+        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense", "replicas")} if k.tp else None
         kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
                       "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
                       "identity": k.identity, "tiles": tiles_entry(k.program)})
