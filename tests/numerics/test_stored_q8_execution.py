@@ -1,16 +1,15 @@
-"""The executor runs the folded programs: a Q8_0 expert bank, a router, a shared expert and MLA's absorbed A and B are
-executed from their stored planes and scales (the reference reads the same stored numbers, dequantised once), so a
-bundle read from a Q8_0 GGUF is certified bit for bit — and planes that differ from what the reference read are
-seen, naming the layer and the tensor."""
+"""The executor runs the folded programs: a Q8_0 expert bank, a shared expert and MLA's absorbed A and B are executed
+from their stored blocks (the IR's planes and scales, read where they are — the reference reads the same stored
+numbers), so a bundle read from a Q8_0 GGUF is certified bit for bit, and the kernels the executor calls receive the
+stored blocks, never a dense copy."""
 
-import numpy as np
 import pytest
 
 import oracle
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
 from streamed.model.gguf import read_gguf
-from streamed.numerics.execute import plan_of
+from streamed.numerics.execute import Executor, plan_of
 from streamed.numerics.q8 import Planes
 from streamed.numerics.verify import run
 from streamed.numerics.weights import from_gguf
@@ -57,19 +56,28 @@ def test_a_q8_0_moe_checkpoint_runs_its_banks_and_latent_projections_from_their_
         assert all(m.bound == 0 for m in report.measures)  # bit for bit
 
 
-@pytest.mark.parametrize("weight, tensor", [("Ed2", "fo2"), ("Wvb2", "a2")])
-def test_planes_the_bundle_reads_that_differ_from_the_reference_s_numbers_are_caught_at_their_layer(deepseek, weight,
-                                                                                                   tensor):
-    """Only the executor reads the planes (the reference reads the dense values it was given): one int8 value changed
-    in a bank's or a head's planes is a difference in the first tensor computed from it, at its layer."""
+def test_the_executor_hands_the_kernels_a_bank_and_mla_s_weights_as_their_stored_blocks(deepseek, monkeypatch):
+    """The bundle's experts and latent attention read the Q8_0 weights where they are — the stored blocks
+    (``q8.Planes``), one expert's matrix at a time — never a dense copy made on the way."""
+    import streamed.numerics.kernels as nx
+
     a, weights, storage = deepseek
-    p = weights.planes[weight]
-    values = p.values.copy()
-    values.flat[0] = np.int8(-values.flat[0] if values.flat[0] else 100)
-    weights.planes[weight] = Planes(values, p.scales)
-    try:
-        report = _certify(a, weights, storage, Deployment("decode", CTX))
-    finally:
-        weights.planes[weight] = p
-    bad = report.first_failure
-    assert bad is not None and bad.program == "layer 2" and bad.tensor == tensor, bad
+    seen: dict[str, list] = {"experts": [], "latent_attention": []}
+    experts, latent = nx.experts, nx.latent_attention
+
+    def spy_experts(x, router, top, g, u, d, **kw):
+        seen["experts"].append((type(g), type(u), type(d), *(type(s) for s in kw.get("shared") or ())))
+        return experts(x, router, top, g, u, d, **kw)
+
+    def spy_latent(q, c, r, pos, a_, b_, *args, **kw):
+        seen["latent_attention"].append((type(a_), type(b_)))
+        return latent(q, c, r, pos, a_, b_, *args, **kw)
+
+    model = lower_streamed(a, Deployment("decode", CTX), storage=storage)
+    monkeypatch.setattr(nx, "experts", spy_experts)
+    monkeypatch.setattr(nx, "latent_attention", spy_latent)
+    executor, plan = Executor(weights), plan_of(model)
+    for pos, token in enumerate((3, 17, 5)):
+        executor.step(plan, [token], [pos])
+    assert seen["experts"] and all(set(t) == {Planes} for t in seen["experts"])
+    assert seen["latent_attention"] and all(set(t) == {Planes} for t in seen["latent_attention"])
