@@ -122,7 +122,9 @@ def read_dense(program: SpatialProgram) -> list[dict]:
     """The weights the checkpoint stores Q8_0 that ``program`` reads dense (``certificate["read_dense"]``, written by
     the lowering), the chips that do (every chip of the program when each holds it whole), and why."""
     found = (program.certificate or {}).get("read_dense", {})
-    every = list(range(max(program.tp, 1)))
+    # Every chip of the program: those its chip-local tensors name (a chip holds some of every split), chip 0 alone
+    # untensor-parallel — counted from the tensors, so a program file claiming 10³⁰ chips costs nothing here.
+    every = sorted({t.chip for t in program.tensors if t.chip is not None}) or [0]
     chips: dict[str, set[int]] = {}
     for t in program.tensors:
         if t.role == "weight" and t.part is None and (t.of or t.name) in found:
