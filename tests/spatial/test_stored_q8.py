@@ -146,3 +146,32 @@ def test_a_weight_the_checkpoint_stores_q8_0_that_is_read_dense_is_named_with_wh
     rows = [r for r in m["layers"] if r["kind"] == "latent attention, experts"]
     assert {r["storage"][r["weights"].index(f"Wo{r['layer']}")] for r in rows} == {"Q8_0"}
     assert m["shared"]["head"]["read_dense"] == []
+
+
+def test_a_bundle_read_back_keeps_its_read_dense_and_one_that_hides_a_dense_read_is_refused(tmp_path):
+    """The reader derives the manifest from the programs again: a program's read_dense is its own (the lowering's),
+    so the reader holds it to the layers' storage — a weight stored Q8_0 that a program reads dense without saying
+    why is refused, even when the program file, its digest and the manifest were all edited to hide it."""
+    import hashlib
+
+    from streamed.spatial.bundle import BundleError, read_bundle, write_bundle
+    from streamed.spatial.synth import two_kind_document
+
+    # 4 heads of 16 over 4 chips: each chip's rows of Wo are half a Q8_0 block, so the chips read Wo dense
+    model = lower_streamed(analyze(two_kind_document(4, heads=4, kv=4, hd=16)), Deployment("tp", ctx=64, tp=4))
+    write_bundle(model, tmp_path / "b")
+    again = read_bundle(tmp_path / "b")
+    assert [d["of"] for d in again.kinds[0].tp["read_dense"]] == ["Wo0"]
+
+    program = tmp_path / "b" / "programs" / "layer-0.json"
+    p = json.loads(program.read_text())
+    del p["certificate"]["read_dense"]
+    text = json.dumps(p, separators=(",", ":"))
+    program.write_text(text)
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    m["digests"]["programs/layer-0.json"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    m["kinds"][0]["read_dense"] = m["kinds"][0]["tp"]["read_dense"] = []
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match="kind `attention, window 8` reads `Wo0` dense though it is stored Q8_0, and "
+                                          "its read_dense does not say why"):
+        read_bundle(tmp_path / "b")
