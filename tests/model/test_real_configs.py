@@ -75,6 +75,25 @@ def every(n: int, label: str, other: str) -> Callable[[int], str]:
     return lambda i: label if (i + 1) % n == 0 else other
 
 
+def block_kinds(name: str) -> Callable[[int], str]:
+    """A Nemotron-NAS config's kinds by its own rule: layers whose ``block_configs`` entries are equal are one kind,
+    named after what it does (LANGUAGE §7: ``attention`` where a layer attends, ``identity`` where it has no block,
+    ``feed-forward`` otherwise — one product in place of attention mixes no positions), a name several kinds share
+    told apart by their first layer."""
+    blocks = [json.dumps(b, sort_keys=True) for b in config(name)["block_configs"]]
+    first = {b: blocks.index(b) for b in blocks}
+
+    def base(b: dict) -> str:
+        att, ffn = b["attention"], b["ffn"]
+        if not att.get("no_op") and not att.get("replace_with_linear"):
+            return "attention"
+        return "identity" if att.get("no_op") and ffn.get("no_op") else "feed-forward"
+
+    names = {b: base(json.loads(b)) for b in first}
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return lambda i: names[blocks[i]] + (f" (layer {first[blocks[i]]})" if names[blocks[i]] in shared else "")
+
+
 CASES = {
     "qwen2.5-7b-instruct": Case(28, lambda i: "attention",  # use_sliding_window false: sliding_window is unused
                                 ("heads 28 sharing 4", "cosines of base 1000000", "xn0 times Wq0 plus bq0")),
@@ -173,6 +192,30 @@ CASES = {
         "columns 0 to 512 of qkv0, of every 768.", "columns 512 to 640 of qkv0, of every 768.",
         "columns 640 to 768 of qkv0, of every 768.", "heads 32 sharing 8.", "attention.wqkv.weight",
         "feed_forward.w1.weight", "rope scaling `dynamic` (factor 2) is not modelled")),
+    # Granite: the embedding, the attention logits, each block's output and the logits scaled by its multipliers.
+    "granite-3.3-8b-instruct": Case(40, lambda i: "attention", (
+        "Let escale be 12.", "Let rscale be 0.22.", "Let lscale be 0.0625.", "row tok of Emb scaled by escale",
+        "heads 32 sharing 8, scale 0.0078125.", "Let h0    be x plus (o0 scaled by rscale).",
+        "Let xo0   be h0 plus (fo0 scaled by rscale).", "logits scaled by lscale", "cosines of base 10000000.",
+        'Wout  is "model.embed_tokens.weight"')),
+    # Command R7B: three windowed layers that rotate in adjacent pairs, a fourth global one that does not rotate;
+    # attention and the MLP read one LayerNorm; the logits scaled by 0.25.
+    "c4ai-command-r7b-12-2024": Case(32, every(4, "attention", "attention, window 4096"), (
+        "layernorm of x with g0, epsilon 1e-5.", "heads 8, interleaved", "heads 32 sharing 8, window 4096.",
+        "Let f0    be silu of (xn0 times Wg0) multiplied by (xn0 times Wu0).", "Let xo0   be h0 plus fo0.",
+        "Let a3  be attention of qp3 over Kc3 and Vc3 at pos, heads 32 sharing 8.", "Let lscale be 0.25.",
+        "cosines of base 50000.", 'Wout  is "model.embed_tokens.weight"')),
+    # Nemotron-NAS: every layer its own block_configs entry — its own key/value grouping and feed-forward width,
+    # attention replaced by one product or removed.
+    "llama-3_1-nemotron-51b-instruct": Case(80, block_kinds("llama-3_1-nemotron-51b-instruct"), (
+        "## Layer 0: distinct — attention, 64 heads sharing 8; feed-forward 7168 wide",
+        "## Layer 11: distinct — one product in place of attention; feed-forward 14336 wide",
+        "## Layer 43: distinct — no attention; feed-forward 7168 wide", "heads 64 sharing 1.",
+        "Let o11    be xn11 times Wlin11.", "self_attn.linear_attn.weight", "Let xo43 be xo42 plus fo43.",
+        "llama3 scaling by 8 from 8192 with low 1 and high 4")),
+    "llama-3_3-nemotron-super-49b-v1": Case(80, block_kinds("llama-3_3-nemotron-super-49b-v1"), (
+        "## Layer 6: distinct — no attention; feed-forward 14336 wide", "a q8 weight of d by 2816.",
+        "heads 64 sharing 8.", "a q8 weight of d by 17920.")),
 }
 
 

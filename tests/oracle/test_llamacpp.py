@@ -133,7 +133,30 @@ CASES = {
     "olmo2": lambda: cfg("small-olmo2"),
     # InternLM2: the grouped wqkv, split by the converter into q, k and v.
     "internlm2": lambda: cfg("small-internlm2"),
+    # Granite: the embedding, the attention logits, each block's output and the logits scaled by its multipliers.
+    "granite": lambda: cfg("small-granite"),
+    "granite, biased attention and MLP": lambda: cfg("small-granite", attention_bias=True, mlp_bias=True),
+    # Mistral 3: the wrapper's Mistral text model, which the converter writes as architecture mistral3.
+    "mistral3": lambda: cfg("small-mistral3"),
+    # (an original context of 4096 puts YaRN's ramp inside the 8 rotated pairs, where its betas show)
+    "mistral3, yarn rope scaling": lambda: cfg("small-mistral3", max_position_embeddings=32768, rope_theta=10000.0,
+                                               rope_scaling={"rope_type": "yarn", "factor": 8.0,
+                                                             "original_max_position_embeddings": 4096}),
+    # Cohere 2: one LayerNorm feeding attention and the MLP side by side; window 8 and rotation on three layers of
+    # four, the fourth global without rotation; scaled logits; the head tied.
+    "cohere2": lambda: cfg("small-cohere2"),
+    # Nemotron-NAS (deci): per-layer key/value grouping and feed-forward widths, attention replaced by one product or
+    # removed, a layer with neither block; Llama 3's rope_freqs from the rope parameters' original length.
+    "deci": lambda: cfg("small-nemotron-nas"),
+    # A deci layer whose attention is kept and whose feed-forward block is removed: llama.cpp skips it whole.
+    "deci, attention without a feed-forward block": lambda: _deci_attention_only(),
 }
+
+
+def _deci_attention_only() -> dict:
+    c = cfg("small-nemotron-nas")
+    c["block_configs"][2]["ffn"] = {"ffn_mult": None, "no_op": True, "replace_with_linear": False}
+    return c
 GELU = {"gemma3", "gemma3, linear rope scaling", "gemma2"}
 UNGATED_GELU = {"starcoder2"}
 
@@ -183,7 +206,8 @@ def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
                  "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
                  "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss", "gemma2": "gemma2", "phi3": "phi3",
-                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
+                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2", "granite": "granite",
+                 "mistral3": "mistral3", "cohere2": "cohere2", "deci": "deci"}
 #: Optional keys that change a model where an architecture reads them, each set to a value that would show.
 PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
           "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
@@ -248,6 +272,19 @@ READ_KEYS = [
     # Olmo 3's converted files: a window on the layers its pattern slides, their rotation unscaled.
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2}),
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 2}),
+    # Granite's multipliers, each applied where it is not 0 (the logit scale divides), and its rope switch.
+    ("granite", {"{arch}.attention.scale": 0.05}),
+    ("granite", {"{arch}.residual_scale": 0.5}),
+    ("granite", {"{arch}.embedding_scale": 3.0}),
+    ("granite", {"{arch}.logit_scale": 2.0}),
+    ("granite", {"{arch}.rope.scaling.finetuned": False}),
+    ("cohere2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("cohere2", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("cohere2", {"{arch}.logit_scale": 1.5}),
+    # Mistral 3 reads YaRN's betas and its log multiplier (an attention factor of get_mscale(F)/get_mscale(F, m)).
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_fast": 8.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_slow": 4.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.5}),
 ]
 
 
@@ -265,7 +302,7 @@ def test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "qwen3next", "gpt-oss", "phi3",
-                                  "internlm2"])
+                                  "internlm2", "cohere2", "deci"])
 def test_q8_0_checkpoints_agree_within_what_llama_cpp_s_activation_quantisation_explains(tmp_path, name):
     want, ours = evaluate(tmp_path, name, q8=True, bundle=False)
     rel, at = worst(ours.reference, want)
@@ -339,7 +376,7 @@ def test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, mo
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
-                                  "phi3"])
+                                  "phi3", "deci"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
     w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))
