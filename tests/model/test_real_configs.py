@@ -11,6 +11,7 @@ from typing import Callable
 
 import pytest
 
+import nas
 from streamed.model.hf import spec_from_config
 from streamed.model.spec import SpecError
 
@@ -76,22 +77,9 @@ def every(n: int, label: str, other: str) -> Callable[[int], str]:
 
 
 def block_kinds(name: str) -> Callable[[int], str]:
-    """A Nemotron-NAS config's kinds by its own rule: layers whose ``block_configs`` entries are equal are one kind,
-    named after what it does (LANGUAGE §7: ``attention`` where a layer attends, ``identity`` where it has no block,
-    ``feed-forward`` otherwise — one product in place of attention mixes no positions), a name several kinds share
-    told apart by their first layer."""
-    blocks = [json.dumps(b, sort_keys=True) for b in config(name)["block_configs"]]
-    first = {b: blocks.index(b) for b in blocks}
-
-    def base(b: dict) -> str:
-        att, ffn = b["attention"], b["ffn"]
-        if not att.get("no_op") and not att.get("replace_with_linear"):
-            return "attention"
-        return "identity" if att.get("no_op") and ffn.get("no_op") else "feed-forward"
-
-    names = {b: base(json.loads(b)) for b in first}
-    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
-    return lambda i: names[blocks[i]] + (f" (layer {first[blocks[i]]})" if names[blocks[i]] in shared else "")
+    """A Nemotron-NAS config's kinds by its own rule (``nas.block_kinds``: equal ``block_configs`` entries are one)."""
+    of = nas.kind_of_layer(config(name))
+    return lambda i: of[i][0]
 
 
 CASES = {
