@@ -498,8 +498,8 @@ def llama3_from_factors(path: str, factors: list[float], base: float, dims: int)
 def _swa_layers(m: _Meta, n: int) -> list[bool]:
     """Which layers llama.cpp attends through a sliding window (or Llama 4's chunks): none for an architecture without
     a default pattern (``gguf_keys.SWA_PATTERN``), none for Gemma 3 or OLMo 2 without a positive window or Llama 4 with
-    a window of 0; otherwise the metadata's pattern — a flag per layer, or a period N of which the last layer of every N attends
-    globally (0: every layer slides) — else the architecture's own period (``load_swa_pattern``)."""
+    a window of 0; otherwise the metadata's pattern — a flag per layer, or a period N of which the last layer of every
+    N attends globally (0: every layer slides) — else the architecture's own period (``load_swa_pattern``)."""
     every = gguf_keys.SWA_PATTERN.get(m.arch)
     window = m.get(Keys.Attention.SLIDING_WINDOW, gguf_keys.SWA_DEFAULT.get(m.arch))
     if every is None or (m.arch in gguf_keys.SWA_IF_POSITIVE and not (isinstance(window, int) and window > 0)) \
@@ -599,7 +599,8 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
             if not unchunked:
                 notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
     elif swa[l]:
-        window = m.int(Keys.Attention.SLIDING_WINDOW, gguf_keys.SWA_DEFAULT.get(arch), required=arch not in gguf_keys.SWA_DEFAULT)
+        default = gguf_keys.SWA_DEFAULT.get(arch)
+        window = m.int(Keys.Attention.SLIDING_WINDOW, default, required=default is None)
         if arch == "gemma3":
             # llama.cpp's sliding layers rotate at their own base (10000 unless stated), unscaled (freq_scale_swa 1).
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0, positive=True),
@@ -684,7 +685,8 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
             raise SpecError(f"{path}: tensor {T('ffn_up')} reads {up[0]} inputs, but the model is {d} wide")
         if UP_ONLY[arch] == "fused":
             if up[1] % 2:
-                raise SpecError(f"{path}: tensor {T('ffn_up')} has {up[1]} outputs: not a gate and an up projection of one width")
+                raise SpecError(f"{path}: tensor {T('ffn_up')} has {up[1]} outputs: not a gate and an up projection "
+                                f"of one width")
             return Dense(up[1] // 2, activation, fused=True)
         return Dense(up[1], activation, gated=False, bias=shape(T("ffn_up_bias")) is not None)
     gate = need(T("ffn_gate"), f"layer {l} has a feed-forward block")

@@ -10,8 +10,8 @@ any layer. This module is that rule as data, transcribed from the llama.cpp that
 - ``READS[arch]``: the keys that architecture's ``load_arch_hparams`` reads, and ``_conditional`` the few it reads
   only in some cases (Gemma 3 reads its pattern only when its window is positive…);
 - what an architecture fixes rather than reads: the sliding-window pattern it defaults to (``SWA_PATTERN``, with the
-  window itself where the loader has one, ``SWA_DEFAULT``) and whether its graph renormalises the chosen experts' weights (``TOPK_NORMALIZED``; DeepSeek-V2 alone reads
-  ``expert_weights_norm``);
+  window itself where the loader has one, ``SWA_DEFAULT``) and whether its graph renormalises the chosen experts'
+  weights (``TOPK_NORMALIZED``; DeepSeek-V2 alone reads ``expert_weights_norm``);
 - ``UNMODELLED``: keys llama.cpp reads whose effect the language does not express — a GGUF that sets one (to anything
   but the value, or a value the predicate accepts, that changes nothing) is refused.
 

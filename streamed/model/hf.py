@@ -3,8 +3,8 @@
 Supported ``model_type``s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma2, gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 /
 llama4_text, gpt_oss, phi3, starcoder2, olmo2, internlm2 (its published remote code; ``hf_families`` builds these
-five and the Gemmas); the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
-qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
+five and the Gemmas); the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —,
+qwen3_vl, qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
 wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
