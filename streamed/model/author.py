@@ -310,7 +310,8 @@ class _Author:
         w.declare("tok", "a token")
         w.weight("Emb", "vocab by d", "token_embd")
         if self.spec.embed_scale is not None:
-            w.let("x", "row tok of Emb scaled by escale", self.spec.embed_scale_why or "Gemma scales the embedding by √d")
+            why = self.spec.embed_scale_why or "Gemma scales the embedding by √d"
+            w.let("x", "row tok of Emb scaled by escale", why)
         else:
             w.let("x", "row tok of Emb")
         w.ret("x")
@@ -597,7 +598,8 @@ class _Author:
         if isinstance(f, Dense):
             fo = self.dense(w, f, hn)
         elif isinstance(f, Linear):
-            Wl = w.weight("Wlf", "d by d", "ffn_linear", q8=True, comment="one product in place of the feed-forward block")
+            Wl = w.weight("Wlf", "d by d", "ffn_linear", q8=True,
+                          comment="one product in place of the feed-forward block")
             fo = w.let("fo", f"{hn} times {Wl}")
         else:
             fo = self.experts(w, f, hn)
@@ -721,7 +723,8 @@ class _Author:
         if spec.embed_scale is not None:
             consts.append(("escale", spec.embed_scale, spec.embed_scale_why or f"√{spec.d}"))
         if "rscale" in self.constants:
-            consts.append(("rscale", self.constants["rscale"], "each block's output scaled before it joins the residual"))
+            consts.append(("rscale", self.constants["rscale"],
+                           "each block's output scaled before it joins the residual"))
         if spec.logit_scale is not None:
             consts.append(("lscale", spec.logit_scale, "the logits' scale"))
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]

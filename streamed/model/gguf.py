@@ -284,9 +284,9 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         layers.append(LayerSpec(mixer, ffn, norm, sandwich, pre_norm, parallel=arch in PARALLEL,
                                 residual_scale=residual))
     if skipped:
-        notes.append(f"llama.cpp skips layer{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} whole, and "
-                     f"so does this document: a deci layer without a feed-forward block `continue`s before its "
-                     f"attention joins the residual (transformers adds it).")
+        which = f"layer{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
+        notes.append(f"llama.cpp skips {which} whole, and so does this document: a deci layer without a feed-forward "
+                     f"block `continue`s before its attention joins the residual (transformers adds it).")
     if any(isinstance(l.mixer, LatentAttention) and l.mixer.kv_b_packed for l in layers):
         notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
                      "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
@@ -563,8 +563,8 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         # deci's "linear attention": the normed input times attn_output, a d by d product.
         wo = need(T("attn_output"), f"layer {l} has one product in place of attention")
         if wo[:2] != (d, d):
-            raise SpecError(f"{path}: tensor {T('attn_output')} is {wo[0]} by {wo[1]}, but layer {l}'s product in place "
-                            f"of attention is {d} by {d}")
+            raise SpecError(f"{path}: tensor {T('attn_output')} is {wo[0]} by {wo[1]}, but layer {l}'s product in "
+                            f"place of attention is {d} by {d}")
         return Linear()
     hd = m.int(Keys.Attention.KEY_LENGTH, d // heads if d % heads == 0 else None)
     if hd is None:
@@ -612,7 +612,8 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         else:
             # gpt-oss, Gemma 2: at their own base when stated, scaled as every layer.
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
-    if (arch in NOPE_GLOBAL and not swa[l]) or (arch == "granite" and m.get(Keys.Rope.SCALING_FINETUNED, True) is False):
+    rope_off = arch == "granite" and m.get(Keys.Rope.SCALING_FINETUNED, True) is False  # Granite's rope switch
+    if (arch in NOPE_GLOBAL and not swa[l]) or rope_off:
         rotation = None
     scale, why = None, None
     if m.float(Keys.Attention.SCALE, 0.0):  # 0: the graph's default, 1/√head width
@@ -693,8 +694,8 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
     if gate[0] != d:
         raise SpecError(f"{path}: tensor {T('ffn_gate')} reads {gate[0]} inputs, but the model is {d} wide")
     if width is not None and gate[1] != width:
-        raise SpecError(f"{path}: tensor {T('ffn_gate')} has {gate[1]} outputs, but `{m.key(Keys.LLM.FEED_FORWARD_LENGTH)}` "
-                        f"says layer {l}'s block is {width} wide")
+        raise SpecError(f"{path}: tensor {T('ffn_gate')} has {gate[1]} outputs, but "
+                        f"`{m.key(Keys.LLM.FEED_FORWARD_LENGTH)}` says layer {l}'s block is {width} wide")
     # Granite's (and any graph's) optional biases on the three projections: the language's biased block has all three.
     biases = [shape(T(f"ffn_{p}_bias")) is not None for p in ("gate", "up", "down")]
     if any(biases) and not all(biases):

@@ -40,8 +40,8 @@ def _granite(c: _Config, model_type, family, d, eps, layer_types, moe):
     bias = c.bool("attention_bias", False)
     attention = c.float("attention_multiplier", 1.0)
     scale = None if attention == hd ** -0.5 else attention
-    mixer = Attention(heads, kv, hd, rot, bias=bias, out_bias=bias, scale=scale,
-                      scale_why="Granite's attention_multiplier, in place of 1/√head width" if scale is not None else None)
+    why = "Granite's attention_multiplier, in place of 1/√head width" if scale is not None else None
+    mixer = Attention(heads, kv, hd, rot, bias=bias, out_bias=bias, scale=scale, scale_why=why)
     ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"), bias=c.bool("mlp_bias", False))
     layers = [LayerSpec(mixer, ffn, Norm(eps), residual_scale=_multiplier(c, "residual_multiplier"))
               for _ in layer_types]
@@ -51,7 +51,8 @@ def _granite(c: _Config, model_type, family, d, eps, layer_types, moe):
         extra.update(embed_scale=embed, embed_scale_why="Granite's embedding_multiplier")
     logits = _multiplier(c, "logits_scaling")
     if logits is not None:
-        extra.update(logit_scale=1 / logits, logit_scale_why=f"1/{logits:g}: Granite divides its logits by logits_scaling")
+        extra.update(logit_scale=1 / logits,
+                     logit_scale_why=f"1/{logits:g}: Granite divides its logits by logits_scaling")
     return layers, extra
 
 
@@ -74,7 +75,8 @@ def _cohere2(c: _Config, model_type, family, d, eps, layer_types, moe):
         elif t == "full_attention":
             mixer = Attention(heads, kv, hd, None, bias=bias, out_bias=bias)
         else:
-            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Cohere 2 layer is sliding_attention or full_attention")
+            raise c.fail(f"layer_types[{i}]",
+                         f"is {json.dumps(t)}; a Cohere 2 layer is sliding_attention or full_attention")
         layers.append(LayerSpec(mixer, ffn, norm, parallel=True))
     scale = c.float("logit_scale", 0.0625)
     return layers, {"notes": _scaling_note(rot), "final_norm": norm, "logit_scale": None if scale == 1 else scale,
