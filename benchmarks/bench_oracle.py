@@ -103,7 +103,10 @@ def main() -> None:
     rows = agreement()
     table = ["| case | weights | reference vs llama.cpp | bundle vs llama.cpp |", "|---|---|---|---|"]
     table += [f"| {n} | {w} | {r:.2g} | {b:.2g} |" for n, w, r, b in rows]
-    ORACLE_DOC.write_text(ORACLE_TEXT.format(when=when, where=where, load=load, table="\n".join(table)), "utf-8")
+    new = max(max(r, b) for n, w, r, b in rows
+              if w == "F32" and n.split(",")[0] in ("granite", "mistral3", "cohere2", "deci"))
+    ORACLE_DOC.write_text(ORACLE_TEXT.format(when=when, where=where, load=load, table="\n".join(table),
+                                             new_families=f"{new:.2g}"), "utf-8")
     print("\n".join(lines + [""] + table))
 
 
@@ -131,7 +134,12 @@ projections) differ by llama.cpp's fp16 GELU table alone — with it emulated, G
 StarCoder2's typical position within 2.6e-6; Phi-3 (fused `qkv` and `gate_up`; LongRoPE with its long factors, its
 short ones, and none) agrees within 1.6e-6, OLMo 2 (post-norms only, q/k norms over the whole projection) and
 InternLM2 (the grouped `wqkv`, split by the converter) within 7.4e-7, and so does a Llama GGUF storing q, k and v in
-one `attn_qkv`.
+one `attn_qkv`. Granite (its embedding, attention, residual and logit multipliers; and with biased attention and MLP),
+Mistral 3 (a `mistral3` GGUF of the wrapper's Mistral text model; and with YaRN, whose betas and log multiplier it
+reads), Cohere 2 (attention and the MLP side by side on one LayerNorm, window 8 on three layers of four that rotate
+adjacent pairs, the fourth global and unrotated, scaled logits, the head tied) and Nemotron-NAS (`deci`: per-layer
+key/value grouping and feed-forward widths, attention replaced by one product or removed, a layer with no block; and a
+layer with attention but no feed-forward block, which llama.cpp skips whole) agree within {new_families}.
 
 What the tolerances are made of:
 
@@ -174,7 +182,15 @@ against llama.cpp both ways, F32, for every architecture the reader supports:
   (`GGML_ASSERT(f_attn_temp_scale != 0.0f)`). Phi-3 reads its `sliding_window` and disables it (`Phi SWA is currently
   disabled`): a Phi-3 GGUF attends over every position, and its document says so. OLMo 2 reads `rope.freq_base_swa`
   but its graph rotates every layer at the global base: the key is listed as ignored, and the rule's first test shows
-  it changes nothing.
+  it changes nothing. Among the keys read, Granite's four multipliers (each applied only where it is not 0; its logit
+  scale divides) and `rope.scaling.finetuned`, which switches its rotation off; Cohere 2's window, pattern and logit
+  scale; Mistral 3's YaRN betas and log multiplier (an attention factor of `get_mscale(F)/get_mscale(F, m)`). Cohere 2
+  reads `rope.freq_base_swa` but rotates its sliding layers at the global base: listed as ignored, like OLMo 2's.
+  Nemotron-NAS reads its head, key/value head and feed-forward counts per layer: 0 heads is a layer without
+  attention, 0 key/value heads one `d by d` product in its place (`attn_output`), a width of 0 a layer without a
+  feed-forward block — which llama.cpp's `deci` graph skips whole, its attention's output never joining the
+  residual (`continue` before it is added); the document runs that layer as its input and says so, and the oracle
+  case `deci, attention without a feed-forward block` holds it to llama.cpp. transformers adds that attention.
 
 Disagreements the oracle found, each fixed in the authoring or the weight reading, never in a tolerance:
 
@@ -225,7 +241,12 @@ published `attn_temperature_tuning: 4` is refused by transformers 5's strict con
 as true, which transformers 4 made of it. Phi-3-mini-128k's first release writes its LongRoPE as `"type": "su"`,
 which transformers 5 refuses (it validates before Phi3Config renames `su` to `longrope`); it is read there as
 `longrope`, as later Phi-3 files write it. InternLM2 is not in transformers: its config is held against the
-published remote code's `InternLM2Config` defaults, transcribed in the test.
+published remote code's `InternLM2Config` defaults, transcribed in the test; Nemotron-NAS neither: its config is
+held against the published remote code's `DeciLMConfig` (a LlamaConfig of transformers 4.44.2 with `block_configs`)
+and `modeling_decilm.py`'s reading of each block — key/value heads `num_attention_heads / n_heads_in_group`, widths
+`int(2 · ffn_mult · hidden / 3)` rounded up to 256, blocks removed or replaced — transcribed in the test. Granite's,
+Mistral 3's and Nemotron-NAS's q and k are permuted by the converter for adjacent pairs, as Llama's; Cohere rotates
+adjacent pairs in transformers too, so its two routes' programs are one as written.
 """
 
 

@@ -225,6 +225,12 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         wrapper, model_type = model_type, inner
     if model_type in WRAPPERS and wrapper is None and not isinstance(text, dict):
         raise SpecError(f"{where}: a {model_type} config describes its text model in `text_config`, which is missing")
+    if model_type in WRAPPERS and wrapper is None and isinstance(inner, str):
+        # A wrapper this tool reads, around a text model it does not (Ministral 3's `ministral3`, whose queries'
+        # temperature grows with the position): the text model is what is not supported.
+        raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported with a "
+                        f"`text_config.model_type` {json.dumps(inner)} (its text model is one of: "
+                        f"{', '.join(t for t in SUPPORTED if t not in TEXT_MODEL)})")
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
     _check_architectures(config if wrapper is None else text, where, model_type)

@@ -439,3 +439,12 @@ def test_legacy_layer_type_names_are_read_as_transformers_remaps_them():
     t = cfg["text_config"]
     t["layer_types"] = ["attention" if x == "full_attention" else "mamba" for x in t["layer_types"]]
     assert spec_from_config(cfg).layers == spec_from_config(config("qwen3.5-35b-a3b")).layers
+
+
+def test_a_mistral3_wrapper_around_ministral3_is_refused_naming_its_text_model():
+    # Ministral 3's text model scales its queries' temperature by position (llama_4_scaling_beta): not a mistral.
+    cfg = config("mistral-small-3.1-24b-instruct-2503")
+    cfg["text_config"]["model_type"] = "ministral3"
+    with pytest.raises(SpecError, match='`model_type` "mistral3" is not supported with a `text_config.model_type` '
+                                        '"ministral3"'):
+        spec_from_config(cfg)

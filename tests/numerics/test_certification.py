@@ -63,6 +63,10 @@ REFUSED = {
     ("small-gemma2", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-starcoder2", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-internlm2", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-granite", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-mistral3", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-cohere2", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-nemotron-nas", 4): "the key/value heads of attention (2) do not split over 4 chips",
 }
 
 
