@@ -27,8 +27,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_LAYER, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_LAYER, beyond
 from .hf_config import (
     _Config, _activation, _heads, _kind_of_layer, _mrope_note, _no, _partial, _rotation, _scaling_note, _window,
     _yarn_mscale,
@@ -253,12 +254,11 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     n = c.int("num_hidden_layers", maximum=MAX_LAYER + 1)
     d = c.int("hidden_size")
     vocab = c.int("vocab_size")
-    # Every supported class has a real default for these three; a config leaving one out is read as transformers
-    # reads it, but the document says so (a model authored at LlamaConfig's 4096 × 32 layers without a word would
-    # be a silently different model).
+    # Every supported class has a real default for these three (and for the widths, head counts and epsilon the
+    # layers read); a config leaving one out is read as transformers reads it, but the document says so (a model
+    # authored at LlamaConfig's 4096 × 32 layers, or its intermediate 11008, without a word would be a silently
+    # different model).
     cls = f"{_ARCH_STEM[model_type]}{'Text' if text_type.endswith('_text') else ''}Config"
-    assumed = tuple(f"The config leaves out `{f}`: {c.get(f)} is transformers' {cls} default." for f in SIZING
-                    if f not in c.data)
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -272,6 +272,10 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied = _tied(c, config, wrapper or (model_type if model_type in TEXT_MODEL else None), where)
+    # Every number the model took from its class default (the sizes first) is said, not only the three above.
+    assumed = tuple(f"The config leaves out `{f}`: {v}, as transformers' {cls} derives it." if derived else
+                    f"The config leaves out `{f}`: {v} is transformers' {cls} default." for f, (v, derived) in sorted(
+                        c.defaulted.items(), key=lambda fv: SIZING.index(fv[0]) if fv[0] in SIZING else len(SIZING)))
     notes = list(extra.get("notes", ()))
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
@@ -482,11 +486,10 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
 
 def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """The spec of the ``config.json`` at ``path``; a ``SpecError`` naming the file and the field on any fault."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
+        raw = read_file(path, MAX_CONFIG_BYTES, "a config.json")  # a regular file, its size checked first
+    except FileProblem as e:
+        raise SpecError(str(e)) from None
     try:
         config = loads(raw)
     except JsonError as e:

@@ -28,6 +28,9 @@ class _Config:
         self.where = where
         self.model_type = model_type
         self.defaults = defaults if defaults is not None else DEFAULTS.get(model_type, {})
+        #: Every number the model reads (``raw``) that the config leaves out, in the order read — (the value, whether
+        #: it is derived, as the class derives it, rather than the class default): what the document says was assumed.
+        self.defaulted: dict[str, tuple[Any, bool]] = {}
 
     def fail(self, field: str, why: str) -> SpecError:
         return SpecError(f"{self.where}: `{field}` {why}")
@@ -41,6 +44,8 @@ class _Config:
 
     def raw(self, field: str, default: Any = _REQUIRED) -> Any:
         v = self.get(field)
+        if field not in self.data and isinstance(v, (int, float)) and not isinstance(v, bool):
+            self.defaulted.setdefault(field, (v, False))  # a number the model takes from its class default
         if v is None:
             if default is _REQUIRED:
                 if field in self.data:
@@ -246,6 +251,8 @@ def _partial(c: _Config, head_dim: int) -> int:
 def _heads(c: _Config, d: int) -> tuple[int, int, int]:
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", heads)
+    if c.get("num_key_value_heads") is None:  # the classes take the query heads' count
+        c.defaulted.setdefault("num_key_value_heads", (kv, True))
     if heads % kv:
         raise c.fail("num_key_value_heads", f"is {kv}, which does not divide `num_attention_heads` ({heads})")
     if c.has("head_dim"):

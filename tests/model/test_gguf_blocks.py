@@ -23,9 +23,9 @@ def cfg(name: str, **fields) -> dict:
 def test_a_deci_gguf_reads_each_layer_s_blocks_from_its_per_layer_head_counts_and_widths(tmp_path):
     spec = read_gguf(oracle.write(tmp_path / "d.gguf", cfg("small-nemotron-nas")).path).spec
     mixers = [m if not isinstance(m, Attention) else m.kv_heads for m in (l.mixer for l in spec.layers)]
-    assert mixers == [2, 2, 4, Linear(), None, 2, None, 8]  # 8 heads over n_heads_in_group 4, 4, 2, …, 1
+    assert mixers == [2, 2, 4, Linear(), None, 2, None, 4]  # 4 heads over n_heads_in_group 2, 2, 1, …, 1
     widths = [l.ffn.width if isinstance(l.ffn, Dense) else l.ffn for l in spec.layers]
-    assert widths == [512, 512, 256, 256, 256, 512, None, 512]  # ffn_mult 5.25, 2.625, 1.3125 of 128, up to 256
+    assert widths == [512, 512, 256, 256, 256, 512, None, 512]  # ffn_mult 7, 2.625, 1.3125 of 64, up to 256
     assert all(l.pre_norm for l in spec.layers)
 
 
@@ -39,10 +39,10 @@ def test_a_deci_layer_with_attention_but_no_feed_forward_block_is_run_as_llama_c
 
 
 def test_a_deci_layer_said_to_have_one_product_in_place_of_attention_without_its_tensor_is_refused(tmp_path):
-    # Layer 6 has no block at all; its metadata made to say 8 heads and no key/value head: attn_output it lacks.
+    # Layer 6 has no block at all; its metadata made to say 4 heads and no key/value head: attn_output it lacks.
     w = oracle.write(tmp_path / "d.gguf", cfg("small-nemotron-nas"),
-                     kv={"{arch}.attention.head_count": [8, 8, 8, 8, 0, 8, 8, 8],
-                         "{arch}.attention.head_count_kv": [2, 2, 4, 0, 0, 2, 0, 8]})
+                     kv={"{arch}.attention.head_count": [4, 4, 4, 4, 0, 4, 4, 4],
+                         "{arch}.attention.head_count_kv": [2, 2, 4, 0, 0, 2, 0, 4]})
     with pytest.raises(CheckpointError, match=r"tensor blk\.6\.attn_output\.weight is missing, but the metadata says "
                                               r"layer 6 has one product in place of attention"):
         read_gguf(w.path)
@@ -50,7 +50,7 @@ def test_a_deci_layer_said_to_have_one_product_in_place_of_attention_without_its
 
 def test_a_deci_width_the_metadata_and_the_tensor_disagree_on_is_refused_naming_both(tmp_path):
     w = oracle.write(tmp_path / "d.gguf", cfg("small-nemotron-nas"),
-                     kv={"{arch}.feed_forward_length": [512, 512, 256, 256, 256, 512, 0, 256]})
+                     kv={"{arch}.feed_forward_length": [512, 512, 256, 256, 256, 512, 0, 256]})  # layer 7: 512
     with pytest.raises(CheckpointError, match=r"blk\.7\.ffn_gate\.weight has 512 outputs, but `deci\.feed_forward_length` "
                                               r"says layer 7's block is 256 wide"):
         read_gguf(w.path)
