@@ -156,7 +156,8 @@ def report(docs: dict, runs: dict, args, load: tuple[str, str]) -> str:
         f"layer and back, a digit of an epsilon changed and restored), {args.keys} rounds round-robin over one server "
         f"per document; cold opens: medians of {args.cold}; `streamed kinds` and `analyze`: medians of {args.runs}. "
         "The floors: the tokenizer alone (`re.findall` of the seed's token rule over the text, in process) and a "
-        "process that starts Python, reads the file and runs it.",
+        "process that starts Python, reads the file and runs it. The latencies are wall time, which on a loaded "
+        "machine counts the waits for a core: the CPU columns are the figures; the targets are judged on them.",
         "",
         "| document | kinds | divergences | code | cold open: server CPU | keystroke: server CPU | p50 / p95 latency | `analyze` (× tokenizer) | `streamed kinds` process (× floor process; × tokenizer) |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|",
@@ -175,12 +176,14 @@ def report(docs: dict, runs: dict, args, load: tuple[str, str]) -> str:
                        f"{ms(k['analyze'])} ms ({k['analyze'] / k['tokenizer']:.1f}×) | "
                        f"{ms(k['kinds'])} ms ({k['kinds'] / k['floor']:.1f}×; {k['kinds'] / k['tokenizer']:.1f}×) |")
             if code == "after" and layers == 512 and len(a.kinds) == layers:
+                # The yardstick for `kinds` (its "1.54 s, 67×") is the whole process over the tokenizer alone.
                 ok = cpu * 1e3 < TARGETS["keystroke_ms"]
-                ratio = k["analyze"] / k["tokenizer"]
+                ratio = k["kinds"] / k["tokenizer"]
                 verdicts.append(f"{label}: {ms(cpu)} ms of server CPU a keystroke (target < {TARGETS['keystroke_ms']:g} "
-                                f"ms: {'met' if ok else '**missed**'}); `analyze` {ratio:.1f}× the tokenizer (target ≤ "
-                                f"{TARGETS['kinds_ratio']:g}×: {'met' if ratio <= TARGETS['kinds_ratio'] else '**missed**'}), "
-                                f"the whole `streamed kinds` process {k['kinds'] / k['floor']:.1f}× the floor process")
+                                f"ms: {'met' if ok else '**missed**'}); the whole `streamed kinds` process {ratio:.1f}× "
+                                f"the tokenizer (target ≤ {TARGETS['kinds_ratio']:g}×: "
+                                f"{'met' if ratio <= TARGETS['kinds_ratio'] else '**missed**'}; {k['kinds'] / k['floor']:.1f}× "
+                                f"the floor process), `analyze` alone {k['analyze'] / k['tokenizer']:.1f}× the tokenizer")
     out += ["", "**At 512 layers, every layer its own kind:** " + "; ".join(verdicts) + ".", "",
             "What an edit costs there: the edited layer is parsed (or renamed and renumbered from its frame's tree) and "
             "checked; the kinds are regrouped when its digest changed, each kind named once; which kind each kind was "
