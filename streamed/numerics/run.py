@@ -46,8 +46,9 @@ def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
 def reference_logits(programs: Programs, weights: Weights, tokens: list[int], prefill: int,
                      ctx: int | None = None) -> Logits:
     """The document's logits at every position (its head's argmax operand), run by the reference interpreter with
-    KV caches of ``ctx`` rows (default: just the tokens)."""
-    ref = Reference(programs, weights, ctx or len(tokens))
+    KV caches of ``ctx`` positions (default: just the tokens; a windowed cache a ring for steps of ``prefill``
+    rows, LANGUAGE §8)."""
+    ref = Reference(programs, weights, ctx or len(tokens), prefill)
     rows = []
     for pos, toks in steps(tokens, prefill):
         step = ref.step(toks, pos)
@@ -76,9 +77,10 @@ def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefi
 def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, storage: Storage = ALL_Q8,
                   target: str | None = None, ctx: int | None = None) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
-    1) and a decode bundle, both with KV caches of ``ctx`` rows (default: just the tokens)."""
+    1) and a decode bundle continuing it, both with KV caches of ``ctx`` positions (default: just the tokens)."""
     ctx = ctx or len(tokens)
-    plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx), target, storage))}
+    chunk = prefill if prefill > 1 else 0  # the decode continues the prefill's state: its rings sized alike
+    plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx, chunk=chunk), target, storage))}
     if prefill > 1:
         plans["prefill"] = plan_of(lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=prefill), target,
                                                   storage))

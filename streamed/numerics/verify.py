@@ -428,11 +428,12 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     elif dep.mode == "forward":
         for _ in range(steps):
             tokens = rng.integers(0, vocab, dep.ctx)
-            out.append(ReferenceStep(tokens, [0], "step", Reference(programs, weights, dep.ctx).step(tokens, 0), {}))
+            ref = Reference(programs, weights, dep.ctx, dep.ctx)
+            out.append(ReferenceStep(tokens, [0], "step", ref.step(tokens, 0), {}))
     else:
-        r = Reference(programs, weights, dep.ctx)
-        pos = 0
         prefill = dep.mode == "prefill"
+        r = Reference(programs, weights, dep.ctx, max(dep.chunk, 1))  # its rings sized as the bundle's (§8)
+        pos = 0
         tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
         for s in range(steps):
             if pos + len(tokens) > dep.ctx:

@@ -90,6 +90,12 @@ CASES = {
     # rope_theta left out: LlamaConfig's 10000
     "llama-2-7b": Case(32, lambda i: "attention", ("# Llama-2-7b-hf\n", "heads 32 sharing 32", "cosines of base 10000.",
                                                    'Wout  is "lm_head.weight"')),
+    # Qwen2 7B: use_sliding_window false, so its sliding_window of 131072 windows nothing; 28 heads sharing 4
+    "qwen2-7b": Case(28, lambda i: "attention", ("heads 28 sharing 4", "cosines of base 1000000",
+                                                 "xn0 times Wq0 plus bq0", "Let vocab be 152064.")),
+    # Qwen3 4B: head_dim 128 over a hidden size of 2560 (20 heads' worth), tied embeddings
+    "qwen3-4b": Case(36, lambda i: "attention", ("heads 32 sharing 8", "a q8 weight of d by 4096.",
+                                                 'Wout  is "model.embed_tokens.weight"', "Let ffn be 9728.")),
     "qwen3-8b": Case(36, lambda i: "attention", ("heads 32 sharing 8", "rmsnorm of qp0 with gq0, epsilon 1e-6, heads 32",
                                                  "cosines of base 1000000")),
     # every layer 8 experts of 14336, top 2 renormalised (MixtralTopKRouter), no window (`sliding_window: null`)

@@ -172,7 +172,7 @@ def test_residency_puts_states_in_sram_while_they_fit_then_hbm_then_ddr(tmp_path
     # 1 MB of SRAM: one layer's KV caches at ctx 2048 (2·2048·32·2 B = 256 KB) fit three times beside the reserve.
     f = tmp_path / "t.toml"
     f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.0007"))
-    model = lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=2048), target=str(f))
+    model = lower_streamed(analyze(two_kind_document(8, every=1)), Deployment("decode", ctx=2048), target=str(f))
     tiers = {}
     for group in model.residency["layers"]:
         for l in group["layers"]:
@@ -200,7 +200,7 @@ def test_states_that_fit_nowhere_refuse_the_bundle(tmp_path):
     f = tmp_path / "t.toml"
     f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.001").replace("ddr_gb = 4", "ddr_gb = 0.001"))
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=4096), target=str(f))
+        lower_streamed(analyze(two_kind_document(8, every=1)), Deployment("decode", ctx=4096), target=str(f))
     assert e.value.program == "bundle" and "do not fit" in e.value.why
 
 
