@@ -104,6 +104,13 @@ def rate(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
+def row(name: str, what: str, r: dict) -> str:
+    """One line of a table: what lowered, where it lives and its rate; or the refusal and why its limit is physical."""
+    if r["ok"]:
+        return f"| {name} | {what} | lowered | {r['states']} | {r['weights']} | {r['tables']} | {rate(r['tps'])} |"
+    return f"| {name} | {what} | refused: {r['why']} — *{why_physical(r['why'])}* | | | | |"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
@@ -135,21 +142,11 @@ def main() -> int:
         "| model | deployment | result | states | weights | tables | tokens/s |",
         "|---|---|---|---|---|---|---:|",
     ]
-    for (name, dep), r in results.items():
-        if r["ok"]:
-            lines.append(f"| {name} | {dep} | lowered | {r['states']} | {r['weights']} | {r['tables']} | "
-                         f"{rate(r['tps'])} |")
-        else:
-            lines.append(f"| {name} | {dep} | refused: {r['why']} — *{why_physical(r['why'])}* | | | | |")
+    lines += [row(name, dep, r) for (name, dep), r in results.items()]
     lines += ["", "Long contexts (#19): a windowed or chunked layer carries a ring of its window (LANGUAGE §8), and "
               "rotation tables live in HBM.", "",
               "| model | request | result | states | weights | tables | tokens/s |", "|---|---|---|---|---|---|---:|"]
-    for name, what, r in requests:
-        if r["ok"]:
-            lines.append(f"| {name} | {what} | lowered | {r['states']} | {r['weights']} | {r['tables']} | "
-                         f"{rate(r['tps'])} |")
-        else:
-            lines.append(f"| {name} | {what} | refused: {r['why']} — *{why_physical(r['why'])}* | | | | |")
+    lines += [row(name, what, r) for name, what, r in requests]
     lines += ["", "Before the rings (the same lowering with every cache as long as the context): Mistral 7B decode at "
               "ctx 131072 carried 17.2 GB of KV, Gemma 3 12B 51.5 GB, Llama 4 Scout at 1,048,576 206 GB; Llama 3.1 8B "
               "at ctx 2,097,152 was refused for 537 MB of rotation tables in SRAM, and batched 256 × 131072 for PMUs."]
