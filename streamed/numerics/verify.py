@@ -31,7 +31,8 @@ what may differ is only what the lowering changed about the order of the arithme
 ``run`` drives both for one deployment over N steps — decode, prefill of at least ``PREFILL_CHUNKS`` chunks then
 decode, batched (each sequence its own reference: the batch must equal its sequences run one by one), tensor
 parallel, forward — feeding both the reference's greedy tokens, so the two never see different inputs. Its default
-steps cover the document: decode runs past every attention window and chunk it declares (``covering``).
+steps cover the document: decode runs past every attention window and chunk it declares (``covering``), so every
+windowed cache's ring (LANGUAGE §8) wraps round before the certification ends.
 """
 
 from __future__ import annotations
