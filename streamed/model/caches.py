@@ -14,9 +14,10 @@ apart inclusive, so a ring of that many rows still holds every position read whe
 (tests/numerics/test_rings.py holds it against a plain cache of ctx rows). A chunked attention's row ``P+r`` reads
 from ``⌊(P+r)/C⌋·C``, at most ``C − 1`` back: the same bound with ``reach = C``.
 
-A state with any other reader or writer (``Set S to …``, a product, an unwindowed attention) keeps all ``ctx``
-rows, and so does the other of an attention's keys and values (one attention reads both alike); so does a ring that would be as long (``L = ctx``: ``p mod ctx = p``). The rule reads the program alone, so
-every layer of a kind — one program up to names — holds the same rings (kinds are unchanged by it).
+A state with any other reader or writer (``Set S to …``, a product, an unwindowed attention) keeps all ``ctx`` rows, and
+so does the other of an attention's keys and values (one attention reads both alike); so does a ring that would be as
+long (``L = ctx``: ``p mod ctx = p``). The rule reads the program alone, so every layer of a kind — one program up to
+names — holds the same rings (kinds are unchanged by it).
 """
 
 from __future__ import annotations

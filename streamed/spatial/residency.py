@@ -12,13 +12,13 @@ program must be able to stream from. Cost: linear in the number of layers, arith
 
 Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier (``passes.cost.step_cost``, summed
 over its tiles); its roofline time on the target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its
-all-reduces over the chip link (a ring: ``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer
-(its kind's program, with that layer's tiers), and the head; tokens per second is the tokens a step serves over the
-step's time. Attention is costed at the positions it reads (every cached one, or a window's: a windowed cache is
-a ring of that many); a lookup reads only its tokens' rows of the table, a rotation its positions' rows of its
-tables, from the tier they live in, and a cache update writes only its new rows. A tiled program pays for its tiling: every row tile
-reads the weights again (unless they stay on chip) and its attention the cache rows before it — ``weight_reads``
-says how many times a step reads each weight.
+all-reduces over the chip link (a ring: ``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer (its
+kind's program, with that layer's tiers), and the head; tokens per second is the tokens a step serves over the step's
+time. Attention is costed at the positions it reads (every cached one, or a window's: a windowed cache is a ring of that
+many); a lookup reads only its tokens' rows of the table, a rotation its positions' rows of its tables, from the tier
+they live in, and a cache update writes only its new rows. A tiled program pays for its tiling: every row tile reads the
+weights again (unless they stay on chip) and its attention the cache rows before it — ``weight_reads`` says how many
+times a step reads each weight.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ def test_a_decode_that_continues_a_prefill_takes_its_chunk_and_holds_the_prefill
         out = tmp_path / f"{mode}{len(extra)}"
         assert main(["lower", str(doc), "--mode", mode, "--ctx", "64", *extra, "-o", str(out)]) == 0
         m = json.loads((out / "manifest.json").read_text())
-        shapes[(mode, len(extra))] = (m["chunk"], m["kinds"][0]["states"][0]["shape"], m["kinds"][0]["states"][0]["ring"])
+        state = m["kinds"][0]["states"][0]
+        shapes[(mode, len(extra))] = (m["chunk"], state["shape"], state["ring"])
     # Window 8: a step of 4 rows needs 8 + 4 − 1 positions; a decode on its own, its 8.
     assert shapes == {("prefill", 2): (4, [11, 32], True), ("decode", 2): (4, [11, 32], True),
                       ("decode", 0): (None, [8, 32], True)}

@@ -86,7 +86,8 @@ def test_weights_that_fit_no_memory_are_refused_naming_all_of_them_against_hbm_a
 
 def test_a_table_another_op_reads_whole_stays_in_sram():
     text = two_kind_document(4)
-    text = text.replace("Let h0 be x plus a0 times Wo0.", "Let rc0 be softmax of Rcos1.\nLet h0 be x plus a0 times Wo0.")
+    text = text.replace("Let h0 be x plus a0 times Wo0.",
+                        "Let rc0 be softmax of Rcos1.\nLet h0 be x plus a0 times Wo0.")
     a = analyze(text)
     assert not a.errors, a.errors[0].message
     model = lower_streamed(a, Deployment("decode", ctx=64))

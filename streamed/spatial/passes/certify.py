@@ -1,11 +1,11 @@
 """``certify``: the proof a program is what the IR says it is, and fits the target — or a refusal with numbers.
 
-In: a placed program, the target, and the names its document declares. Out: the program with its
-``certificate``. Every tensor bound exactly once, every value written in a phase before the one that reads it (the
-schedule is the phases), shapes re-inferred op by op and equal to the declared ones, rings that hold what their
-step reads, tiles that cover every row once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
-intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise — for every
-limit exceeded, each on the statement that takes most of it.
+In: a placed program, the target, and the names its document declares. Out: the program with its ``certificate``. Every
+tensor bound exactly once, every value written in a phase before the one that reads it (the schedule is the phases),
+shapes re-inferred op by op and equal to the declared ones, rings that hold what their step reads, tiles that cover
+every row once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
+intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise — for every limit
+exceeded, each on the statement that takes most of it.
 """
 
 from __future__ import annotations
@@ -119,11 +119,12 @@ def _certify_rings(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
                 raise LoweringError(f"`{op.kind}` reads the ring `{n}` as a cache of every position", op.statement)
         if op.kind == "attention" and op.attr("ring"):
             reach, rows = keys_reached(op), tensors[op.inputs[0]].shape[0]  # one run's queries: a tile's, a sequence's
+            reads = "its row reads" if rows == 1 else f"its {rows} rows read"
             for n in op.inputs[1:3]:
                 need = min(op.attr("ring"), reach + rows - 1)
                 if n not in written or tensors[n].shape[0] < need:
                     raise LoweringError(f"attention reads `{n}` as a ring of {tensors[n].shape[0]} rows, which does "
-                                        f"not hold the {need} positions its {rows} rows read", op.statement)
+                                        f"not hold the {need} positions {reads}", op.statement)
 
 
 def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] | None = None) -> SpatialProgram:
