@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,15 @@ def lowered(a, dep: Deployment) -> dict:
             "tables": tiers(r.get("tables", {})), "tps": m.estimate["tokens_per_second"]}
 
 
+def commit() -> str:
+    """The commit measured (the tables change with the lowering, not with the machine)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
 def rate(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
@@ -128,7 +138,8 @@ def main() -> int:
         classes[why_physical(r["why"])] = classes.get(why_physical(r["why"]), 0) + 1
     lines = [
         HEADING, "",
-        f"Measured {datetime.date.today().isoformat()} by `benchmarks/bench_real_models.py` on {machine()}; load "
+        f"Measured {datetime.date.today().isoformat()} by `benchmarks/bench_real_models.py` at commit {commit()} on "
+        f"{machine()}; load "
         f"average {load_before}; {cpu:.1f} s of CPU for the {len(results) + len(requests)} lowerings. Nothing is "
         "timed: residency and tokens/s are the lowering's arithmetic (the SN50 target, per chip; tokens/s the "
         "roofline estimate), the same on any machine.", "",
