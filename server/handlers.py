@@ -16,7 +16,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from . import code_actions, code_lens, commands, compare, completion, definition, diagnostics, folding, formatting, hover
-from . import inlay_hints, rename, semantic_tokens, symbols
+from . import inlay_hints, pictures, rename, semantic_tokens, symbols
 from .scheduler import Scheduler, Snapshot, failure
 from .settings import Settings
 
@@ -452,6 +452,12 @@ async def cmd_compare_with_representative(ls: StreamedServer, args, work: Work):
 async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
     return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj, ls.folders)
+
+
+@_command(pictures.COMMAND, "Drawing the pictures")
+async def cmd_pictures(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object(pictures.COMMAND, args, pictures.EXAMPLE)
+    return await asyncio.get_running_loop().run_in_executor(None, pictures.pictures, obj, ls.folders)
 
 
 @_command("streamed.lowerBundle", "Lowering SN50 bundle")

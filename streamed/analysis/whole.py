@@ -151,6 +151,14 @@ def layer_ranges(layers) -> str:
     return ", ".join(out)
 
 
+def layers_named(layers) -> str:
+    """Layers as a sentence names them: ``layers 0-3, 8``, or, spread over many runs, ``48 layers from 0``."""
+    ranges = layer_ranges(layers)
+    if ranges.count(",") < 4:
+        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
+    return f"{len(layers)} layers from {layers[0]}"
+
+
 def position(r: Range) -> tuple[int, int]:
     """1-based line and column (UTF-16) of a range's start, for people and for ``--json``."""
     return r.start.line + 1, r.start.character + 1

@@ -170,6 +170,10 @@ class StreamedModel:
     naming: Naming | None = None
     #: The SHA-256 of the document's text (UTF-8) the model was lowered from.
     document_sha256: str | None = None
+    #: The statements behind each program's ops, by the program's name (``programs()``): ``{"index", "line",
+    #: "text"}`` for each statement an op of it was lifted from — its index in the program (``Op.statement``), its
+    #: 1-based line in the document (the representative's, for a kind) and its text on one line.
+    statements: dict | None = None
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -267,7 +271,9 @@ def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> Sp
     ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
     tiles = tuple(replace(t, reads=tuple(replace(a, tensor=fn(a.tensor)) for a in t.reads),
                           writes=tuple(replace(a, tensor=fn(a.tensor)) for a in t.writes)) for t in p.tiles)
-    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles)
+    placement = p.placement and replace(p.placement, pmus=tuple((c, fn(n), a, b) for c, n, a, b in p.placement.pmus))
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles,
+                   placement=placement)
 
 
 def stack_names(p: SpatialProgram, names: dict[str, str]) -> SpatialProgram:
@@ -414,9 +420,11 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
 def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,
                    storage: Storage | None = None, cache: dict | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
-                   cancelled: Callable[[], bool] | None = None) -> StreamedModel:
+                   cancelled: Callable[[], bool] | None = None, to_document=None) -> StreamedModel:
     """Lower ``analysis``'s model for ``deployment``: the embed (except ``forward``), one program per layer kind, the
-    head; every layer bound to its kind; residency and the estimate. Raises ``StreamedReject``, or ``Cancelled``.
+    head; every layer bound to its kind; residency and the estimate; the statements behind each program's ops
+    (``statements_of``, placed in the document by ``to_document`` when the analysis's ranges are chunk-relative).
+    Raises ``StreamedReject``, or ``Cancelled``.
 
     ``cache`` (a dict the caller keeps) serves a kind program lowered before for the same digest, deployment,
     target, constants and shared tables — renamed to the representative's names if they changed."""
@@ -436,7 +444,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
     embed, kinds, head, residency, est = _resident(d, embed, kinds, head, layers, layer_kinds)
     if progress is not None:
         progress("bound", d.total, d.total)
-    return _identified(d, embed, kinds, head, layers, residency, est)
+    return _identified(d, embed, kinds, head, layers, residency, est, to_document)
 
 
 def _admitted(analysis: Analysis, deployment: Deployment, target, storage) -> tuple[Deployment, SpatialTarget, Storage]:
@@ -580,17 +588,44 @@ def _resident(d: _Deploying, embed, kind_programs: list[LayerKindProgram], head,
     return embed, kind_programs, placed[-1], residency, est
 
 
-def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, est) -> StreamedModel:
+def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, est, to_document=None) -> StreamedModel:
     """The model with what identifies it: the embed's and the head's identities, which checkpoint tensor every
-    weight reads (``Naming``), the document's title and SHA-256."""
+    weight reads (``Naming``), the document's title and SHA-256, and the statements behind each program's ops."""
     analysis, progs = d.analysis, d.progs
     q8 = frozenset(name for p in progs.all() for name in p.q8_declared())  # without renaming every layer's decls
     naming = Naming.of(analysis.document.checkpoint, d.storage, q8)
+    data = analysis.document.text.encode("utf-8")
+    statements = {kp.name: statements_of(d.by_layer[kp.representative], kp.program, data, to_document)
+                  for kp in kind_programs}
+    if embed is not None:
+        statements["embed"] = statements_of(progs.embed, embed, data, to_document)
+    statements["head"] = statements_of(progs.head, head, data, to_document)
     return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, d.deployment, d.target,
                          analysis.document.title,
                          d.whole_identity("embed", progs.embed, d.embed_cut) if embed is not None else None,
                          d.whole_identity("head", progs.head, d.head_cut), naming,
-                         hashlib.sha256(analysis.document.text.encode("utf-8")).hexdigest())
+                         hashlib.sha256(data).hexdigest(), statements)
+
+
+#: The longest statement text a manifest records (a statement longer than this is cut, with an ellipsis).
+STATEMENT_TEXT = 240
+
+
+def statements_of(program, lowered: SpatialProgram, data: bytes, to_document=None) -> tuple[dict, ...]:
+    """The statements of ``program`` (an authored program, in the document ``data``, UTF-8) that ``lowered``'s ops were
+    lifted from: index, 1-based line and text on one line — so a picture can say which statement each region of
+    the chip serves without the document. ``to_document(section, range)``: where a range of the analysis is in the
+    document (the incremental analysis's sections are chunk-relative); the ranges as they are without it."""
+    used = {op.statement for op in lowered.ops if op.statement is not None}
+    out = []
+    for st in program.statements:
+        if st.index in used:
+            r = to_document(program.section, st.range) if to_document is not None else st.range
+            one = " ".join(data[r.start.offset:r.end.offset].decode("utf-8", "replace").split())  # byte offsets
+            if len(one) > STATEMENT_TEXT:
+                one = one[:STATEMENT_TEXT - 1] + "…"
+            out.append({"index": st.index, "line": r.start.line + 1, "text": one})
+    return tuple(out)
 
 
 def _stacked_names(progs, deployment: Deployment) -> Callable[[int | None, SpatialProgram], dict[str, str]]:

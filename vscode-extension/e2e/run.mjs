@@ -264,6 +264,136 @@ const lineOf = (re, from = 0) => {
 };
 const layerHeadings = docLines.map((l, i) => (/^##\s*Layer\s+\d+/.test(l) ? i : -1)).filter((i) => i >= 0);
 
+// ------------------------------------------------------------------------------------------------ the pictures
+// The manifest view's chip, memory and roofline (drawn by the server from the bundle, rendered in the webview): each
+// is there, with its labels as text a person reads; a chip region says and reveals its statement; a run of layers
+// folds out. Then a new user's path: open examples/qwen3.8.lgm, lower it, see the three pictures.
+async function shownManifest(title) {
+  for (const f of page.frames()) {
+    if ((await f.locator('#layers').count().catch(() => 0)) === 0) continue;
+    if (!title || (await f.locator('h1').first().textContent({ timeout: 1000 }).catch(() => '')).includes(title)) return f;
+  }
+  return undefined;
+}
+const manifestFrame = (title, timeout = 60000) =>
+  waitFor(`the manifest webview${title ? ` of ${title}` : ''}`, () => shownManifest(title), timeout);
+const svgTexts = (frame, selector) => frame.locator(`${selector} svg text`).allTextContents();
+async function picturesDrawn(frame, kindNames) {
+  await frame.locator('#chip svg.floorplan').first().waitFor({ state: 'attached', timeout: 60000 });
+  const tabs = (await frame.locator('.chip-tab').allInnerTexts()).map((t) => t.trim());
+  for (const k of kindNames) if (!tabs.includes(k)) throw new Error(`no chip tab for the kind ${k}: ${tabs.join(', ')}`);
+  const shown = frame.locator('.chip-pane:not([hidden]) svg.floorplan');
+  if ((await shown.count()) !== 1) throw new Error(`${await shown.count()} floorplans shown`);
+  const chipText = (await shown.locator('text').allTextContents()).join(' | ');
+  for (const want of [/PCUs: [\d,]+ of [\d,]+ used/, /PMUs: [\d,]+ of [\d,]+ used/, /phases/, /Let \w+ be /]) {
+    if (!want.test(chipText)) throw new Error(`the chip says no ${want}: ${chipText.slice(0, 300)}`);
+  }
+  const box = await shown.boundingBox();
+  if (!box || box.width < 400 || box.height < 300) throw new Error(`the floorplan is ${JSON.stringify(box)}`);
+  await frame.locator('#memory[data-drawn="true"] svg').waitFor({ timeout: 60000 });
+  const memory = (await svgTexts(frame, '#memory')).join(' | ');
+  for (const tier of ['SRAM', 'HBM', 'DDR']) if (!new RegExp(`${tier} · `).test(memory)) throw new Error(`the memory has no ${tier} bar: ${memory.slice(0, 300)}`);
+  for (const k of kindNames) if (!memory.includes(`: ${k}`)) throw new Error(`the memory names no part of ${k}: ${memory.slice(0, 400)}`);
+  await frame.locator('#roofline[data-drawn="true"] svg').waitFor({ timeout: 60000 });
+  const roofline = (await svgTexts(frame, '#roofline')).join(' | ');
+  for (const want of [/tokens\/s · (memory|compute)-bound/, /BF16 peak/, /HBM/, /tokens\/s by batch/]) {
+    if (!want.test(roofline)) throw new Error(`the roofline says no ${want}: ${roofline.slice(0, 300)}`);
+  }
+  const spills = await frame.locator('#spills li').allInnerTexts();
+  if (!spills.length) throw new Error('the memory says nothing about what spills');
+  // Readable: every picture's labels are laid out (a text node with no size would be one nobody can read).
+  for (const id of ['#memory', '#roofline']) {
+    const b = await frame.locator(`${id} svg text`).filter({ hasText: /\S/ }).first().boundingBox();
+    if (!b || b.width <= 0 || b.height <= 0) throw new Error(`${id}'s labels have no size: ${JSON.stringify(b)}`);
+  }
+  return { tabs, chipText, memory, roofline, spills };
+}
+
+async function checkPictures() {
+  await check('the manifest view draws the chip, the memory and the roofline from the bundle', async () => {
+    const frame = await manifestFrame();
+    const bundle = JSON.parse(fs.readFileSync(path.join(workspace, docName.replace(/\.lgm$/, '.bundle'), 'manifest.json'), 'utf8'));
+    const kinds = bundle.kinds.map((k) => k.name);
+    const drawn = await picturesDrawn(frame, kinds);
+    log(`  chip tabs: ${drawn.tabs.join(' | ')}; spills: ${drawn.spills[0].slice(0, 80)}`);
+    // The layer rows fold into runs: a run's summary opens into its layers.
+    const runRow = frame.locator('tr.run-row').first();
+    if ((await runRow.count()) === 1) {
+      const before = await frame.locator('tr.layer-row:visible').count();
+      await runRow.click();
+      await waitFor('the run to fold out', async () => (await frame.locator('tr.layer-row:visible').count()) > before, 10000);
+      await runRow.click();
+    }
+    // A chip region says its statement on hover and reveals it in the document on a click.
+    const regions = frame.locator('.chip-pane:not([hidden]) g.region[data-line]');
+    const sizes = await regions.evaluateAll((gs) => gs.map((g) => g.getBoundingClientRect().width * g.getBoundingClientRect().height));
+    const region = regions.nth(sizes.indexOf(Math.max(...sizes))); // the largest: where a person's pointer lands
+    const line = Number(await region.getAttribute('data-line'));
+    await region.locator('rect').first().hover();
+    const tip = frame.locator('#chip-hover.visible');
+    await tip.waitFor({ timeout: 10000 });
+    const said = await tip.innerText();
+    if (!said.includes(`line ${line}: `) || !/Let |Set |Return /.test(said)) throw new Error(`the region's hover says ${said}`);
+    await shot('manifest-chip-hover');
+    await region.locator('rect').first().click();
+    await waitFor(`the cursor on line ${line}`, async () => (await cursorPosition())?.line === line, 20000);
+    log(`  region → line ${line}: ${said.split('\n').pop().slice(0, 80)}`);
+    await page.locator('.tab', { hasText: /^Manifest/ }).first().click();
+  });
+
+  await check('a new user opening examples/qwen3.8.lgm and lowering it sees the chip, the memory and the roofline', async () => {
+    const name = 'qwen3.8.lgm';
+    fs.copyFileSync(path.join(repo, 'examples', name), path.join(workspace, name));
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+P');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill(name);
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: name }).first().waitFor({ timeout: 20000 });
+    await page.keyboard.press('Enter');
+    await page.locator('.tab.active', { hasText: name }).waitFor({ timeout: 20000 });
+    await page.locator('.statusbar-item', { hasText: /2 kinds · 64 layers/ }).first().waitFor({ timeout: 120000 });
+    await page.locator('.monaco-editor .view-lines').first().click();
+    await runCommand('Streamed: Lower SN50 Bundle');
+    // Answer whatever the lowering asks (the deployment from the settings, no checkpoint, the proposed folder) until
+    // the manifest of qwen3.8 is shown.
+    const frame = await waitFor('the manifest of qwen3.8', async () => {
+      const shown = await shownManifest('qwen3.8');
+      if (shown) return shown;
+      if (await input.isVisible().catch(() => false)) {
+        const widget = await page.locator('.quick-input-widget').innerText().catch(() => '');
+        if (/No checkpoint/.test(widget)) await input.fill('No checkpoint');
+        else if (/\bdecode\b/.test(widget) && (await page.locator('.quick-input-list .monaco-list-row').count()) > 1) await input.fill('decode');
+        await sleep(200);
+        await page.keyboard.press('Enter');
+        await sleep(500);
+      }
+      return undefined;
+    }, 180000);
+    const bundle = JSON.parse(fs.readFileSync(path.join(workspace, 'qwen3.8.bundle', 'manifest.json'), 'utf8'));
+    const drawn = await picturesDrawn(frame, ['gated deltanet', 'attention']);
+    if (!drawn.tabs.join(' ').includes('gated deltanet')) throw new Error(drawn.tabs.join(', '));
+    const tokens = `${Number(bundle.estimate.tokens_per_second).toPrecision(3).replace(/\.?0+$/, '')} tokens/s`;
+    if (!drawn.roofline.includes(tokens)) throw new Error(`the roofline does not say ${tokens}: ${drawn.roofline.slice(0, 200)}`);
+    const run = await frame.locator('tr.run-row td').nth(1).innerText();
+    if (!/\(gated deltanet ×3 · attention\) ×16/.test(run)) throw new Error(`the layers read ${run}`);
+    // The picture for the README: the manifest view alone, tall enough for the three pictures, from the chip down.
+    await runCommand('Notifications: Clear All Notifications');
+    await runCommand('View: Toggle Maximize Editor Group');
+    await page.setViewportSize({ width: 1600, height: 2000 });
+    await sleep(800);
+    await frame.evaluate(() => document.querySelectorAll('h2').forEach((h) => h.textContent === 'Chip' && window.scrollTo(0, h.offsetTop - 8)));
+    await sleep(500);
+    await shot('manifest-pictures');
+    fs.copyFileSync(path.join(artifacts, `${String(step).padStart(2, '0')}-manifest-pictures.png`), path.join(artifacts, 'manifest-pictures.png'));
+    await page.setViewportSize({ width: 1600, height: 1000 });
+    await sleep(500);
+    await runCommand('View: Toggle Maximize Editor Group');
+    log(`  qwen3.8: ${tokens}; ${run}`);
+    await page.locator('.tab', { hasText: docName }).first().click();
+  });
+}
+
 try {
   log('opening VS Code');
   await page.goto(`${base}/?folder=${encodeURIComponent(workspace)}`);
@@ -549,6 +679,8 @@ try {
     await page.locator('.tab', { hasText: docName }).first().click();
     await statusKinds().waitFor({ timeout: 60000 });
   });
+
+  await checkPictures();
 
   await check('Author Model from Config… writes the document and opens it', async () => {
     const cfgSrc = path.join(repo, 'examples', 'configs', 'small-gemma3.json');

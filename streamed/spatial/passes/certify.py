@@ -4,8 +4,9 @@ In: a placed program, the target, and the names its document declares. Out: the 
 tensor bound exactly once, every value written in a phase before the one that reads it (the schedule is the phases),
 shapes re-inferred op by op and equal to the declared ones, rings that hold what their step reads, tiles that cover
 every row once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
-intermediates, per chip) within the target's SRAM, PMUs and PCUs. Refused with numbers otherwise — for every limit
-exceeded, each on the statement that takes most of it.
+intermediates, per chip) within the target's SRAM, PMUs and PCUs, and its placement on each chip's units as long as
+each op's PCUs and each buffer's PMUs, no unit given twice. Refused with numbers otherwise — for every limit exceeded,
+each on the statement that takes most of it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import replace
 from ..ir import COLLECTIVES, Access, Op, SpatialProgram, Tensor, batched, column_tensors, rows_per_run
 from ..target import SpatialTarget
 from .errors import LoweringError
-from .footprint import ops_per_chip, over_limits, own_bytes, pmus_needed, sram_footprint
+from .footprint import buffers, ops_per_chip, over_limits, own_bytes, pmus_needed, sram_footprint
 from .shapes import infer, keys_reached
 from .tile import COLUMN_LOCAL, row_blocker
 
@@ -127,6 +128,34 @@ def _certify_rings(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
                                         f"not hold the {need} positions {reads}", op.statement)
 
 
+def _certify_placement(program: SpatialProgram, target: SpatialTarget) -> None:
+    """Where ``place`` put the program is where it fits (ir.py, Placement): on each chip every op that runs there has
+    one range of PCUs as long as its ``pcus``, the buffers are exactly ``footprint.buffers``'s, each with its PMUs,
+    and no two ranges share a unit or pass the target's."""
+    if program.placement is None:
+        raise LoweringError("it is not placed: no op has its PCUs, no buffer its PMUs")
+    for c in (range(program.tp) if program.tp > 1 else (None,)):
+        ops, bufs = program.placement.on(c)
+        where = f" on chip {c}" if c is not None else ""
+        runs = [i for i, op in program.schedule() if c is None or op.chip in (None, c)]
+        if sorted(i for i, _, _ in ops) != sorted(runs):
+            raise LoweringError(f"its placement{where} does not give each of its {len(runs)} ops one range of PCUs")
+        for i, a, b in ops:
+            if b - a != program.ops[i].pcus:
+                raise LoweringError(f"its placement gives `{program.ops[i].kind}` {b - a} PCUs{where}, not the "
+                                    f"{program.ops[i].pcus} it was assigned", program.ops[i].statement)
+        if [(n, b - a) for n, a, b in bufs] != buffers(program, target, c):
+            raise LoweringError(f"its placement{where} does not give each on-chip buffer the PMUs its bytes fill")
+        for unit, ranges, have in (("PCU", [(a, b) for _, a, b in ops], target.pcus),
+                                   ("PMU", [(a, b) for _, a, b in bufs], target.pmus)):
+            ranges.sort()
+            if any(b0 > a1 for (_, b0), (a1, _) in zip(ranges, ranges[1:])):
+                raise LoweringError(f"its placement{where} gives one {unit} to two of its ops or buffers")
+            if ranges and ranges[-1][1] > have:
+                raise LoweringError(f"its ops and buffers take {ranges[-1][1]:,} {unit}s{where}; the "
+                                    f"{target.name.upper()} has {have:,}")
+
+
 def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] | None = None) -> SpatialProgram:
     """Every tensor bound exactly once, shapes that agree op by op, tiles that cover the program once, and a fit
     on the target — or a refusal. A program over several of the target's limits is refused for each."""
@@ -183,6 +212,7 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     refused = over_limits(program, target, "in tiles" if program.tiles else "")
     if refused:
         raise LoweringError.of(refused)
+    _certify_placement(program, target)
     certificate = {
         "tensors": len(tensors), "ops": len(program.ops), "bound_once": True, "shapes_agree": True,
         "pcus": max(sum(op.pcus for op in program.ops if c is None or op.chip in (None, c)) for c in chips),

@@ -94,9 +94,9 @@ def step_cost(p: SpatialProgram) -> dict:
                 """The share of the body's ``name`` this tile holds."""
                 return (share if name in per_row else 1.0) * (col_share if name in per_col else 1.0)
 
-            running = runs_in(p, t, per_col)
+            running = {id(op) for op in runs_in(p, t, per_col)}  # by identity: comparing ops field by field is O(n²)
             for op in mine:
-                if op not in running:
+                if id(op) not in running:
                     continue
                 reads_cols = any(x in per_col for x in op.inputs)
                 cost["flops"] += flops_of(op, shape) * share * (col_share if reads_cols else 1.0)

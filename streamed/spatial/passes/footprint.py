@@ -84,18 +84,30 @@ def own_bytes(program: SpatialProgram) -> int:
     return use["activations"] + use["tables"] + (weight_bytes(program) if program.weights_on_chip else 0)
 
 
+def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0) -> list[tuple[str, int]]:
+    """A chip's on-chip buffers and the PMUs each fills, in the order the chip's ops first use them: a tensor its ops
+    touch takes the PMUs its bytes on chip fill (``on_chip``: a table held off chip, the rows a run stages); a state
+    its ops read, one — the buffer it streams through from wherever residency puts it (a tile streams its own
+    sequences'), so the buffers are the same before and after residency; weights kept on chip across tiles their
+    own. A tensor no op touches — a batched tile's other sequences' positions and states — takes none. ``chip`` 0
+    (or ``None``) holds the replicated tensors too."""
+    held = [t for t in program.tensors if t.chip in (None, chip)]
+    used = [n for _, op in program.schedule() if op.chip in (None, chip) for n in (*op.inputs, *op.outputs)]
+    first = {n: k for k, n in reversed(list(enumerate(used)))}
+    touched = {n for op in program.ops for n in (*op.inputs, *op.outputs)}
+    out = []
+    for t in sorted(held, key=lambda t: first.get(t.name, len(used))):
+        if t.role == "weight":
+            if program.weights_on_chip:
+                out.append((t.name, math.ceil(t.bytes / target.pmu_bytes)))
+        elif t.name in touched and (t.role == "state" or on_chip(program, t)):
+            out.append((t.name, 1 if t.role == "state" else math.ceil(on_chip(program, t) / target.pmu_bytes)))
+    return out
+
+
 def pmus_needed(program: SpatialProgram, target: SpatialTarget) -> int:
-    """PMUs for a program's on-chip buffers (chip 0's): each tensor its ops touch takes the PMUs its bytes on chip
-    fill (``on_chip``: a table held off chip, the rows it stages); a state at least one, the buffer it streams through
-    from wherever residency puts it (a tile streams its own sequences'); weights kept on chip across tiles their
-    own. A tensor no op touches — a batched tile's other sequences' positions and states — takes none."""
-    used = {n for op in program.ops for n in (*op.inputs, *op.outputs)}
-    n = sum(1 if t.role == "state" else math.ceil(on_chip(program, t) / target.pmu_bytes) for t in program.tensors
-            if t.role != "weight" and t.name in used and t.chip in (None, 0)
-            and (t.role == "state" or on_chip(program, t)))
-    if program.weights_on_chip:
-        n += sum(math.ceil(t.bytes / target.pmu_bytes) for t in program.tensors if t.role == "weight")
-    return n
+    """PMUs for a program's on-chip buffers (chip 0's, ``buffers``)."""
+    return sum(n for _, n in buffers(program, target, 0 if program.tp > 1 else None))
 
 
 def ops_per_chip(program: SpatialProgram) -> int:
