@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
+from ..lang.files import FileProblem, size_of
 from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .author import gguf_tensor
@@ -70,11 +71,10 @@ class GgufCheckpoint:
 def _reader(path: str):
     from gguf import GGUFReader
 
-    if not os.path.exists(path):
-        raise CheckpointError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CheckpointError(f"{path}: is a directory, not a GGUF file")
-    size = os.path.getsize(path)
+    try:
+        size = size_of(path, "a GGUF file")  # a directory, a device or a FIFO is refused by what it is, unopened
+    except FileProblem as e:
+        raise CheckpointError(str(e)) from None
     if size < 24:
         raise CheckpointError(f"{path}: not a GGUF file: {size} bytes, shorter than a GGUF header")
     with open(path, "rb") as f:

@@ -26,8 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYER, beyond
 from .hf_defaults import DEFAULTS
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
@@ -82,6 +83,9 @@ class _Config:
         self.where = where
         self.model_type = model_type
         self.defaults = defaults if defaults is not None else DEFAULTS.get(model_type, {})
+        #: Every number the model reads (``raw``) that the config leaves out, in the order read — (the value, whether
+        #: it is derived, as the class derives it, rather than the class default): what the document says was assumed.
+        self.defaulted: dict[str, tuple[Any, bool]] = {}
 
     def fail(self, field: str, why: str) -> SpecError:
         return SpecError(f"{self.where}: `{field}` {why}")
@@ -95,6 +99,8 @@ class _Config:
 
     def raw(self, field: str, default: Any = _REQUIRED) -> Any:
         v = self.get(field)
+        if field not in self.data and isinstance(v, (int, float)) and not isinstance(v, bool):
+            self.defaulted.setdefault(field, (v, False))  # a number the model takes from its class default
         if v is None:
             if default is _REQUIRED:
                 if field in self.data:
@@ -426,12 +432,11 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     n = c.int("num_hidden_layers", maximum=MAX_LAYER + 1)
     d = c.int("hidden_size")
     vocab = c.int("vocab_size")
-    # Every supported class has a real default for these three; a config leaving one out is read as transformers
-    # reads it, but the document says so (a model authored at LlamaConfig's 4096 × 32 layers without a word would
-    # be a silently different model).
+    # Every supported class has a real default for these three (and for the widths, head counts and epsilon the
+    # layers read); a config leaving one out is read as transformers reads it, but the document says so (a model
+    # authored at LlamaConfig's 4096 × 32 layers, or its intermediate 11008, without a word would be a silently
+    # different model).
     cls = f"{_ARCH_STEM[model_type]}{'Text' if text_type.endswith('_text') else ''}Config"
-    assumed = tuple(f"The config leaves out `{f}`: {c.get(f)} is transformers' {cls} default." for f in SIZING
-                    if f not in c.data)
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
@@ -445,6 +450,10 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied = _tied(c, config, wrapper or (model_type if model_type in TEXT_MODEL else None), where)
+    # Every number the model took from its class default (the sizes first) is said, not only the three above.
+    assumed = tuple(f"The config leaves out `{f}`: {v}, as transformers' {cls} derives it." if derived else
+                    f"The config leaves out `{f}`: {v} is transformers' {cls} default." for f, (v, derived) in sorted(
+                        c.defaulted.items(), key=lambda fv: SIZING.index(fv[0]) if fv[0] in SIZING else len(SIZING)))
     notes = list(extra.get("notes", ()))
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
@@ -479,6 +488,8 @@ def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:
 def _heads(c: _Config, d: int) -> tuple[int, int, int]:
     heads = c.int("num_attention_heads")
     kv = c.int("num_key_value_heads", heads)
+    if c.get("num_key_value_heads") is None:  # the classes take the query heads' count
+        c.defaulted.setdefault("num_key_value_heads", (kv, True))
     if heads % kv:
         raise c.fail("num_key_value_heads", f"is {kv}, which does not divide `num_attention_heads` ({heads})")
     if c.has("head_dim"):
@@ -726,11 +737,10 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
 
 def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """The spec of the ``config.json`` at ``path``; a ``SpecError`` naming the file and the field on any fault."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
+        raw = read_file(path, MAX_CONFIG_BYTES, "a config.json")  # a regular file, its size checked first
+    except FileProblem as e:
+        raise SpecError(str(e)) from None
     try:
         config = loads(raw)
     except JsonError as e:

@@ -13,6 +13,7 @@ from typing import Union
 
 from ..lang import ops as ops_table
 from ..lang.limits import MAX_DIMENSION, beyond
+from ..lang.limits import show as show_value
 from ..lang.lexer import Range
 from ..lang.parser import nearest
 from ..lang.syntax import (
@@ -263,9 +264,9 @@ class _Checker:
             return d.text
         if d.text in self.constants:
             v = self.constants[d.text]
-            why = None if v == int(v) else f"is {v:g}, not a whole number"
+            why = None if v == int(v) else f"is {show_value(v)}, not a whole number"
             if why is None and beyond(v, MAX_DIMENSION) is not None:
-                why = f"is {v:g}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
+                why = f"is {show_value(v)}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
             if why is not None:
                 if d.text not in self.reported:  # one mistake, one diagnostic: the constant's first use as a width
                     self.reported.add(d.text)
@@ -291,7 +292,7 @@ class _Checker:
         if any(v is None for v in values.values()):
             return None
         if values["B"] <= 0:
-            self.error(c.number("B").range, f"a rotation base is positive, not {values['B']:g}", "table")
+            self.error(c.number("B").range, f"a rotation base is positive, not {show_value(values['B'])}", "table")
             return None
         scalings = [k for k in c.options if k in SCALINGS]
         if len(scalings) > 1:
@@ -305,10 +306,10 @@ class _Checker:
                 if slot in values:
                     params.append((key, values[slot]))
             if values["F"] <= 0:
-                self.error(c.number("F").range, f"a scaling factor is positive, not {values['F']:g}", "table")
+                self.error(c.number("F").range, f"a scaling factor is positive, not {show_value(values['F'])}", "table")
                 return None
             if kind == "llama3" and values["H"] < values["L"]:
-                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({values['H']:g}) is below its low one ({values['L']:g})", "table")
+                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({show_value(values['H'])}) is below its low one ({show_value(values['L'])})", "table")
                 return None
         if "unrounded ramp" in c.options:
             if not scalings or SCALINGS[scalings[0]] != "yarn":

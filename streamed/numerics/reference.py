@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as nx
+from .product import EXACT, Arithmetic
 from ..lang import ops as ops_table
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ..model.caches import ring_lengths
@@ -95,14 +96,17 @@ class Step:
 
 
 class Reference:
-    """One sequence of one document: its weights, host tables for ``ctx`` positions, and its carried states — a
-    windowed cache as the ring LANGUAGE §8 says it is (``model.caches``), sized for steps of at most ``rows``
-    rows (a prefill's chunk; 1 for decode)."""
+    """One sequence of one document: its weights, host tables for ``ctx`` positions, its carried states — a windowed
+    cache as the ring LANGUAGE §8 says it is (``model.caches``), sized for steps of at most ``rows`` rows (a prefill's
+    chunk; 1 for decode) — and the arithmetic its operations compute in (``product.Arithmetic``: exact float32 unless
+    told)."""
 
-    def __init__(self, programs: Programs, weights: Weights, ctx: int, rows: int = 1):
+    def __init__(self, programs: Programs, weights: Weights, ctx: int, arithmetic: Arithmetic = EXACT, *,
+                 rows: int = 1):
         self.programs = programs
         self.weights = weights
         self.ctx = ctx
+        self.arithmetic = arithmetic
         self.tables = host_tables(programs, ctx)
         self.states: dict[str, np.ndarray] = {}
         self.rings: dict[str, int] = {}
@@ -185,7 +189,7 @@ class Reference:
                 return (nx.f32(a) * np.float32(self.number(e.right))).astype(np.float32)
             b = self.eval(e.right, env)
             if e.op == "times":
-                return nx.matmul(a, b)
+                return nx.matmul(a, b, self.arithmetic)
             if e.op == "plus":
                 return (nx.f32(a) + nx.f32(b)).astype(np.float32)
             if e.op == "minus":
@@ -204,8 +208,10 @@ class Reference:
             return int(n[key]) if key in n else default
 
         op = c.op
-        simple = {"silu": nx.silu, "gelu": nx.gelu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
+        simple = {"silu": nx.silu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
                   "softmax": nx.softmax, "argmax": nx.argmax}
+        if op == "gelu":
+            return nx.gelu(v["X"], self.arithmetic)
         if op in simple:
             return simple[op](v["X"])
         if op == "rmsnorm":
@@ -227,7 +233,7 @@ class Reference:
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
-                                       i("nope:N"), i("rope:M"), n.get("scale:F"))
+                                       i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)
         if op == "gated delta":
             out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"),
                                     "in turn" in c.options)
@@ -252,6 +258,7 @@ class Reference:
                 weighting_inputs="weighting inputs" in o,
                 shared=(v["shared:G2"], v["shared:U2"], v["shared:D2"]) if "shared" in o else None,
                 shared_gate=v.get("shared gate:S"),
+                arithmetic=self.arithmetic,
             )
         raise ValueError(f"no numerical definition of `{op}`")
 
@@ -308,8 +315,8 @@ class Batch:
     """A batch of sequences as the language means it: the document run once per sequence, each with its own states
     and position. ``step(tokens, positions)`` takes one token per sequence."""
 
-    def __init__(self, programs: Programs, weights: Weights, ctx: int, batch: int):
-        self.sequences = [Reference(programs, weights, ctx) for _ in range(batch)]
+    def __init__(self, programs: Programs, weights: Weights, ctx: int, batch: int, arithmetic: Arithmetic = EXACT):
+        self.sequences = [Reference(programs, weights, ctx, arithmetic) for _ in range(batch)]
 
     def step(self, tokens, positions) -> list[Step]:
         return [r.step([t], p) for r, t, p in zip(self.sequences, tokens, positions)]

@@ -9,12 +9,13 @@ Tolerance. Both paths are float32 over the same stored weights and the same per-
 what may differ is only what the lowering changed about the order of the arithmetic:
 
 - **Not tensor parallel: nothing.** Every op of the bundle computes one authored operation over whole rows, as the
-  reference does (a batched step's products accumulate in float64 and round once, so a row does not depend on the
+  reference does (every product follows ``product``'s rule, whose order of arithmetic makes a row independent of the
   rows beside it): every tensor must be equal, bit for bit. An rmsnorm epsilon three times too large changes the
   sixth digit of a norm and is a failure here, not a rounding.
 - **Tensor parallel: the reassociation of each all-reduce, bounded, one layer at a time.** A row-split product is
   computed as ``tp`` partial products, each rounded to float32, then summed in float32; the reference rounds the
-  whole product once. By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
+  whole product once (by the product rule both sum the same 32-element block partials in float64 when a chip's
+  slice is whole blocks: only those roundings differ). By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
   elementwise by at most ``γ · Σ_c |P_c|`` with ``γ = (tp + 1) · u``, ``u = 2⁻²⁴`` — ``tp`` roundings of the
   partials and their sums, one of the reference's — so relative to the terms summed the difference is at most
   ``(tp + 1) · u``. Everything a layer computes before its first all-reduce must still be bit for bit equal (the
@@ -44,6 +45,7 @@ from typing import Callable
 import numpy as np
 
 from .execute import Bound, ExecuteError, Executed, Executor, Plan, Session
+from .product import EXACT, Arithmetic
 from ..lang.syntax import Call
 from ..model.program import Programs
 from .reference import Batch, Reference, ReferenceError, Step, operands
@@ -407,7 +409,8 @@ class ReferenceStep:
     before: dict[str, np.ndarray]
 
 
-def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, seed: int) -> list[ReferenceStep]:
+def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, seed: int,
+                    arithmetic: Arithmetic = EXACT) -> list[ReferenceStep]:
     """Up to ``steps`` steps of the reference for ``dep`` (fewer when the positions reach ``ctx``). Tokens: seeded
     for the first step and for every prefill chunk, then each sequence's greedy next token — so the sequence is a
     function of the document, the weights, the deployment's shape and the seed alone."""
@@ -415,7 +418,7 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     vocab = _vocab(programs)
     out: list[ReferenceStep] = []
     if dep.batched:
-        ref = Batch(programs, weights, dep.ctx, dep.batch)
+        ref = Batch(programs, weights, dep.ctx, dep.batch, arithmetic)
         positions = [2 * b for b in range(dep.batch)]  # sequences at different positions
         tokens = rng.integers(0, vocab, dep.batch)
         for _ in range(steps):
@@ -429,11 +432,11 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     elif dep.mode == "forward":
         for _ in range(steps):
             tokens = rng.integers(0, vocab, dep.ctx)
-            ref = Reference(programs, weights, dep.ctx, dep.ctx)
+            ref = Reference(programs, weights, dep.ctx, arithmetic, rows=dep.ctx)
             out.append(ReferenceStep(tokens, [0], "step", ref.step(tokens, 0), {}))
     else:
         prefill = dep.mode == "prefill"
-        r = Reference(programs, weights, dep.ctx, max(dep.chunk, 1))  # its rings sized as the bundle's (§8)
+        r = Reference(programs, weights, dep.ctx, arithmetic, rows=max(dep.chunk, 1))  # rings as the bundle's (§8)
         pos = 0
         tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
         for s in range(steps):
@@ -454,8 +457,8 @@ class References:
     same tokens — decode and tensor parallel, batched and batched tensor parallel of one batch — so a certification
     of several deployments runs the reference once for each shape of step, not once per deployment."""
 
-    def __init__(self, programs: Programs, weights) -> None:
-        self.programs, self.weights = programs, weights
+    def __init__(self, programs: Programs, weights, arithmetic: Arithmetic = EXACT) -> None:
+        self.programs, self.weights, self.arithmetic = programs, weights, arithmetic
         self.runs: dict[tuple, tuple[int, list[ReferenceStep]]] = {}  # key → (steps asked for, steps run)
 
     def steps(self, dep: Deployment, steps: int, seed: int) -> list[ReferenceStep]:
@@ -463,13 +466,14 @@ class References:
         key = (family, dep.ctx, dep.chunk if family == "prefill" else 0, dep.batch if dep.batched else 1, seed)
         asked, have = self.runs.get(key, (0, []))
         if asked < steps:
-            have = reference_steps(self.programs, self.weights, dep, steps, seed)
+            have = reference_steps(self.programs, self.weights, dep, steps, seed, self.arithmetic)
             self.runs[key] = (steps, have)
         return have[:steps]
 
 
 def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Plan], steps: int | None = None,
-        seed: int = 0, stop_at_first: bool = True, references: References | None = None) -> Report:
+        seed: int = 0, stop_at_first: bool = True, references: References | None = None,
+        arithmetic: Arithmetic = EXACT) -> Report:
     """Run the reference and the bundle side by side for ``steps`` steps of ``deployment`` (default: ``covering``).
     ``plans["step"]`` is the deployment's own bundle; a prefill deployment runs ``plans["prefill"]`` over its first
     ``PREFILL_CHUNKS`` chunks and continues with ``plans["step"]`` (the decode bundle) over the same state; the
@@ -482,11 +486,11 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
     skip = lambda label, name: roles.get(label, {}).get(name) == "weight"  # noqa: E731
     layers = [p.label for p in programs.layers]
     rename = _renamer()
-    executor = Executor(weights, Session(), rename)
+    executor = Executor(weights, Session(), rename, arithmetic)
     per_layer = report.per_layer
     rtol = _Tolerances(plans, rename, dep.chips) if per_layer else (lambda program, name: 0.0)
     try:
-        trajectory = (references or References(programs, weights)).steps(dep, steps, seed)
+        trajectory = (references or References(programs, weights, arithmetic)).steps(dep, steps, seed)
         for s, r in enumerate(trajectory):
             plan = plans[r.plan]
             if per_layer:

@@ -496,9 +496,13 @@ def tile_from_json(d: dict) -> Tile:
                 tuple(access_from_json(a) for a in d.get("writes", ())))
 
 
+#: What a program file says it is (``program_to_json``).
+PROGRAM_FORMAT = "streamed-program/1"
+
+
 def program_to_json(p: SpatialProgram) -> dict:
     out = {
-        "format": "streamed-program/1",
+        "format": PROGRAM_FORMAT,
         "name": p.name, "rows": p.rows, "ctx": p.ctx, "tp": p.tp,
         "tensors": [tensor_to_json(t) for t in p.tensors],
         "ops": [op_to_json(o) for o in p.ops],

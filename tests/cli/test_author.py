@@ -241,6 +241,28 @@ def test_a_config_missing_a_size_says_which_default_of_transformers_it_took(run,
     assert code == 0 and "leaves out" not in out + err
 
 
+def test_every_sizing_field_a_config_leaves_out_is_said_with_the_value_transformers_takes(run, tmp_path):
+    """Issue 21: a config without `intermediate_size` became a model of 11008 silently (so did the head count and the
+    epsilon). The values are transformers' LlamaConfig's, written out here from its `configuration_llama.py`:
+    intermediate_size=11008, num_attention_heads=32, rms_norm_eps=1e-6, and num_key_value_heads None, which its
+    __init__ replaces by num_attention_heads."""
+    cfg = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    for field in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "rms_norm_eps", "head_dim"):
+        del cfg[field]
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    code, out, err = run("author", src)
+    assert code == 0, err
+    said = ["The config leaves out `rms_norm_eps`: 1e-06 is transformers' LlamaConfig default.",
+            "The config leaves out `num_attention_heads`: 32 is transformers' LlamaConfig default.",
+            "The config leaves out `num_key_value_heads`: 32, as transformers' LlamaConfig derives it.",
+            "The config leaves out `intermediate_size`: 11008 is transformers' LlamaConfig default."]
+    assert [l for l in out.splitlines() if "leaves out" in l] == [f"-- {s}" for s in said]
+    assert [l for l in err.splitlines() if "leaves out" in l] == [f"streamed author: warning: {src}: {s}" for s in said]
+    # …and the document is that model: 32 heads of 64 / 32 = 2, all of them holding keys, epsilon 1e-6.
+    assert "Let ffn be 11008." in out and "heads 32 sharing 32." in out and "epsilon 1e-6." in out
+
+
 def test_author_o_writes_a_file_as_the_umask_says_and_keeps_an_existing_file_s_mode(run, tmp_path):
     import os
     import stat

@@ -65,6 +65,21 @@ def test_rmsnorm_divides_each_row_or_head_by_its_root_mean_square(heads, offset,
     close(nx.rmsnorm(x, g, eps, offset, heads), want)
 
 
+@pytest.mark.parametrize("scale,eps", [(1e-4, 1e-6), (1e-3, 1e-5), (3e-3, 1e-6), (30.0, 1e-5)])
+def test_rmsnorm_puts_epsilon_inside_the_square_root_where_the_rms_is_far_from_1(scale, eps):
+    """Issue 21: `x / (√(mean x²) + ε)` passed every numerics test — inputs of rms ≈ 1, where ε's place shifts the
+    result by about ε, under the 2e-5 tolerance. At an rms of 1e-3 with ε 1e-5 the two differ threefold. The formula,
+    written out: y = x / √(mean(x²) + ε) · g."""
+    x = (rng(3).standard_normal((4, 32)) * scale).astype(np.float32)
+    g = rng(4).standard_normal(32).astype(np.float32)
+    want = np.zeros((4, 32))
+    for r in range(4):
+        row = [float(v) for v in x[r]]
+        rms = math.sqrt(sum(v * v for v in row) / len(row) + eps)
+        want[r] = [v / rms * float(gi) for v, gi in zip(row, g)]
+    np.testing.assert_allclose(nx.rmsnorm(x, g, eps), want, rtol=RTOL, atol=ATOL * max(1.0, float(np.abs(want).max())))
+
+
 @pytest.mark.parametrize("heads", [1, 4])
 def test_l2norm_gives_unit_rows_or_heads(heads):
     x = rng().standard_normal((2, 16)).astype(np.float32)

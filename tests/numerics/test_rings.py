@@ -113,7 +113,7 @@ def test_the_reference_holds_a_windowed_layer_s_cache_as_its_ring_and_a_global_l
     # Decode (steps of one row): window 4 → 4 rows; chunks of 6 → 6 rows; the global layer's cache all 32.
     assert {n: r.states[n].shape[0] for n in ("Kc0", "Vc1", "Kc2", "Vc3")} == {"Kc0": 4, "Vc1": 4, "Kc2": 6, "Vc3": 32}
     # Steps of 5 rows (a prefill's chunk): 4 + 5 − 1 and 6 + 5 − 1.
-    r5 = Reference(a.programs, w, 32, 5)
+    r5 = Reference(a.programs, w, 32, rows=5)
     assert (r5.states["Kc0"].shape[0], r5.states["Kc2"].shape[0]) == (8, 10)
 
 

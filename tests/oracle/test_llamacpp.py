@@ -7,17 +7,17 @@ document authored from the file, and the bundle executor on its lowered prefill 
 position's logits are compared relative to the largest logit llama.cpp gives there.
 
 Tolerances, each measured (``docs/oracle.md`` has the figures):
-- F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` in
-  float64 rounded once (and llama.cpp builds its rotation angles by repeated float32 multiplication). Measured: at
-  most 5e-6 over every case (Qwen3.5 with experts); the bound leaves 2× room.
-- GELU (Gemma 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry fp16 table
-  (``GGML_GELU_FP16``). Measured 3e-5; with that table emulated in the reference the case agrees within the F32 bound,
-  which a test here shows.
-- Q8_0 projections: ``Q8_TOLERANCE``. llama.cpp quantises the activations to Q8_0 too (blocks of 32, an fp16 scale)
-  before an int8 dot product; ``streamed`` multiplies float32 activations by the exactly dequantised weights. Measured
-  up to 0.05 for dense models and 0.2 with experts (a quantised router input flips a top-k choice); with llama.cpp's
-  activation quantisation emulated in the reference a dense model agrees within ``Q8_EMULATED_TOLERANCE``, which a
-  test here shows.
+- F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` by its
+  product's rule (blocks of 32 in float32 lanes, float64 between blocks), and llama.cpp builds its rotation angles by
+  repeated float32 multiplication. Measured: at most 5e-6 over every case (Qwen3.5 with experts); 2× room.
+- In llama.cpp's arithmetic (``--arithmetic llama.cpp``: Q8_0 activations before a Q8_0 product, fp16 ones before an
+  F16 product, GELU from ggml's fp16 table) Gemma 3's F32 case is held to ``F32_TOLERANCE`` too (3e-5 without: the
+  table), and Q8_0 and F16 cases to ``Q8_TOLERANCE``: 1e-3. What is left is rounding that float32 cannot decide —
+  an activation whose quantised value sits within a last bit of a rounding boundary goes the other way in
+  llama.cpp, whose sums differ from ours in their last bits. A Q8_0 case whose run leaves llama.cpp beyond the
+  tolerance is held to it after the near-ties at the first position that leaves (``oracle.emulated``) are rounded
+  llama.cpp's way; the rounding each takes is shown to be within ``oracle.NEAR_TIE`` of a half.
+- Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
 ways: every optional key an architecture does not read changes neither llama.cpp's logits nor the document, every
@@ -40,8 +40,15 @@ from repo import CONFIGS
 
 F32_TOLERANCE = 1e-5
 GELU_TOLERANCE = 1e-4
-Q8_TOLERANCE = 0.25
-Q8_EMULATED_TOLERANCE = F32_TOLERANCE
+Q8_TOLERANCE = 1e-3
+#: Qwen3-Next in Q8_0 leaves llama.cpp from its third decode step by up to 1e-2 at positions whose own last layer
+#: differs; no near-tie of an activation's rounding nor of an expert's choice explains it (docs/oracle.md): measured,
+#: not yet explained, and held to twice what was measured so that a change of it is seen.
+UNEXPLAINED = {"qwen3next": 0.025}
+#: Qwen3.5 and Qwen3-Next with F16 projections: 1.3e-3 and 1.1e-3. Far more values sit near an fp16 rounding
+#: boundary than near a Q8_0 one; their gated-delta states carry each that goes the other way to every later position.
+#: Measured, held to twice that.
+F16_CARRIED = {"qwen35": 2.6e-3, "qwen3next": 2.2e-3}
 PREFILL = 16
 WINDOW = 8  # every windowed case's window: 12 decode steps run past it
 TOKENS = 28
@@ -229,75 +236,45 @@ def test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it
     assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "qwen3next", "gpt-oss"])
-def test_q8_0_checkpoints_agree_within_what_llama_cpp_s_activation_quantisation_explains(tmp_path, name):
-    want, ours = evaluate(tmp_path, name, q8=True, bundle=False)
-    rel, at = worst(ours.reference, want)
-    assert rel <= Q8_TOLERANCE, f"{name}: {rel:.3g} at position {at}"
-
-
-def _q8_activations(monkeypatch, weights) -> None:
-    """Make the reference quantise a product's activations to Q8_0 when the weight is stored Q8_0, as llama.cpp's
-    ``ggml_vec_dot_q8_0_q8_0`` does: per row, blocks of 32 along the reduction, scale ``max|x|/127`` kept as fp16,
-    values rounded half away from zero."""
-    import streamed.numerics.kernels as nx
-
-    plain = nx.matmul
-    stored = [weights.dense[n] for n in weights.planes]
-
-    def matmul(x, w):
-        if any(np.shares_memory(w, s) for s in stored):
-            x = np.asarray(x, dtype=np.float32)
-            blocks = x.reshape(*x.shape[:-1], -1, 32)
-            d = np.abs(blocks).max(axis=-1, keepdims=True) / 127
-            inv = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0)
-            q = np.trunc(blocks * inv + np.copysign(0.5, blocks))
-            x = (q * d.astype(np.float16).astype(np.float32)).reshape(x.shape)
-        return plain(x, w)
-
-    monkeypatch.setattr(nx, "matmul", matmul)
-
-
-def test_q8_0_differences_are_llama_cpp_s_activation_quantisation(tmp_path, monkeypatch):
-    from streamed.analysis.whole import analyze
-    from streamed.model.author import author
-    from streamed.model.gguf import read_gguf
-    from streamed.numerics.run import reference_logits
-    from streamed.numerics.weights import from_gguf
-
-    # Dense, every query head its own KV head: here the emulation accounts for every difference. (With grouped
-    # heads a residual of about 5e-3 remains from the third position on — not yet explained; with experts a
-    # quantised router input can flip a top-k choice.)
-    c = small("llama", num_key_value_heads=4)
-    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_q8_0_checkpoints_agree_in_llama_cpp_s_arithmetic_up_to_roundings_float32_cannot_decide(tmp_path, name):
+    c = CASES[name]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True, **WRITTEN.get(name, {}))
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
-    ck = read_gguf(w.path)
-    a = analyze(author(ck.spec), ck.storage)
-    weights = from_gguf(w.path, a.programs, ck.storage)
-    assert weights.planes, "the projections are read as stored Q8_0"
-    plain, _ = worst(reference_logits(a.programs, weights, tokens, PREFILL).logits, want)
-    _q8_activations(monkeypatch, weights)
-    emulated, at = worst(reference_logits(a.programs, weights, tokens, PREFILL).logits, want)
-    assert emulated <= Q8_EMULATED_TOLERANCE < plain, (plain, emulated, at)
+    exact = oracle.ours(w.path, tokens, PREFILL, bundle=False).reference
+    assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
+    got, flips = oracle.emulated(w.path, tokens, PREFILL, want, UNEXPLAINED.get(name, Q8_TOLERANCE))
+    rel, at = worst(got, want)
+    assert rel <= UNEXPLAINED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}, after {flips}"
+    assert all(f.distance < oracle.NEAR_TIE for f in flips) and len(flips) <= 3, flips
 
 
-def test_gemma3_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, monkeypatch):
-    import streamed.numerics.kernels as nx
+def test_a_q8_0_bundle_in_llama_cpp_s_arithmetic_computes_what_the_reference_computes(tmp_path):
+    c = CASES["qwen3-moe"]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+    tokens = tokens_for(c)
+    ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
+    positions = sorted(ours.bundle)
+    assert np.array_equal(np.stack([ours.bundle[p] for p in positions]), ours.reference[positions])
 
-    want, ours = evaluate(tmp_path, "gemma3", bundle=False)
-    plain, _ = worst(ours.reference, want)
-    exact = nx.gelu
 
-    def gelu_fp16(x):  # ggml_vec_gelu_f32 under GGML_GELU_FP16
-        x = np.asarray(x, dtype=np.float32)
-        table = exact(x.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
-        return np.where(x <= -10, 0, np.where(x >= 10, x, table)).astype(np.float32)
+@pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
+def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
+    c = CASES[name]()
+    w = oracle.write(tmp_path / "model.gguf", c, f16=True)
+    tokens = tokens_for(c)
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
+    rel, at = worst(ours.reference, want)
+    assert rel <= F16_CARRIED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}"
 
-    monkeypatch.setattr(nx, "gelu", gelu_fp16)
-    _, ours = evaluate(tmp_path, "gemma3", bundle=False)
-    emulated, at = worst(ours.reference, want)
-    assert emulated <= F32_TOLERANCE < plain, (plain, emulated, at)
+
+def test_gemma3_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path):
+    want, plain = evaluate(tmp_path, "gemma3", bundle=False)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES["gemma3"]()), PREFILL, bundle=False,
+                           arithmetic="llama.cpp")
+    assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]"])
@@ -315,3 +292,19 @@ def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_pat
     assert got["positions"] == list(range(TOKENS))
     rel, at = worst(np.asarray(got["logits"], dtype=np.float32), want)
     assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
+
+
+def test_streamed_run_in_llama_cpp_s_arithmetic_prints_llama_cpp_s_logits_of_a_q8_0_checkpoint(tmp_path, run):
+    c = CASES["qwen2"]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+    tokens = tokens_for(c)
+    code, _, err = run("author", w.path, "-o", tmp_path / "model.lgm")
+    assert code == 0, err
+    argv = ["run", tmp_path / "model.lgm", "--checkpoint", w.path, "--tokens", ",".join(map(str, tokens)),
+            "--prefill", str(PREFILL), "--json"]
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    code, out, err = run(*argv, "--arithmetic", "llama.cpp")
+    assert code == 0, err
+    assert worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)[0] <= F32_TOLERANCE
+    code, out, err = run(*argv)
+    assert worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)[0] > Q8_TOLERANCE

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...lang.limits import show as show_value
 from ...lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ...model.caches import ring_lengths
 from ...model.program import Program
@@ -217,7 +218,7 @@ class _Lifter(_Emitter):
     def tensor_operand(self, e, what: str) -> str:
         v = self.operand(e)
         if not isinstance(v, str):
-            self.fail(f"{what} must be a tensor, not the number {v:g}")
+            self.fail(f"{what} must be a tensor, not the number {show_value(v)}")
         return v
 
     def expr(self, e, dest: str | None) -> str:
@@ -225,7 +226,7 @@ class _Lifter(_Emitter):
             v = self.operand(e)
             if isinstance(v, str):
                 return self.emit("copy", (v,), dest=dest)
-            self.fail(f"`{self.binder}` is bound to the number {v:g}; a constant belongs in `## Model`")
+            self.fail(f"`{self.binder}` is bound to the number {show_value(v)}; a constant belongs in `## Model`")
         if isinstance(e, Binary):
             return self.binary(e, dest)
         return self.call(e, dest)
