@@ -145,3 +145,17 @@ def test_verify_s_default_steps_decode_past_the_wrap_around(windowed):
     dep = Deployment("decode", ctx=ctx)
     report = run(a.programs, w, dep, {"step": plan_of(lower_streamed(a, dep))})
     assert report.ok and report.steps == steps
+
+
+def test_a_run_s_memory_counts_a_windowed_cache_as_its_ring_and_one_frame_of_the_context(windowed):
+    from streamed.numerics.footprint import of_run
+
+    a, _ = windowed
+    plain = analyze(WINDOWED.replace(", window 4", "").replace(", chunks of 6", ""))
+    assert not plain.errors
+    ringed, whole = (of_run(x.programs, None, rows=1, ctx=1024, positions=1) for x in (a, plain))
+    # float32 keys and values of 32 columns: rings of 4, 4 and 6 positions (windows 4, 4, chunks of 6) where the
+    # plain document holds 1024 each; and, while a windowed attention runs, the frame of 1024 positions it reads a
+    # ring's keys and values into.
+    assert whole.states - ringed.states == 4 * 32 * 2 * ((1024 - 4) * 2 + (1024 - 6))
+    assert ringed.activations - whole.activations == 2 * 1024 * 32 * 4
