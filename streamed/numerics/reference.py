@@ -218,6 +218,12 @@ class Reference:
             return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1))
         if op == "l2norm":
             return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
+        if op == "layernorm":
+            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5))
+        if op == "soft cap":
+            return nx.soft_cap(v["X"], n["C"])
+        if op == "columns":
+            return nx.columns(v["X"], i("A"), i("B"), i("of every:N"))
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
@@ -230,7 +236,8 @@ class Reference:
                 rows = np.shape(v["Q"])[0]
                 keys, values = (nx.ring_read(x, int(v["P"]), rows, self.ctx, reach) for x in (keys, values))
             return nx.attention(v["Q"], keys, values, int(v["P"]), i("heads:H"), i("heads:G"),
-                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
+                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"),
+                                n.get("soft cap:L"))
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)
