@@ -11,7 +11,8 @@ Every declared weight is bound by one ``## Checkpoint`` entry to the tensor that
 with the column slices that carve packed tensors (Qwen3-Next's gated queries, DeepSeek's ``kv_a_proj_with_mqa``). A
 tensor that holds several projections one product reads whole (Phi-3's ``qkv_proj`` and ``gate_up_proj``, InternLM2's
 ``wqkv``, a GGUF's ``attn_qkv``) is one product, its parts named by ``columns A to B of``. Every projection is
-declared ``q8``; norms' gains, biases, routers and convolution kernels are not.
+declared ``q8`` — routers, expert banks and the shared expert's gate included, so that each is read as the checkpoint
+stores it; norms' gains, biases and convolution kernels are not.
 
 The text is written as a person would: declarations and computations aligned, numbers that need a reason (a logit
 scale, an embedding scale, a rotation scaling the language does not model) commented — once, in the first layer of
@@ -577,7 +578,7 @@ class _Author:
             ucols = (1, 2, 2) if interleaved else (e.width, 2 * e.width, None)
         else:
             gcols = ucols = None
-        R = w.weight("Wr", f"d by {E}", "ffn_gate_inp", comment=f"the router: {E} experts, top {e.top_k}")
+        R = w.weight("Wr", f"d by {E}", "ffn_gate_inp", q8=True, comment=f"the router: {E} experts, top {e.top_k}")
         Eg = w.weight("Eg", f"{E} by d by {F}", "ffn_gate_exps", q8=True, columns=gcols)
         Eu = w.weight("Eu", f"{E} by d by {F}", "ffn_up_exps", q8=True, columns=ucols)
         Ed = w.weight("Ed", f"{E} by {F} by d", "ffn_down_exps", q8=True)
@@ -612,7 +613,7 @@ class _Author:
             d2 = w.weight("Wds", f"{S} by d", "ffn_down_shexp", q8=True)
             opts += f", shared {g2}, {u2} and {d2}"
             if e.shared_gate:
-                sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp")
+                sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp", q8=True)
                 opts += f", shared gate {sg}"
         return w.let("fo", f"experts of {hn} with router {R}, top {e.top_k}, using {Eg}, {Eu} and {Ed}{opts}")
 

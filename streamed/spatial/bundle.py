@@ -659,22 +659,44 @@ def _reads_as_bound(bundle: Naming, document: Naming, n: str, storage: bool, who
 
 
 def _storage_agrees(m: dict, where: Path) -> None:
-    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it."""
+    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it; and a
+    weight stored ``Q8_0`` (at a kind's representative) that a program reads dense is one its ``read_dense`` names,
+    as every weight it names is one it reads dense — so the manifest says every weight read otherwise than stored."""
     def folded(weights: list[dict]) -> set[int]:
         return {i for i, w in enumerate(weights) if any(r["encoding"] != "dense" for r in w["reads"])}
 
+    def said_dense(at: str, program: dict, stored) -> None:
+        named = {d["of"] for d in program.get("read_dense", ())}
+        dense = {w["name"] for i, w in enumerate(program["weights"]) if i not in folded(program["weights"])}
+        wrong = next((n for n in sorted(named - dense)), None)
+        if wrong is not None:
+            raise BundleError(f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it reads as Q8_0 "
+                              f"planes and scales" if wrong in {w["name"] for w in program["weights"]} else
+                              f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it does not read")
+        unsaid = next((w["name"] for i, w in enumerate(program["weights"])
+                       if w["name"] in dense - named and stored(i, w) == "Q8_0"), None)
+        if unsaid is not None:
+            raise BundleError(f"{display(where)}: {at} reads `{unsaid[:40]}` dense though it is stored Q8_0, and its "
+                              f"read_dense does not say why")
+
     kinds = {k["name"]: k for k in m["kinds"]}
+    rows = {row["layer"]: row for row in m["layers"]}
     for row in m["layers"]:
         for i in folded(kinds[row["kind"]]["weights"]):
             if row["storage"][i] != "Q8_0":
                 raise BundleError(f"{display(where)}: layer {row['layer']} stores `{row['weights'][i][:40]}` as "
                                   f"{row['storage'][i][:20]}, but its program reads it as Q8_0 planes and scales")
+    for k in m["kinds"]:
+        rep = rows[k["representative"]]
+        said_dense(f"kind `{k['name'][:40]}`", k, lambda i, w, rep=rep: rep["storage"][i])
     for name, shared in m["shared"].items():
         for i in folded((shared or {}).get("weights", [])):
             w = shared["weights"][i]
             if w["storage"] != "Q8_0":
                 raise BundleError(f"{display(where)}: the {name} stores `{w['name'][:40]}` as {w['storage'][:20]}, but "
                                   f"its program reads it as Q8_0 planes and scales")
+        if shared is not None:
+            said_dense(f"the {name}", shared, lambda i, w: w["storage"])
 
 
 def _difference(said, derived, at: str = "") -> tuple[str, object, object] | None:

@@ -18,6 +18,7 @@ from ..lang.files import display
 from ..lang.jsontext import dumps
 from ..model.checkpoint import Naming, TensorRef
 from .ir import SpatialProgram, tile_to_json
+from .passes.fold_q8 import read_dense
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling
 
 FORMAT = "streamed-bundle/2"
@@ -81,7 +82,8 @@ def _part(ref: TensorRef) -> dict:
 
 def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
     """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
-    head), carried states and tables."""
+    head), carried states (a chip's share with its ``slice`` of the whole), tables, and the weights stored Q8_0 it
+    reads dense, with why (``read_dense``, from its certificate)."""
     weights = weight_reads(p)
     if naming is not None:
         for w in weights:
@@ -90,10 +92,11 @@ def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
     carried = set(p.carried)
     rings = {op.outputs[0] for op in p.ops if op.kind == "write_rows" and op.attr("ring")}
     states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip,
-               "ring": t.name in rings} for t in p.tensors if t.name in carried]
+               "ring": t.name in rings, **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
+              for t in p.tensors if t.name in carried]
     tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
                "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
-    return {"weights": weights, "states": states, "tables": tables}
+    return {"weights": weights, "states": states, "tables": tables, "read_dense": read_dense(p)}
 
 
 def _layer_tiers(residency: dict) -> dict[int, dict]:
@@ -137,7 +140,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
     kinds = []
     for k in model.kinds:
         spec = _program(k.program)
-        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
+        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense", "replicas")} if k.tp else None
         kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
                       "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
                       "identity": k.identity, "tiles": tiles_entry(k.program)})

@@ -166,7 +166,9 @@ def metadata(spec) -> dict:
 
 def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tuple[tuple[int, ...], str]]:
     """Every checkpoint tensor an authored document binds, with its GGUF shape (``ne``) and type: projections the
-    document declares ``q8`` stored Q8_0 (where their rows are whole blocks), the rest F32, ``types`` overriding.
+    document declares ``q8`` stored Q8_0 (where their rows are whole blocks), the rest F32, ``types`` overriding —
+    except the routers and the shared expert's gate (``ffn_gate_inp``, ``ffn_gate_inp_shexp``), which llama.cpp's
+    converter always writes F32, as a checkpoint of it would hold them.
     A tensor several weights carve by columns is as wide as its columns say."""
     from streamed.lang.parser import parse
     from streamed.model.checkpoint import bind
@@ -195,6 +197,7 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
                 axis = 1 if len(ne) >= 2 else 0
                 ne[axis] = max(ne[axis], old[axis])
             out[ref.tensor] = ne
-            q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0
+            router = ".ffn_gate_inp." in ref.tensor or ".ffn_gate_inp_shexp." in ref.tensor
+            q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0 and not router
     types = types or {}
     return {t: (tuple(ne), types.get(t, "Q8_0" if q8[t] else "F32")) for t, ne in out.items()}
