@@ -1,6 +1,7 @@
 """The thirteen real models of issue #19 in its ten deployments, as a new user lowers them: each authored from its
-published config.json, lowered on the SN50, and recorded as lowered (residency per tier, the roofline estimate's
-tokens/s) or refused (the limit it names, and why that limit is physical).
+published config.json, lowered on the SN50, and recorded as lowered (residency per tier, the part of the weights read
+as Q8_0 planes and scales and any weight stored Q8_0 but read dense, whether key/value heads are replicated over the
+chips, the roofline estimate's tokens/s) or refused (the limit it names, and why that limit is physical).
 
     .venv/bin/python benchmarks/bench_real_models.py [--write]
 
@@ -27,6 +28,7 @@ from streamed.analysis.whole import analyze  # noqa: E402
 from streamed.model.author import author  # noqa: E402
 from streamed.model.hf import read_config  # noqa: E402
 from streamed.spatial.deployment import Deployment  # noqa: E402
+from streamed.spatial.passes.fold_q8 import read_dense  # noqa: E402
 from streamed.spatial.streamed_model import StreamedReject, lower_streamed  # noqa: E402
 from streamed.spatial.units import size  # noqa: E402
 
@@ -75,11 +77,12 @@ PHYSICAL = [
     (re.compile(r"need .* per chip; .* holds|weights need .* per chip"),
      "physical: the states or weights exceed what SRAM, HBM and DDR hold"),
     (re.compile(r"the (\d+ )?query heads of attention( \(\d+\))? do not split over \d+ chips"),
-     "physical: a chip computes whole query heads, and they do not divide by the chips"),
+     "physical: a chip computes whole query heads, and they do not divide by the chips (vLLM and Megatron refuse "
+     "the same split)"),
     (re.compile(r"the (\d+ )?heads of latent attention( \(\d+\))? do not split"),
      "physical: a chip computes whole heads, and they do not divide by the chips"),
     (re.compile(r"key/value heads"),
-     "not physical: KV heads fewer than the chips are replicated by deployed engines (#19 deliverable 3)"),
+     "not physical: KV heads that divide the chips are replicated as deployed engines do (#19 deliverable 3)"),
 ]
 
 
@@ -91,13 +94,34 @@ def tiers(d: dict) -> str:
     return ", ".join(f"{t.upper()} {size(v)}" for t, v in d.items() if v) or "—"
 
 
+def stored(model) -> str:
+    """How the chips read the weights: the share of the fullest chip's weight bytes that are Q8_0 planes and scales
+    (the rest: norms' gains and the embedding, stored bf16), over the whole step (a kind's once per layer); the
+    weights stored Q8_0 that a program reads dense (the manifest's ``read_dense`` says why); and whether key/value
+    heads are replicated over the chips (``tp.replicas``)."""
+    total = sum(model.residency["weights"].values())
+    q8 = 0
+    for name, p in model.programs():
+        layers = len(model.kind(name).layers) if name not in ("embed", "head") else 1
+        chips = range(p.tp) if p.tp > 1 else (None,)
+        q8 += layers * max(sum(t.bytes for t in p.tensors if t.role == "weight" and t.part is not None
+                               and (c is None or t.chip in (None, c))) for c in chips)
+    said = f"{100 * q8 / total:.1f}%"
+    dense = sorted({d["of"] for _, p in model.programs() for d in read_dense(p)})
+    if dense:
+        said += f"; read dense: {', '.join(dense)}"
+    if any(k.tp.get("replicas") for k in model.kinds if k.tp):
+        said += "; KV heads replicated"
+    return said
+
+
 def lowered(a, dep: Deployment) -> dict:
     try:
         m = lower_streamed(a, dep)
     except StreamedReject as e:
         return {"ok": False, "why": str(e)}
     r = m.residency
-    return {"ok": True, "states": tiers(r["states"]), "weights": tiers(r["weights"]),
+    return {"ok": True, "states": tiers(r["states"]), "weights": tiers(r["weights"]), "q8": stored(m),
             "tables": tiers(r.get("tables", {})), "tps": m.estimate["tokens_per_second"]}
 
 
@@ -117,8 +141,9 @@ def rate(x: float) -> str:
 def row(name: str, what: str, r: dict) -> str:
     """One line of a table: what lowered, where it lives and its rate; or the refusal and why its limit is physical."""
     if r["ok"]:
-        return f"| {name} | {what} | lowered | {r['states']} | {r['weights']} | {r['tables']} | {rate(r['tps'])} |"
-    return f"| {name} | {what} | refused: {r['why']} — *{why_physical(r['why'])}* | | | | |"
+        return (f"| {name} | {what} | lowered | {r['states']} | {r['weights']} | {r['q8']} | {r['tables']} | "
+                f"{rate(r['tps'])} |")
+    return f"| {name} | {what} | refused: {r['why']} — *{why_physical(r['why'])}* | | | | | |"
 
 
 def main() -> int:
@@ -150,13 +175,18 @@ def main() -> int:
         "card gives it). Batched and tensor-parallel deployments at ctx 4096.", "",
         f"**{ok} of {len(results)} lower.** The {len(refused)} refusals, each with the limit it names:"
         + "".join(f" {n} {c}." for c, n in sorted(classes.items())), "",
-        "| model | deployment | result | states | weights | tables | tokens/s |",
-        "|---|---|---|---|---|---|---:|",
+        "Columns: the states and weights per tier (per chip, as residency places them); *Q8_0* the share of the "
+        "weight bytes read as Q8_0 planes and scales (the rest are norms' gains and the embedding, stored bf16), "
+        "any weight stored Q8_0 that a program reads dense (its manifest's `read_dense` says why), and whether "
+        "key/value heads are replicated over the chips (`tp.replicas`); the rotation tables' tier; the estimate's "
+        "tokens/s.", "",
+        "| model | deployment | result | states | weights | Q8_0 | tables | tokens/s |",
+        "|---|---|---|---|---|---|---|---:|",
     ]
     lines += [row(name, dep, r) for (name, dep), r in results.items()]
     lines += ["", "Long contexts (#19): a windowed or chunked layer carries a ring of its window (LANGUAGE §8), and "
               "rotation tables live in HBM.", "",
-              "| model | request | result | states | weights | tables | tokens/s |", "|---|---|---|---|---|---|---:|"]
+              "| model | request | result | states | weights | Q8_0 | tables | tokens/s |", "|---|---|---|---|---|---|---|---:|"]
     lines += [row(name, what, r) for name, what, r in requests]
     lines += ["", "Before the rings (the same lowering with every cache as long as the context): Mistral 7B decode at "
               "ctx 131072 carried 17.2 GB of KV, Gemma 3 12B 51.5 GB, Llama 4 Scout at 1,048,576 206 GB; Llama 3.1 8B "
