@@ -69,6 +69,27 @@ def test_batched_256_by_131072_is_refused_for_its_caches_naming_both_sizes(llama
     assert e.value.binder in ("Kc0", "Vc0") or e.value.binder.startswith(("Kc", "Vc"))
 
 
+def test_batched_256_by_131072_is_one_line_from_check_naming_the_bytes_needed_and_held(tmp_path, capsys):
+    """As a new user meets it: the document authored from Llama 3.1 8B's config.json, checked for the deployment. The
+    figures are the config's and the SN50's (target file: 432 MB SRAM, 64 GB HBM, 2048 GB DDR), counted here."""
+    from streamed.cli import main
+
+    doc = tmp_path / "llama.lgm"
+    doc.write_text(author(read_config(CONFIGS / "llama-3.1-8b.json")))
+    d, layers, heads, kv, hd, ffn, vocab, ctx, batch = 4096, 32, 32, 8, 128, 14336, 128256, 131072, 256
+    need = batch * layers * 2 * ctx * kv * hd * 2  # keys and values, bf16
+    weights = (layers * ((d * heads * hd + 2 * d * kv * hd + heads * hd * d + 3 * d * ffn) * 34 / 32 + 2 * d * 2)
+               + vocab * d * 2 + d * 2 + d * vocab * 34 / 32)  # projections Q8_0, norms and embedding bf16
+    tables = 2 * ctx * (hd // 2) * 2  # the rotation's cosines and sines, bf16, in HBM
+    held = 432e6 + 64e9 + 2048e9 - weights - tables
+    assert main(["check", str(doc), "--mode", "batched", "--batch", str(batch), "--ctx", str(ctx)]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert (f"error: the bundle program does not lower: the KV caches need {need / 1e12:.2g} TB per chip; beside "
+            f"{weights / 1e9:.3g} GB of weights and {tables / 1e6:.3g} MB of tables the SN50 holds "
+            f"{held / 1e12:.2g} TB") in line
+    assert "PMU" not in line
+
+
 def test_weights_that_fit_no_memory_are_refused_naming_all_of_them_against_hbm_and_ddr(tmp_path):
     small = tmp_path / "small.toml"
     small.write_text('name = "small"\npcus = 2080\npmus = 2080\nsram_mb = 432\nhbm_gb = 0.001\nddr_gb = 0.001\n'
