@@ -196,7 +196,7 @@ def _cgroup_room() -> int | None:
 
 def add_memory_option(p) -> None:
     p.add_argument("--memory", metavar="BYTES", default=None,
-                   help=f"the memory this run may use (default {MEMORY_SHARE:.0%} of what the machine has available); "
+                   help=f"the memory this run may use (default {MEMORY_SHARE * 100:.0f}%% of what the machine has available); "
                         "a run that needs more is refused before it starts")
 
 
