@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ggml
 from .product import EXACT, Arithmetic, product
 
 F32 = np.float32
@@ -30,8 +31,11 @@ def f32(x) -> np.ndarray:
 # ---- elementwise ---------------------------------------------------------------------------------------------------
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017)."""
+def silu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017); in llama.cpp's, ggml's
+    ``x / (1 + e⁻ˣ)`` (``ggml.silu``)."""
+    if arithmetic.ggml:
+        return ggml.silu(x)
     x = f32(x)
     return x * sigmoid(x)
 
@@ -45,8 +49,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """GELU, tanh approximation: ``½x(1+tanh(√(2/π)(x+0.044715x³)))`` (Hendrycks & Gimpel 2016; GPT-2, Gemma) — or,
-    in llama.cpp's arithmetic, read from ggml's fp16 table (``Arithmetic.gelu``)."""
-    return arithmetic.gelu(x, _gelu)
+    in llama.cpp's arithmetic, read from ggml's fp16 table (``ggml.gelu``)."""
+    return ggml.gelu(x) if arithmetic.ggml else _gelu(x)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -78,8 +82,10 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``; float32, float16, or Q8_0 planes,
     read where they are). Every product is ``product.product``'s, whose fixed order of arithmetic makes a row's
     result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
-    rows alone, bit for bit. The arithmetic decides what enters it (llama.cpp's: Q8_0 or fp16 activations)."""
-    return product(arithmetic.enter(x, w), w)
+    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``)."""
+    if arithmetic.ggml:
+        return ggml.mul_mat(x, w, arithmetic.rows)
+    return product(x, w)
 
 
 def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
@@ -87,9 +93,13 @@ def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
     return x.reshape(rows, heads, n // heads)
 
 
-def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: float = 0.0, heads: int = 1) -> np.ndarray:
+def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: float = 0.0, heads: int = 1,
+            arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """RMS norm per row, or per head when ``heads > 1`` (QK-norm): ``x / √(mean x² + ε) · (G + O)``
-    (Zhang & Sennrich 2019; Gemma writes its ``1 + g`` gain as offset 1)."""
+    (Zhang & Sennrich 2019; Gemma writes its ``1 + g`` gain as offset 1). In llama.cpp's arithmetic, ggml's
+    ``rms_norm`` then ``mul`` by ``G + O`` (``ggml.rms_norm``)."""
+    if arithmetic.ggml:
+        return ggml.rms_norm(x, f32(gain) + F32(offset) if offset else gain, epsilon, heads)
     x = f32(x)
     h = _per_head(x, heads)
     ms = np.mean(h * h, axis=-1, keepdims=True)
@@ -179,10 +189,18 @@ def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.
     raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill}`")
 
 
-def fill_table(fill, ctx: int, width: int) -> np.ndarray:
+def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
-    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else."""
+    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else. In llama.cpp's
+    arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
+    (none, ``linear``); YaRN's ramp and Llama 3's factors keep the table above (float64, rounded once)."""
     params = dict(fill[2]) if len(fill) > 2 else {}
+    if arithmetic.ggml and params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}:
+        scale = 1.0 / float(params.get("factor", 1.0)) if params.get("scaling") == "linear" else 1.0
+        cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale)
+        if fill[0] not in ("cosines", "sines"):
+            raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
+        return cos if fill[0] == "cosines" else sin
     return rotary_table(fill[0], fill[1], ctx, width, **params)
 
 
@@ -190,18 +208,21 @@ def fill_table(fill, ctx: int, width: int) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None,
-         after: int = 0, interleaved: bool = False) -> np.ndarray:
+         after: int = 0, interleaved: bool = False, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Rotary position embedding (Su et al. 2021, RoFormer): within each head, the ``R`` dims starting at ``after``
     (0 unless DeepSeek's ``[nope | rope]`` heads) form ``R/2`` pairs ``(a_i, b_i)`` and row ``r`` (position ``pos +
     r``) turns pair ``i`` by its angle: ``(a·cos − b·sin, b·cos + a·sin)`` with the tables' column ``i``. The pairs
     are the halves, ``(i, i + R/2)`` (GPT-NeoX; transformers' Llama, Qwen, Gemma), or ``interleaved`` adjacent dims
     ``(2i, 2i+1)`` (GPT-J; DeepSeek, Llama 4, and llama.cpp's permuted Llama q/k). Every other dim passes through
     (partial rotary: Qwen3-Next, GLM). ``R`` defaults to the rest of the head. ``cos``/``sin`` are the host tables,
-    ``ctx × R/2``."""
+    ``ctx × R/2``. In llama.cpp's arithmetic each pair is turned as ggml's compiled ``rotate_pairs`` turns it
+    (``ggml.rotate``)."""
     x = f32(x)
     rows, n = x.shape
     width = n // heads
     r = width - after if rotating is None else rotating
+    if arithmetic.ggml:
+        return ggml.rotate(x, f32(cos)[pos:pos + rows], f32(sin)[pos:pos + rows], heads, r, after, interleaved)
     half = r // 2
     h = x.reshape(rows, heads, width)
     c = f32(cos)[pos:pos + rows, :half][:, None, :]
@@ -232,16 +253,21 @@ def causal_mask(pos: int, rows: int, ctx: int, window: int | None = None, chunk:
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
-              sinks: np.ndarray | None = None) -> np.ndarray:
+              sinks: np.ndarray | None = None, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Causal grouped-query attention (Vaswani et al. 2017; GQA, Ainslie et al. 2023) of ``rows`` queries over a
     cache of ``ctx`` keys and values: for query head ``h`` reading KV head ``g = h // (H/G)``,
     ``pᵢⱼ = softmax_j(F · qᵢ·kⱼ)`` over the masked positions (``causal_mask``), output ``Σⱼ pᵢⱼ vⱼ``. ``F`` defaults
     to ``1/√(head width)``. Sinks (gpt-oss) add one learned logit per head to the softmax's denominator only — a
-    place attention may go that returns no value."""
+    place attention may go that returns no value. In llama.cpp's arithmetic, ggml's (``ggml.attention``), whose
+    default ``F`` is ``1/sqrtf(width)`` in float32."""
     q, k, v = f32(q), f32(k), f32(v)
     rows = q.shape[0]
     ctx = k.shape[0]
     dk = q.shape[1] // heads
+    if arithmetic.ggml:
+        f = F32(1) / np.sqrt(F32(dk)) if scale is None else F32(scale)
+        return ggml.attention(q, k, v, causal_mask(pos, rows, ctx, window, chunks), heads, sharing, f, sinks,
+                              arithmetic.rows)
     dv = v.shape[1] // sharing
     f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk
@@ -347,7 +373,7 @@ def swiglu(x: np.ndarray, g, u, d, bg=None, bu=None, bd=None, clamp: float | Non
     gx = matmul(x, g, arithmetic) if bg is None else matmul(x, g, arithmetic) + f32(bg)
     ux = matmul(x, u, arithmetic) if bu is None else matmul(x, u, arithmetic) + f32(bu)
     if clamp is None:
-        h = silu(gx) * ux
+        h = silu(gx, arithmetic) * ux
     else:
         lim = F32(clamp)
         gx = np.minimum(gx, lim)

@@ -103,7 +103,7 @@ class Reference:
         self.weights = weights
         self.ctx = ctx
         self.arithmetic = arithmetic
-        self.tables = host_tables(programs, ctx)
+        self.tables = host_tables(programs, ctx, arithmetic)
         self.states: dict[str, np.ndarray] = {}
         for p in programs.all():
             for d in p.decls.values():
@@ -197,24 +197,27 @@ class Reference:
             return int(n[key]) if key in n else default
 
         op = c.op
-        simple = {"silu": nx.silu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
+        if op == "silu":
+            return nx.silu(v["X"], self.arithmetic)
+        simple = {"sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
                   "softmax": nx.softmax, "argmax": nx.argmax}
         if op == "gelu":
             return nx.gelu(v["X"], self.arithmetic)
         if op in simple:
             return simple[op](v["X"])
         if op == "rmsnorm":
-            return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1))
+            return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1),
+                              self.arithmetic)
         if op == "l2norm":
             return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
             return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0),
-                           "interleaved" in c.options)
+                           "interleaved" in c.options, self.arithmetic)
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
-                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
+                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"), self.arithmetic)
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)
