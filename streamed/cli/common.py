@@ -5,6 +5,7 @@ checkpoint gives. Nothing here analyses or lowers; it turns what the user typed 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..spatial.deployment import MODES, Deployment, size_problem
 from ..spatial.units import size

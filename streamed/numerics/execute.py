@@ -175,6 +175,10 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
         return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
     if k == "gelu":
         return (nx.gelu(v[0], arithmetic),)
+    if k == "layernorm":
+        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5)),)
+    if k == "softcap":
+        return (nx.soft_cap(v[0], a("cap")),)
     if k == "silu":
         return (nx.silu(v[0], arithmetic),)
     if k in ("sigmoid", "softplus", "exp", "softmax", "argmax"):
@@ -189,7 +193,7 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
                         arithmetic),)
     if k == "attention":
         return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
-                             a("scale"), v[4] if len(v) > 4 else None, arithmetic),)
+                             a("scale"), v[4] if len(v) > 4 else None, a("softcap"), arithmetic),)
     if k == "latent_attention":
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale"), arithmetic),)
@@ -226,7 +230,7 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
     if k == "stack_rows":
         return (np.concatenate([np.atleast_1d(x) for x in v], axis=0),)
     if k == "take_cols":
-        return (np.array(v[0][..., a("start"):a("stop")]),)
+        return (nx.columns(v[0], a("start"), a("stop"), a("every")),)
     if k == "allreduce":
         total = nx.f32(v[0]).copy()
         for x in v[1:]:

@@ -349,7 +349,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, parallel=True)
-def _attention(q, kc, vc, keep, scale, tiny, sinks, out):
+def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
@@ -361,7 +361,11 @@ def _attention(q, kc, vc, keep, scale, tiny, sinks, out):
         p = np.empty(n, np.float32)
         col = np.empty(n, np.float32)
         for j in range(n):
-            w[j] = _vec_dot(kc[j, g], q[r, h], False) * scale if keep[r, j] else -np.inf
+            w[j] = _vec_dot(kc[j, g], q[r, h], False) * scale
+            if cap > 0:
+                w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
+            if not keep[r, j]:
+                w[j] = -np.inf
         m = -np.inf
         for j in range(n):
             m = max(m, w[j])
@@ -384,12 +388,15 @@ def _attention(q, kc, vc, keep, scale, tiny, sinks, out):
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
-              scale: float, sinks: np.ndarray | None = None, rows: int | None = None) -> np.ndarray:
+              scale: float, sinks: np.ndarray | None = None, rows: int | None = None,
+              softcap: float | None = None) -> np.ndarray:
     """llama.cpp's attention without flash attention, over a cache whose cell ``j`` holds position ``j``:
     ``kq = K·q`` by ``ggml_vec_dot_f32`` over the head's dims; ``soft_max_ext``: ``kq·scale`` (masked: −∞), its
     maximum (with the sink's), ``ggml_v_expf(w − max)`` summed 16 values at a time (``_reduce16``) in float64, the sink's
-    ``expf`` added, each value times ``(float)(1/sum)``; then ``p·V`` over the cells, by tinyBLAS when the batch has
-    two or more rows, else ``ggml_vec_dot_f32``. llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
+    ``expf`` added, each value times ``(float)(1/sum)``; then ``p·V`` over the cells, by tinyBLAS when the batch
+    has two or more rows, else ``ggml_vec_dot_f32``. A soft cap ``C`` turns the scaled ``w`` into
+    ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q``, so this is not
+    bit for bit). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
     past the ones read hold zeros and weigh 0, so padding to a multiple of 64 changes no sum — ``keep`` (``rows ×
     ctx``) is padded so."""
     q, k, v = (np.asarray(a, dtype=F32) for a in (q, k, v))
@@ -406,7 +413,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), tiny, s, out)
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), F32(softcap or 0), tiny, s, out)
     return out.reshape(r_, heads * dv)
 
 

@@ -107,6 +107,33 @@ def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: floa
     return out.reshape(x.shape).astype(F32)
 
 
+def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5) -> np.ndarray:
+    """Layer norm per row (Ba, Kiros & Hinton 2016): ``(x − mean x) / √(var x + ε) · G + B``, the variance the mean
+    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none."""
+    x = f32(x)
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    out = centred / np.sqrt(var + F32(epsilon)) * f32(gain)
+    return (out if bias is None else out + f32(bias)).astype(F32)
+
+
+def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Soft-capping ``C·tanh(x/C)`` (Gemma 2's attention and final logits): about ``x`` for ``|x| ≪ C``, never past
+    ``±C``."""
+    c = F32(cap)
+    return (c * np.tanh(f32(x) / c)).astype(F32)
+
+
+def columns(x: np.ndarray, start: int, stop: int, every: int | None = None) -> np.ndarray:
+    """Columns ``start … stop−1`` of ``x``, or of each consecutive group of ``every`` columns, the groups' parts side
+    by side (one part of a fused product: Phi-3's ``[q | k | v]``, InternLM2's ``[q… k v]`` per key/value head)."""
+    x = np.asarray(x)
+    if every is None:
+        return np.array(x[..., start:stop])
+    groups = x.reshape(*x.shape[:-1], x.shape[-1] // every, every)
+    return np.array(groups[..., start:stop].reshape(*x.shape[:-1], -1))
+
+
 def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
     """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so)."""
     x = f32(x)
@@ -132,7 +159,8 @@ def argmax(x: np.ndarray) -> np.ndarray:
 
 def rotary_frequencies(base: float, width: int, scaling: str | None = None, factor: float = 1.0,
                        context: float | None = None, low: float | None = None, high: float | None = None,
-                       fast: float = 32.0, slow: float = 1.0, unrounded: bool = False) -> np.ndarray:
+                       fast: float = 32.0, slow: float = 1.0, unrounded: bool = False,
+                       factors: tuple | None = None) -> np.ndarray:
     """The angular frequencies ``θᵢ`` (i < w) of a head rotating ``R = 2w`` dims: ``base^(−i/w)`` (RoFormer, Su et
     al. 2021), then as the scaling says — each as transformers' ``modeling_rope_utils`` and llama.cpp compute it:
 
@@ -144,6 +172,8 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
       at which the original context ``N`` spans ``fast`` and ``slow`` turns, ``R·ln(N/(2π·β))/(2·ln base)`` — ``a``
       rounded down and ``b`` up unless ``unrounded`` (transformers' ``truncate: false``), then clamped to
       ``[0, R−1]`` (Peng et al. 2023, YaRN).
+    - ``longrope``: ``θᵢ/fᵢ`` with ``factors`` ``fᵢ`` one per frequency (Ding et al. 2024, LongRoPE; Phi-3) —
+      which of its two lists is for ``rotary_table`` to say.
 
     Float64 throughout: the tables built from these round once."""
     i = np.arange(width, dtype=np.float64)
@@ -152,6 +182,8 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
         return theta
     if scaling == "linear":
         return theta / factor
+    if scaling == "longrope":
+        return theta / np.asarray(factors, dtype=np.float64)
     if scaling == "llama3":
         wavelength = 2 * np.pi / theta
         # With high = low (Llama 4) no wavelength lies between: every frequency is kept or divided.
@@ -180,6 +212,11 @@ def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.
     and llama.cpp both fold it into the cosines and sines). Computed in float64 and rounded once, so every consumer
     reads the same float32 table."""
     attention = float(scaling.pop("attention", 1.0))
+    if scaling.get("scaling") == "longrope":
+        # LongRoPE's short factors serve a table of at most the original context, its long ones a longer one (as
+        # llama.cpp chooses by the context it is given; transformers by the sequence's length so far).
+        short, long = scaling.pop("short"), scaling.pop("long")
+        scaling["factors"] = short if ctx <= scaling.pop("context") else long
     p = np.arange(ctx, dtype=np.float64)[:, None]
     angle = p * rotary_frequencies(base, width, **scaling)[None, :]
     if fill == "cosines":
@@ -253,13 +290,15 @@ def causal_mask(pos: int, rows: int, ctx: int, window: int | None = None, chunk:
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
-              sinks: np.ndarray | None = None, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+              sinks: np.ndarray | None = None, softcap: float | None = None,
+              arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Causal grouped-query attention (Vaswani et al. 2017; GQA, Ainslie et al. 2023) of ``rows`` queries over a
     cache of ``ctx`` keys and values: for query head ``h`` reading KV head ``g = h // (H/G)``,
     ``pᵢⱼ = softmax_j(F · qᵢ·kⱼ)`` over the masked positions (``causal_mask``), output ``Σⱼ pᵢⱼ vⱼ``. ``F`` defaults
     to ``1/√(head width)``. Sinks (gpt-oss) add one learned logit per head to the softmax's denominator only — a
-    place attention may go that returns no value. In llama.cpp's arithmetic, ggml's (``ggml.attention``), whose
-    default ``F`` is ``1/sqrtf(width)`` in float32."""
+    place attention may go that returns no value. ``softcap`` C soft-caps the scaled logits, ``C·tanh(F·q·k/C)``,
+    before the mask (Gemma 2). In llama.cpp's arithmetic, ggml's (``ggml.attention``), whose default ``F`` is
+    ``1/sqrtf(width)`` in float32."""
     q, k, v = f32(q), f32(k), f32(v)
     rows = q.shape[0]
     ctx = k.shape[0]
@@ -267,7 +306,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     if arithmetic.ggml:
         f = F32(1) / np.sqrt(F32(dk)) if scale is None else F32(scale)
         return ggml.attention(q, k, v, causal_mask(pos, rows, ctx, window, chunks), heads, sharing, f, sinks,
-                              arithmetic.rows)
+                              arithmetic.rows, softcap)
     dv = v.shape[1] // sharing
     f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk
@@ -275,6 +314,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     vh = v.reshape(ctx, sharing, dv).transpose(1, 0, 2)  # G × ctx × dv
     # Both products are ``product``'s: a row's attention does not depend on how many rows are computed with it.
     logits = product(qh, kh, batched=heads) * f  # H × rows × ctx
+    if softcap is not None:
+        logits = soft_cap(logits, softcap)
     keep = causal_mask(pos, rows, ctx, window, chunks)[None]
     logits = np.where(keep, logits, -np.inf)
     top = np.max(logits, axis=-1, keepdims=True)

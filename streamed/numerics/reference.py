@@ -210,6 +210,12 @@ class Reference:
                               self.arithmetic)
         if op == "l2norm":
             return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
+        if op == "layernorm":
+            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5))
+        if op == "soft cap":
+            return nx.soft_cap(v["X"], n["C"])
+        if op == "columns":
+            return nx.columns(v["X"], i("A"), i("B"), i("of every:N"))
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
@@ -217,7 +223,8 @@ class Reference:
                            "interleaved" in c.options, self.arithmetic)
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
-                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"), self.arithmetic)
+                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"),
+                                n.get("soft cap:L"), self.arithmetic)
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)

@@ -154,8 +154,8 @@ def concrete(shape: tuple, rows: int | None = None, ctx: int | None = None) -> t
 
 
 def _uses(programs: Programs) -> dict[str, set[str]]:
-    """How each name is used where its scale matters: ``lookup`` (an embedding), ``gain`` (an RMS-norm gain; with
-    ``offset O`` recorded as ``gain+O``)."""
+    """How each name is used where its scale matters: ``lookup`` (an embedding), ``gain`` (an RMS-norm or layer-norm
+    gain; with ``offset O`` recorded as ``gain+O``)."""
     uses: dict[str, set[str]] = {}
 
     def walk(e, constants):
@@ -169,6 +169,8 @@ def _uses(programs: Programs) -> dict[str, set[str]]:
                 o = e.number("O")
                 off = 0.0 if o is None else (o.value if hasattr(o, "value") else constants.get(o.text, 0.0))
                 uses.setdefault(e.arg("G").text, set()).add(f"gain+{off}")
+            if e.op == "layernorm" and getattr(e.arg("G"), "text", None):
+                uses.setdefault(e.arg("G").text, set()).add("gain+0.0")
             for _, a in e.args:
                 walk(a, constants)
 

@@ -72,9 +72,12 @@ rmsnorm        X, G → Y                         per row, or per head when ``he
                                                 head (or the row).
 l2norm         X → Y                            per row / per head: ``x / sqrt(sum(x²) + epsilon)`` (``epsilon``,
                                                 ``heads``).
+layernorm      X, G [, B] → Y                   per row: ``(x − mean x) / sqrt(mean((x − mean x)²) + epsilon) · G``
+                                                ``+ B`` (``epsilon`` default 1e-5; no B: no bias).
 silu gelu      X → Y                            elementwise: ``x·σ(x)``; tanh-approximate GELU
 sigmoid                                         ``0.5·x·(1 + tanh(sqrt(2/π)(x + 0.044715x³)))``; ``σ(x)``;
 softplus exp                                    ``log(1 + eˣ)``; ``eˣ``.
+softcap        X → Y                            elementwise ``cap · tanh(x / cap)`` (``cap``).
 softmax        X → Y                            softmax over the last axis.
 lookup         T, E → Y                         ``Y[r] = E[T[r]]`` (T int32 token ids ``(rows,)``, E ``vocab by d``).
 rope           X, P, C, S → Y                   rotate-half rotary embedding of each of ``heads`` heads of row r at
@@ -91,7 +94,9 @@ attention      Q, K, V, P [, sinks] → Y         causal grouped-query attention
                                                 ``j // C == (P + r) // C``; logits times ``scale`` (default
                                                 ``1/sqrt(head width)``); with a 5th input (``sinks``, one logit per
                                                 head) the sink joins each softmax's denominator as ``exp(sink)``
-                                                and contributes no value. Y is ``rows by H·(V width / G)``.
+                                                and contributes no value; with ``softcap`` C each scaled logit is
+                                                ``C · tanh(logit / C)`` before the mask. Y is ``rows by H·(V width
+                                                / G)``.
 latent_attention Q, C, R, P, A, B → Y           DeepSeek-V2 MLA, absorbed: ``heads`` H, ``nope`` N, ``rope`` M;
                                                 for head h, ``qn = Q[r, h(N+M) : h(N+M)+N]``, ``qr`` the next M;
                                                 logit_j = ``(qn·A[h]) · C[j] + qr · R[j]``, times ``scale``
@@ -133,7 +138,9 @@ copy           X → Y                            ``Y = X``.
 take_rows      X → Y                            ``Y = X[start : start + count]`` (attrs ``start``, ``count``).
 stack_rows     X0, X1, … → Y                    the inputs' rows, concatenated in order.
 take_cols      X → Y                            ``Y = X[..., start : stop]`` (attrs ``start``, ``stop``) — a
-                                                replicated tensor's part on one chip.
+                                                replicated tensor's part on one chip, or one part of a fused
+                                                product (``columns A to B of X``); with ``every`` N, columns
+                                                ``[start, stop)`` of each consecutive group of N, side by side.
 allreduce      P0, …, P{tp−1} → Y               ``Y = Σ_c P_c``: the chips' partial sums (tensor parallel).
 allgather      X0, …, X{tp−1} → Y               the chips' column slices concatenated along the last axis
                                                 (axis ``axis`` when given).

@@ -22,6 +22,11 @@ EXPECTED = {
     "small-gemma3": {"attention, window 512": [0, 1, 2, 3, 4, 6, 7, 8, 9, 10], "attention": [5, 11]},
     "small-qwen35": {"gated deltanet, experts": [0, 1, 2, 4, 5, 6], "attention, experts": [3, 7]},
     "small-deepseek-v2": {"latent attention": [0], "latent attention, experts": [1, 2, 3]},
+    "small-gemma2": {"attention, window 8": [0, 2], "attention": [1, 3]},
+    "small-phi3": {"attention": [0, 1, 2, 3]},
+    "small-starcoder2": {"attention, window 8": [0, 1, 2, 3]},
+    "small-olmo2": {"attention": [0, 1, 2, 3]},
+    "small-internlm2": {"attention": [0, 1, 2, 3]},
 }
 
 
@@ -145,6 +150,21 @@ def test_bad_input_is_one_message_exit_2_and_nothing_written(run, tmp_path):
         assert "Traceback" not in err
         assert not out.exists(), name
         assert not list(tmp_path.glob(f".{out.name}.*")), name  # no temporary left behind
+
+
+def test_an_architecture_not_read_is_one_line_exit_2_naming_every_one_that_is(run, tmp_path):
+    from streamed.model.gguf import SUPPORTED as READ_GGUF
+    from streamed.model.hf import SUPPORTED as READ_CONFIG
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2}))
+    gguf = ggufs.write(tmp_path / "m.gguf", "falcon", {"{arch}.block_count": 1}, {"token_embd.weight": ((8, 4), "F32")})
+    for src, names in ((config, READ_CONFIG), (gguf, READ_GGUF)):
+        code, _, err = run("author", src, "-o", tmp_path / "m.lgm")
+        assert code == 2 and err.count("\n") == 1 and "falcon" in err and "not supported" in err, err
+        assert all(name in err for name in names), err
+    for family in ("gemma2", "phi3", "starcoder2", "olmo2", "internlm2"):
+        assert family in READ_CONFIG and family in READ_GGUF
 
 
 def test_a_failed_author_leaves_an_existing_output_untouched(run, tmp_path):

@@ -13,7 +13,8 @@ from streamed.model.checkpoint import bind
 from streamed.model.hf import spec_from_config
 
 REAL = ["llama-3.1-8b", "gemma-3-27b", "qwen3.8", "qwen3-next-80b-a3b", "deepseek-v2-lite", "llama-4-scout", "gpt-oss-20b"]
-SMALL = ["tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2"]
+SMALL = ["tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2", "small-gemma2", "small-phi3", "small-starcoder2",
+         "small-olmo2", "small-internlm2"]
 
 
 @pytest.fixture(scope="module")

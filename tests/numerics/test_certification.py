@@ -60,6 +60,9 @@ REFUSED = {
     ("tiny-llama", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-gemma3", 4): "the key/value heads of attention (2) do not split over 4 chips",
     ("small-qwen35", 4): "the key heads of gated delta (2) do not split over 4 chips",
+    ("small-gemma2", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-starcoder2", 4): "the key/value heads of attention (2) do not split over 4 chips",
+    ("small-internlm2", 4): "the key/value heads of attention (2) do not split over 4 chips",
 }
 
 

@@ -10,12 +10,17 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
 - F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` by its
   product's rule (blocks of 32 in float32 lanes, float64 between blocks), and llama.cpp builds its rotation angles by
   repeated float32 multiplication. Measured: at most 5e-6 over every case (Qwen3.5 with experts); 2× room.
+- GELU (Gemma 2 and 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry
+  fp16 table (``GGML_GELU_FP16``). Measured 2.7e-5 (Gemma 3), 1.2e-4 (Gemma 2); StarCoder2, whose GELU is not gated
+  and feeds its down projection alone, ``UNGATED_GELU_TOLERANCE``: measured 3.7e-4. Each bound leaves 2× room. With
+  that table emulated in the reference the typical position agrees within the F32 bound, which a test here shows
+  (StarCoder2's worst stays near 1e-4: an input within float32 rounding of an fp16 boundary takes the next entry).
 - In llama.cpp's arithmetic (``--arithmetic llama.cpp``: ggml's CPU kernels, bit for bit — its products with Q8_0
   activations and fp16 ones, RMS norm, rotation, attention, SiLU, GELU's fp16 table; ``test_ggml_kernels.py`` holds
   each to llama.cpp's own tensors) a Q8_0 checkpoint's logits are llama.cpp's, every bit of them, through the
-  reference and through the bundles — but Gemma 3's (``Q8_LEFT``: its document states two of llama.cpp's operations
-  in another order of arithmetic), held to ``Q8_TOLERANCE``, 1e-3. F16 checkpoints: Llama's bit for bit; the others
-  within 1e-3 (``F16_LEFT``: operations this arithmetic does not yet compute as ggml does).
+  reference and through the bundles — but for the cases of ``Q8_LEFT``, whose documents state some of llama.cpp's
+  operations in another order of arithmetic or which use an operation this arithmetic does not yet compute as ggml
+  does, held to ``Q8_TOLERANCE``, 1e-3. F16 checkpoints: Llama's bit for bit; the others within 1e-3 (``F16_LEFT``).
 - Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
@@ -38,7 +43,8 @@ import oracle
 from repo import CONFIGS
 
 F32_TOLERANCE = 1e-5
-GELU_TOLERANCE = 1e-4
+GELU_TOLERANCE = 2.5e-4
+UNGATED_GELU_TOLERANCE = 7.5e-4
 Q8_TOLERANCE = 1e-3
 #: Q8_0 cases whose logits in llama.cpp's arithmetic are not llama.cpp's bit for bit, and why (docs/oracle.md): the
 #: document Gemma 3's GGUF is authored into says √d to 7 digits (llama.cpp multiplies by ``sqrtf(d)``) and scales the
@@ -96,6 +102,8 @@ CASES = {
                                                                moe_intermediate_size=32,
                                                                shared_expert_intermediate_size=48),
     "llama, linear rope scaling": lambda: small("llama", rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    # q, k and v stored in one attn_qkv, which llama.cpp loads for any architecture: one product, split by columns.
+    "llama, q k v fused in attn_qkv": lambda: small("llama"),
     "qwen2": lambda: small("qwen2"),
     "qwen3": lambda: small("qwen3"),
     "qwen3, yarn rope scaling": lambda: small("qwen3", rope_scaling={"rope_type": "yarn", "factor": 8.0,
@@ -123,13 +131,33 @@ CASES = {
     "llama4": lambda: cfg("llama-4-scout", hidden_size=64, head_dim=16, num_attention_heads=4, num_key_value_heads=2,
                           intermediate_size=32, intermediate_size_mlp=64, num_hidden_layers=4, num_local_experts=4,
                           vocab_size=256, interleave_moe_layer_step=2),
+    # Gemma 2: windowed and global layers in turn, soft-capped attention and final logits, sandwich norms.
+    "gemma2": lambda: cfg("small-gemma2"),
+    # Phi-3: fused qkv and gate_up; LongRoPE's long factors (the context past the original 16), its short ones (the
+    # context within the original 512: llama.cpp's is 256, its context padded, ours the 28 tokens), and none.
+    "phi3": lambda: cfg("small-phi3"),
+    "phi3, longrope within the original context": lambda: cfg("small-phi3", original_max_position_embeddings=512,
+                                                              max_position_embeddings=2048),
+    "phi3, no rope scaling": lambda: cfg("small-phi3", rope_scaling=None),
+    # StarCoder2: layer norms with biases, an ungated GELU MLP, biased projections (its window, llama.cpp has not).
+    "starcoder2": lambda: cfg("small-starcoder2", sliding_window=None),
+    # OLMo 2: post-norms only, q/k norms over the whole projection.
+    "olmo2": lambda: cfg("small-olmo2"),
+    # InternLM2: the grouped wqkv, split by the converter into q, k and v.
+    "internlm2": lambda: cfg("small-internlm2"),
 }
-GELU = {"gemma3", "gemma3, linear rope scaling"}
+GELU = {"gemma3", "gemma3, linear rope scaling", "gemma2"}
+UNGATED_GELU = {"starcoder2"}
+
+
+def tolerance(name: str) -> float:
+    return UNGATED_GELU_TOLERANCE if name in UNGATED_GELU else GELU_TOLERANCE if name in GELU else F32_TOLERANCE
 #: How a case's GGUF differs from what the converter writes (``oracle.write``'s ``kv`` and ``squeeze``).
 WRITTEN = {
     "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2-moe, a shared-expert gate stored [d]": {"squeeze": ("ffn_gate_inp_shexp.weight",)},
+    "llama, q k v fused in attn_qkv": {"fused": True},
 }
 
 
@@ -154,19 +182,20 @@ def worst(got: np.ndarray, want: np.ndarray) -> tuple[float, int]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_path, name):
     want, ours = evaluate(tmp_path, name)
-    tolerance = GELU_TOLERANCE if name in GELU else F32_TOLERANCE
+    bound = tolerance(name)
     rel, at = worst(ours.reference, want)
-    assert rel <= tolerance, f"{name}: the reference leaves llama.cpp at position {at}: {rel:.3g} relative"
+    assert rel <= bound, f"{name}: the reference leaves llama.cpp at position {at}: {rel:.3g} relative"
     positions = sorted(ours.bundle)
     assert positions == [PREFILL - 1, *range(PREFILL, TOKENS)]
     rel, at = worst(np.stack([ours.bundle[p] for p in positions]), want[positions])
-    assert rel <= tolerance, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
+    assert rel <= bound, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
 
 
 #: One case per architecture, for the metadata-key rule (``streamed.model.gguf_keys``).
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
                  "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
-                 "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss"}
+                 "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss", "gemma2": "gemma2", "phi3": "phi3",
+                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
 #: Optional keys that change a model where an architecture reads them, each set to a value that would show.
 PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
           "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
@@ -222,6 +251,15 @@ READ_KEYS = [
     ("deepseek2", {"{arch}.expert_gating_func": 2}),
     ("deepseek2", {"{arch}.expert_weights_scale": 3.0}),
     ("deepseek2, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.3}),
+    ("gemma3", {"{arch}.final_logit_softcapping": 50.0}),
+    ("gemma2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("gemma2", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("gemma2", {"{arch}.rope.freq_base_swa": 50.0}),
+    ("gemma2", {"{arch}.attn_logit_softcapping": 0.5}),
+    ("gemma2", {"{arch}.final_logit_softcapping": 50.0}),
+    # Olmo 3's converted files: a window on the layers its pattern slides, their rotation unscaled.
+    ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 2}),
 ]
 
 
@@ -235,7 +273,7 @@ def test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it
     want = llamacpp.logits(w.path, tokens, PREFILL)
     assert worst(llamacpp.logits(plain.path, tokens, PREFILL), want)[0] > 100 * F32_TOLERANCE, "the key changes nothing"
     rel, at = worst(oracle.ours(w.path, tokens, PREFILL, bundle=False).reference, want)
-    assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
+    assert rel <= tolerance(name), f"{rel:.3g} at position {at}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -259,6 +297,17 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     assert np.array_equal(bundle, want[positions]), f"{name}: the bundle leaves llama.cpp"
 
 
+@pytest.mark.parametrize("name", ["gemma2", "starcoder2"])
+def test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
+    want, ours = evaluate(tmp_path, name, bundle=False)
+    plain, _ = worst(ours.reference, want)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
+                           arithmetic="llama.cpp").reference
+    worst_emulated, at = worst(emulated, want)
+    typical = float(np.median(oracle.relative(emulated, want)))
+    assert typical <= F32_TOLERANCE < plain and worst_emulated <= plain / 4, (plain, worst_emulated, typical, at)
+
+
 @pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
 def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
     c = CASES[name]()
@@ -280,7 +329,8 @@ def test_gemma3_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path):
     assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]"])
+@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
+                                  "phi3"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
     w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))
@@ -294,7 +344,7 @@ def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_pat
     want = llamacpp.logits(w.path, tokens, PREFILL)
     assert got["positions"] == list(range(TOKENS))
     rel, at = worst(np.asarray(got["logits"], dtype=np.float32), want)
-    assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
+    assert rel <= tolerance(name), f"{rel:.3g} at position {at}"
 
 
 def test_streamed_run_in_llama_cpp_s_arithmetic_prints_llama_cpp_s_logits_of_a_q8_0_checkpoint(tmp_path, run):

@@ -59,3 +59,17 @@ async def test_inlay_hints_show_the_shape_of_each_bound_name(editor, client):
     assert by_pos[(line, col + 2)] == ": rows×64"
     assert all(start[0] <= h.position.line <= end[0] for h in hints)
     assert len(hints) == LAYER_1.count("Let ")  # every Let of layer 1 binds a name with a known shape
+
+
+async def test_hover_explains_the_operations_gemma_2_phi_3_and_starcoder2_are_written_with(editor, client):
+    from repo import example
+
+    for name, needle, after, says in (
+            ("small-gemma2", "soft cap", "Let capped be", "C·tanh(x/C)"),
+            ("small-phi3", "columns", "Let qp0", "one part of a fused product"),
+            ("small-starcoder2", "layernorm", "Let xn0", "Layer norm per row")):
+        text = example(name)
+        uri = editor.open(text)
+        await editor.analysed(uri)
+        h = await hover_at(client, uri, position_of(text, needle, after=after))
+        assert h is not None and says in h.contents.value, (name, h)

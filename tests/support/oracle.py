@@ -8,7 +8,8 @@ transformers' resolved config, so nothing ``streamed.model.hf`` reads reaches ll
 converter adds (Llama 3's ``rope_freqs``); seeded random weights scaled so that every layer matters to the logits
 (gains near 1, products ``N/√in``, decays in (0, 1)) — F32, or Q8_0 for the projections. ``kv`` adds or (``None``)
 removes metadata keys; ``squeeze`` names tensors written with their trailing ``ne`` of 1 dropped (``[d, 1]`` as
-``[d]``, which llama.cpp's loader also takes). What ``streamed`` reads back from the file is the thing under test;
+``[d]``, which llama.cpp's loader also takes); ``fused`` stores every layer's q, k and v in one ``attn_qkv``. What
+``streamed`` reads back from the file is the thing under test;
 nothing here uses its reader.
 
 ``ours(path, tokens, prefill)`` is what ``streamed author X.gguf`` then computes: the reference interpreter's logits at
@@ -18,7 +19,7 @@ a decode bundle, one token per step, over the same state)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +84,11 @@ def _shape(tname: str, ne: tuple[int, ...], squeeze: tuple[str, ...]) -> tuple[i
 
 
 def write(path: Path, cfg: dict, *, q8: bool = False, f16: bool = False, seed: int = 0, name: str = "oracle",
-          kv: dict | None = None, squeeze: tuple[str, ...] = (), fast: bool = False) -> Written:
+          kv: dict | None = None, squeeze: tuple[str, ...] = (), fast: bool = False, fused: bool = False) -> Written:
     arch, meta = convert.metadata(cfg)
     g = ggufs.as_gguf(spec_from_config(cfg), name)  # the tensors' layout: the authored document's names and shapes
+    if fused:  # q, k and v in one attn_qkv, as llama.cpp's create_tensor_qkv also loads them for any architecture
+        g = replace(g, layers=tuple(replace(l, mixer=replace(l.mixer, fused="qkv")) for l in g.layers))
     assert g.architecture == arch, (g.architecture, arch)
     text = author(g)
     meta["general.name"] = name

@@ -261,6 +261,16 @@ class _Lifter(_Emitter):
                 attrs.append(("heads", int(n("H"))))
             ins = (t("X"), t("G")) if op == "rmsnorm" else (t("X"),)
             return self.emit(kind, ins, attrs, dest)
+        if op == "layernorm":
+            ins = (t("X"), t("G")) + ((t("B"),) if "bias" in c.options else ())
+            return self.emit("layernorm", ins, (("epsilon", n("E") if "epsilon" in c.options else 1e-5),), dest)
+        if op == "soft cap":
+            return self.emit("softcap", (t("X"),), (("cap", n("C")),), dest)
+        if op == "columns":
+            attrs = (("start", int(n("A"))), ("stop", int(n("B"))))
+            if "of every" in c.options:
+                attrs += (("every", int(n("N"))),)
+            return self.emit("take_cols", (t("X"),), attrs, dest)
         if op in ("row", "rows"):
             return self.emit("lookup", (t("T"), t("E")), (), dest)
         if op == "rope":
@@ -282,6 +292,8 @@ class _Lifter(_Emitter):
                 attrs.append(("chunk", int(n("C"))))
             if "scale" in c.options:
                 attrs.append(("scale", n("F")))
+            if "soft cap" in c.options:
+                attrs.append(("softcap", n("L")))
             ins = [q, k, v, self.position(c)]
             if "sinks" in c.options:
                 ins.append(t("S"))

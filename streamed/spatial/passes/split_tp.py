@@ -37,7 +37,7 @@ def _needs_whole(tensors: dict[str, Tensor], ops: list[Op]) -> set[str]:
         elif k == "write_rows":
             if out_needed:
                 need.add(ins[2])
-        elif k in ("rmsnorm", "l2norm"):
+        elif k in ("rmsnorm", "l2norm", "layernorm"):
             if op.attr("heads") is None or out_needed:
                 need.add(ins[0])
         elif k in ("softmax", "argmax", "lookup", "experts"):
