@@ -172,17 +172,19 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
     if k == "rmsnorm":
         return (nx.rmsnorm(v[0], v[1], a("epsilon", 1e-6), a("offset", 0.0), a("heads", 1), arithmetic),)
     if k == "l2norm":
-        return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
+        return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1), arithmetic),)
     if k == "gelu":
         return (nx.gelu(v[0], arithmetic),)
     if k == "layernorm":
-        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5)),)
+        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5), arithmetic),)
     if k == "softcap":
-        return (nx.soft_cap(v[0], a("cap")),)
-    if k == "silu":
-        return (nx.silu(v[0], arithmetic),)
-    if k in ("sigmoid", "softplus", "exp", "softmax", "argmax"):
-        return (getattr(nx, k)(v[0]),)
+        return (nx.soft_cap(v[0], a("cap"), arithmetic),)
+    if k in ("silu", "sigmoid", "softplus", "exp"):
+        return (getattr(nx, k)(v[0], arithmetic),)
+    if k == "softmax":
+        return (nx.softmax(v[0], arithmetic=arithmetic),)
+    if k == "argmax":
+        return (nx.argmax(v[0]),)
     if k == "running_argmax":  # one column tile's own: ``run_tiles`` folds it into the row tile's
         x = nx.f32(v[0])
         return (nx.argmax(x), np.max(x, axis=-1))

@@ -440,3 +440,149 @@ def gelu(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=F32)
     table = gelu_table()[x.astype(np.float16).view(np.uint16)].astype(F32)
     return np.where(x <= -10, F32(0), np.where(x >= 10, x, table)).astype(F32)
+
+
+# ---- elementwise, norms and softmax of the recurrent and expert layers ---------------------------------------------
+
+
+@njit(cache=True)
+def _unary(x, kind, out):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if kind == 0:  # op_sigmoid
+            out[i] = np.float32(1) / (np.float32(1) + np.float32(math.exp(-v)))
+        elif kind == 1:  # op_exp
+            out[i] = np.float32(math.exp(v))
+        elif kind == 2:  # op_softplus
+            out[i] = v if v > 20 else np.float32(math.log(np.float32(1) + np.float32(math.exp(v))))
+        else:  # op_tanh
+            out[i] = np.float32(math.tanh(v))
+
+
+_UNARY = {"sigmoid": 0, "exp": 1, "softplus": 2, "tanh": 3}
+
+
+def unary(x: np.ndarray, kind: str) -> np.ndarray:
+    """ggml's scalar unary ops (``unary-ops.cpp``), each value alone with the C library's functions: ``sigmoid``
+    ``1/(1 + expf(−x))``, ``exp`` ``expf(x)``, ``softplus`` ``x`` above 20 else ``logf(1 + expf(x))``, ``tanh``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1))
+    out = np.empty_like(flat)
+    _unary(flat, _UNARY[kind], out)
+    return out.reshape(x.shape)
+
+
+def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+    """A soft cap as llama.cpp's graphs write it: ``ggml_scale`` by ``1.0f/C``, ``ggml_tanh``, ``ggml_scale`` by C."""
+    c = F32(cap)
+    return unary(np.asarray(x, dtype=F32) * (F32(1) / c), "tanh") * c
+
+
+@njit(cache=True)
+def _soft_max(x, out):
+    rows, n = x.shape
+    full = n - n % 16
+    for r in range(rows):
+        m = np.float32(-np.inf)  # float32: ``x − max`` is a float32 difference, as ``expf``'s argument
+        for i in range(n):
+            m = max(m, x[r, i])
+        total = 0.0
+        for c in range(0, full, 16):
+            for l in range(16):
+                out[r, c + l] = v_expf(x[r, c + l] - m)
+            total += np.float64(_reduce16(out[r, c:c + 16]))
+        for i in range(full, n):
+            out[r, i] = np.float32(math.exp(x[r, i] - m))
+            total += np.float64(out[r, i])
+        inv = np.float32(1.0 / total)
+        for i in range(n):
+            out[r, i] = out[r, i] * inv
+
+
+def soft_max(x: np.ndarray) -> np.ndarray:
+    """``ggml_soft_max`` along the last axis (no mask, scale 1): the row's maximum; ``ggml_v_expf(x − max)`` over
+    whole 16-lane vectors, each vector's sum (``_reduce16``) added in float64, then ``expf`` one by one for the rest,
+    each added in float64; every value times ``(float)(1/sum)``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    out = np.empty_like(flat)
+    _soft_max(flat, out)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _norm(x, eps, out):
+    rows, n = x.shape
+    full = n - n % 16
+    sq = np.empty(16, np.float32)
+    for r in range(rows):
+        s = 0.0
+        for i in range(n):
+            s += np.float64(x[r, i])
+        mean = np.float32(s) / np.float32(n)
+        t = 0.0
+        for c in range(0, full, 16):
+            for l in range(16):
+                v = x[r, c + l] - mean
+                out[r, c + l] = v
+                sq[l] = v * v
+            t += np.float64(_reduce16(sq))
+        for i in range(full, n):
+            v = x[r, i] - mean
+            out[r, i] = v
+            t += np.float64(v * v)
+        var = np.float32(t / n)
+        scale = np.float32(1.0) / np.float32(math.sqrt(var + eps))
+        for i in range(n):
+            out[r, i] = out[r, i] * scale
+
+
+def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None, epsilon: float) -> np.ndarray:
+    """``ggml_norm`` then ``mul`` by the gain and ``add`` of the bias: the mean ``(float)Σx / n`` (the sum in float64),
+    ``ggml_vec_cvar_f32``'s variance (squared deviations summed 16 at a time, ``_reduce16``, in float64, the rest one
+    by one), ``scale = 1/sqrtf(var + ε)``, ``(x − mean)·scale``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    out = np.empty_like(flat)
+    _norm(flat, F32(epsilon), out)
+    out = out.reshape(x.shape) * np.asarray(gain, dtype=F32)
+    return out if bias is None else out + np.asarray(bias, dtype=F32)
+
+
+@njit(cache=True)
+def _l2_norm(x, eps, out):
+    rows, n = x.shape
+    for r in range(rows):
+        s = 0.0
+        for i in range(n):
+            s += np.float64(x[r, i] * x[r, i])
+        scale = np.float32(1.0) / np.float32(math.sqrt(np.float32(s) + eps))
+        for i in range(n):
+            out[r, i] = x[r, i] * scale
+
+
+def l2_norm(x: np.ndarray, epsilon: float, heads: int = 1) -> np.ndarray:
+    """The language's ``l2norm``, ``x/√(Σx² + ε)`` per row (per head's row when ``heads > 1``), in the order of
+    ggml's norms: ``Σx²`` of float32 squares in float64, rounded to float32, ``scale = 1/sqrtf(sum + ε)``, ``x·scale``.
+
+    Two of llama.cpp's operations are this. Llama 4's q/k norm is ``ggml_rms_norm`` without a gain, which the
+    document writes ``(l2norm of X, epsilon n·ε) scaled by √n``: with ``n`` a power of 4 (an even power of two) every
+    step scales exactly, and the result is ``ggml_rms_norm``'s bit for bit. ``ggml_l2_norm`` (Gated DeltaNet's q and
+    k in llama.cpp) bounds the norm instead, ``x/max(√Σx², ε)``: the language's function, transformers' (``rsqrt(Σx²
+    + ε)``), differs from it by about ``ε/(2Σx²)`` relative — a function of its own, not an order of arithmetic, so
+    it is not emulated here (docs/oracle.md)."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1] // heads))
+    out = np.empty_like(flat)
+    _l2_norm(flat, F32(epsilon), out)
+    return out.reshape(x.shape)
+
+
+def weights_sum(w: np.ndarray) -> np.ndarray:
+    """The chosen experts' weights normalised as ``build_moe_ffn`` does: ``ggml_sum_rows`` (float64, rounded to
+    float32), clamped below at fp16's smallest normal, ``ggml_div``."""
+    w = np.asarray(w, dtype=F32)
+    total = np.zeros(w.shape[:-1] + (1,))
+    for k in range(w.shape[-1]):  # in order, as ggml_vec_sum_f32 adds
+        total += w[..., k:k + 1].astype(np.float64)
+    return (w / np.maximum(total.astype(F32), F32(6.103515625e-5))).astype(F32)

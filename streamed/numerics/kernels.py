@@ -16,6 +16,8 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from . import ggml
@@ -40,8 +42,11 @@ def silu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     return x * sigmoid(x)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Logistic ``σ(x) = 1/(1+e⁻ˣ)``, evaluated without overflow for large |x|."""
+def sigmoid(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """Logistic ``σ(x) = 1/(1+e⁻ˣ)``, evaluated without overflow for large |x| (in llama.cpp's arithmetic, as ggml's
+    scalar op: ``ggml.unary``)."""
+    if arithmetic.ggml:
+        return ggml.unary(x, "sigmoid")
     x = f32(x)
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(F32)
@@ -59,17 +64,23 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return (F32(0.5) * x * (1 + np.tanh(c * (x + F32(0.044715) * x * x * x)))).astype(F32)
 
 
-def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1+eˣ)``, computed as ``logaddexp(0, x)`` so large x neither overflows nor loses the linear tail."""
+def softplus(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """``log(1+eˣ)``, computed as ``logaddexp(0, x)`` so large x neither overflows nor loses the linear tail (in
+    llama.cpp's arithmetic, ggml's: ``x`` above 20, else ``logf(1 + expf(x))``)."""
+    if arithmetic.ggml:
+        return ggml.unary(x, "softplus")
     return np.logaddexp(F32(0), f32(x)).astype(F32)
 
 
-def exp(x: np.ndarray) -> np.ndarray:
-    return np.exp(f32(x))
+def exp(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    return ggml.unary(x, "exp") if arithmetic.ggml else np.exp(f32(x))
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range)."""
+def softmax(x: np.ndarray, axis: int = -1, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range); in llama.cpp's
+    arithmetic along the last axis as ``ggml.soft_max``."""
+    if arithmetic.ggml and axis in (-1, np.ndim(x) - 1):
+        return ggml.soft_max(x)
     x = f32(x)
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(F32)
@@ -107,9 +118,13 @@ def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: floa
     return out.reshape(x.shape).astype(F32)
 
 
-def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5) -> np.ndarray:
+def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5,
+              arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Layer norm per row (Ba, Kiros & Hinton 2016): ``(x − mean x) / √(var x + ε) · G + B``, the variance the mean
-    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none."""
+    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none. In
+    llama.cpp's arithmetic, ``ggml.layer_norm``."""
+    if arithmetic.ggml:
+        return ggml.layer_norm(x, gain, bias, epsilon)
     x = f32(x)
     centred = x - np.mean(x, axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
@@ -117,9 +132,11 @@ def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, e
     return (out if bias is None else out + f32(bias)).astype(F32)
 
 
-def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+def soft_cap(x: np.ndarray, cap: float, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Soft-capping ``C·tanh(x/C)`` (Gemma 2's attention and final logits): about ``x`` for ``|x| ≪ C``, never past
-    ``±C``."""
+    ``±C`` (in llama.cpp's arithmetic, ``ggml.soft_cap``)."""
+    if arithmetic.ggml:
+        return ggml.soft_cap(x, cap)
     c = F32(cap)
     return (c * np.tanh(f32(x) / c)).astype(F32)
 
@@ -134,8 +151,11 @@ def columns(x: np.ndarray, start: int, stop: int, every: int | None = None) -> n
     return np.array(groups[..., start:stop].reshape(*x.shape[:-1], -1))
 
 
-def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
-    """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so)."""
+def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so); in llama.cpp's
+    arithmetic ggml's ``x / max(√Σx², ε)`` (``ggml.l2_norm``)."""
+    if arithmetic.ggml:
+        return ggml.l2_norm(x, epsilon, heads)
     x = f32(x)
     h = _per_head(x, heads)
     out = h / np.sqrt(np.sum(h * h, axis=-1, keepdims=True) + F32(epsilon))
@@ -419,7 +439,7 @@ def swiglu(x: np.ndarray, g, u, d, bg=None, bu=None, bd=None, clamp: float | Non
         lim = F32(clamp)
         gx = np.minimum(gx, lim)
         ux = np.clip(ux, -lim, lim)
-        h = (ux + 1) * gx * sigmoid(F32(1.702) * gx)
+        h = (ux + 1) * gx * sigmoid(F32(1.702) * gx, arithmetic)
     out = matmul(h, d, arithmetic)
     return out if bd is None else (out + f32(bd)).astype(F32)
 
@@ -430,16 +450,18 @@ def _column(w, n: int):
 
 
 def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: bool = False,
-          selection_bias: np.ndarray | None = None, groups: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+          selection_bias: np.ndarray | None = None, groups: tuple[int, int] | None = None,
+          arithmetic: Arithmetic = EXACT) -> tuple[np.ndarray, np.ndarray]:
     """Which experts each row goes to, and with what weight. Scores are ``softmax`` over all experts (Switch,
     Mixtral, Qwen-MoE) or ``sigmoid`` per expert (DeepSeek-V3, Llama 4). Selection ranks ``score + bias``
     (DeepSeek-V3's auxiliary-loss-free bias — choosing only, never weighting); with ``groups (N, M)`` experts form N
     groups, a group's rank being the sum of its two best biased scores (its best alone when it holds one expert), and
     only the M best groups are eligible (DeepSeek-V3 §2.1.2). The weights are the unbiased scores of the chosen K,
-    divided by their sum when ``normalized``. Returns (indices ``rows × K`` best first, weights ``rows × K``); ties
-    go to the lower expert index."""
+    divided by their sum when ``normalized`` (in llama.cpp's arithmetic as ``build_moe_ffn`` does: ``ggml.soft_max``
+    or ggml's sigmoid, the sum ``ggml.weights_sum``). Returns (indices ``rows × K`` best first, weights ``rows × K``);
+    ties go to the lower expert index."""
     logits = f32(logits)
-    scores = softmax(logits) if scored_by == "softmax" else sigmoid(logits)
+    scores = softmax(logits, arithmetic=arithmetic) if scored_by == "softmax" else sigmoid(logits, arithmetic)
     choose = scores if selection_bias is None else scores + f32(selection_bias)
     rows, n = scores.shape
     if groups is not None:
@@ -454,7 +476,7 @@ def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: 
     idx = np.argsort(-choose, axis=-1, kind="stable")[:, :top]
     w = np.take_along_axis(scores, idx, axis=-1)
     if normalized:
-        w = w / np.sum(w, axis=-1, keepdims=True)
+        w = ggml.weights_sum(w) if arithmetic.ggml else w / np.sum(w, axis=-1, keepdims=True)
     return idx, w.astype(F32)
 
 
@@ -468,30 +490,44 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
     the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
     routed scaling factor); plus an always-on shared expert, gated by ``σ(X·S)`` when ``shared_gate`` (Qwen2-MoE,
     Qwen3-Next). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
-    whose partial must not add the down bias again."""
+    whose partial must not add the down bias again.
+
+    In llama.cpp's arithmetic, as ``build_moe_ffn`` computes: the routed scale multiplies the weights, an expert's
+    products are ``ggml_mul_mat_id``'s (one row at a time: ``ggml_vec_dot``), and the K chosen outputs are added in
+    the order of their rank (``ggml_add`` of the views), best first."""
     x = f32(x)
     logits = matmul(x, router, arithmetic)
     if router_bias is not None:
         logits = logits + f32(router_bias)
-    idx, w = route(logits, top, scored_by, normalized, selection_bias, groups)
-    out = np.zeros_like(x)
+    idx, w = route(logits, top, scored_by, normalized, selection_bias, groups, arithmetic)
+    if arithmetic.ggml:
+        if routed_scale is not None:
+            w, routed_scale = w * F32(routed_scale), None
+        ranks = [idx[:, k:k + 1] for k in range(idx.shape[1])]
+        each = replace(arithmetic, rows=1)
+    else:
+        ranks, each = [idx], arithmetic
+    out = None
     bg = bu = bd = None
-    for e in np.unique(idx):
-        sel_rows, sel_k = np.nonzero(idx == e)
-        we = w[sel_rows, sel_k][:, None]
-        xe = x[sel_rows]
-        if expert_biases is not None:
-            bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
-        if weighting_inputs:
-            ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic)
-        else:
-            ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic) * we
-        np.add.at(out, sel_rows, ye)
+    for rank, chosen in enumerate(ranks):
+        part = np.zeros_like(x)
+        for e in np.unique(chosen):
+            sel_rows, sel_k = np.nonzero(chosen == e)
+            we = w[sel_rows, sel_k + (rank if arithmetic.ggml else 0)][:, None]
+            xe = x[sel_rows]
+            if expert_biases is not None:
+                bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
+            if weighting_inputs:
+                ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp, each)
+            else:
+                ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp, each) * we
+            np.add.at(part, sel_rows, ye)
+        out = part if out is None else out + part
     if routed_scale is not None:
         out = out * F32(routed_scale)
     if shared is not None:
         s = swiglu(x, *shared, arithmetic=arithmetic)
         if shared_gate is not None:
-            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic))
+            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic), arithmetic)
         out = out + s
     return out.astype(F32)

@@ -197,23 +197,21 @@ class Reference:
             return int(n[key]) if key in n else default
 
         op = c.op
-        if op == "silu":
-            return nx.silu(v["X"], self.arithmetic)
-        simple = {"sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
-                  "softmax": nx.softmax, "argmax": nx.argmax}
-        if op == "gelu":
-            return nx.gelu(v["X"], self.arithmetic)
-        if op in simple:
-            return simple[op](v["X"])
+        if op in ("silu", "gelu", "sigmoid", "softplus", "exp"):
+            return getattr(nx, op)(v["X"], self.arithmetic)
+        if op == "softmax":
+            return nx.softmax(v["X"], arithmetic=self.arithmetic)
+        if op == "argmax":
+            return nx.argmax(v["X"])
         if op == "rmsnorm":
             return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1),
                               self.arithmetic)
         if op == "l2norm":
-            return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
+            return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1), self.arithmetic)
         if op == "layernorm":
-            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5))
+            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5), self.arithmetic)
         if op == "soft cap":
-            return nx.soft_cap(v["X"], n["C"])
+            return nx.soft_cap(v["X"], n["C"], self.arithmetic)
         if op == "columns":
             return nx.columns(v["X"], i("A"), i("B"), i("of every:N"))
         if op in ("row", "rows"):

@@ -2,12 +2,17 @@
 tensors llama.cpp's own graph read, gives the tensor that graph computed — every bit of it — at a prefill of several
 rows and at decode steps of one (ggml picks some kernels by the rows of the step). llama.cpp runs a Llama-shaped GGUF
 whose heads are 80 wide (a reduction of 64 and 16 more: ggml's dot products treat the two parts differently); its
-tensors are read through the scheduler's evaluation callback (``llamacpp.tensors``).
+tensors are read through the scheduler's evaluation callback (``llamacpp.tensors``). The experts (``build_moe_ffn``:
+the router's softmax or sigmoid, the chosen weights' renormalisation, each expert's products one row at a time, the
+chosen outputs added best first) are held so on the oracle's Qwen3-MoE and Llama 4 (with its q/k norm), and layer
+norm, soft caps, softplus and sigmoid on its StarCoder2, Gemma 2 and Qwen3.5.
 
 These kernels are the AVX-512 build's (with VNNI): a llama.cpp built for other CPUs computes otherwise, and the first
 test says which one this is."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ import pytest
 import llamacpp
 import oracle
 from llamacpp import MUL_MAT, RESHAPE, ROPE
+from repo import CONFIGS
 from streamed.numerics import ggml
 from streamed.numerics.q8 import Planes
 
@@ -104,3 +110,145 @@ def test_rotation_attention_and_swiglu_are_ggml_s_bit_for_bit_at_prefill_and_dec
             up = first(step, f"ffn_up-{layer}").reshape(rows, -1)
             assert same_bits(ggml.silu(gate) * up, first(step, f"ffn_swiglu-{layer}")), (kind, layer, pos)
             pos += rows
+
+
+#: Experts as ``build_moe_ffn`` computes them: Qwen3-MoE's softmax router whose chosen weights are renormalised, two
+#: of four experts a row; and Llama 4's sigmoid router weighting the expert's input, its q/k RMS norm without a gain.
+MOE = {"model_type": "qwen3_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+       "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96, "vocab_size": 128, "num_experts": 4,
+       "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+#: The oracle's Llama 4 case (``test_llamacpp.CASES``): Scout's configuration, small, experts on every layer (four
+#: layers: llama.cpp aborts on a Llama 4 without a NoPE layer, whose temperature input it then never sets).
+LLAMA4 = dict(hidden_size=64, head_dim=16, num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+              intermediate_size_mlp=64, num_hidden_layers=4, num_local_experts=4, vocab_size=128,
+              interleave_moe_layer_step=1)
+
+
+def llama4() -> dict:
+    return config("llama-4-scout", **LLAMA4)
+
+
+def bank(stored: dict, name: str) -> list:
+    """A stored expert bank as the experts read it: expert ``e``'s weight ``in × out``."""
+    w = stored[name]
+    return [w[e] if isinstance(w, Planes) else w[e].T for e in range(w.shape[0])]
+
+
+@pytest.fixture(scope="module", params=["Q8_0", "F16"])
+def moe_graph(request, tmp_path_factory):
+    from gguf import GGUFReader
+
+    kind = request.param
+    graphs = {}
+    for name, cfg in (("qwen3-moe", MOE), ("llama4", llama4())):
+        path = tmp_path_factory.mktemp(kind) / f"{name}.gguf"
+        oracle.write(path, cfg, q8=kind == "Q8_0", f16=kind == "F16")
+        _, steps = llamacpp.tensors(path, [t % 128 for t in TOKENS], PREFILL)
+        stored = {}
+        for t in GGUFReader(path).tensors:
+            data = np.asarray(t.data)
+            stored[t.name] = Planes(data) if t.tensor_type.name == "Q8_0" else data
+        graphs[name] = stored, steps
+    return kind, graphs
+
+
+def test_a_softmax_router_its_renormalised_weights_and_the_experts_sum_are_ggml_s_bit_for_bit(moe_graph):
+    from streamed.numerics import kernels as nx
+    from streamed.numerics.product import LLAMA_CPP
+
+    kind, graphs = moe_graph
+    stored, steps = graphs["qwen3-moe"]
+    for step in steps:
+        for layer in range(2):
+            x = first(step, f"ffn_norm-{layer}").reshape(-1, 64)
+            router = weight(stored, f"blk.{layer}.ffn_gate_inp.weight")
+            logits = ggml.mul_mat(x, router)
+            assert same_bits(logits, first(step, f"ffn_moe_logits-{layer}")), (kind, layer, len(x))
+            assert same_bits(nx.softmax(logits, arithmetic=LLAMA_CPP), first(step, f"ffn_moe_probs-{layer}"))
+            _, w = nx.route(logits, 2, "softmax", normalized=True, arithmetic=LLAMA_CPP)
+            assert same_bits(w, first(step, f"ffn_moe_weights_norm-{layer}")), (kind, layer, len(x))
+            banks = [bank(stored, f"blk.{layer}.ffn_{p}_exps.weight") for p in ("gate", "up", "down")]
+            out = nx.experts(x, router, 2, *banks, scored_by="softmax", normalized=True, arithmetic=LLAMA_CPP)
+            assert same_bits(out, first(step, f"ffn_moe_out-{layer}")), (kind, layer, len(x))
+
+
+def test_a_sigmoid_router_weighting_inputs_and_llama_4_s_q_k_norm_are_ggml_s_bit_for_bit(moe_graph):
+    from streamed.numerics import kernels as nx
+    from streamed.numerics.product import LLAMA_CPP
+
+    kind, graphs = moe_graph
+    stored, steps = graphs["llama4"]
+    for step in steps:
+        for layer in range(2):
+            for name, heads in (("Qcur", 4), ("Kcur", 2)):
+                rotated = first(step, f"{name}-{layer}", ROPE).reshape(-1, heads * 16)
+                # the document's ``(l2norm of X, epsilon 16ε, heads H) scaled by 4``: ggml_rms_norm without a gain
+                got = nx.l2norm(rotated, np.float32(16) * np.float32(1e-5), heads, LLAMA_CPP) * np.float32(4)
+                assert same_bits(got, first(step, f"{name}_normed-{layer}")), (kind, layer, name)
+            # llama4.cpp names the attention's output ``ffn_norm``: the experts' input is normalised here
+            x = ggml.rms_norm(first(step, f"ffn_inp-{layer}").reshape(-1, 64), stored[f"blk.{layer}.ffn_norm.weight"],
+                              1e-5)
+            router = weight(stored, f"blk.{layer}.ffn_gate_inp.weight")
+            logits = ggml.mul_mat(x, router)
+            assert same_bits(logits, first(step, f"ffn_moe_logits-{layer}")), (kind, layer, len(x))
+            assert same_bits(nx.sigmoid(logits, LLAMA_CPP), first(step, f"ffn_moe_probs-{layer}")), (kind, layer)
+            banks = [bank(stored, f"blk.{layer}.ffn_{p}_exps.weight") for p in ("gate", "up", "down")]
+            out = nx.experts(x, router, 1, *banks, scored_by="sigmoid", weighting_inputs=True, arithmetic=LLAMA_CPP)
+            assert same_bits(out, first(step, f"ffn_moe_out-{layer}")), (kind, layer, len(x))
+            shared = [weight(stored, f"blk.{layer}.ffn_{p}_shexp.weight") for p in ("gate", "up", "down")]
+            out = nx.experts(x, router, 1, *banks, scored_by="sigmoid", weighting_inputs=True, shared=shared,
+                             arithmetic=LLAMA_CPP)
+            assert same_bits(out, first(step, f"ffn_moe_out_merged-{layer}")), (kind, layer, len(x))
+
+
+def config(name: str, **fields) -> dict:
+    """A shipped config with ``fields`` replaced (in its text model's, where it has one): the oracle's cases."""
+    c = json.loads((CONFIGS / f"{name}.json").read_text())
+    (c.setdefault("text_config", {}) if "text_config" in c else c).update(fields)
+    return c
+
+
+@pytest.fixture(scope="module")
+def elementwise_graphs(tmp_path_factory):
+    """llama.cpp's tensors for the oracle's StarCoder2 (layer norms with a bias), Gemma 2 (soft caps) and Qwen3.5
+    (Gated DeltaNet's softplus and sigmoid), F32."""
+    from gguf import GGUFReader
+
+    gdn = dict(hidden_size=64, head_dim=32, num_attention_heads=2, num_key_value_heads=1, linear_num_key_heads=2,
+               linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32, num_hidden_layers=4,
+               vocab_size=256, intermediate_size=64, layer_types=["linear_attention"] * 3 + ["full_attention"])
+    cases = {"starcoder2": config("small-starcoder2", sliding_window=None), "gemma2": config("small-gemma2"),
+             "qwen35": config("qwen3.8", **gdn)}
+    graphs = {}
+    for name, c in cases.items():
+        path = tmp_path_factory.mktemp(name) / "model.gguf"
+        oracle.write(path, c)
+        vocab = c.get("text_config", c)["vocab_size"]
+        _, steps = llamacpp.tensors(path, [t % vocab for t in TOKENS], PREFILL)
+        graphs[name] = {t.name: np.asarray(t.data) for t in GGUFReader(path).tensors}, steps
+    return graphs
+
+
+def test_layer_norm_soft_caps_softplus_and_sigmoid_are_ggml_s_bit_for_bit(elementwise_graphs):
+    from streamed.numerics import kernels as nx
+    from streamed.numerics.product import LLAMA_CPP
+
+    stored, steps = elementwise_graphs["starcoder2"]
+    for step in steps:
+        for layer in range(2):
+            x = first(step, f"ffn_inp-{layer}").reshape(-1, 64)
+            got = nx.layernorm(x, stored[f"blk.{layer}.ffn_norm.weight"], stored[f"blk.{layer}.ffn_norm.bias"], 1e-5,
+                               LLAMA_CPP)
+            assert same_bits(got, first(step, f"ffn_norm-{layer}")), ("layer norm", layer, len(x))
+    stored, steps = elementwise_graphs["gemma2"]
+    for step in steps:
+        for layer in range(2):
+            got = nx.soft_cap(first(step, f"kq-{layer}"), 50.0, LLAMA_CPP)
+            assert same_bits(got, first(step, f"kq_scaled_2-{layer}")), ("attention's soft cap", layer)
+        logits = ggml.mul_mat(first(step, "result_norm").reshape(-1, 64), stored["token_embd.weight"].T)
+        assert same_bits(nx.soft_cap(logits, 30.0, LLAMA_CPP), first(step, "result_output")), "the final soft cap"
+    stored, steps = elementwise_graphs["qwen35"]
+    for step in steps:
+        gate = nx.softplus(first(step, "alpha-0") + stored["blk.0.ssm_dt.bias"], LLAMA_CPP)
+        assert same_bits(gate, first(step, "a_softplus-0")), "softplus"
+        assert same_bits(nx.sigmoid(first(step, "beta-0"), LLAMA_CPP), first(step, "beta_sigmoid-0")), "sigmoid"
