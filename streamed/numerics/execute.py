@@ -152,11 +152,24 @@ def _elementwise(op: Op, v: list, f: Callable) -> np.ndarray:
     return f(nx.f32(v[0]), s).astype(np.float32)
 
 
+def _stored_q8(op: Op, v: list) -> list:
+    """``v`` as the table of ops lists an op's inputs: each weight attr ``q8`` names read as its stored Q8_0 blocks
+    (ir.py: "Weights read as stored Q8_0"; ``_q8_weight`` of its planes and scales) — a product reads them where
+    they are, an expert bank one expert's matrix at a time (``Planes[e]``), never densified."""
+    slots = op.attr("q8")
+    out = list(v[:len(v) - len(slots)])
+    for i, scales in zip(slots, v[len(v) - len(slots):]):
+        out[i] = _q8_weight(out[i], scales)
+    return out
+
+
 def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
     """The values ``op`` writes (one per output), from its input values ``v`` — each op as ir.py defines it, in
     ``arithmetic``."""
     a = op.attr
     k = op.kind
+    if a("q8"):  # weights read as stored Q8_0: each its planes and scales, the scales after the op's other inputs
+        v = _stored_q8(op, v)
     if k == "matmul":
         return (nx.matmul(v[0], v[1], arithmetic),)
     if k == "matmul_q8":

@@ -26,7 +26,9 @@ what may differ is only what the lowering changed about the order of the arithme
   the bound holds for one layer, each layer of a tensor-parallel bundle is fed the reference's input and the
   reference's carried state (split over the chips as the bundle holds it) at every step: the error of one layer
   never becomes the input of the next, so it does not compound over depth or steps, and a bug is still a
-  difference of its own size in the layer that has it.
+  difference of its own size in the layer that has it. A tensor the bundle holds only as chips' shares (its
+  ``of`` and ``slice``) is measured share by share against that part of the reference's — each copy of a key/value
+  head replicated over several chips on its own chip, so a copy that reads the wrong head is named with its chip.
 - Integer tensors (token ids, positions, the next token) are equal in every deployment.
 
 ``run`` drives both for one deployment over N steps — decode, prefill of at least ``PREFILL_CHUNKS`` chunks then
@@ -125,24 +127,60 @@ def _fit(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return w
 
 
+#: A tensor a tensor-parallel program holds only as chips' shares: each share's name (the layer's) and the
+#: ``(axis, start, stop)`` of the whole it holds — two chips holding the same share each hold a copy.
+Shares = dict[str, list[tuple[str, tuple[int, int, int]]]]
+
+
 def compare_step(step: int, want: dict[str, dict[str, np.ndarray]], got: dict[str, dict[str, np.ndarray]],
                  skip: Callable[[str, str], bool] = lambda program, name: False,
-                 rtol: Callable[[str, str], float] = lambda program, name: 0.0) -> list[Measure]:
+                 rtol: Callable[[str, str], float] = lambda program, name: 0.0,
+                 shares: dict[str, Shares] | None = None) -> list[Measure]:
     """Every tensor the reference bound that the bundle also holds, program by program in execution order, tensors
-    in the order the authored program binds them; ``rtol(program, name)`` the tolerance of each (0: bit for bit)."""
+    in the order the authored program binds them; ``rtol(program, name)`` the tolerance of each (0: bit for bit). A
+    tensor the bundle holds as chips' shares (``shares[program]``) is measured share by share, each against its
+    part of the reference's — so a replicated key/value head is held to the reference on every chip that holds it."""
     out: list[Measure] = []
     for label, ref_env in want.items():
         bundle_env = got.get(label)
         if bundle_env is None:
             continue
+        held_as = (shares or {}).get(label, {})
         for name, value in ref_env.items():
             if name.startswith("__") or skip(label, name):
                 continue
             if not isinstance(value, np.ndarray) and not np.isscalar(value):
                 continue
+            if name not in bundle_env and held_as.get(name):
+                for part, cut in held_as[name]:
+                    if part in bundle_env:
+                        out.append(measure(step, label, part, bundle_env[part], share_of(np.asarray(value), cut),
+                                           rtol(label, part)))
+                continue
             held = bundle_env[name] if name in bundle_env else assembled(bundle_env, name, np.shape(value))
             if held is not None:
                 out.append(measure(step, label, name, held, _fit(held, value), rtol(label, name)))
+    return out
+
+
+def share_of(whole: np.ndarray, cut: tuple[int, int, int]) -> np.ndarray:
+    """The part ``(axis, start, stop)`` of ``whole`` a chip's share holds."""
+    axis, start, stop = cut
+    index = [slice(None)] * whole.ndim
+    index[axis] = slice(start, stop)
+    return whole[tuple(index)]
+
+
+def shares_of(plans: dict[str, Plan], rename: Callable[[Bound, str], str]) -> dict[str, Shares]:
+    """Per layer program, the tensors its chips hold as shares, by the layer's names (``Kc7`` → ``Kc7_c0`` holding
+    columns 0–16, …): every chip-local tensor whose ``slice`` says which part of which whole it is."""
+    out: dict[str, Shares] = {}
+    for plan in plans.values():
+        for b in plan.layers:
+            mine = out.setdefault(b.label, {})
+            for t in b.program.tensors:
+                if t.chip is not None and t.of and t.slice is not None and t.role != "weight":
+                    mine.setdefault(rename(b, t.of), []).append((rename(b, t.name), tuple(t.slice)))
     return out
 
 
@@ -359,15 +397,17 @@ def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rt
 
 
 def _feed_states(session: Session, b: Bound, before: dict[str, np.ndarray]) -> None:
-    """Layer ``b``'s carried states as the reference held them before this step, each chip's part cut from the
-    reference's whole."""
+    """Layer ``b``'s carried states as the reference held them before this step, each chip's share cut from the
+    reference's whole (a share two chips hold, a copy for each)."""
     p = b.program
     for t in p.tensors:
         if t.role != "state" or t.name not in p.carried:
             continue
         name = b.bound(t.name)
         value = before.get(name)
-        if value is None:
+        if value is None and t.of and t.slice is not None and before.get(b.bound(t.of)) is not None:
+            value = share_of(np.asarray(before[b.bound(t.of)]), tuple(t.slice))
+        elif value is None:
             m = _CHIP.match(name)
             whole = before.get(m.group(1)) if m else None
             value = chip_part(np.asarray(whole), t.shape, int(m.group(2))) if whole is not None else None
@@ -488,6 +528,7 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
     executor = Executor(weights, Session(), rename, arithmetic)
     per_layer = report.per_layer
     rtol = _Tolerances(plans, rename, dep.chips) if per_layer else (lambda program, name: 0.0)
+    shares = shares_of(plans, rename) if per_layer else None
     try:
         trajectory = (references or References(programs, weights, arithmetic)).steps(dep, steps, seed)
         for s, r in enumerate(trajectory):
@@ -496,7 +537,7 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
                 got = fed_step(executor, plan, r.tokens, r.positions, r.want, r.before)
             else:
                 got = executor.step(plan, r.tokens, r.positions, r.want.x if dep.mode == "forward" else None)
-            report.measures.extend(compare_step(s, r.want.values, got.values, skip, rtol)
+            report.measures.extend(compare_step(s, r.want.values, got.values, skip, rtol, shares)
                                    + _hidden_measures(s, r.want, got, layers, rtol))
             report.steps += 1
             if stop_at_first and report.first_failure is not None:

@@ -74,8 +74,8 @@ from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tp_su
 #: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
 OLDER_FORMATS = ("streamed-bundle/1",)
 
-#: How long a writer waits for another writing beside the same folder before it gives up (a bundle takes well under a
-#: second to write; a writer that holds the lock longer is stuck).
+#: How long a writer waits while another writing beside the same folder changes nothing in it before it gives up (a
+#: bundle takes well under a second to write; a writer that holds the lock longer is stuck).
 LOCK_WAIT_SECONDS = 60.0
 
 
@@ -137,18 +137,25 @@ def _remove(path: Path) -> None:
 @contextlib.contextmanager
 def _folder_lock(parent: Path, shown: str):
     """Hold the lock of the folder bundles are written in: writers take turns, and the kernel releases a dead
-    writer's lock. A writer that waits longer than ``LOCK_WAIT_SECONDS`` gives up with a ``BundleError``."""
+    writer's lock. A writer gives up with a ``BundleError`` when the folder has not changed for ``LOCK_WAIT_SECONDS``
+    while it waited: the writer holding the lock is stuck. Writers that finish in turn change the folder (each
+    renames its bundle into it), so a writer queued behind many others that all progress keeps waiting: flock is not
+    fair, and a loaded machine must not turn a long queue into a failed write."""
     fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        deadline, seen = time.monotonic() + LOCK_WAIT_SECONDS, os.fstat(fd).st_mtime_ns
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BundleError(f"{shown}: another lowering has been writing in {parent} for "
-                                      f"{LOCK_WAIT_SECONDS:.0f} s; try again when it is done") from None
+                changed = os.fstat(fd).st_mtime_ns
+                if changed != seen:
+                    deadline, seen = time.monotonic() + LOCK_WAIT_SECONDS, changed
+                elif time.monotonic() > deadline:
+                    raise BundleError(f"{shown}: another lowering has held {parent} for "
+                                      f"{LOCK_WAIT_SECONDS:.0f} s without writing anything; try again when it is "
+                                      "done") from None
                 time.sleep(0.02)
         yield
     finally:
@@ -658,22 +665,44 @@ def _reads_as_bound(bundle: Naming, document: Naming, n: str, storage: bool, who
 
 
 def _storage_agrees(m: dict, where: Path) -> None:
-    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it."""
+    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it; and a
+    weight stored ``Q8_0`` (at a kind's representative) that a program reads dense is one its ``read_dense`` names,
+    as every weight it names is one it reads dense — so the manifest says every weight read otherwise than stored."""
     def folded(weights: list[dict]) -> set[int]:
         return {i for i, w in enumerate(weights) if any(r["encoding"] != "dense" for r in w["reads"])}
 
+    def said_dense(at: str, program: dict, stored) -> None:
+        named = {d["of"] for d in program.get("read_dense", ())}
+        dense = {w["name"] for i, w in enumerate(program["weights"]) if i not in folded(program["weights"])}
+        wrong = next((n for n in sorted(named - dense)), None)
+        if wrong is not None:
+            raise BundleError(f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it reads as Q8_0 "
+                              f"planes and scales" if wrong in {w["name"] for w in program["weights"]} else
+                              f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it does not read")
+        unsaid = next((w["name"] for i, w in enumerate(program["weights"])
+                       if w["name"] in dense - named and stored(i, w) == "Q8_0"), None)
+        if unsaid is not None:
+            raise BundleError(f"{display(where)}: {at} reads `{unsaid[:40]}` dense though it is stored Q8_0, and its "
+                              f"read_dense does not say why")
+
     kinds = {k["name"]: k for k in m["kinds"]}
+    rows = {row["layer"]: row for row in m["layers"]}
     for row in m["layers"]:
         for i in folded(kinds[row["kind"]]["weights"]):
             if row["storage"][i] != "Q8_0":
                 raise BundleError(f"{display(where)}: layer {row['layer']} stores `{row['weights'][i][:40]}` as "
                                   f"{row['storage'][i][:20]}, but its program reads it as Q8_0 planes and scales")
+    for k in m["kinds"]:
+        rep = rows[k["representative"]]
+        said_dense(f"kind `{k['name'][:40]}`", k, lambda i, w, rep=rep: rep["storage"][i])
     for name, shared in m["shared"].items():
         for i in folded((shared or {}).get("weights", [])):
             w = shared["weights"][i]
             if w["storage"] != "Q8_0":
                 raise BundleError(f"{display(where)}: the {name} stores `{w['name'][:40]}` as {w['storage'][:20]}, but "
                                   f"its program reads it as Q8_0 planes and scales")
+        if shared is not None:
+            said_dense(f"the {name}", shared, lambda i, w: w["storage"])
 
 
 def _difference(said, derived, at: str = "") -> tuple[str, object, object] | None:

@@ -18,6 +18,7 @@ from ..lang.files import display
 from ..lang.jsontext import dumps
 from ..model.checkpoint import Naming, TensorRef
 from .ir import SpatialProgram, tile_to_json
+from .passes.fold_q8 import read_dense
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling
 
 FORMAT = "streamed-bundle/2"
@@ -81,18 +82,20 @@ def _part(ref: TensorRef) -> dict:
 
 def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
     """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
-    head), carried states and tables."""
+    head), carried states (a chip's share with its ``slice`` of the whole), tables, and the weights stored Q8_0 it
+    reads dense, with why (``read_dense``, from its certificate)."""
     weights = weight_reads(p)
     if naming is not None:
         for w in weights:
             ref = naming.ref(w["name"])
             w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
     carried = set(p.carried)
-    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
+    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip,
+               **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
               for t in p.tensors if t.name in carried]
     tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
                "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
-    return {"weights": weights, "states": states, "tables": tables}
+    return {"weights": weights, "states": states, "tables": tables, "read_dense": read_dense(p)}
 
 
 def _layer_tiers(residency: dict) -> dict[int, dict]:
@@ -136,7 +139,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
     kinds = []
     for k in model.kinds:
         spec = _program(k.program)
-        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
+        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense", "replicas")} if k.tp else None
         kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
                       "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
                       "identity": k.identity, "tiles": tiles_entry(k.program)})

@@ -57,6 +57,9 @@ Q8_LEFT = {"gemma3": "√d to 7 digits; the attention scale on the logits, not t
 #: rounding is 32 times finer than a Q8_0 step, so last bits that a Q8_0 product absorbs reach an F16 one.
 F16_LEFT = {"gemma3": Q8_LEFT["gemma3"], "qwen3-moe": "the router", "deepseek2": "latent attention",
             "qwen35": "the gated delta rule", "qwen3next": "the gated delta rule and the router"}
+#: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
+#: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
+QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}
 PREFILL = 16
 WINDOW = 8  # every windowed case's window: 12 decode steps run past it
 TOKENS = 28
@@ -145,13 +148,40 @@ CASES = {
     "olmo2": lambda: cfg("small-olmo2"),
     # InternLM2: the grouped wqkv, split by the converter into q, k and v.
     "internlm2": lambda: cfg("small-internlm2"),
+    # Granite: the embedding, the attention logits, each block's output and the logits scaled by its multipliers.
+    "granite": lambda: cfg("small-granite"),
+    "granite, biased attention and MLP": lambda: cfg("small-granite", attention_bias=True, mlp_bias=True),
+    # Mistral 3: the wrapper's Mistral text model, which the converter writes as architecture mistral3.
+    "mistral3": lambda: cfg("small-mistral3"),
+    # (an original context of 4096 puts YaRN's ramp inside the 8 rotated pairs, where its betas show)
+    "mistral3, yarn rope scaling": lambda: cfg("small-mistral3", max_position_embeddings=32768, rope_theta=10000.0,
+                                               rope_scaling={"rope_type": "yarn", "factor": 8.0,
+                                                             "original_max_position_embeddings": 4096}),
+    # Cohere 2: one LayerNorm feeding attention and the MLP side by side; window 8 and rotation on three layers of
+    # four, the fourth global without rotation; scaled logits; the head tied.
+    "cohere2": lambda: cfg("small-cohere2"),
+    # Nemotron-NAS (deci): per-layer key/value grouping and feed-forward widths, attention replaced by one product or
+    # removed, a layer with neither block; Llama 3's rope_freqs from the rope parameters' original length.
+    "deci": lambda: cfg("small-nemotron-nas"),
+    # A deci layer whose attention is kept and whose feed-forward block is removed: llama.cpp skips it whole.
+    "deci, attention without a feed-forward block": lambda: _deci_attention_only(),
 }
+
+
+def _deci_attention_only() -> dict:
+    c = cfg("small-nemotron-nas")
+    c["block_configs"][2]["ffn"] = {"ffn_mult": None, "no_op": True, "replace_with_linear": False}
+    return c
+
+
 GELU = {"gemma3", "gemma3, linear rope scaling", "gemma2"}
 UNGATED_GELU = {"starcoder2"}
 
 
 def tolerance(name: str) -> float:
     return UNGATED_GELU_TOLERANCE if name in UNGATED_GELU else GELU_TOLERANCE if name in GELU else F32_TOLERANCE
+
+
 #: How a case's GGUF differs from what the converter writes (``oracle.write``'s ``kv`` and ``squeeze``).
 WRITTEN = {
     "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
@@ -195,7 +225,8 @@ def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
                  "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
                  "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss", "gemma2": "gemma2", "phi3": "phi3",
-                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
+                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2", "granite": "granite",
+                 "mistral3": "mistral3", "cohere2": "cohere2", "deci": "deci"}
 #: Optional keys that change a model where an architecture reads them, each set to a value that would show.
 PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
           "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
@@ -260,6 +291,19 @@ READ_KEYS = [
     # Olmo 3's converted files: a window on the layers its pattern slides, their rotation unscaled.
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2}),
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 2}),
+    # Granite's multipliers, each applied where it is not 0 (the logit scale divides), and its rope switch.
+    ("granite", {"{arch}.attention.scale": 0.05}),
+    ("granite", {"{arch}.residual_scale": 0.5}),
+    ("granite", {"{arch}.embedding_scale": 3.0}),
+    ("granite", {"{arch}.logit_scale": 2.0}),
+    ("granite", {"{arch}.rope.scaling.finetuned": False}),
+    ("cohere2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("cohere2", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("cohere2", {"{arch}.logit_scale": 1.5}),
+    # Mistral 3 reads YaRN's betas and its log multiplier (an attention factor of get_mscale(F)/get_mscale(F, m)).
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_fast": 8.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_slow": 4.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.5}),
 ]
 
 
@@ -283,7 +327,10 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
     exact = oracle.ours(w.path, tokens, PREFILL, bundle=False).reference
-    assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
+    if name in QUANTISATION_DAMPED:
+        assert worst(exact, want)[0] <= Q8_TOLERANCE, "the quantisation now shows: drop it from QUANTISATION_DAMPED"
+    else:
+        assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
     ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
     positions = sorted(ours.bundle)
     bundle = np.stack([ours.bundle[p] for p in positions])
@@ -295,17 +342,6 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     rel, at = worst(ours.reference, want)
     assert np.array_equal(ours.reference, want), f"{name}: the reference leaves llama.cpp at position {at} ({rel:.3g})"
     assert np.array_equal(bundle, want[positions]), f"{name}: the bundle leaves llama.cpp"
-
-
-@pytest.mark.parametrize("name", ["gemma2", "starcoder2"])
-def test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
-    want, ours = evaluate(tmp_path, name, bundle=False)
-    plain, _ = worst(ours.reference, want)
-    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
-                           arithmetic="llama.cpp").reference
-    worst_emulated, at = worst(emulated, want)
-    typical = float(np.median(oracle.relative(emulated, want)))
-    assert typical <= F32_TOLERANCE < plain and worst_emulated <= plain / 4, (plain, worst_emulated, typical, at)
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
@@ -322,15 +358,21 @@ def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
         assert np.array_equal(got, want), f"{name}: {rel:.3g} at position {at}"
 
 
-def test_gemma3_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path):
-    want, plain = evaluate(tmp_path, "gemma3", bundle=False)
-    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES["gemma3"]()), PREFILL, bundle=False,
+@pytest.mark.parametrize("name", sorted(GELU | UNGATED_GELU))
+def test_a_gelu_model_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
+    want, plain = evaluate(tmp_path, name, bundle=False)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
                            arithmetic="llama.cpp")
-    assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
+    rel = oracle.relative(emulated.reference, want)
+    # StarCoder2's ungated GELU feeds its down projection alone: its typical position is held to the bound, its worst
+    # to a quarter of what it is without the table.
+    held = float(np.median(rel)) if name in UNGATED_GELU else float(rel.max())
+    assert held <= F32_TOLERANCE < worst(plain.reference, want)[0]
+    assert float(rel.max()) <= worst(plain.reference, want)[0] / 4
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
-                                  "phi3"])
+                                  "phi3", "deci"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
     w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))

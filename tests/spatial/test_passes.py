@@ -93,7 +93,8 @@ def test_lift_refuses_a_whole_state_replacement_in_a_batched_step_naming_the_sta
 def test_fold_q8_reads_planes_and_scales_and_drops_the_dense_weight(doc):
     layer = doc.programs.layer(0)
     tensors, ops, _ = lift(layer, doc.programs.constants, Cut(1, 64))
-    folded, ops = fold_q8(dict(tensors), ops, frozenset({"Wq0"}))
+    folded, ops, dense = fold_q8(dict(tensors), ops, frozenset({"Wq0"}))
+    assert dense == {}
     mm = [o for o in ops if o.kind.startswith("matmul")]
     assert mm[0].kind == "matmul_q8" and mm[0].inputs[1:] == ("Wq0__q8", "Wq0__scales")
     assert all(o.kind == "matmul" for o in mm[1:])

@@ -201,4 +201,8 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     if program.tiles:
         certificate.update({"tiles": len(program.tiles), "tile_rows": program.tile_rows, "tile_cols": program.tile_cols,
                             "weights_on_chip": program.weights_on_chip, "tiles_cover_once": True})
+    # What the lowering said of the weights it reads dense though stored Q8_0 (split_tp, fold_q8) is its own, not
+    # certify's to prove: kept as said (a bundle's reader holds it to the layers' storage).
+    if (program.certificate or {}).get("read_dense"):
+        certificate["read_dense"] = program.certificate["read_dense"]
     return replace(program, certificate=certificate)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import Q8_BLOCK, Op
+from ..ir import Q8_BLOCK, Op, q8_scales
 from .errors import LoweringError
 
 
@@ -23,12 +23,14 @@ def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
     def bad(why):
         raise LoweringError(f"`{op.kind}` of {', '.join(op.inputs)}: {why}", op.statement)
 
+    for i, scales in q8_scales(op).items():  # a weight read as stored Q8_0: its scales, one per block of its planes
+        p = shape(op.inputs[i])
+        if len(p) < 2 or p[-2] % Q8_BLOCK or shape(scales) != (*p[:-2], p[-2] // Q8_BLOCK, p[-1]):
+            bad(f"scales {shape(scales)} for planes {p}")
     if k in ("matmul", "matmul_q8"):
         x, w = ins[0], ins[1]
         if len(x) != 2 or len(w) != 2 or x[1] != w[0]:
             bad(f"{x} times {w}")
-        if k == "matmul_q8" and ins[2] != (w[0] // Q8_BLOCK, w[1]):
-            bad(f"scales {ins[2]} for planes {w}")
         return ((x[0], w[1]),)
     if k in ("add", "sub", "mul"):
         if len(ins) == 1:
