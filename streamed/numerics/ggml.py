@@ -424,15 +424,26 @@ _GELU_TABLE: np.ndarray | None = None
 
 def gelu_table() -> np.ndarray:
     """ggml's ``ggml_table_gelu_f16``: for every fp16 value ``f``, ``fp16(½f(1 + tanh(√(2/π)·f·(1 + 0.044715f²))))``
-    computed in float32."""
+    computed in float32 as ``ggml-cpu.c`` does (``_gelu_f32``)."""
     global _GELU_TABLE
     if _GELU_TABLE is None:
         f = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(F32)
-        with np.errstate(all="ignore"):
-            c = F32(0.79788456080286535587989211986876)
-            y = F32(0.5) * f * (F32(1) + np.tanh(c * f * (F32(1) + F32(0.044715) * f * f)))
+        y = np.empty_like(f)
+        _gelu_f32(f, y)
         _GELU_TABLE = y.astype(np.float16)
     return _GELU_TABLE
+
+
+@njit(cache=True)
+def _gelu_f32(x, out):
+    """``ggml_gelu_f32`` per value as compiled: ``½x·(1 + tanhf(c·x·fma(a·x, x, 1)))`` (GCC contracts ``1 + a·x·x``
+    into one fma), ``tanhf`` the C library's. numpy's float32 ``tanh`` and an uncontracted sum each differ from it in
+    last bits, and a last bit moves an entry whose value lies near an fp16 rounding boundary."""
+    c = np.float32(0.79788456080286535587989211986876)
+    a = np.float32(0.044715)
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = np.float32(0.5) * v * (np.float32(1) + np.float32(math.tanh(c * v * _fma(a * v, v, np.float32(1)))))
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -549,33 +560,18 @@ def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None, epsilon
     return out if bias is None else out + np.asarray(bias, dtype=F32)
 
 
-@njit(cache=True)
-def _l2_norm(x, eps, out):
-    rows, n = x.shape
-    for r in range(rows):
-        s = 0.0
-        for i in range(n):
-            s += np.float64(x[r, i] * x[r, i])
-        scale = np.float32(1.0) / np.float32(math.sqrt(np.float32(s) + eps))
-        for i in range(n):
-            out[r, i] = x[r, i] * scale
-
-
 def l2_norm(x: np.ndarray, epsilon: float, heads: int = 1) -> np.ndarray:
-    """The language's ``l2norm``, ``x/√(Σx² + ε)`` per row (per head's row when ``heads > 1``), in the order of
-    ggml's norms: ``Σx²`` of float32 squares in float64, rounded to float32, ``scale = 1/sqrtf(sum + ε)``, ``x·scale``.
+    """The language's ``l2norm``, ``x/√(Σx² + ε)`` per row (per head's row when ``heads > 1``), as llama.cpp computes
+    it for Gated DeltaNet's q and k (``build_gdn_l2_norm``, not ``ggml_l2_norm``): ``ggml_rms_norm`` with ``ε/n``
+    (``n`` the row's width, the division in float32), then ``ggml_scale`` by ``1/sqrtf(n)``.
 
-    Two of llama.cpp's operations are this. Llama 4's q/k norm is ``ggml_rms_norm`` without a gain, which the
-    document writes ``(l2norm of X, epsilon n·ε) scaled by √n``: with ``n`` a power of 4 (an even power of two) every
-    step scales exactly, and the result is ``ggml_rms_norm``'s bit for bit. ``ggml_l2_norm`` (Gated DeltaNet's q and
-    k in llama.cpp) bounds the norm instead, ``x/max(√Σx², ε)``: the language's function, transformers' (``rsqrt(Σx²
-    + ε)``), differs from it by about ``ε/(2Σx²)`` relative — a function of its own, not an order of arithmetic, so
-    it is not emulated here (docs/oracle.md)."""
+    Llama 4's q/k norm is ``ggml_rms_norm`` without a gain, which the document writes ``(l2norm of X, epsilon n·ε)
+    scaled by √n``: with ``n`` a power of 4 every step of that scales exactly, and the result is ``ggml_rms_norm``'s
+    bit for bit too."""
     x = np.asarray(x, dtype=F32)
-    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1] // heads))
-    out = np.empty_like(flat)
-    _l2_norm(flat, F32(epsilon), out)
-    return out.reshape(x.shape)
+    n = x.shape[-1] // heads
+    ones = np.ones(n, F32)
+    return rms_norm(x, ones, F32(epsilon) / F32(n), heads) * (F32(1) / F32(math.sqrt(F32(n))))
 
 
 def weights_sum(w: np.ndarray) -> np.ndarray:

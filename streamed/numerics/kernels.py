@@ -153,7 +153,7 @@ def columns(x: np.ndarray, start: int, stop: int, every: int | None = None) -> n
 
 def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so); in llama.cpp's
-    arithmetic ggml's ``x / max(√Σx², ε)`` (``ggml.l2_norm``)."""
+    arithmetic as llama.cpp computes Gated DeltaNet's (``ggml.l2_norm``: an RMS norm of ``ε/n``, scaled by ``1/√n``)."""
     if arithmetic.ggml:
         return ggml.l2_norm(x, epsilon, heads)
     x = f32(x)
@@ -246,15 +246,30 @@ def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.
     raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill}`")
 
 
+def _llama3_factors(base: float, width: int, scaling: str, factor: float, context: float, low: float,
+                   high: float) -> np.ndarray:
+    """Llama 3's divisors as llama.cpp's converter stores them (``rope_freqs``, float32): frequencies
+    ``1/base^(2i/R)`` in float32, their wavelengths in float64, ``F`` past ``N/L``, 1 short of ``N/H``, between them
+    ``1/((1−s)/F + s)``."""
+    freqs = np.float32(1) / (np.float32(base) ** (np.arange(0, 2 * width, 2, dtype=F32) / np.float32(2 * width)))
+    wavelength = 2 * np.pi / freqs.astype(np.float64)
+    smooth = (context / wavelength - low) / (high - low) if high > low else np.ones_like(wavelength)
+    mixed = 1 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, mixed)).astype(F32)
+
+
 def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
     or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else. In llama.cpp's
     arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
-    (none, ``linear``); YaRN's ramp and Llama 3's factors keep the table above (float64, rounded once)."""
+    (none, ``linear``, ``llama3`` — its divisors as the converter stores them, ``rope_freqs``); YaRN's ramp and
+    LongRoPE's factors keep the table above (float64, rounded once)."""
     params = dict(fill[2]) if len(fill) > 2 else {}
-    if arithmetic.ggml and params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}:
+    llama3 = params.get("scaling") == "llama3" and set(params) <= {"scaling", "factor", "context", "low", "high"}
+    if arithmetic.ggml and (llama3 or params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}):
         scale = 1.0 / float(params.get("factor", 1.0)) if params.get("scaling") == "linear" else 1.0
-        cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale)
+        factors = _llama3_factors(fill[1], width, **params) if llama3 else None
+        cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale, factors=factors)
         if fill[0] not in ("cosines", "sines"):
             raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
         return cos if fill[0] == "cosines" else sin

@@ -5,7 +5,7 @@ whose heads are 80 wide (a reduction of 64 and 16 more: ggml's dot products trea
 tensors are read through the scheduler's evaluation callback (``llamacpp.tensors``). The experts (``build_moe_ffn``:
 the router's softmax or sigmoid, the chosen weights' renormalisation, each expert's products one row at a time, the
 chosen outputs added best first) are held so on the oracle's Qwen3-MoE and Llama 4 (with its q/k norm), and layer
-norm, soft caps, softplus and sigmoid on its StarCoder2, Gemma 2 and Qwen3.5.
+norm, soft caps, softplus, sigmoid and Gated DeltaNet's L2 norm on its StarCoder2, Gemma 2 and Qwen3.5.
 
 These kernels are the AVX-512 build's (with VNNI): a llama.cpp built for other CPUs computes otherwise, and the first
 test says which one this is."""
@@ -210,8 +210,8 @@ def config(name: str, **fields) -> dict:
 
 @pytest.fixture(scope="module")
 def elementwise_graphs(tmp_path_factory):
-    """llama.cpp's tensors for the oracle's StarCoder2 (layer norms with a bias), Gemma 2 (soft caps) and Qwen3.5
-    (Gated DeltaNet's softplus and sigmoid), F32."""
+    """llama.cpp's tensors for the oracle's StarCoder2 (layer norms with a bias, GELU; F16), Gemma 2 (soft caps) and
+    Qwen3.5 (Gated DeltaNet's softplus, sigmoid and L2 norm), F32."""
     from gguf import GGUFReader
 
     gdn = dict(hidden_size=64, head_dim=32, num_attention_heads=2, num_key_value_heads=1, linear_num_key_heads=2,
@@ -222,24 +222,32 @@ def elementwise_graphs(tmp_path_factory):
     graphs = {}
     for name, c in cases.items():
         path = tmp_path_factory.mktemp(name) / "model.gguf"
-        oracle.write(path, c)
         vocab = c.get("text_config", c)["vocab_size"]
-        _, steps = llamacpp.tensors(path, [t % vocab for t in TOKENS], PREFILL)
+        if name == "starcoder2":  # the oracle's F16 case and tokens: a GELU input there takes a table entry that
+            # only ggml-cpu.c's own arithmetic (tanhf, one fma) rounds to llama.cpp's fp16 value
+            oracle.write(path, c, f16=True)
+            tokens = [int(t) for t in np.random.default_rng(7).integers(0, vocab, 28)]
+            _, steps = llamacpp.tensors(path, tokens, 16)
+        else:
+            oracle.write(path, c)
+            _, steps = llamacpp.tensors(path, [t % vocab for t in TOKENS], PREFILL)
         graphs[name] = {t.name: np.asarray(t.data) for t in GGUFReader(path).tensors}, steps
     return graphs
 
 
-def test_layer_norm_soft_caps_softplus_and_sigmoid_are_ggml_s_bit_for_bit(elementwise_graphs):
+def test_layer_norm_gelu_soft_caps_softplus_sigmoid_and_l2_norm_are_ggml_s_bit_for_bit(elementwise_graphs):
     from streamed.numerics import kernels as nx
     from streamed.numerics.product import LLAMA_CPP
 
     stored, steps = elementwise_graphs["starcoder2"]
     for step in steps:
-        for layer in range(2):
+        for layer in range(4):
             x = first(step, f"ffn_inp-{layer}").reshape(-1, 64)
             got = nx.layernorm(x, stored[f"blk.{layer}.ffn_norm.weight"], stored[f"blk.{layer}.ffn_norm.bias"], 1e-5,
                                LLAMA_CPP)
             assert same_bits(got, first(step, f"ffn_norm-{layer}")), ("layer norm", layer, len(x))
+            up = first(step, f"ffn_up_b-{layer}")
+            assert same_bits(nx.gelu(up, LLAMA_CPP), first(step, f"ffn_gelu-{layer}")), ("GELU's table", layer)
     stored, steps = elementwise_graphs["gemma2"]
     for step in steps:
         for layer in range(2):
@@ -251,4 +259,8 @@ def test_layer_norm_soft_caps_softplus_and_sigmoid_are_ggml_s_bit_for_bit(elemen
     for step in steps:
         gate = nx.softplus(first(step, "alpha-0") + stored["blk.0.ssm_dt.bias"], LLAMA_CPP)
         assert same_bits(gate, first(step, "a_softplus-0")), "softplus"
+        for name in ("q", "k"):  # build_gdn_l2_norm: the language's x/√(Σx² + ε), two heads of 32
+            x = first(step, f"{name}_conv-0")
+            got = nx.l2norm(x.reshape(len(x.reshape(-1, 64)), 64), 1e-6, 2, LLAMA_CPP)
+            assert same_bits(got, first(step, f"{name}_conv_predelta-0")), f"{name}'s L2 norm"
         assert same_bits(nx.sigmoid(first(step, "beta-0"), LLAMA_CPP), first(step, "beta_sigmoid-0")), "sigmoid"

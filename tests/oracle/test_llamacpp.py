@@ -13,14 +13,15 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
 - GELU (Gemma 2 and 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry
   fp16 table (``GGML_GELU_FP16``). Measured 2.7e-5 (Gemma 3), 1.2e-4 (Gemma 2); StarCoder2, whose GELU is not gated
   and feeds its down projection alone, ``UNGATED_GELU_TOLERANCE``: measured 3.7e-4. Each bound leaves 2× room. With
-  that table emulated in the reference the typical position agrees within the F32 bound, which a test here shows
-  (StarCoder2's worst stays near 1e-4: an input within float32 rounding of an fp16 boundary takes the next entry).
+  that table emulated (each entry as ``ggml-cpu.c`` computes it: libm's ``tanhf``, one fma) all three agree within
+  the F32 bound — Gemma 2 and StarCoder2 bit for bit —, which a test here shows.
 - In llama.cpp's arithmetic (``--arithmetic llama.cpp``: ggml's CPU kernels, bit for bit — its products with Q8_0
-  activations and fp16 ones, RMS norm, rotation, attention, SiLU, GELU's fp16 table; ``test_ggml_kernels.py`` holds
-  each to llama.cpp's own tensors) a Q8_0 checkpoint's logits are llama.cpp's, every bit of them, through the
-  reference and through the bundles — but for the cases of ``Q8_LEFT``, whose documents state some of llama.cpp's
-  operations in another order of arithmetic or which use an operation this arithmetic does not yet compute as ggml
-  does, held to ``Q8_TOLERANCE``, 1e-3. F16 checkpoints: Llama's bit for bit; the others within 1e-3 (``F16_LEFT``).
+  activations and fp16 ones, norms, rotation, attention, SiLU, GELU's fp16 table, the experts' routing and sum;
+  ``test_ggml_kernels.py`` holds each to llama.cpp's own tensors) a Q8_0 checkpoint's logits are llama.cpp's, every
+  bit of them, through the reference and through the bundles, and so are most F16 checkpoints' — but for the cases
+  of ``Q8_LEFT`` and ``F16_LEFT``, each named with what its difference is made of (a document that states one of
+  llama.cpp's operations in another order or with a constant to 7 digits, a table this arithmetic does not build as
+  ggml does), held to ``Q8_TOLERANCE``, 1e-3.
 - Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
@@ -46,17 +47,24 @@ F32_TOLERANCE = 1e-5
 GELU_TOLERANCE = 2.5e-4
 UNGATED_GELU_TOLERANCE = 7.5e-4
 Q8_TOLERANCE = 1e-3
-#: Q8_0 cases whose logits in llama.cpp's arithmetic are not llama.cpp's bit for bit, and why (docs/oracle.md): the
-#: document Gemma 3's GGUF is authored into says √d to 7 digits (llama.cpp multiplies by ``sqrtf(d)``) and scales the
-#: attention logits (llama.cpp scales the rotated queries, then attends with a scale of 1). Measured 6.3e-4 and 5.4e-4.
-Q8_LEFT = {"gemma3": "√d to 7 digits; the attention scale on the logits, not the queries",
-           "gemma3, linear rope scaling": "√d to 7 digits; the attention scale on the logits, not the queries"}
-#: F16 cases not bit for bit in llama.cpp's arithmetic (measured 3.4e-5 to 6.5e-4): what this arithmetic does not
-#: yet compute as ggml does — an expert router's softmax and the chosen weights' sum, latent attention's absorbed
-#: products, the fused gated delta rule (``ggml_gated_delta_net``) — and Gemma 3's document (``Q8_LEFT``). An fp16
-#: rounding is 32 times finer than a Q8_0 step, so last bits that a Q8_0 product absorbs reach an F16 one.
-F16_LEFT = {"gemma3": Q8_LEFT["gemma3"], "qwen3-moe": "the router", "deepseek2": "latent attention",
-            "qwen35": "the gated delta rule", "qwen3next": "the gated delta rule and the router"}
+#: Q8_0 cases whose logits in llama.cpp's arithmetic are not llama.cpp's bit for bit, and why (docs/oracle.md).
+GEMMA3 = "the document's √d to 7 digits (llama.cpp multiplies by sqrtf(d)) and its attention scale on the logits " \
+         "(llama.cpp scales the rotated queries and attends with a scale of 1)"
+COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as (MLP + x) + attention"
+Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
+#: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 1.4e-5 to 8.8e-4). An fp16
+#: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
+#: product's activations and the logits.
+YARN = "YaRN's tables: angles in float64 rounded once (ggml: rope_yarn in float32, its attention factor in two parts)"
+LONGROPE = "LongRoPE: the document's attention factor to 7 digits (the file's is 1.4142135 and 1.1055416)"
+QWEN2MOE = "llama.cpp's Qwen2-MoE computes the shared expert's gate σ(g) as silu(g)/g (qwen2moe.cpp)"
+F16_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2,
+            "deepseek2": YARN, "deepseek2, yarn rope scaling": YARN, "gpt-oss": YARN, "mistral3, yarn rope scaling": YARN,
+            "qwen3, yarn rope scaling": YARN, "phi3": LONGROPE, "phi3, longrope within the original context": LONGROPE,
+            "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE,
+            "gemma2": "not yet located: in layer 0's attention at prefill (its products, norms and GELU are bit for bit)",
+            "qwen35": "not yet located: from layer 1 (Gated DeltaNet) at prefill; layer 0 is bit for bit",
+            "qwen35moe": "not yet located: from position 3"}
 #: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
 #: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
 QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}
@@ -344,10 +352,10 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     assert np.array_equal(bundle, want[positions]), f"{name}: the bundle leaves llama.cpp"
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
-def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_f16_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmetic(tmp_path, name):
     c = CASES[name]()
-    w = oracle.write(tmp_path / "model.gguf", c, f16=True)
+    w = oracle.write(tmp_path / "model.gguf", c, f16=True, **WRITTEN.get(name, {}))
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
     got = oracle.ours(w.path, tokens, PREFILL, bundle=False, arithmetic="llama.cpp").reference
@@ -363,12 +371,7 @@ def test_a_gelu_model_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path
     want, plain = evaluate(tmp_path, name, bundle=False)
     emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
                            arithmetic="llama.cpp")
-    rel = oracle.relative(emulated.reference, want)
-    # StarCoder2's ungated GELU feeds its down projection alone: its typical position is held to the bound, its worst
-    # to a quarter of what it is without the table.
-    held = float(np.median(rel)) if name in UNGATED_GELU else float(rel.max())
-    assert held <= F32_TOLERANCE < worst(plain.reference, want)[0]
-    assert float(rel.max()) <= worst(plain.reference, want)[0] / 4
+    assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
