@@ -194,9 +194,10 @@ held to 1e-3:
   graph adds `(MLP + x) + attention` — float32 addition in another order.
 - **YaRN** (DeepSeek-V2 and with its YaRN, gpt-oss, Mistral 3 and Qwen3 with YaRN; F16 5.3e-4 to 7.6e-4, Q8_0 bit for
   bit): the rotation tables. The language's YaRN table is its angles in float64 rounded once, times the attention
-  factor; ggml's `rope_yarn` mixes the interpolated and extrapolated angles in float32 and applies the attention
-  factor as two float32 factors (`yarn_attn_factor`, then `1 + 0.1·ln(1/s)`). Llama 3's scaled table (from its stored
-  divisors, `rope_freqs`) and linear scaling are ggml's, and bit for bit.
+  factor its document writes to 7 digits; ggml's `rope_yarn` mixes the interpolated and extrapolated angles in
+  float32 and makes the attention factor in float32 from the file's parameters, as two factors (`yarn_attn_factor`,
+  then `1 + 0.1·ln(1/s)`) — the 7-digit factor alone is a few last bits of every cosine and sine. Llama 3's scaled
+  table (from its stored divisors, `rope_freqs`) and linear scaling are ggml's, and bit for bit.
 - **LongRoPE** (Phi-3 with its long and its short factors; F16 6.7e-4 and 8.8e-4): the document's attention factor
   written to 7 digits (1.414214 and 1.105542, where the file's float32 is 1.4142135 and 1.1055416: four last bits of
   every cosine and sine).

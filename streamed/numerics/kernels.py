@@ -266,7 +266,8 @@ def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np
     LongRoPE's factors keep the table above (float64, rounded once)."""
     params = dict(fill[2]) if len(fill) > 2 else {}
     llama3 = params.get("scaling") == "llama3" and set(params) <= {"scaling", "factor", "context", "low", "high"}
-    if arithmetic.ggml and (llama3 or params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}):
+    plain = params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}
+    if arithmetic.ggml and (llama3 or plain):
         scale = 1.0 / float(params.get("factor", 1.0)) if params.get("scaling") == "linear" else 1.0
         factors = _llama3_factors(fill[1], width, **params) if llama3 else None
         cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale, factors=factors)
