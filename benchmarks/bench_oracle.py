@@ -204,10 +204,12 @@ held to 1e-3:
 - **Qwen2-MoE** (both cases, F16 2.5e-5): llama.cpp's Qwen2-MoE computes its shared expert's gate `σ(g)` as
   `silu(g)/g` (`qwen2moe.cpp`; its Qwen3-Next and Qwen3.5 call `ggml_sigmoid`); with that quotient in its place the
   case is bit for bit — the document says σ, as transformers does.
-- **Not yet located**: Gemma 2 F16 (1.4e-5; its F32 and Q8_0 are bit for bit) leaves llama.cpp inside layer 0's
-  attention at prefill — its products, norms and GELU there are llama.cpp's bit for bit; Qwen3.5 F16 (3.1e-4) from
-  layer 1, a Gated DeltaNet layer, at prefill (layer 0, alike, is bit for bit; Qwen3-Next's are too); Qwen3.5-MoE F16
-  (8.8e-4) from position 3.
+- **Gated DeltaNet, Qwen3.5 and Qwen3.5-MoE** (F16 3.1e-4 and 8.8e-4; Q8_0 bit for bit): the recurrence. llama.cpp
+  computes it as one fused operation, `ggml_gated_delta_net` (per head: the state scaled by `expf(g)`, each column's
+  `ggml_vec_dot_f32` with k, the fma'd outer-product update, each column's dot product with q, then `·1/√d`); the
+  language states it step by step, q scaled by `1/√d` before its dot products, and this arithmetic does not emulate
+  the fused order. Every layer before the first Gated DeltaNet layer that differs is bit for bit (Qwen3.5's layer 0 at
+  prefill; its L2 norms, softplus, sigmoid and convolution are ggml's); Qwen3-Next's cases happen to be bit for bit.
 
 What the tolerances are made of:
 

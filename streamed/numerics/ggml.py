@@ -366,7 +366,7 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
                 w[j] = -np.inf
-        m = -np.inf
+        m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
         for j in range(n):
             m = max(m, w[j])
         if sinks.shape[0]:
@@ -395,8 +395,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     maximum (with the sink's), ``ggml_v_expf(w − max)`` summed 16 values at a time (``_reduce16``) in float64, the sink's
     ``expf`` added, each value times ``(float)(1/sum)``; then ``p·V`` over the cells, by tinyBLAS when the batch
     has two or more rows, else ``ggml_vec_dot_f32``. A soft cap ``C`` turns the scaled ``w`` into
-    ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q``, so this is not
-    bit for bit). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
+    ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q`` — the same bits
+    when the scale is a power of two, as ``1/√16`` is). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
     past the ones read hold zeros and weigh 0, so padding to a multiple of 64 changes no sum — ``keep`` (``rows ×
     ctx``) is padded so."""
     q, k, v = (np.asarray(a, dtype=F32) for a in (q, k, v))

@@ -52,20 +52,19 @@ GEMMA3 = "the document's √d to 7 digits (llama.cpp multiplies by sqrtf(d)) and
          "(llama.cpp scales the rotated queries and attends with a scale of 1)"
 COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as (MLP + x) + attention"
 Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
-#: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 1.4e-5 to 8.8e-4). An fp16
+#: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 2.5e-5 to 8.8e-4). An fp16
 #: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
 #: product's activations and the logits.
 YARN = "YaRN's tables: angles in float64 rounded once, the attention factor to 7 digits (ggml: rope_yarn in float32)"
 LONGROPE = "LongRoPE: the document's attention factor to 7 digits (the file's is 1.4142135 and 1.1055416)"
 QWEN2MOE = "llama.cpp's Qwen2-MoE computes the shared expert's gate σ(g) as silu(g)/g (qwen2moe.cpp)"
+GDN = "the fused recurrence ggml_gated_delta_net's own order (q's 1/√d after its dot products), not emulated"
 F16_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2,
             "deepseek2": YARN, "deepseek2, yarn rope scaling": YARN, "gpt-oss": YARN,
             "mistral3, yarn rope scaling": YARN, "qwen3, yarn rope scaling": YARN,
             "phi3": LONGROPE, "phi3, longrope within the original context": LONGROPE,
             "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE,
-            "gemma2": "not yet located: in layer 0's attention at prefill (its products, norms, GELU bit for bit)",
-            "qwen35": "not yet located: from layer 1 (Gated DeltaNet) at prefill; layer 0 is bit for bit",
-            "qwen35moe": "not yet located: from position 3"}
+            "qwen35": GDN, "qwen35moe": GDN}
 #: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
 #: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
 QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}
