@@ -9,7 +9,8 @@ Layout::
 
 The manifest (``streamed-bundle/2``) is what a runtime loads without the document: the step's programs in order;
 each program's weights — every declared weight, its declared shape and the tensors a chip loads it as (Q8_0 planes
-and scales, each tensor-parallel chip's slice) — its carried states and its tables (with their fill rules); and, one
+and scales, each tensor-parallel chip's slice) — its carried states (each with its shape, and whether it is a windowed
+cache's ring, written at ``pos mod`` its rows: LANGUAGE §8) and its tables (with their fill rules); and, one
 row per layer, that layer's own names for its kind's weights and states, the checkpoint tensor each weight reads
 and how it is stored. Per-layer data is a table — a kind's columns are written once, a layer is a row of names — so
 the manifest grows by one short row per layer, whatever the deployment.
