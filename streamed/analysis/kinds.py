@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 from ..lang.lexer import Range, tokens as _lex_tokens
 from ..lang.syntax import Call, Binary, Let, SectionKind, Set
 from ..model.checkpoint import ALL_Q8, Storage, bind
-from ..model.program import Program, Programs
+from ..model.program import Program, Programs, unparsed_statements
 
 __all__ = [
     "tokens", "binders", "shape_digest", "renaming", "layer_kinds", "LayerKind", "Divergence", "divergences",
@@ -220,6 +220,16 @@ def layer_kinds(programs: Programs, storage: Storage = ALL_Q8, cache: dict | Non
 
 #: Host tables: every layer's that reads them; their index is a rotation's or a width's, never a layer's.
 HOST_TABLE = re.compile(r"(Rcos|Rsin|Ones)\d+\Z")
+
+
+def layer_of_kind(layer: int, kind: str) -> str:
+    """``layer 3 (attention)``: a layer with the name of its kind, parenthesised once — a kind told apart by its
+    first layer (``attention (layer 3)``) is not printed ``layer 3 (attention (layer 3))``; another layer's mark is
+    kept, as ``layer 5 (attention, layer 3)``."""
+    m = re.fullmatch(r"(.*) \(layer (\d+)\)", kind)
+    if m is None:
+        return f"layer {layer} ({kind})"
+    return f"layer {layer} ({m.group(1)})" if int(m.group(2)) == layer else f"layer {layer} ({m.group(1)}, layer {m.group(2)})"
 
 
 def layer_input(layer: int) -> str:
@@ -523,13 +533,21 @@ class _ByIndex:
         return self.programs.layer(index)
 
 
+def _in_unparsed(section, mine: tuple[int, int] | None) -> bool:
+    """Whether a difference starting at token span ``mine`` (``None``: past the end) lies at or after a statement
+    of ``section`` that did not parse — what a misspelt word makes differ, already reported as a syntax error."""
+    bad = unparsed_statements(section)
+    return bool(bad) and (mine is None or mine[0] >= bad[0][0])
+
+
 def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = ALL_Q8) -> list[Divergence]:
     """The layers that were evidently meant to be one kind with another kind's layers, and where they part.
 
     A kind K diverges from a kind T when K has the same name as T up to the ``(layer N)`` that tells them apart (T
     being the larger), or when K has one or two layers, T at least three, their names agree once numbers are erased,
     and their programs differ in at most ``MAX_DIFFERENCE`` tokens. Kinds whose names say they do different things
-    are different by design. A layer whose heading note begins with ``distinct`` is never reported."""
+    are different by design. A layer whose heading note begins with ``distinct`` is never reported, nor a difference
+    that starts at a statement that did not parse (one mistake, one diagnostic: the syntax error)."""
     by_index = _ByIndex(programs)
     out: list[Divergence] = []
     order = {k.name: i for i, k in enumerate(kinds)}
@@ -559,6 +577,8 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
             if layer.section.distinct:
                 continue
             mine, theirs, why, paired = first_difference(programs, layer, rep, storage)
+            if _in_unparsed(layer.section, mine):
+                continue  # the line does not parse: its syntax error is the one diagnostic
             lr = layer.section.table.range(*mine) if mine is not None else layer.section.heading
             rr = rep.section.table.range(*theirs) if theirs is not None else rep.section.heading
             statement = layer.section.statement_at(mine[0]) if mine is not None else None

@@ -15,6 +15,7 @@ from dataclasses import replace
 from operator import itemgetter
 
 from ..analysis.incremental import IncrementalAnalysis, as_analysis
+from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from .deployment import Deployment
@@ -57,7 +58,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     out: list = []
     chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
     for k in analysis.kinds:
-        chain.append((f"layer {k.representative} ({k.name})", progs.layer(k.representative), deployment.cut("layer"), k))
+        chain.append((layer_of_kind(k.representative, k.name), progs.layer(k.representative), deployment.cut("layer"), k))
     if progs.head is not None:
         chain.append(("head", progs.head, deployment.cut("head"), None))
     try:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
-from ..analysis.kinds import layer_input, rebind_via, stacked_layer_input, stored_q8
+from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage
 from .ir import Access, SpatialProgram
 from .deployment import Cut, Deployment
@@ -438,7 +438,7 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
                                       f"from token ids")
     by_layer = {p.section.index: p for p in progs.layers}
     kinds = analysis.kinds
-    reps = [(f"layer {k.representative} ({k.name})", by_layer[k.representative]) for k in kinds]
+    reps = [(layer_of_kind(k.representative, k.name), by_layer[k.representative]) for k in kinds]
     chain = ([("embed", progs.embed)] if with_embed else []) + reps + [("head", progs.head)]
     shared = shared_tables(analysis, chain)
     constants = tuple(sorted(progs.constants.items()))
