@@ -313,7 +313,7 @@ async def complete(ls: StreamedServer, params: lsp.CompletionParams):
     return completion.completions(snap, params.position.line, params.position.character) if snap else None
 
 
-@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]))
 async def actions(ls: StreamedServer, params: lsp.CodeActionParams):
     snap = await _snap(ls, params.text_document.uri)
     return code_actions.code_actions(snap, params.range) if snap else []
