@@ -112,7 +112,7 @@ def test_neovim_with_the_readme_configuration_gets_diagnostics_lenses_go_to_repr
     for layer in (0, 1, 2, 3, 5):
         assert by_line[heading(f"## Layer {layer}")] == ["attention (layer 0) · 5 layers · first: layer 0"]
     assert sorted(by_line[heading("## Layer 4")]) == ["Compare layer 4 with layer 0", "attention (layer 4) · 1 layer · first: layer 4"]
-    assert by_line[heading("## Model")] == ["2 kinds · Lower SN50 bundle…"]
+    assert by_line[heading("## Model")] == ["2 kinds · Lower SN50 bundle"]
     # The lens and definition both went to layer 0's heading; the lowering wrote the bundle of the saved text.
     assert got["lens_went_to"] == got["definition_went_to"] == heading("## Layer 0")
     data = json.loads(manifest.read_text())
