@@ -30,7 +30,7 @@ from streamed.analysis.kinds import divergences, layer_kinds
 from streamed.analysis.whole import analyze, paced_collector
 from streamed.lang.lexer import tokens
 from streamed.lang.parser import parse
-from streamed.model.program import programs_of
+from streamed.model.links import programs_of
 
 DEPTHS = (8, 128, 512)
 CONFIG = "qwen3.8"

@@ -8,7 +8,8 @@ ctx 4096 into a bundle. Everything is measured in one run, the depths alternatin
 a shared machine does not change; wall time beside it), medians. Every table has its floor: a process that starts
 Python, reads the document and tokenizes it with one ``re.findall``.
 
-- *whole process*: ``streamed lower DOC --mode decode --ctx 4096 -o DIR`` — what the targets are about;
+- *whole process*: ``streamed lower DOC --mode decode --ctx 4096 --no-sweep -o DIR`` — what the targets are about
+  (the lowering itself: the roofline's sweep, one more lowering per batch and context, is ``bench_pictures.py``'s);
 - *in process*: where a run's time goes — ``analyze``; ``lower_streamed`` with a fresh kind cache (the kinds
   lowered, every layer bound by its renaming); the manifest; writing the bundle; and *naive*, every layer's program
   lowered on its own, as a compiler that does not know kinds would;
@@ -61,7 +62,7 @@ def whole_process(paths: dict, out: Path, runs: int) -> dict:
         for (model, n), path in paths.items():
             for what, cmd in (("floor", floor_command(path)),
                               ("lower", [sys.executable, "-m", "streamed", "lower", str(path), "--mode", "decode",
-                                         "--ctx", "4096", "-o", str(out / f"{model}-{n}")])):
+                                         "--ctx", "4096", "--no-sweep", "-o", str(out / f"{model}-{n}")])):
                 cpu, wall, code = run_process(cmd)
                 if code != 0:
                     raise SystemExit(f"{' '.join(cmd)} exited {code}")
@@ -123,8 +124,8 @@ def report(m: dict) -> str:
             f"{label} at " + ", ".join(f"{n} layers ({len(texts[(model, n)]) // 1024} KiB)" for n in DEPTHS)
             for model, label in MODELS.items()) + "; decode at ctx 4096.",
         "",
-        "**`streamed lower DOC --mode decode --ctx 4096 -o DIR`, whole process** (CPU ms; × the same at 8 layers; "
-        "wall ms):",
+        "**`streamed lower DOC --mode decode --ctx 4096 --no-sweep -o DIR`, whole process** (CPU ms; × the same at "
+        "8 layers; wall ms; the sweep `lower` adds without `--no-sweep` is under Pictures):",
         "",
         "| model | what | " + " | ".join(f"{n} layers" for n in DEPTHS) + " |",
         "|---|---|" + "---:|" * len(DEPTHS),

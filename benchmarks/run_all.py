@@ -18,6 +18,7 @@ BENCHMARKS = [
     ("bench_verify.py", ["--write"]),
     ("bench_server.py", ["--write"]),
     ("bench_bundle.py", ["--write"]),
+    ("bench_pictures.py", ["--write"]),
 ]
 
 

@@ -1,5 +1,6 @@
 """workspace/executeCommand: ``streamed.lowerBundle``, ``streamed.openManifest``, ``streamed.showKinds``,
-``streamed.goToRepresentative``.
+``streamed.goToRepresentative`` (``streamed.pictures`` is ``pictures.py``'s, ``streamed.compareWithRepresentative``
+``compare.py``'s).
 
 Arguments are checked here and a bad one is a ``CommandError`` whose message names what was sent and what was
 expected (the server turns it into a JSON-RPC "invalid params" error). Long commands report ``$/progress`` and stop
@@ -162,6 +163,7 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     from streamed.spatial.bundle import BundleError, write_bundle
     from streamed.analysis.incremental import as_analysis
     from streamed.spatial.streamed_model import Cancelled, StreamedReject, lower_streamed
+    from streamed.spatial.sweep import with_sweep
 
     target = obj.get("target", settings.target)
     if not isinstance(target, str) or not target:
@@ -169,7 +171,8 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     checkpoint = obj.get("checkpoint", settings.checkpoint)
     storage = snap.analysis.storage
     if checkpoint != settings.checkpoint:
-        from streamed.model.checkpoint import CheckpointError, storage_of
+        from streamed.model.checkpoint import CheckpointError
+        from streamed.model.storage import storage_of
 
         if checkpoint is not None and not isinstance(checkpoint, str):
             raise CommandError(f"`checkpoint` must be a path or null, not {checkpoint!r}")
@@ -190,7 +193,9 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
 
     try:
         model = lower_streamed(analysis, deployment_of(dep_args), target=target, storage=storage, cache=cache,
-                               progress=progress, cancelled=cancelled)
+                               progress=progress, cancelled=cancelled, to_document=snap.analysis.to_document)
+        report("estimating other batches and contexts", 90)
+        model = with_sweep(model, analysis, storage, cache, cancelled)
     except Cancelled:
         raise CommandError("the lowering was cancelled") from None
     except StreamedReject as r:
@@ -228,10 +233,10 @@ def lowered_message(done: dict) -> str:
             f"{done['manifest']}")
 
 
-def open_manifest(obj: dict, folders: list[Path]) -> dict:
-    """``{uri}`` (the document's default bundle, ``<stem>.bundle/``) or ``{bundle}`` (a bundle folder or its
-    manifest) → the manifest's path and a summary: title, deployment, target, kinds, layers, estimate. Read only
-    inside the confining folders (``confining``), as bundles are written."""
+def bundle_folder(command: str, obj: dict, folders: list[Path]) -> Path:
+    """The bundle folder a command reads: ``{bundle}`` (a bundle folder or its manifest) or ``{uri}`` (the document's
+    default bundle, ``<stem>.bundle/``) — only inside the confining folders (``confining``), as bundles are written,
+    and only one that holds a manifest."""
     doc = None
     if "bundle" in obj:
         b = obj["bundle"]
@@ -241,7 +246,7 @@ def open_manifest(obj: dict, folders: list[Path]) -> dict:
         if folder.name == "manifest.json":
             folder = folder.parent
     else:
-        uri = uri_arg("streamed.openManifest", obj, '{"uri": "file:///…/model.lgm"} or {"bundle": "/…/model.bundle"}')
+        uri = uri_arg(command, obj, '{"uri": "file:///…/model.lgm"} or {"bundle": "/…/model.bundle"}')
         doc = path_of(uri)
         if doc is None:
             raise CommandError(f"{uri} is not a file on disk")
@@ -253,12 +258,25 @@ def open_manifest(obj: dict, folders: list[Path]) -> dict:
     manifest = folder / "manifest.json"
     if not manifest.exists():
         raise CommandError(f"no manifest at {manifest}: lower the bundle first (streamed.lowerBundle)")
+    return folder
+
+
+def read_bundle_at(folder: Path):
+    """The model a bundle folder holds, or a ``CommandError`` with the reader's one line."""
     from streamed.spatial.bundle import BundleError, read_bundle
 
     try:
-        model = read_bundle(folder)
+        return read_bundle(folder)
     except BundleError as e:
         raise CommandError(str(e)) from None
+
+
+def open_manifest(obj: dict, folders: list[Path]) -> dict:
+    """``{uri}`` or ``{bundle}`` (``bundle_folder``) → the manifest's path and a summary: title, deployment, target,
+    kinds, layers, estimate."""
+    folder = bundle_folder("streamed.openManifest", obj, folders)
+    manifest = folder / "manifest.json"
+    model = read_bundle_at(folder)
     d = model.deployment
     summary = {
         "title": model.title, "target": model.target.name, "deployment": d.to_json(),

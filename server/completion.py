@@ -9,7 +9,8 @@ import re
 
 from lsprotocol import types as lsp
 
-from streamed.analysis.incremental import offset_at, spot
+from streamed.analysis.incremental import spot
+from streamed.analysis.text import offset_at
 from streamed.lang import ops as ops_table
 from streamed.lang.syntax import SectionKind
 from .code_actions import next_layer

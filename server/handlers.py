@@ -16,7 +16,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from . import code_actions, code_lens, commands, compare, completion, definition, diagnostics, folding, formatting, hover
-from . import inlay_hints, rename, semantic_tokens, symbols
+from . import inlay_hints, pictures, rename, semantic_tokens, symbols
 from .scheduler import Scheduler, Snapshot, failure
 from .settings import Settings
 
@@ -165,7 +165,8 @@ class StreamedServer(LanguageServer):
             s.target = old.target
         s.deployment = commands.deployment_of(new.deployment)
         if new.checkpoint != old.checkpoint:
-            from streamed.model.checkpoint import CheckpointError, storage_of
+            from streamed.model.checkpoint import CheckpointError
+            from streamed.model.storage import storage_of
 
             try:
                 s.set_storage(storage_of(new.checkpoint))
@@ -485,6 +486,12 @@ async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
     if show:
         _show_document(ls, Path(found["manifest"]).as_uri())
     return found
+
+
+@_command(pictures.COMMAND, "Drawing the pictures")
+async def cmd_pictures(ls: StreamedServer, args, work: Work):
+    obj = commands.one_object(pictures.COMMAND, args, pictures.EXAMPLE)
+    return await asyncio.get_running_loop().run_in_executor(None, pictures.pictures, obj, ls.folders)
 
 
 @_command("streamed.lowerBundle", "Lowering SN50 bundle")

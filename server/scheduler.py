@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, Text, clean, unanalysed
+from streamed.analysis.incremental import IncrementalAnalysis, IncrementalAnalyzer, unanalysed
+from streamed.analysis.text import Text, clean
 from streamed.lang.lexer import Pos, Range
 from streamed.analysis.whole import diagnostic_order, paced_collector
 from streamed.lang.syntax import Diagnostic, Severity

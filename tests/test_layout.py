@@ -5,9 +5,12 @@ The stages, bottom to top (ARCHITECTURE.md, "Imports flow one way"):
     lang < model < analysis < spatial < numerics < streamed_lsp (server/) < cli
 
 A module may import its own stage and the stages below it, never one above — at module level or inside a function
-(an import placed in a function to keep start-up fast still runs against the flow if it points upward). Imports are
-read from each module's syntax tree, relative ones resolved, so neither a comment nor a string can fool the check,
-and ``test_an_upward_import_is_caught`` plants one in a scratch tree to show that the check fails when it should.
+(an import placed in a function to keep start-up fast still runs against the flow if it points upward). Within a
+stage, no two modules import each other, directly or round a longer circle: a function-local import counts, because
+it runs the circle all the same, only later. Imports are read from each module's syntax tree, relative ones
+resolved, so neither a comment nor a string can fool the checks, and ``test_an_upward_import_is_caught`` and
+``test_an_import_circle_is_caught_even_inside_a_function`` plant one in a scratch tree to show that each check fails
+when it should.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ def modules(streamed_dir: Path, server_dir: Path | None) -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known=frozenset()) -> list[tuple[int, str]]:
-    """Each module ``path`` imports, with its line: ``import a.b``, ``from a import b`` (``a``, and ``a.b`` when that
-    is one of the ``known`` modules: ``b`` is then a submodule), relative imports resolved against ``name``'s
-    package."""
+    """Each module ``path`` imports, with its line: ``import a.b``, ``from a import b`` (``a.b`` when that is one of
+    the ``known`` modules: ``b`` is then a submodule; ``a`` for the names that are not), relative imports resolved
+    against ``name``'s package. So ``from . import ops`` in ``streamed.lang.parser`` imports ``streamed.lang.ops``,
+    not the package whose ``__init__`` imports the parser."""
     tree = ast.parse(path.read_text("utf-8"), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
@@ -63,8 +67,10 @@ def imports(name: str, path: Path, known=frozenset()) -> list[tuple[int, str]]:
                 origin = ".".join(base + ([node.module] if node.module else []))
             else:
                 origin = node.module or ""
-            found.append((node.lineno, origin))
-            found += [(node.lineno, f"{origin}.{a.name}") for a in node.names if f"{origin}.{a.name}" in known]
+            submodules = [f"{origin}.{a.name}" for a in node.names if f"{origin}.{a.name}" in known]
+            if len(submodules) < len(node.names):
+                found.append((node.lineno, origin))
+            found += [(node.lineno, s) for s in submodules]
     return found
 
 
@@ -81,6 +87,60 @@ def upward_imports(streamed_dir: Path, server_dir: Path | None = None) -> list[s
             if theirs is not None and STAGES.index(theirs) > STAGES.index(mine):
                 bad.append(f"{path}:{line}: {name} ({mine}) imports {target} ({theirs}, above {mine})")
     return bad
+
+
+def import_circles(streamed_dir: Path, server_dir: Path | None = None) -> list[str]:
+    """Every circle of imports between modules (each strongly connected set of them, Tarjan's algorithm), as one
+    circle through its first module by name: ``a → b → a (a.py:3, b.py:7)``, the line of each import on the way."""
+    mods = modules(streamed_dir, server_dir)
+    graph: dict[str, dict[str, int]] = {name: {} for name in mods}
+    for name, path in mods.items():
+        for line, target in imports(name, path, mods.keys()):
+            if target in mods and target != name:
+                graph[name].setdefault(target, line)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            members = {v}
+            while stack[-1] != v:
+                members.add(stack.pop())
+            stack.pop()
+            if len(members) > 1:
+                circles.append(members)
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    out = []
+    for members in circles:
+        start = min(members)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # the shortest way round, within the circle's modules
+            v = queue.pop(0)
+            for w in sorted(graph[v]):
+                if w == start:
+                    path = paths[v] + [start]
+                    queue = []
+                    break
+                if w in members and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+        where = ", ".join(f"{mods[a]}:{graph[a][b]}" for a, b in zip(path, path[1:]))
+        out.append(f"{' → '.join(path)} ({where})")
+    return sorted(out)
 
 
 def test_imports_flow_one_way_through_the_stages():
@@ -103,6 +163,33 @@ def test_an_upward_import_is_caught(tmp_path):
     assert len(bad) == 2
     assert any("streamed.spatial.lower (spatial) imports streamed.numerics.kernels (numerics" in b for b in bad)
     assert any(b.startswith(f"{core / 'lang' / 'parser.py'}:1: ") and "(spatial, above lang)" in b for b in bad)
+
+
+def test_no_modules_import_each_other_round_a_circle():
+    assert import_circles(ROOT / "streamed", ROOT / "server") == []
+
+
+def test_an_import_circle_is_caught_even_inside_a_function(tmp_path):
+    core = tmp_path / "streamed"
+    for pkg in ("lang", "model"):
+        (core / pkg).mkdir(parents=True)
+        (core / pkg / "__init__.py").write_text("")
+    (core / "__init__.py").write_text("")
+    (core / "model" / "checkpoint.py").write_text("def storage_of(path):\n"
+                                                  "    from .gguf import read  # a circle, even inside a function\n"
+                                                  "    return read(path)\n")
+    (core / "model" / "gguf.py").write_text("from .checkpoint import storage_of\n")
+    (core / "model" / "spec.py").write_text("from . import checkpoint\n")  # one way: no circle
+    (core / "lang" / "lexer.py").write_text("import streamed.lang.syntax\n")  # round three modules
+    (core / "lang" / "syntax.py").write_text("from ..lang import parser\n")
+    (core / "lang" / "parser.py").write_text("from .lexer import X\n")
+    found = import_circles(core)
+    assert found == [
+        f"streamed.lang.lexer → streamed.lang.syntax → streamed.lang.parser → streamed.lang.lexer "
+        f"({core / 'lang' / 'lexer.py'}:1, {core / 'lang' / 'syntax.py'}:1, {core / 'lang' / 'parser.py'}:1)",
+        f"streamed.model.checkpoint → streamed.model.gguf → streamed.model.checkpoint "
+        f"({core / 'model' / 'checkpoint.py'}:2, {core / 'model' / 'gguf.py'}:1)",
+    ]
 
 
 def test_the_core_never_imports_the_lsp_libraries():

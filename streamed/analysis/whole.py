@@ -17,7 +17,8 @@ from ..lang.lexer import Range
 from ..lang.parser import parse
 from ..lang.syntax import Diagnostic, Document, Related, Severity
 from ..model.checkpoint import ALL_Q8, Storage
-from ..model.program import Programs, programs_of
+from ..model.links import programs_of
+from ..model.program import Programs
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,14 @@ def layer_ranges(layers) -> str:
         out.append(str(layers[i]) if i == j else f"{layers[i]}-{layers[j]}")
         i = j + 1
     return ", ".join(out)
+
+
+def layers_named(layers) -> str:
+    """Layers as a sentence names them: ``layers 0-3, 8``, or, spread over many runs, ``48 layers from 0``."""
+    ranges = layer_ranges(layers)
+    if ranges.count(",") < 4:
+        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
+    return f"{len(layers)} layers from {layers[0]}"
 
 
 def position(r: Range) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """The ``streamed`` command line: one argparse application over the core, one thin module per subcommand
-(``author``, ``kinds``, ``check``, ``lower``, ``verify``, ``run``, ``serve``); ``common`` holds what they share.
+(``author``, ``kinds``, ``check``, ``lower``, ``show``, ``verify``, ``run``, ``serve``); ``common`` holds what they share.
 
 Each subcommand reads files, calls the core, and prints for people or JSON. Exit status: 0 success; 1 the document
 has errors (``check``), a lowering is refused (``lower``) or a verification fails (``verify``); 2 bad input (a file
@@ -25,7 +25,7 @@ except KeyboardInterrupt:
     raise SystemExit(130) from None
 
 #: The subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("author", "kinds", "check", "lower", "verify", "run", "serve")
+SUBCOMMANDS = ("author", "kinds", "check", "lower", "show", "verify", "run", "serve")
 
 
 def build_parser():

@@ -74,7 +74,8 @@ def deployment_from(args, defaults: dict | None = None):
 
 def load_storage(checkpoint: str | None):
     """The storage a checkpoint gives, or every q8 weight stored Q8_0 when none is named."""
-    from ..model.checkpoint import CheckpointError, storage_of
+    from ..model.checkpoint import CheckpointError
+    from ..model.storage import storage_of
 
     try:
         return storage_of(checkpoint)

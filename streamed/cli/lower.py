@@ -1,4 +1,5 @@
-"""``streamed lower DOC --mode … -o DIR``: lower a document to a bundle and write it.
+"""``streamed lower DOC --mode … -o DIR``: lower a document to a bundle and write it — with the estimate at
+neighbouring batch sizes and contexts (``spatial.sweep``, the roofline ``streamed show`` draws) unless ``--no-sweep``.
 
 Exit status 0 with a short summary on stdout; 1 when a program does not lower (``the <program> program does not
 lower: <why>`` on stderr, then where — for every reject of every program); 2 for bad input (a missing file, a missing size, a bad target file). A progress
@@ -31,7 +32,9 @@ def summary(model, out_dir: str) -> str:
     sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
             ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
     lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
-    kinds = "; ".join(f"{k.name}: {_layers(k.layers)}" for k in model.kinds)
+    from ..analysis.whole import layers_named
+
+    kinds = "; ".join(f"{k.name}: {layers_named(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
@@ -62,16 +65,6 @@ def _tiles(name: str, p, reads: int) -> str:
     cost = "weights kept on chip" if p.weights_on_chip else \
         "weights read once" if reads == 1 else f"weights read {reads} times a step"
     return f"{name}: {shape}, {cost}"
-
-
-def _layers(layers) -> str:
-    """``layers 0-3``; a kind spread over many runs is named by its count and its first layer."""
-    from ..analysis.whole import layer_ranges
-
-    ranges = layer_ranges(layers)
-    if ranges.count(",") < 4:
-        return f"layer{'s' if len(layers) > 1 else ''} {ranges}"
-    return f"{len(layers)} layers from {layers[0]}"
 
 
 def _seconds(s: float) -> str:
@@ -106,6 +99,7 @@ def cmd_lower(args) -> int:
     from ..analysis.whole import analyze, position
     from ..spatial.bundle import BundleError, write_bundle
     from ..spatial.streamed_model import StreamedReject, lower_streamed
+    from ..spatial.sweep import with_sweep
 
     deployment = deployment_from(args)
     target = load_target_or_fail(args.target)
@@ -122,8 +116,11 @@ def cmd_lower(args) -> int:
             line, col = position(d.range)
             print(f"{args.doc}:{line}:{col}: warning: {d.message}", file=sys.stderr)
     bar = _Bar(sys.stderr)
+    cache: dict = {}
     try:
-        model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar)
+        model = lower_streamed(analysis, deployment, target=target, storage=storage, progress=bar, cache=cache)
+        if args.sweep:  # the roofline's neighbours (other batches and contexts): `streamed show` draws them
+            model = with_sweep(model, analysis, storage, cache)
     except StreamedReject as r:
         bar.close()
         for one in r.every:
@@ -174,4 +171,7 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides Q8_0 folding")
     p.add_argument("--target", default="sn50", metavar="TARGET", help="sn50 (default), sn40l, or a .toml file")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle directory")
+    p.add_argument("--no-sweep", dest="sweep", action="store_false",
+                   help="skip the estimate at other batch sizes and contexts (the roofline's neighbours, one "
+                        "lowering each)")
     p.set_defaults(run=cmd_lower)

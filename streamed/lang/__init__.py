@@ -3,9 +3,10 @@ sections and statements as a frozen syntax tree whose every node carries its ran
 ``parse`` is total: any input gives a ``Document``, never an exception.
 
 Modules: ``lexer`` (token tables; positions — (line, UTF-16 column) and byte offset — made when asked for),
-``ops`` (the operation table: every spelling, slot and option, written once), ``syntax`` (the tree and
-``Diagnostic``), ``parser`` (chunks, layer shapes, statements, sentence-level recovery; one parse per shape),
-``limits`` (the accepted sizes). Imports nothing else of the project.
+``ops`` (the operation table: every spelling, slot and option, written once), ``chunks`` (the document cut at
+its headings; where a heading is), ``syntax`` (the tree and ``Diagnostic``; a shared layer's tree renamed),
+``parser`` (layer shapes, statements, sentence-level recovery; one parse per shape), ``limits`` (the accepted
+sizes). Imports nothing else of the project.
 """
 
 from .lexer import Pos, Range, Token, tokens

@@ -1,6 +1,6 @@
 """The parser: text to a ``Document`` of sections and statements, recovering after every bad sentence.
 
-A document is cut into **chunks** at its heading lines, and each chunk is parsed on its own against its own
+A document is cut into **chunks** at its heading lines (``chunks.cut``), and each chunk is parsed on its own against its own
 ``Source`` (its place in the document): the whole-document parse and the editor's incremental one parse a section
 the same way. Recovery is by sentence: a program section is cut into statements at every terminating ``.`` before
 anything is parsed, so a malformed statement yields exactly one diagnostic and the statements after it are parsed as
@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 
 from . import ops as ops_table
 from .limits import MAX_LAYER, MAX_NESTING, document_too_large
-from .lexer import _LINE_END, BOM, COMMENT, Pos, Range, Source, Table, decode, line_ends, pieces, table, texts_of, utf8_length
+from .chunks import cut, first_line, heading_line, heading_ranges
+from .lexer import BOM, COMMENT, Pos, Range, Source, Table, decode, pieces, table, texts_of, utf8_length
 from .syntax import (
     Binary,
     Call,
@@ -623,66 +624,6 @@ def _checkpoint(t: Table, diagnostics: list[Diagnostic]) -> tuple[CheckpointEntr
     return tuple(out)
 
 
-# ---- chunks: the document cut at its headings --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """A stretch of the document from a heading line (or the start) to the line before the next heading, without
-    the line end that separates it from the next chunk (``sep``). ``line`` and ``offset``: where it starts (document
-    line, UTF-8 byte). The document is ``"".join(c.text + c.sep for c in chunks)``."""
-
-    text: str
-    line: int
-    offset: int
-    sep: str = ""
-
-
-def heading_starts(text: str) -> list[int]:
-    """Where each heading line starts: a line whose first character that is not a space is ``#`` (a ``--`` comment
-    before it makes it a comment). ``#`` is rare outside headings, so finding each one (at C speed) and looking back
-    to its line start beats scanning every line. (A text without ``\r`` is searched for ``\n`` alone: a search for a
-    character the text lacks reads to its end, once per heading.)"""
-    out = []
-    cr = "\r" in text
-    i = text.find("#")
-    while i >= 0:
-        start = (max(text.rfind("\n", 0, i), text.rfind("\r", 0, i)) if cr else text.rfind("\n", 0, i)) + 1
-        before = text[start:i]
-        if not before or before.isspace() or (start == 0 and before[0] == BOM and (len(before) == 1 or before[1:].isspace())):
-            out.append(start)
-        if cr:
-            m = _LINE_END.search(text, i)
-            nxt = m.start() if m else -1
-        else:
-            nxt = text.find("\n", i)
-        if nxt < 0:
-            break
-        i = text.find("#", nxt)
-    return out
-
-
-def cut(text: str) -> list[Chunk]:
-    """The document cut before each heading line; text before the first heading is a chunk of its own."""
-    starts = heading_starts(text)
-    if not starts or starts[0] != 0:
-        starts.insert(0, 0)
-    out: list[Chunk] = []
-    line = offset = 0
-    for k, a in enumerate(starts):
-        if k + 1 < len(starts):
-            nxt = starts[k + 1]
-            b = nxt - 2 if text[nxt - 2:nxt] == "\r\n" else nxt - 1
-        else:
-            nxt = b = len(text)
-        piece = text[a:b]
-        out.append(Chunk(piece, line, offset, text[b:nxt]))
-        whole = text[a:nxt]
-        line += line_ends(whole)
-        offset += utf8_length(whole)
-    return out
-
-
 # ---- sections ----------------------------------------------------------------------------------------------------
 
 
@@ -696,45 +637,13 @@ class ChunkParse:
     diagnostics: tuple[Diagnostic, ...]
 
 
-def _heading(line: str) -> tuple[int, str, int] | None:
-    """``(level, title, where its ``#`` is)`` when the line is a heading: its first token is ``#`` (``##``: level
-    2); the title is the rest of the line, its comment dropped."""
-    start = 1 if line.startswith(BOM) else 0
-    stripped = line[start:].lstrip()
-    if not stripped.startswith("#"):
-        return None
-    lead = len(line) - len(stripped)
-    level = 2 if stripped.startswith("##") else 1
-    return level, line.split(COMMENT, 1)[0][lead + level:].strip(), lead
-
-
-def _first_line(text: str) -> tuple[int, int]:
-    """Where the first line's text stops and where the next line starts."""
-    nl = text.find("\n")
-    if "\r" in text[:nl if nl >= 0 else len(text)]:
-        m = _LINE_END.search(text)
-        return m.start(), m.end()
-    return (nl, nl + 1) if nl >= 0 else (len(text), len(text))
-
-
-def heading_ranges(src: Source) -> tuple[Range, Range, Range | None]:
-    """A section's heading, its whole range (heading and body) and the range of a layer's number, in ``src``."""
-    stop, _ = _first_line(src.text)
-    level, _, lead = _heading(src.text[:stop])
-    heading = Range(src.pos(lead), src.pos(stop))
-    full = Range(heading.start, src.line_end(src.lines - 1))
-    head = table(src, lead, stop)
-    k = next((k for k in range(2, len(head.texts)) if head.texts[k][0].isdigit()), None)
-    return heading, full, (head.token_range(k) if k is not None else None)
-
-
 def parse_chunk(text: str, line: int = 0, offset: int = 0, shared: dict | None = None) -> ChunkParse:
     """Parse one chunk placed at document ``line`` and byte ``offset``, exactly as ``parse`` parses it within a whole
     document. ``shared``: shapes already parsed (``Shape.key`` → section), so a layer of a known shape is renamed,
     not parsed; this parse adds its own when it is clean."""
     src = Source(text, line, offset)
-    first_stop, body_start = _first_line(text)
-    h = _heading(text[:first_stop])
+    first_stop, body_start = first_line(text)
+    h = heading_line(text[:first_stop])
     diags: list[Diagnostic] = []
     if h is None:
         whole = table(src, 1 if text.startswith(BOM) else 0)  # only the document's first chunk can start with one
@@ -854,62 +763,3 @@ def parse(source: str | bytes, shared: dict | None = None, share: bool = True) -
         diagnostics.append(_error(Range(Pos(0, 0, 0), Pos(0, 0, 0)), "the document has no `# Title` first line"))
     return Document(text, title, tuple(sections), tuple(diagnostics))
 
-
-# ---- a shared layer's tree, renamed --------------------------------------------------------------------------------
-
-
-class Renaming:
-    """From one section to another of the same shape: each binder of ``frm`` to the binder of ``to`` at the same
-    place, and each range of ``frm`` (which starts and ends at token boundaries) to the range of the same tokens in
-    ``to``."""
-
-    __slots__ = ("names", "_starts", "_ends", "_table")
-
-    def __init__(self, frm: Section, to: Section):
-        self.names = dict(zip(frm.shape.names, to.shape.names))
-        index = frm.token_at
-        if index is None:
-            toks = frm.tokens
-            index = frm.token_at = ({t.start_offset: k for k, t in enumerate(toks)},
-                                    {t.end_offset: k for k, t in enumerate(toks)})
-        self._starts, self._ends = index
-        self._table = to.table
-
-    def name(self, text: str) -> str:
-        return self.names.get(text, text)
-
-    def range(self, r: Range) -> Range:
-        t = self._table
-        pos = t.source.pos
-        return Range(pos(t.starts[self._starts[r.start.offset]]), pos(t.ends[self._ends[r.end.offset]]))
-
-    def expr(self, e):
-        rng = self.range
-        if isinstance(e, Name):
-            return Name(self.names.get(e.text, e.text), rng(e.range))
-        if isinstance(e, Number):
-            return Number(e.value, e.text, rng(e.range))
-        if isinstance(e, Binary):
-            right = self.expr(e.right)
-            return Binary(e.op, self.expr(e.left), right, rng(e.range), rng(e.op_range))
-        if isinstance(e, Call):
-            return Call(e.op, tuple((s, self.expr(a)) for s, a in e.args), tuple((s, self.expr(n)) for s, n in e.numbers),
-                        e.options, rng(e.range), rng(e.op_range))
-        if isinstance(e, Declaration):
-            fill = self.expr(e.fill) if e.fill is not None else None
-            return Declaration(e.role, e.q8, tuple(self.expr(d) for d in e.dims), fill, rng(e.range))
-        return e
-
-    def statement(self, st: Statement) -> Statement:
-        if isinstance(st, Let):
-            return Let(self.expr(st.name), self.expr(st.value), self.range(st.range), st.index)
-        if isinstance(st, Set):
-            row = self.expr(st.row) if st.row is not None else None
-            return Set(self.expr(st.target), row, self.expr(st.value), self.range(st.range), st.index)
-        return Return(self.expr(st.name), self.range(st.range), st.index)
-
-
-def renamed_statements(frm: Section, to: Section) -> tuple[Statement, ...]:
-    """``to``'s statements: ``frm``'s (a section of the same shape), renamed into ``to``'s names and ranges."""
-    r = Renaming(frm, to)
-    return tuple(r.statement(st) for st in frm.statements)

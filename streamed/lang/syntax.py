@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
+from .chunks import heading_ranges
 from .lexer import Range, Token
 
 
@@ -202,8 +203,6 @@ class Section:
         self.token_at = None  # (start offset → token, end offset → token), made by the first renaming from it
 
     def _place(self) -> None:
-        from .parser import heading_ranges  # the parser's rule for where a heading is
-
         self._heading, self._range, self._index_range = heading_ranges(self.table.source)
 
     @property
@@ -239,8 +238,6 @@ class Section:
     @property
     def statements(self) -> tuple["Statement", ...]:
         if self._statements is None:
-            from .parser import renamed_statements  # the parser's renaming, made on first read
-
             self._statements = renamed_statements(self.shared_from, self)
         return self._statements
 
@@ -356,3 +353,63 @@ class Document:
         if self._checkpoint is None:
             self._checkpoint = tuple(e for s in self.of_kind(SectionKind.CHECKPOINT) for e in s.entries)
         return self._checkpoint
+
+
+# ---- a shared layer's tree, renamed --------------------------------------------------------------------------------
+
+
+class Renaming:
+    """From one section to another of the same shape: each binder of ``frm`` to the binder of ``to`` at the same
+    place, and each range of ``frm`` (which starts and ends at token boundaries) to the range of the same tokens in
+    ``to``."""
+
+    __slots__ = ("names", "_starts", "_ends", "_table")
+
+    def __init__(self, frm: Section, to: Section):
+        self.names = dict(zip(frm.shape.names, to.shape.names))
+        index = frm.token_at
+        if index is None:
+            toks = frm.tokens
+            index = frm.token_at = ({t.start_offset: k for k, t in enumerate(toks)},
+                                    {t.end_offset: k for k, t in enumerate(toks)})
+        self._starts, self._ends = index
+        self._table = to.table
+
+    def name(self, text: str) -> str:
+        return self.names.get(text, text)
+
+    def range(self, r: Range) -> Range:
+        t = self._table
+        pos = t.source.pos
+        return Range(pos(t.starts[self._starts[r.start.offset]]), pos(t.ends[self._ends[r.end.offset]]))
+
+    def expr(self, e):
+        rng = self.range
+        if isinstance(e, Name):
+            return Name(self.names.get(e.text, e.text), rng(e.range))
+        if isinstance(e, Number):
+            return Number(e.value, e.text, rng(e.range))
+        if isinstance(e, Binary):
+            right = self.expr(e.right)
+            return Binary(e.op, self.expr(e.left), right, rng(e.range), rng(e.op_range))
+        if isinstance(e, Call):
+            return Call(e.op, tuple((s, self.expr(a)) for s, a in e.args), tuple((s, self.expr(n)) for s, n in e.numbers),
+                        e.options, rng(e.range), rng(e.op_range))
+        if isinstance(e, Declaration):
+            fill = self.expr(e.fill) if e.fill is not None else None
+            return Declaration(e.role, e.q8, tuple(self.expr(d) for d in e.dims), fill, rng(e.range))
+        return e
+
+    def statement(self, st: Statement) -> Statement:
+        if isinstance(st, Let):
+            return Let(self.expr(st.name), self.expr(st.value), self.range(st.range), st.index)
+        if isinstance(st, Set):
+            row = self.expr(st.row) if st.row is not None else None
+            return Set(self.expr(st.target), row, self.expr(st.value), self.range(st.range), st.index)
+        return Return(self.expr(st.name), self.range(st.range), st.index)
+
+
+def renamed_statements(frm: Section, to: Section) -> tuple[Statement, ...]:
+    """``to``'s statements: ``frm``'s (a section of the same shape), renamed into ``to``'s names and ranges."""
+    r = Renaming(frm, to)
+    return tuple(r.statement(st) for st in frm.statements)

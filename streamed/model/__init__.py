@@ -3,8 +3,9 @@ or a GGUF checkpoint. Out: ``Programs`` (embed, one per layer, head: declaration
 kept symbolic) with the semantic diagnostics; a ``ModelSpec`` and the document text the author writes for it; the
 ``Storage`` a checkpoint gives its tensors.
 
-Modules: ``program`` (semantic checks and the cross-section links), ``checkpoint`` (``## Checkpoint`` bindings and
-``Storage``), ``spec`` (the architecture as data), ``hf`` (config.json with transformers' field semantics), ``gguf``
-(GGUF metadata and tensor storage, through the ``gguf`` package), ``author`` (spec → text). Reads files only in
-``hf``/``gguf`` and ``checkpoint.storage_of``, where it says so. Imports only ``lang``.
+Modules: ``program`` (semantic checks of one program), ``links`` (every program checked, and the cross-section links),
+``checkpoint`` (``## Checkpoint`` bindings and ``Storage``), ``storage`` (``storage_of``: the storage a named checkpoint
+gives), ``spec`` (the architecture as data), ``hf`` (config.json with transformers' field semantics), ``gguf`` (GGUF
+metadata and tensor storage, through the ``gguf`` package), ``author`` (spec → text). Reads files only in
+``hf``/``gguf`` and ``storage.storage_of``, where it says so. Imports only ``lang``.
 """

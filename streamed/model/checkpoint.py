@@ -134,13 +134,3 @@ class Naming:
         if self.refs is not None and name in self.refs:
             return self.refs[name][1]
         return self.storage.stored_as(ref or self.ref(name), name in self.declared_q8)
-
-
-def storage_of(checkpoint: str | None) -> Storage:
-    """The storage the GGUF at ``checkpoint`` gives (this reads the file), or ``ALL_Q8`` — every weight declared
-    ``q8`` stored Q8_0 — when none is named. A file that cannot be used is a ``CheckpointError`` naming it."""
-    if checkpoint is None:
-        return ALL_Q8
-    from .gguf import read_storage  # numpy and the gguf package only when a checkpoint is named
-
-    return read_storage(checkpoint)

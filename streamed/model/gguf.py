@@ -10,6 +10,11 @@ and, for what a layer *is*, from the tensors it has: a layer with ``ssm_conv1d``
 ``attn_kv_a_mqa`` latent attention, one with ``ffn_gate_exps`` a mixture of experts — widths from the tensors'
 shapes. Invariant: metadata and tensors agree, or the file is refused; every fault is a ``CheckpointError`` naming the
 file and what is wrong (truncated, not GGUF, a tensor the metadata does not allow), never a traceback.
+
+The file is read as llama.cpp reads it: only the keys llama.cpp's loader reads for the architecture are consulted
+(``gguf_keys.reads``: a ``sliding_window`` in a ``llama`` GGUF windows nothing), the keys it passes over are named
+once in the document's header (``gguf_keys.ignored``), and what llama.cpp fixes per architecture rather than reads —
+which layers slide, whether the chosen experts' weights are renormalised — is taken from the same table.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from gguf.constants import GGML_QUANT_SIZES, Keys
 from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .author import gguf_tensor
+from . import gguf_keys
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
     SpecError,
@@ -141,18 +147,23 @@ def read_gguf(path: str | os.PathLike, name: str | None = None) -> GgufCheckpoin
 
 
 class _Meta:
+    """The metadata as llama.cpp's loader sees it for ``arch``: a key it does not read (``gguf_keys.reads``) is absent
+    here, whatever the file says."""
+
     def __init__(self, path: str, meta: Mapping[str, Any], arch: str):
         self.path, self.meta, self.arch = path, meta, arch
+        self.reads = gguf_keys.reads(arch, meta)
 
     def key(self, k: str) -> str:
         return k.format(arch=self.arch)
 
     def has(self, k: str) -> bool:
-        return self.key(k) in self.meta
+        kk = self.key(k)
+        return kk in self.reads and kk in self.meta
 
     def get(self, k: str, default: Any = None, required: bool = False) -> Any:
         kk = self.key(k)
-        if kk not in self.meta:
+        if not self.has(k):
             if required:
                 raise SpecError(f"{self.path}: metadata `{kk}` is missing; a {self.arch} GGUF needs it")
             return default
@@ -202,6 +213,10 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     if arch not in SUPPORTED:
         raise SpecError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED)})")
     m = _Meta(path, meta, arch)
+    for k, (inert, what) in gguf_keys.UNMODELLED.items():
+        if m.has(k) and m.get(k) != inert:
+            raise SpecError(f"{path}: metadata `{m.key(k)}` is {_shown(m.get(k))}: llama.cpp {what} for a {arch} model, "
+                            f"which the language does not express")
     n = m.int(Keys.LLM.BLOCK_COUNT, required=True, maximum=MAX_LAYER + 1)
     d = m.int(Keys.LLM.EMBEDDING_LENGTH, required=True)
 
@@ -229,6 +244,10 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     eps = m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)
     norm = Norm(eps)
     notes: list[str] = []
+    passed = gguf_keys.ignored(arch, meta)
+    if passed:
+        notes.append(f"llama.cpp ignores these metadata keys of a {arch} model, and so does this document: "
+                     + ", ".join(f"`{k}` ({_shown(meta[k])})" for k in passed) + ".")
 
     base = m.float(Keys.Rope.FREQ_BASE, 10000.0, positive=True)
     scaling = _Rope(path, m, arch, base, rope_freqs)
@@ -252,6 +271,14 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     title = name or meta.get(Keys.General.NAME) or os.path.splitext(os.path.basename(path))[0]
     return ModelSpec(str(title), arch, d, vocab, tuple(layers), norm, tied=tied, embed_scale=embed_scale,
                      naming="gguf", source=path, notes=tuple(notes))
+
+
+def _shown(v: Any) -> str:
+    """A metadata value as the document quotes it: short, one line."""
+    if isinstance(v, list):
+        return f"a list of {len(v)}"
+    text = f"{v:g}" if isinstance(v, float) else str(v)
+    return text if len(text) <= 40 else text[:37] + "…"
 
 
 ROPE_FREQS = "rope_freqs.weight"
@@ -373,17 +400,22 @@ def llama3_from_factors(path: str, factors: list[float], base: float, dims: int)
 
 
 def _swa_layers(m: _Meta, n: int) -> list[bool]:
-    """Which layers attend through a sliding window (or Llama 4's chunks): the metadata's pattern, else llama.cpp's
-    own per-architecture pattern (Gemma 3: five of every six; gpt-oss: every other, from the first)."""
-    pattern = m.get(Keys.Attention.SLIDING_WINDOW_PATTERN)
+    """Which layers llama.cpp attends through a sliding window (or Llama 4's chunks): none for an architecture without
+    a default pattern (``gguf_keys.SWA_PATTERN``), none for Gemma 3 without a positive window or Llama 4 with a window
+    of 0; otherwise the metadata's pattern — a flag per layer, or a period N of which the last layer of every N attends
+    globally (0: every layer slides) — else the architecture's own period (``load_swa_pattern``)."""
+    every = gguf_keys.SWA_PATTERN.get(m.arch)
+    window = m.get(Keys.Attention.SLIDING_WINDOW)
+    if every is None or (m.arch == "gemma3" and not (isinstance(window, int) and window > 0)) \
+            or (m.arch == "llama4" and window == 0 and m.has(Keys.Attention.SLIDING_WINDOW)):
+        return [False] * n
+    pattern = m.get(Keys.Attention.SLIDING_WINDOW_PATTERN, every)
     if isinstance(pattern, list):
         return [bool(pattern[i]) if i < len(pattern) else False for i in range(n)]
-    if isinstance(pattern, int) and pattern > 0:
-        return [bool((i + 1) % pattern) for i in range(n)]
-    every = {"gemma3": 6, "gpt-oss": 2, "llama4": 4}.get(m.arch)
-    if every is None:
-        return [m.has(Keys.Attention.SLIDING_WINDOW)] * n
-    return [bool((i + 1) % every) for i in range(n)]
+    why = beyond(pattern, MAX_LAYER + 1, minimum=0)
+    if why is not None:
+        raise SpecError(f"{m.path}: metadata `{m.key(Keys.Attention.SLIDING_WINDOW_PATTERN)}` {why}")
+    return [pattern == 0 or i % pattern < pattern - 1 for i in range(n)]
 
 
 def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rope, swa, n):
@@ -445,21 +477,26 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
     rotation: Rotation | None = scaling.rotation(rope_dims)
     notes: tuple[str, ...] = ()
     if arch == "llama4":
-        # llama.cpp: chunked attention with rotation on three layers of four, the fourth global NoPE — chunks of 8192
-        # whatever the metadata says, unless its sliding window is 0: then every layer rotates and attends globally.
-        if m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW, minimum=0) == 0:
-            pass
-        elif swa[l]:
+        # llama.cpp: chunks of 8192 whatever the metadata says, on the layers its pattern slides (three of four), and
+        # rotation on every layer but each 4th (NoPE, with a query temperature) — unless its sliding window is 0: then
+        # no layer is chunked and only the last is NoPE (n_no_rope_layer_step becomes the layer count).
+        unchunked = m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW, minimum=0) == 0
+        if swa[l]:
             chunk = 8192
-        else:
+            rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
+        if (l + 1) % (n if unchunked else 4) == 0:
             rotation = None
-            notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
-    elif swa[l] and m.has(Keys.Attention.SLIDING_WINDOW):
-        window = m.int(Keys.Attention.SLIDING_WINDOW)
+            if not unchunked:
+                notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
+    elif swa[l]:
+        window = m.int(Keys.Attention.SLIDING_WINDOW, required=True)
         if arch == "gemma3":
-            # llama.cpp's sliding layers rotate at their own base, unscaled (freq_scale_swa is 1).
+            # llama.cpp's sliding layers rotate at their own base (10000 unless stated), unscaled (freq_scale_swa 1).
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0, positive=True),
                                         scaled=False)
+        else:
+            # gpt-oss: at their own base when stated, scaled as every layer.
+            rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
     scale, why = None, None
     if m.has(Keys.Attention.SCALE):
         scale = m.float(Keys.Attention.SCALE)
@@ -478,10 +515,19 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
                      scale=scale, scale_why=why, notes=notes)
 
 
+def _normalized(m: _Meta) -> bool:
+    """Whether llama.cpp divides the chosen experts' weights by their sum: fixed by the architecture's graph
+    (``gguf_keys.TOPK_NORMALIZED``) or, for DeepSeek-V2, read from ``expert_weights_norm`` (false when absent)."""
+    fixed = gguf_keys.TOPK_NORMALIZED[m.arch]
+    return bool(m.get(Keys.LLM.EXPERT_WEIGHTS_NORM, False)) if fixed is None else fixed
+
+
 def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
     T = lambda slot: _t(slot, arch, l)  # noqa: E731
     gate_exps = shape(T("ffn_gate_exps")) or shape(T("ffn_up_exps"))
     if gate_exps is not None:
+        if arch not in gguf_keys.TOPK_NORMALIZED:
+            raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} holds experts, but llama.cpp's {arch} model has none")
         count = m.int(Keys.LLM.EXPERT_COUNT, required=True)
         if gate_exps[2] != count:
             raise SpecError(f"{path}: tensor {T('ffn_gate_exps')} holds {gate_exps[2]} experts, but `{m.key(Keys.LLM.EXPERT_COUNT)}` is {count}")
@@ -494,7 +540,7 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
         scale = m.float(Keys.LLM.EXPERT_WEIGHTS_SCALE)
         llama4 = arch == "llama4"
         return Experts(count, top, gate_exps[1], scoring="sigmoid" if gating == 2 or llama4 else "softmax",
-                       normalized=bool(m.get(Keys.LLM.EXPERT_WEIGHTS_NORM, arch in ("qwen3moe", "qwen3next", "qwen35moe", "gpt-oss"))),
+                       normalized=_normalized(m),
                        routed_scale=scale if scale and scale != 1 else None,
                        selection_bias=shape(T("exp_probs_b")) is not None,
                        groups=groups if groups > 1 else None,

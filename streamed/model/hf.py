@@ -1,19 +1,19 @@
 """Import a Hugging Face ``config.json`` as a ``ModelSpec``, reading each field exactly as transformers defines it.
 
-Supported ``model_type``s: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
+Supported ``model_type``s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
 (text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
 gpt_oss; the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
 qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
 wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
-configuration class derives it (``full_attention_interval``, ``sliding_window_pattern``, ``first_k_dense_replace``
-with ``moe_layer_freq``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``decoder_sparse_step`` with
+configuration class and modelling code derive it (``full_attention_interval``, ``sliding_window_pattern``,
+``first_k_dense_replace``, ``no_rope_layers``, ``interleave_moe_layer_step``, ``decoder_sparse_step`` with
 ``mlp_only_layers``, ``use_sliding_window`` with ``max_window_layers``…).
 
 Invariant: a config either gives the model it describes or one ``SpecError`` naming the field and what is wrong —
 never a traceback, never a silently different model. A field the config leaves out takes the default of the model's
-configuration class (``DEFAULTS``, transcribed from transformers' ``configuration_*.py``): published configs leave
+configuration class (``hf_defaults.DEFAULTS``, from transformers' ``configuration_*.py``): published configs leave
 many fields to it (Gemma 3's ``text_config`` omits its head counts). A field written ``null`` is null, as transformers
 reads it (``"sliding_window": null`` is no window, ``"q_lora_rank": null`` no query bottleneck). A field the model
 needs whose class default is null too (DeepSeek-V2's ``num_experts_per_tok``) is one error naming it.
@@ -28,6 +28,7 @@ from typing import Any
 
 from ..lang.jsontext import JsonError, loads
 from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
+from .hf_defaults import DEFAULTS
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
     SpecError,
@@ -36,7 +37,7 @@ from .spec import (
 __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
 
 SUPPORTED = (
-    "llama", "mistral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
     "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
     "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl",
     "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text",
@@ -49,92 +50,6 @@ LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "line
 #: Older names transformers still reads as these (``remap_legacy_layer_types``).
 LEGACY_LAYER_TYPES = {"attention": "full_attention", "mamba": "linear_attention"}
 
-_LLAMA_LIKE = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10_000.0, "tie_word_embeddings": False,
-               "attention_bias": False}
-_QWEN_WINDOW = {"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 28}
-_GDN = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "partial_rotary_factor": 0.25, "head_dim": 256}
-
-#: Per ``model_type``, the defaults of its configuration class for the fields this importer reads, as transformers'
-#: ``configuration_<type>.py`` sets them (a config that leaves a field out gets these, exactly as
-#: ``AutoConfig.from_pretrained`` would). A field whose class default is ``None`` is not listed: the importer derives
-#: it as the class does (``num_key_value_heads`` = heads, ``head_dim`` = hidden / heads) or, if the model needs it,
-#: names it as missing. DeepSeek-V3's ``scoring_func``/``topk_method`` are not fields of transformers' class: its
-#: modelling code always scores by sigmoid with a selection bias, so that is their default here.
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "mlp_bias": False},
-    "mistral": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
-                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": 4096},
-    "qwen2": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32},
-    "qwen3": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128},
-    "qwen2_moe": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
-                  "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
-                  "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
-                  "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": False},
-    "qwen3_moe": {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144,
-                  "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 4,
-                  "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
-                  "num_experts": 128, "norm_topk_prob": False},
-    "qwen3_next": {**_LLAMA_LIKE, **_GDN, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
-                   "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2,
-                   "decoder_sparse_step": 1, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
-                   "num_experts_per_tok": 10, "num_experts": 512, "norm_topk_prob": True, "full_attention_interval": 4},
-    "qwen3_5_text": {**_LLAMA_LIKE, **_GDN, "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288,
-                     "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 4,
-                     "full_attention_interval": 4},
-    "qwen3_5_moe_text": {**_LLAMA_LIKE, **_GDN, "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
-                         "num_attention_heads": 16, "num_key_value_heads": 2, "moe_intermediate_size": 512,
-                         "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
-                         "full_attention_interval": 4},
-    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                    "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
-                    "rope_theta": 1_000_000.0, "attention_bias": False, "query_pre_attn_scalar": 256,
-                    "sliding_window": 4096, "rope_local_base_freq": 10_000.0, "sliding_window_pattern": 6},
-    "deepseek_v2": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
-                    "num_hidden_layers": 32, "num_attention_heads": 32, "first_k_dense_replace": 0,
-                    "kv_lora_rank": 512, "q_lora_rank": 1536, "n_routed_experts": 64, "n_shared_experts": 2,
-                    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "routed_scaling_factor": 1.0,
-                    "topk_method": "greedy", "norm_topk_prob": False, "v_head_dim": 128,
-                    "moe_intermediate_size": 1407, "scoring_func": "softmax", "moe_layer_freq": 1},
-    "deepseek_v3": {**_LLAMA_LIKE, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
-                    "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
-                    "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
-                    "routed_scaling_factor": 2.5, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
-                    "v_head_dim": 128, "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4,
-                    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "norm_topk_prob": True,
-                    "scoring_func": "sigmoid", "topk_method": "noaux_tc", "moe_layer_freq": 1},
-    "llama4_text": {**_LLAMA_LIKE, "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
-                    "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
-                    "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-5, "rope_theta": 500_000.0,
-                    "num_experts_per_tok": 1, "num_local_experts": 16, "interleave_moe_layer_step": 1,
-                    "use_qk_norm": True, "no_rope_layer_interval": 4, "attention_chunk_size": 8192,
-                    "attn_temperature_tuning": True},
-    "gpt_oss": {"num_hidden_layers": 36, "num_local_experts": 128, "vocab_size": 201088, "hidden_size": 2880,
-                "intermediate_size": 2880, "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
-                "sliding_window": 128, "tie_word_embeddings": False, "hidden_act": "silu", "rms_norm_eps": 1e-5,
-                "rope_theta": 150_000.0, "num_experts_per_tok": 4, "swiglu_limit": 7.0, "attention_bias": True,
-                "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                                 "original_max_position_embeddings": 4096}},
-}
-_QWEN_VL = {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
-            "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
-            "rope_theta": 1_000_000.0, "max_window_layers": 80}
-DEFAULTS.update({
-    "qwen2_vl_text": _QWEN_VL, "qwen2_5_vl_text": _QWEN_VL,
-    "qwen3_vl_text": {**_LLAMA_LIKE, "vocab_size": 151936, "hidden_size": 4096, "intermediate_size": 22016,
-                      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32, "head_dim": 128,
-                      "rope_theta": 500_000.0},
-    # Qwen3-VL-MoE's class has no `norm_topk_prob`: its router always normalizes the top-k weights.
-    "qwen3_vl_moe_text": {**_LLAMA_LIKE, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
-                          "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
-                          "tie_word_embeddings": True, "rope_theta": 500_000.0, "decoder_sparse_step": 1,
-                          "moe_intermediate_size": 1408, "num_experts_per_tok": 4, "num_experts": 60,
-                          "norm_topk_prob": True},
-})
 #: A multimodal wrapper's text model: the ``model_type`` of its ``text_config`` (whose class defaults apply). Qwen2-VL
 #: and Qwen2.5-VL configs may also hold the text fields flat, beside `vision_config`, as transformers still reads them.
 TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
@@ -145,6 +60,14 @@ TEXT_MODEL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen
 #: not read: their parameter names are their own.
 WRAPPERS = {"llava": "llama", "llava_next": "llama", "llava_next_video": "llama", "llava_onevision": "qwen2",
             "mistral3": "mistral", "internvl": "qwen2"}
+#: A multimodal wrapper's own `tie_word_embeddings` default — which is what transformers ties its head by — and whether
+#: its class forwards the text config's true to a false one of its own (those that saved it in `text_config` before
+#: transformers 5).
+OUTER_TIE = {"gemma3": (True, False), "llama4": (False, False), "qwen3_5": (False, False), "qwen3_5_moe": (False, False),
+             "qwen2_vl": (False, True), "qwen2_5_vl": (False, True), "qwen3_vl": (False, False),
+             "qwen3_vl_moe": (False, False), "llava": (False, True), "llava_next": (False, False),
+             "llava_next_video": (False, True), "llava_onevision": (False, True), "mistral3": (True, False),
+             "internvl": (True, False)}
 #: The text model a vision-language one extends: the same layers, its rotation split in sections (mrope) that agree
 #: for text.
 _TEXT_BASE = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
@@ -368,12 +291,20 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if family == "llama4":
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
-    if family in ("qwen2", "qwen3", "qwen_moe"):  # the MoE ones as Qwen2: their own rules differ by version
-        use = c.bool("use_sliding_window", False)
-        window = c.get("sliding_window") if use else None
+    if family in ("qwen2", "qwen3", "qwen_moe"):
+        # Each configuration class's rule, all only with `use_sliding_window`: Qwen2, Qwen3 and the Qwen2-VLs slide from
+        # layer `max_window_layers` on; Qwen2-MoE slides every other layer below it (from the first); Qwen3-MoE every
+        # layer; the Qwen3-VLs never (their classes have no window).
+        use = c.bool("use_sliding_window", False) and c.get("sliding_window") is not None
+        if not use or c.model_type.startswith("qwen3_vl"):
+            return ["full_attention"] * n
+        if c.model_type == "qwen3_moe":
+            return ["sliding_attention"] * n
         first = c.int("max_window_layers", 28, minimum=0)
-        return ["sliding_attention" if window is not None and i >= first else "full_attention" for i in range(n)]
-    if family == "mistral":
+        if c.model_type == "qwen2_moe":
+            return ["sliding_attention" if (i + 1) % 2 and i < first else "full_attention" for i in range(n)]
+        return ["sliding_attention" if i >= first else "full_attention" for i in range(n)]
+    if family in ("mistral", "mixtral"):
         return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
     return ["full_attention"] * n
 
@@ -393,9 +324,9 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
     if family == "deepseek":
         if not c.has("n_routed_experts"):
             return [False] * n
+        # transformers' DeepSeek decoder layers: experts from `first_k_dense_replace` on (`moe_layer_freq` unread).
         first = c.int("first_k_dense_replace", 0, minimum=0)
-        freq = c.int("moe_layer_freq", 1)
-        return [i >= first and i % freq == 0 for i in range(n)]
+        return [i >= first for i in range(n)]
     if family == "llama4":
         if c.has("moe_layers"):
             moe = set(c.int_list("moe_layers"))
@@ -403,12 +334,14 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
             step = c.int("interleave_moe_layer_step", 1)
             moe = set(range(step - 1, n, step))
         return [i in moe for i in range(n)]
-    if family in ("qwen_moe", "qwen3_next", "qwen3_5_moe"):
+    if family == "qwen3_5_moe":  # every Qwen3.5-MoE decoder layer's block is experts
+        return [True] * n
+    if family in ("qwen_moe", "qwen3_next"):
         only = set(c.int_list("mlp_only_layers", [])) if c.has("mlp_only_layers") else set()
         step = c.int("decoder_sparse_step", 1)
         experts = c.int("num_experts")
         return [i not in only and experts > 0 and (i + 1) % step == 0 for i in range(n)]
-    if family == "gpt_oss":
+    if family in ("gpt_oss", "mixtral"):
         return [True] * n
     return [False] * n
 
@@ -418,7 +351,8 @@ def _moe_layers(c: _Config, n: int, family: str) -> list[bool]:
 
 #: model_type → (the family whose builder writes it, the stem of its transformers classes: ``Qwen3MoeForCausalLM``).
 _TYPES = {
-    "llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "qwen2": ("qwen2", "Qwen2"),
+    "llama": ("llama", "Llama"), "mistral": ("mistral", "Mistral"), "mixtral": ("mixtral", "Mixtral"),
+    "qwen2": ("qwen2", "Qwen2"),
     "qwen3": ("qwen3", "Qwen3"), "qwen2_moe": ("qwen_moe", "Qwen2Moe"), "qwen3_moe": ("qwen_moe", "Qwen3Moe"),
     "qwen3_next": ("qwen3_next", "Qwen3Next"), "qwen3_5": ("qwen3_5", "Qwen3_5"),
     "qwen3_5_text": ("qwen3_5", "Qwen3_5"), "qwen3_5_moe": ("qwen3_5_moe", "Qwen3_5Moe"),
@@ -468,6 +402,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         # A vision-language wrapper around a text model this tool writes: the text model, as transformers holds it
         # under `model.language_model.`; the vision tower is not written.
         wrapper, model_type = model_type, inner
+    if model_type in WRAPPERS and wrapper is None and not isinstance(text, dict):
+        raise SpecError(f"{where}: a {model_type} config describes its text model in `text_config`, which is missing")
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
     _check_architectures(config if wrapper is None else text, where, model_type)
@@ -483,8 +419,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         if inner not in (text_type, model_type):
             raise SpecError(f"{where}: `text_config.model_type` is {json.dumps(inner)}; a {model_type} model's text "
                             f"config is {text_type}")
-        # The text model's fields; the outer config's tie_word_embeddings applies when the text one does not say.
-        data = {**{k: v for k, v in config.items() if k == "tie_word_embeddings"}, **text}
+        data = dict(text)
         text_where = f"{where}: text_config"
     family = _FAMILY[model_type]
     c = _Config(data, text_where, model_type, DEFAULTS.get(text_type, {}))
@@ -501,7 +436,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
     build = {
-        "llama": _llama, "mistral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
+        "llama": _llama, "mistral": _llama, "mixtral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
         "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next, "gemma3": _gemma3,
         "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss,
     }[family]
@@ -509,7 +444,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     for layer in layers:
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
-    tied = c.bool("tie_word_embeddings", False)
+    tied = _tied(c, config, wrapper or (model_type if model_type in TEXT_MODEL else None), where)
     notes = list(extra.get("notes", ()))
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
@@ -525,6 +460,20 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
         naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
+
+
+def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:
+    """Whether the head is the embedding, as transformers ties it: by a wrapper's own ``tie_word_embeddings``
+    (``OUTER_TIE``), else the text model's — and Mistral 3's by its text model's: transformers 5 ties every Mistral 3
+    whose top level is silent (transformers#43429), discarding Mistral-Small's ``lm_head.weight`` (vLLM#51063)."""
+    text = c.bool("tie_word_embeddings", False)
+    if outer is None or outer == "mistral3":
+        return text
+    default, forwards = OUTER_TIE[outer]
+    stated = config.get("tie_word_embeddings", default)
+    if not isinstance(stated, bool):
+        raise SpecError(f"{where}: `tie_word_embeddings` must be true or false, not {json.dumps(stated)}")
+    return stated or (forwards and text)
 
 
 def _heads(c: _Config, d: int) -> tuple[int, int, int]:
@@ -589,9 +538,13 @@ def _llama(c, model_type, family, d, eps, layer_types, moe):
         windowed = t == "sliding_attention" and (not qwen or c.bool("use_sliding_window", False))
         window = _window(c) if windowed else None
         mixer = Attention(heads, kv, hd, rot, window=window, qk_norm=qk_norm, bias=bias, out_bias=out_bias)
-        if moe[i]:
+        if moe[i] and family == "mixtral":
+            ffn = Experts(c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"),
+                          normalized=True)
+        elif moe[i]:
+            # Qwen3-VL-MoE's router always renormalises (its class has no `norm_topk_prob`).
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                          normalized=c.bool("norm_topk_prob", False),
+                          normalized=True if c.model_type.startswith("qwen3_vl") else c.bool("norm_topk_prob", False),
                           shared_width=c.int("shared_expert_intermediate_size", None) if model_type == "qwen2_moe" else None,
                           shared_gate=model_type == "qwen2_moe")
         else:
@@ -622,7 +575,9 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
         else:
             shared = c.int("shared_expert_intermediate_size", None) if c.has("shared_expert_intermediate_size") else None
             ffn = Experts(c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                          normalized=c.bool("norm_topk_prob", True), shared_width=shared, shared_gate=shared is not None)
+                          # Qwen3.5-MoE's router always renormalises (its modelling code reads no `norm_topk_prob`).
+                          normalized=True if family == "qwen3_5_moe" else c.bool("norm_topk_prob", True),
+                          shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
     return layers, {"notes": _scaling_note(rot) + _mrope_note(c), "final_norm": norm}
 
@@ -668,8 +623,10 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     heads = c.int("num_attention_heads")
     q_rank = c.int("q_lora_rank") if c.has("q_lora_rank") else None
     nope, rope_dim, v = c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"), c.int("v_head_dim")
-    # transformers' DeepSeek rotates adjacent pairs (its rotary embedding is complex multiplication).
-    rotation, params = _rotation(c, rope_dim, skip=nope, interleaved=True)
+    # transformers' DeepSeek-V2 rotates adjacent pairs (its rotary embedding is complex multiplication); V3 as its
+    # `rope_interleave` says (true by default).
+    interleaved = model_type == "deepseek_v2" or c.bool("rope_interleave", True)
+    rotation, params = _rotation(c, rope_dim, skip=nope, interleaved=interleaved)
     scale, why = None, None
     mall = params.get("mscale_all_dim") if params else None
     if params and mall:
@@ -685,23 +642,35 @@ def _deepseek(c, model_type, family, d, eps, layer_types, moe):
     layers = []
     for i in range(len(layer_types)):
         if moe[i]:
-            scoring = c.str("scoring_func", "softmax")
-            if scoring not in ("softmax", "sigmoid"):
-                raise c.fail("scoring_func", f"is {json.dumps(scoring)}; experts are scored by softmax or sigmoid")
-            method = c.str("topk_method", "greedy" if model_type == "deepseek_v2" else "noaux_tc")
-            groups = c.int("n_group", 1) if method in ("group_limited_greedy", "noaux_tc") else 1
-            keep = c.int("topk_group", 1) if groups > 1 else None
             shared = c.int("n_shared_experts", 0, minimum=0)
             width = c.int("moe_intermediate_size")
-            ffn = Experts(c.int("n_routed_experts"), c.int("num_experts_per_tok"), width, scoring=scoring,
-                          normalized=c.bool("norm_topk_prob", model_type == "deepseek_v3"),
-                          routed_scale=c.float("routed_scaling_factor", 1.0), selection_bias=method == "noaux_tc",
-                          groups=groups if groups > 1 else None, keep_groups=keep,
-                          shared_width=width * shared if shared else None)
+            ffn = Experts(c.int("n_routed_experts"), c.int("num_experts_per_tok"), width,
+                          routed_scale=c.float("routed_scaling_factor", 1.0),
+                          shared_width=width * shared if shared else None, **_deepseek_router(c, model_type))
         else:
             ffn = Dense(c.int("intermediate_size"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mla, ffn, norm))
-    return layers, {"notes": _scaling_note(rotation)}
+    notes = _scaling_note(rotation)
+    if model_type == "deepseek_v2" and any(isinstance(l.ffn, Experts) and l.ffn.groups for l in layers):
+        notes.append("transformers ranks a DeepSeek-V2 expert group by its best score; the language's groups rank by "
+                     "their two best, as llama.cpp does for DeepSeek-V2 and transformers for V3.")
+    return layers, {"notes": notes}
+
+
+def _deepseek_router(c: _Config, model_type: str) -> dict:
+    """transformers' DeepSeek routers. V2: softmax, the top-k of all (``greedy``) or of the best ``topk_group`` of
+    ``n_group`` groups (``group_limited_greedy``), never renormalised (``scoring_func``, ``norm_topk_prob`` unread).
+    V3: sigmoid with a selection bias within the best groups, renormalised as ``norm_topk_prob`` says (``scoring_func``,
+    ``topk_method`` unread)."""
+    if model_type == "deepseek_v3":
+        groups = c.int("n_group", 1)
+        return dict(scoring="sigmoid", normalized=c.bool("norm_topk_prob", True), selection_bias=True,
+                    groups=groups if groups > 1 else None, keep_groups=c.int("topk_group") if groups > 1 else None)
+    method = c.str("topk_method", "greedy")
+    if method not in ("greedy", "group_limited_greedy"):
+        raise c.fail("topk_method", f"is {json.dumps(method)}; a DeepSeek-V2 router is greedy or group_limited_greedy")
+    groups = c.int("n_group", 1) if method == "group_limited_greedy" else 1
+    return dict(groups=groups if groups > 1 else None, keep_groups=c.int("topk_group", 1) if groups > 1 else None)
 
 
 def _llama4(c, model_type, family, d, eps, layer_types, moe):

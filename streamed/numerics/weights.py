@@ -232,11 +232,17 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], k
     t = tensors.get(ref.tensor)
     if t is None:
         raise WeightError(name, f"the checkpoint has no tensor \"{ref.tensor}\"")
+    # GGML's tensors have four dimensions and a file lists ``ne`` only up to the last that is not 1: a stored ``[d]``
+    # is ``[d, 1]`` (llama.cpp's loader takes either for a shared expert's gate). A tensor of fewer dimensions than
+    # its declaration is read with the missing trailing ``ne`` of 1 — numpy's leading axes.
+    pad = (1,) * max(0, len(declared) - len(t.shape))
     if t.tensor_type == GGMLQuantizationType.Q8_0:
         qv, qs = q8mod.from_bytes(np.asarray(t.data))
+        qv, qs = qv.reshape(pad + qv.shape), qs.reshape(pad + qs.shape)
         logical = qv
     else:
         logical = np.asarray(t.data)
+        logical = logical.reshape(pad + logical.shape)
     product, cols = _orient(name, ref, logical, declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
         p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
@@ -244,9 +250,10 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], k
     if t.tensor_type == GGMLQuantizationType.Q8_0:
         full = q8mod.dequantize_blocks(qv, qs)
     elif t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        full = np.asarray(t.data, dtype=np.float32)
+        full = np.asarray(logical, dtype=np.float32)
     else:
         full = np.asarray(dequantize(np.asarray(t.data), t.tensor_type), dtype=np.float32)
+        full = full.reshape(pad + full.shape)
     if product and full.ndim >= 2:
         full = np.swapaxes(full, -1, -2)
     if ref.rows is not None:

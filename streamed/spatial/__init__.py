@@ -3,9 +3,10 @@ certified ``SpatialProgram`` per layer kind, an embed and a head, every layer bo
 estimate — or a ``StreamedReject`` naming the program and the statement; the bundle directory on disk.
 
 Modules: ``deployment`` (what a bundle serves and how each program is cut), ``target`` (SpatialTarget from TOML),
-``ir`` (the IR and its execution semantics), ``lower`` (the passes: lift, split_tp, fold_q8, place, certify),
-``residency`` (where states and weights live; the roofline estimate), ``streamed_model`` (the whole model per
-deployment: kinds lowered once, layers bound by renaming), ``diagnose`` (rejects as diagnostics), ``bundle`` (atomic
-write and read of the bundle, validated by the JSON Schemas in ``schema/``), ``synth`` (generated documents for
-tests and benchmarks). Imports ``analysis``, ``model`` and ``lang``; only ``bundle`` touches files.
+``ir`` (the IR and its execution semantics), ``lower`` (one program through the passes), ``passes/`` (lift,
+split_tp, fold_q8, tile, place, certify, one module each, and what they share), ``residency`` (where states and
+weights live; the roofline estimate), ``streamed_model`` (the whole model per deployment: kinds lowered once, layers
+bound by renaming), ``diagnose`` (rejects as diagnostics), ``bundle`` (atomic write and read of the bundle,
+validated by the JSON Schemas in ``schema/``), ``synth`` (generated documents for tests and benchmarks). Imports
+``analysis``, ``model`` and ``lang``; only ``bundle`` touches files.
 """

@@ -208,6 +208,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
                   "head": tiles_entry(model.head)},
         "residency": model.residency,
         "estimate": model.estimate,
+        "statements": {name: list(sts) for name, sts in (model.statements or {}).items()},
         "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
     }
 
@@ -512,7 +513,11 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         file = root / name
         if os.path.commonpath([real_root, os.path.realpath(file)]) != real_root:  # a link that leads out
             raise BundleError(f"{where}: the program {name[:60]!r} leads out of the bundle through a symbolic link")
-        return SpatialProgram.from_json(_validated(_read_json(file), "program", file))
+        data = _validated(_read_json(file), "program", file)
+        try:
+            return SpatialProgram.from_json(data)
+        except ValueError as e:  # what the schema cannot say: a placement naming an op or a tensor it does not hold
+            raise BundleError(f"{file}: not a streamed program: {str(e)[:160]}") from None
 
     try:
         embed = program(m["programs"]["embed"]) if m["programs"].get("embed") else None
@@ -545,7 +550,8 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
-            naming=naming, document_sha256=m["document"]["sha256"])
+            naming=naming, document_sha256=m["document"]["sha256"],
+            statements={name: tuple(sts) for name, sts in m.get("statements", {}).items()})
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
 

@@ -20,7 +20,8 @@ from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from .deployment import Deployment
 from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
-from .lower import LoweringError, TPError, sram_footprint
+from .lower import LoweringError, TPError
+from .passes.footprint import sram_footprint
 from .residency import ResidencyError, plan, state_bytes, weight_bytes
 from .target import TargetError, load_target
 

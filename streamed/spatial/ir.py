@@ -1,7 +1,7 @@
 """The spatial IR: one program of a bundle as the RDU runs it — tensors, and operations in pipeline order.
 
 This docstring is THE execution semantics of the IR. An executor (``streamed/numerics/execute.py``) implements it from this
-text alone; the lowering (``streamed/spatial/lower.py``) produces nothing it does not describe.
+text alone; the lowering (``streamed/spatial/lower.py`` and its ``passes/``) produces nothing it does not describe.
 
 Values
 ======
@@ -220,6 +220,19 @@ states, not from per-row tensors; no all-gather along rows, no ``assign`` of a p
 ``take_rows``/``stack_rows`` only as a batched program picks and stacks its sequences); only elementwise ops and
 ``running_argmax`` read per-column tensors; the body's footprint (with its weights when ``weights_on_chip``), its
 PMUs and its PCUs fit the target.
+
+Placement
+---------
+
+``placement`` says where a placed program sits on each of its chips (``place`` lays it out; an executor needs none of
+it, a picture of the chip all of it). ``pcus``: for each chip (``chip`` ``None`` for a program of one chip) and each
+op that runs on it, in schedule order, the op's PCUs ``[start, stop)`` — ``op.pcus`` of them, end to end from PCU 0;
+an op replicated over the chips is listed on each. ``pmus``: for each chip, each on-chip buffer (a tensor by name) and
+its PMUs ``[start, stop)`` in order of first use, end to end from PMU 0: a buffer fills ``ceil(bytes / PMU bytes)``
+PMUs, a state one (the buffer it streams through from wherever residency keeps it), the weights of a program that
+keeps them on chip across its tiles their own; inputs and tables no op reads come last. Invariant (checked by
+``certify``): on each chip the ranges are disjoint and within the target's PCUs and PMUs, every op of the chip has
+one range as long as its ``pcus``, and the buffers are exactly what ``pmus_needed`` counts.
 """
 
 from __future__ import annotations
@@ -307,6 +320,20 @@ class Tile:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a program sits on each chip (the module docstring, Placement): ``pcus`` as ``(chip, op index, start,
+    stop)``, ``pmus`` as ``(chip, tensor, start, stop)``."""
+
+    pcus: tuple[tuple[int | None, int, int, int], ...] = ()
+    pmus: tuple[tuple[int | None, str, int, int], ...] = ()
+
+    def on(self, chip: int | None) -> tuple[list[tuple[int, int, int]], list[tuple[str, int, int]]]:
+        """One chip's op ranges ``(op, start, stop)`` and buffer ranges ``(tensor, start, stop)``."""
+        return ([(i, a, b) for c, i, a, b in self.pcus if c == chip],
+                [(n, a, b) for c, n, a, b in self.pmus if c == chip])
+
+
+@dataclass(frozen=True)
 class SpatialProgram:
     """One program of a bundle: ``embed``, ``head`` or a layer kind's (named after its representative layer).
 
@@ -315,7 +342,7 @@ class SpatialProgram:
     (``None`` until certified); ``tp`` the chip count (1 unless tensor parallel); ``tiles`` the tiles of a program
     whose footprint does not fit SRAM whole (empty: it runs once), ``weights_on_chip`` whether its weights stay
     in SRAM across them, ``cols`` the whole width of a column-tiled program's vocabulary product (see the module
-    docstring)."""
+    docstring); ``placement`` its ops' PCUs and its buffers' PMUs on each chip (``None`` until placed)."""
 
     name: str
     rows: int
@@ -328,6 +355,7 @@ class SpatialProgram:
     tiles: tuple[Tile, ...] = ()
     weights_on_chip: bool = False
     cols: int | None = None
+    placement: Placement | None = None
 
     @property
     def tile_rows(self) -> int:
@@ -473,18 +501,36 @@ def program_to_json(p: SpatialProgram) -> dict:
         out["weights_on_chip"] = p.weights_on_chip
         if p.cols is not None:
             out["cols"] = p.cols
+    if p.placement is not None:
+        out["placement"] = {"pcus": [list(e) for e in p.placement.pcus], "pmus": [list(e) for e in p.placement.pmus]}
     return out
+
+
+def placement_from_json(d: dict | None, ops: int, tensors: set[str]) -> Placement | None:
+    """A program file's placement, or ``ValueError`` for one that names an op or a tensor the program does not have,
+    or a range that runs backwards (what the schema cannot say)."""
+    if d is None:
+        return None
+    pcus = tuple((c, i, a, b) for c, i, a, b in d.get("pcus", ()))
+    pmus = tuple((c, n, a, b) for c, n, a, b in d.get("pmus", ()))
+    for c, i, a, b in pcus:
+        if not 0 <= i < ops or b < a:
+            raise ValueError(f"placement: op {i} at PCUs {a} to {b} is not an op of the program's {ops}")
+    for c, n, a, b in pmus:
+        if n not in tensors or b < a:
+            raise ValueError(f"placement: the buffer {str(n)[:40]!r} at PMUs {a} to {b} is not one of the program's")
+    return Placement(pcus, pmus)
 
 
 def program_from_json(data: dict | str) -> SpatialProgram:
     d = json.loads(data) if isinstance(data, str) else data
+    tensors = tuple(tensor_from_json(t) for t in d["tensors"])
+    ops = tuple(op_from_json(o) for o in d["ops"])
     return SpatialProgram(
-        name=d["name"], rows=d["rows"], ctx=d["ctx"],
-        tensors=tuple(tensor_from_json(t) for t in d["tensors"]),
-        ops=tuple(op_from_json(o) for o in d["ops"]),
+        name=d["name"], rows=d["rows"], ctx=d["ctx"], tensors=tensors, ops=ops,
         carried=tuple(d.get("carried", ())), certificate=d.get("certificate"), tp=d.get("tp", 1),
         tiles=tuple(tile_from_json(t) for t in d.get("tiles", ())), weights_on_chip=bool(d.get("weights_on_chip", False)),
-        cols=d.get("cols"),
+        cols=d.get("cols"), placement=placement_from_json(d.get("placement"), len(ops), {t.name for t in tensors}),
     )
 
 
@@ -542,6 +588,23 @@ def runs_in(program: SpatialProgram, tile: Tile, columns: frozenset[str] | None 
     return [op for op in program.ops if any(n in columns for n in op.inputs)]
 
 
+def authored(name: str) -> str:
+    """The authored name a lowered tensor comes from: ``Kc3_s1`` (sequence 1's cache), ``Wq3_c0`` (chip 0's
+    slice), ``xn3__1`` (a part of ``xn3``'s expression) all come from what precedes the lowering's suffix."""
+    return re.sub(r"(_[sc]\d+)+$", "", name.split("__", 1)[0])
+
+
+def batched(p: SpatialProgram) -> bool:
+    """Whether ``p`` runs per sequence: it holds per-sequence positions or states (``pos_s0``, ``Kc3_s0``)."""
+    return any((t.role == "state" or t.role == "input" and t.shape == ()) and sequence_of(t.name) is not None
+               for t in p.tensors)
+
+
+def rows_per_run(p: SpatialProgram) -> int:
+    """The rows one run of ``p``'s ops covers: its row inputs' (the program's rows when it has none)."""
+    return next((t.shape[0] for t in p.tensors if t.role == "input" and t.shape != ()), p.rows)
+
+
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
     n = 1
     for s in shape:
@@ -550,7 +613,7 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 
 
 __all__ = [
-    "Tensor", "Op", "Access", "Tile", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
-    "in_tile", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK", "Q8_BYTES_PER_BLOCK", "nbytes",
-    "program_to_json", "program_from_json", "replace", "fields",
+    "Tensor", "Op", "Access", "Tile", "Placement", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
+    "in_tile", "authored", "batched", "rows_per_run", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK",
+    "Q8_BYTES_PER_BLOCK", "nbytes", "program_to_json", "program_from_json", "replace", "fields",
 ]

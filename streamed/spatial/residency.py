@@ -9,7 +9,7 @@ to DDR layer by layer when the model is larger. Everything is per chip (a tensor
 slices). A kind program's state and weight tensors carry the slowest tier any of its layers uses — the tier the
 program must be able to stream from. Cost: linear in the number of layers, arithmetic only.
 
-Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier (``lower.step_cost``, summed
+Estimate: each program's FLOPs (on its fullest chip) and the bytes it moves per tier (``passes.cost.step_cost``, summed
 over its tiles); its roofline time on the target is ``max(FLOPs / peak BF16, Σ_tier bytes / bandwidth)`` plus its
 all-reduces over the chip link (a ring: ``2(tp−1)/tp`` of the reduced bytes). A step runs the embed, every layer
 (its kind's program, with that layer's tiers), and the head; tokens per second is the tokens a step serves over the
@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .ir import SpatialProgram
-from .lower import own_bytes, step_cost, weight_bytes
+from .passes.cost import step_cost
+from .passes.footprint import own_bytes, weight_bytes
 from .target import SpatialTarget
 from .units import size
 

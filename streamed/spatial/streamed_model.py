@@ -7,6 +7,9 @@ program's tensor names mapped to that layer's names through the renaming between
 for a name the lowering derives (``xn0__1``, ``Kc0_s1``, ``Wq0_c1__q8``) through the authored name it starts with
 (or ``rebind_via`` for a name no layer binds). **Lowering cost is independent of depth**: a 64-layer model of two
 kinds lowers two layer programs; the rest is linear arithmetic over the layers (bindings and residency).
+``lower_streamed`` reads as those steps, as the seed's ``lower_*_streamed`` family does: the request admitted, the
+tables the programs share, the embed, each kind, the head, every layer bound, residency and the estimate, the
+identities.
 
 ★ A WEIGHT MOVES AS IT IS STORED: a product over a weight the checkpoint stores Q8_0 reads int8 planes and block
 scales on chip (``streamed.analysis.kinds.stored_q8`` decides which); every other weight is read dense.
@@ -35,9 +38,10 @@ from typing import Callable
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage
-from .ir import Access, SpatialProgram
+from .ir import Access, SpatialProgram, authored
 from .deployment import Cut, Deployment
-from .lower import LoweringError, TPError, authored, lower_program, read_dense, tp_slices
+from .lower import LoweringError, TPError, lower_program
+from .passes.split_tp import read_dense, tp_slices
 from .residency import ResidencyError, estimate, plan
 from .target import SpatialTarget, TargetError, load_target
 
@@ -166,6 +170,10 @@ class StreamedModel:
     naming: Naming | None = None
     #: The SHA-256 of the document's text (UTF-8) the model was lowered from.
     document_sha256: str | None = None
+    #: The statements behind each program's ops, by the program's name (``programs()``): ``{"index", "line",
+    #: "text"}`` for each statement an op of it was lifted from — its index in the program (``Op.statement``), its
+    #: 1-based line in the document (the representative's, for a kind) and its text on one line.
+    statements: dict | None = None
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -263,7 +271,9 @@ def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> Sp
     ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
     tiles = tuple(replace(t, reads=tuple(replace(a, tensor=fn(a.tensor)) for a in t.reads),
                           writes=tuple(replace(a, tensor=fn(a.tensor)) for a in t.writes)) for t in p.tiles)
-    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles)
+    placement = p.placement and replace(p.placement, pmus=tuple((c, fn(n), a, b) for c, n, a, b in p.placement.pmus))
+    return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles,
+                   placement=placement)
 
 
 def stack_names(p: SpatialProgram, names: dict[str, str]) -> SpatialProgram:
@@ -410,12 +420,38 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
 def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,
                    storage: Storage | None = None, cache: dict | None = None,
                    progress: Callable[[str, int, int], None] | None = None,
-                   cancelled: Callable[[], bool] | None = None) -> StreamedModel:
+                   cancelled: Callable[[], bool] | None = None, to_document=None) -> StreamedModel:
     """Lower ``analysis``'s model for ``deployment``: the embed (except ``forward``), one program per layer kind, the
-    head; every layer bound to its kind; residency and the estimate. Raises ``StreamedReject``, or ``Cancelled``.
+    head; every layer bound to its kind; residency and the estimate; the statements behind each program's ops
+    (``statements_of``, placed in the document by ``to_document`` when the analysis's ranges are chunk-relative).
+    Raises ``StreamedReject``, or ``Cancelled``.
 
     ``cache`` (a dict the caller keeps) serves a kind program lowered before for the same digest, deployment,
     target, constants and shared tables — renamed to the representative's names if they changed."""
+    deployment, target, storage = _admitted(analysis, deployment, target, storage)
+    d = _Deploying(analysis, deployment, target, storage, cache, progress, cancelled)  # the tables the programs share
+    # Every program is lowered, so that the bundle's refusal names every reject of every program, not its first.
+    embed = d.whole("embed", d.progs.embed, d.embed_cut) if d.with_embed else None
+    kinds, templates = _lower_kinds(d)
+    head = d.whole("head", d.progs.head, d.head_cut)
+    if d.rejects:
+        raise replace(d.rejects[0], more=tuple(d.rejects[1:]))
+    if d.stacked is not None:
+        if embed is not None:
+            embed = stack_names(embed, d.stacked(None, embed))
+        head = stack_names(head, d.stacked(len(d.by_layer), head))
+    layers, layer_kinds = _bind_layers(d, templates, 1 if embed is not None else 0)
+    embed, kinds, head, residency, est = _resident(d, embed, kinds, head, layers, layer_kinds)
+    if progress is not None:
+        progress("bound", d.total, d.total)
+    return _identified(d, embed, kinds, head, layers, residency, est, to_document)
+
+
+def _admitted(analysis: Analysis, deployment: Deployment, target, storage) -> tuple[Deployment, SpatialTarget, Storage]:
+    """The request as it is lowered — the deployment made normal, the target loaded, the storage — or the
+    ``StreamedReject`` that refuses it before any program is lowered: a deployment that cannot exist, a document
+    with errors, a target that does not load, a model without layers, without a head, or (unless ``forward``)
+    without an embed."""
     why = deployment.refusal()
     if why:
         raise StreamedReject("bundle", why)
@@ -432,114 +468,164 @@ def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTa
         raise StreamedReject("bundle", "the model has no layers")
     if progs.head is None:
         raise StreamedReject("head", "the document has no `## Head` section")
-    with_embed = deployment.mode != "forward"
-    if with_embed and progs.embed is None:
+    if deployment.mode != "forward" and progs.embed is None:
         raise StreamedReject("embed", f"the document has no `## Embed` section; a {deployment.mode} bundle starts "
                                       f"from token ids")
-    by_layer = {p.section.index: p for p in progs.layers}
-    kinds = analysis.kinds
-    reps = [(layer_of_kind(k.representative, k.name), by_layer[k.representative]) for k in kinds]
-    chain = ([("embed", progs.embed)] if with_embed else []) + reps + [("head", progs.head)]
-    shared = shared_tables(analysis, chain)
-    constants = tuple(sorted(progs.constants.items()))
-    cache = cache if cache is not None else {}
-    total = len(chain)
-    done = 0
+    return deployment, target, storage
 
-    def step(label: str):
-        nonlocal done
-        if cancelled is not None and cancelled():
+
+class _Deploying:
+    """One deployment as it is lowered: the programs of a step in order (the embed unless ``forward``, each kind's
+    representative, the head) and the tables they share; the cuts; the kind cache; progress and cancellation between
+    programs; and the rejects found so far."""
+
+    def __init__(self, analysis: Analysis, deployment: Deployment, target: SpatialTarget, storage: Storage,
+                 cache: dict | None, progress, cancelled):
+        self.analysis, self.deployment, self.target, self.storage = analysis, deployment, target, storage
+        self.progs = progs = analysis.programs
+        self.with_embed = deployment.mode != "forward"
+        self.by_layer = {p.section.index: p for p in progs.layers}
+        self.reps = [(layer_of_kind(k.representative, k.name), self.by_layer[k.representative]) for k in analysis.kinds]
+        chain = ([("embed", progs.embed)] if self.with_embed else []) + self.reps + [("head", progs.head)]
+        self.shared = shared_tables(analysis, chain)
+        self.constants = tuple(sorted(progs.constants.items()))
+        self.cache = cache if cache is not None else {}
+        self.total, self.done = len(chain), 0
+        self.progress, self.cancelled = progress, cancelled
+        self.rejects: list[StreamedReject] = []
+        self.embed_cut, self.layer_cut, self.head_cut = (deployment.cut("embed"), deployment.cut("layer"),
+                                                         deployment.cut("head"))
+        self.stacked = _stacked_names(progs, deployment) if deployment.stacked else None
+        self.input_of = stacked_layer_input if self.stacked else layer_input
+
+    def step(self, label: str) -> None:
+        """Before each program: stop if the caller said so, and say which program is next."""
+        if self.cancelled is not None and self.cancelled():
             raise Cancelled()
-        if progress is not None:
-            progress(label, done, total)
-        done += 1
+        if self.progress is not None:
+            self.progress(label, self.done, self.total)
+        self.done += 1
 
-    # Every program is lowered, so that the bundle's refusal names every reject of every program, not its first.
-    rejects: list[StreamedReject] = []
-
-    def whole(label: str, p, cut: Cut) -> SpatialProgram | None:
-        step(label)
+    def whole(self, label: str, p, cut: Cut) -> SpatialProgram | None:
+        """The embed or the head lowered, or ``None`` with its rejects kept."""
+        self.step(label)
         try:
-            return lower_whole(progs, label, p, cut, target, storage, constants, shared, cache)
+            return lower_whole(self.progs, label, p, cut, self.target, self.storage, self.constants, self.shared,
+                               self.cache)
         except LoweringError as e:
-            rejects.extend(_reject(label, one) for one in e.every)
+            self.rejects.extend(_reject(label, one) for one in e.every)
             return None
 
-    def whole_identity(label: str, p, cut: Cut) -> dict:
-        return identity(label, deployment, cut, p.section.texts, sorted(q8_weights(progs, p, storage)))
+    def whole_identity(self, label: str, p, cut: Cut) -> dict:
+        return identity(label, self.deployment, cut, p.section.texts, sorted(q8_weights(self.progs, p, self.storage)))
 
-    embed_cut, layer_cut, head_cut = deployment.cut("embed"), deployment.cut("layer"), deployment.cut("head")
-    embed = whole("embed", progs.embed, embed_cut) if with_embed else None
-    stacked = _stacked_names(progs, deployment) if deployment.stacked else None
-    input_of = stacked_layer_input if stacked else layer_input
 
+def _lower_kinds(d: _Deploying) -> tuple[list[LayerKindProgram], list[_Template]]:
+    """Each kind's program, lowered from its representative (or served from the cache) with its identity, and the
+    template that binds every layer of the kind to it. A width the model does not admit refuses the bundle; any
+    other reject is the kind program's."""
     kind_programs: list[LayerKindProgram] = []
     templates: list[_Template] = []
-    for k, (label, rep) in zip(kinds, reps):
-        step(label)
+    for k, (label, rep) in zip(d.analysis.kinds, d.reps):
+        d.step(label)
         try:
-            program = lower_kind(progs, k, label, rep, layer_cut, target, storage, constants, shared, cache)
+            program = lower_kind(d.progs, k, label, rep, d.layer_cut, d.target, d.storage, d.constants, d.shared,
+                                 d.cache)
         except TPError as e:
-            rejects.extend(StreamedReject("bundle", f"tensor parallel over {layer_cut.tp} chips: {one.why}",
-                                          one.statement, one.binder, k.representative) for one in e.every)
+            d.rejects.extend(StreamedReject("bundle", f"tensor parallel over {d.layer_cut.tp} chips: {one.why}",
+                                            one.statement, one.binder, k.representative) for one in e.every)
             continue
         except LoweringError as e:
-            rejects.extend(_reject(label, one, k.representative) for one in e.every)
+            d.rejects.extend(_reject(label, one, k.representative) for one in e.every)
             continue
-        if stacked is not None:
-            program = stack_names(program, stacked(k.representative, program))
+        if d.stacked is not None:
+            program = stack_names(program, d.stacked(k.representative, program))
         tokens = rep.section.texts
         kind_programs.append(LayerKindProgram(k.name, k.representative, tuple(k.layers), program, program.carried,
                                               tp_summary(program),
-                                              identity(f"layer {k.representative}", deployment, layer_cut, tokens,
+                                              identity(f"layer {k.representative}", d.deployment, d.layer_cut, tokens,
                                                        k.digest)))
-        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, input_of))
+        templates.append(_Template(program_names(program), _binder_positions(tokens), k.representative, d.input_of))
+    return kind_programs, templates
 
-    head = whole("head", progs.head, head_cut)
-    if rejects:
-        raise replace(rejects[0], more=tuple(rejects[1:]))
-    if stacked is not None:
-        if embed is not None:
-            embed = stack_names(embed, stacked(None, embed))
-        head = stack_names(head, stacked(len(by_layer), head))
 
-    bindings: list[LayerBinding | None] = [None] * len(by_layer)
-    layer_kinds = [0] * len(by_layer)
-    offset = 1 if embed is not None else 0
-    for i, k in enumerate(kinds):
+def _bind_layers(d: _Deploying, templates: list[_Template], offset: int) -> tuple[tuple[LayerBinding, ...], list[int]]:
+    """Every layer bound to its kind's program by the kind's template (its names made when first read), with its
+    own identity; and each layer's program index in the step (``offset``: the programs before the first kind)."""
+    bindings: list[LayerBinding | None] = [None] * len(d.by_layer)
+    layer_kinds = [0] * len(d.by_layer)
+    deployment, layer_cut = d.deployment, d.layer_cut
+    for i, k in enumerate(d.analysis.kinds):
         template, name, index = templates[i], k.name, offset + i
 
         def identify(l: int, tokens, prefix=_identity_prefix(layer_cut, k.digest)) -> dict:
             return identified(f"layer {l}", deployment, layer_cut, prefix, tokens)
 
         for l in k.layers:
-            bindings[l] = LayerBinding(l, name, None, template, by_layer[l].section.texts, identify=identify)
+            bindings[l] = LayerBinding(l, name, None, template, d.by_layer[l].section.texts, identify=identify)
             layer_kinds[l] = index
-    layers = tuple(bindings)
+    return tuple(bindings), layer_kinds
 
+
+def _resident(d: _Deploying, embed, kind_programs: list[LayerKindProgram], head, layers, layer_kinds):
+    """Where every state and weight lives over the whole deployment (``residency.plan``: each program's tensors
+    carrying their tier) and the estimate; a plan that fits no tier refuses the bundle on the declaration of the
+    state that does not fit."""
     entries = ([("embed", None, embed)] if embed is not None else []) + \
               [(kp.name, list(kp.layers), kp.program) for kp in kind_programs] + [("head", None, head)]
     try:
-        residency, placed, layer_tiers = plan(entries, layer_kinds, target)
+        residency, placed, layer_tiers = plan(entries, layer_kinds, d.target)
     except ResidencyError as e:
         statement, binder = (None, None) if e.layer is None or "states" not in str(e) else \
-            state_declaration(entries[e.program][2], layers[e.layer], by_layer[e.layer])
+            state_declaration(entries[e.program][2], layers[e.layer], d.by_layer[e.layer])
         raise StreamedReject("bundle", str(e), statement, binder, e.layer) from None
     est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, layer_tiers,
-                   deployment.tokens_per_step, target)
+                   d.deployment.tokens_per_step, d.target)
+    offset = 1 if embed is not None else 0
     if embed is not None:
         embed = placed[0]
-    kind_programs = [replace(kp, program=p) for kp, p in zip(kind_programs, placed[offset:offset + len(kinds)])]
-    head = placed[-1]
-    if progress is not None:
-        progress("bound", total, total)
+    kind_programs = [replace(kp, program=p) for kp, p in zip(kind_programs, placed[offset:offset + len(kind_programs)])]
+    return embed, kind_programs, placed[-1], residency, est
+
+
+def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, est, to_document=None) -> StreamedModel:
+    """The model with what identifies it: the embed's and the head's identities, which checkpoint tensor every
+    weight reads (``Naming``), the document's title and SHA-256, and the statements behind each program's ops."""
+    analysis, progs = d.analysis, d.progs
     q8 = frozenset(name for p in progs.all() for name in p.q8_declared())  # without renaming every layer's decls
-    naming = Naming.of(analysis.document.checkpoint, storage, q8)
-    return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, deployment, target,
+    naming = Naming.of(analysis.document.checkpoint, d.storage, q8)
+    data = analysis.document.text.encode("utf-8")
+    statements = {kp.name: statements_of(d.by_layer[kp.representative], kp.program, data, to_document)
+                  for kp in kind_programs}
+    if embed is not None:
+        statements["embed"] = statements_of(progs.embed, embed, data, to_document)
+    statements["head"] = statements_of(progs.head, head, data, to_document)
+    return StreamedModel(embed, tuple(kind_programs), head, layers, residency, est, d.deployment, d.target,
                          analysis.document.title,
-                         whole_identity("embed", progs.embed, embed_cut) if embed is not None else None,
-                         whole_identity("head", progs.head, head_cut), naming,
-                         hashlib.sha256(analysis.document.text.encode("utf-8")).hexdigest())
+                         d.whole_identity("embed", progs.embed, d.embed_cut) if embed is not None else None,
+                         d.whole_identity("head", progs.head, d.head_cut), naming,
+                         hashlib.sha256(data).hexdigest(), statements)
+
+
+#: The longest statement text a manifest records (a statement longer than this is cut, with an ellipsis).
+STATEMENT_TEXT = 240
+
+
+def statements_of(program, lowered: SpatialProgram, data: bytes, to_document=None) -> tuple[dict, ...]:
+    """The statements of ``program`` (an authored program, in the document ``data``, UTF-8) that ``lowered``'s ops were
+    lifted from: index, 1-based line and text on one line — so a picture can say which statement each region of
+    the chip serves without the document. ``to_document(section, range)``: where a range of the analysis is in the
+    document (the incremental analysis's sections are chunk-relative); the ranges as they are without it."""
+    used = {op.statement for op in lowered.ops if op.statement is not None}
+    out = []
+    for st in program.statements:
+        if st.index in used:
+            r = to_document(program.section, st.range) if to_document is not None else st.range
+            one = " ".join(data[r.start.offset:r.end.offset].decode("utf-8", "replace").split())  # byte offsets
+            if len(one) > STATEMENT_TEXT:
+                one = one[:STATEMENT_TEXT - 1] + "…"
+            out.append({"index": st.index, "line": r.start.line + 1, "text": one})
+    return tuple(out)
 
 
 def _stacked_names(progs, deployment: Deployment) -> Callable[[int | None, SpatialProgram], dict[str, str]]:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from streamed.analysis.whole import analyze
-from streamed.analysis.incremental import IncrementalAnalyzer, apply_change, chunks, offset_at
+from streamed.analysis.incremental import IncrementalAnalyzer
+from streamed.analysis.text import apply_change, chunks, offset_at
 from streamed.spatial.diagnose import reject_diagnostics_of
 
 from repo import DIVERGENT, ROOT, SIX, TINY, deep

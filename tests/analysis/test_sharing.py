@@ -14,12 +14,13 @@ import hypothesis.strategies as st
 from builders import document
 from hypothesis import HealthCheck, given, settings
 
-from streamed.analysis.incremental import IncrementalAnalyzer, Text, apply_change
+from streamed.analysis.incremental import IncrementalAnalyzer
+from streamed.analysis.text import Text, apply_change
 from streamed.analysis.kinds import describe, divergences, shape_digest, stored_q8
 from streamed.analysis.whole import analyze, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
 from streamed.lang.parser import parse
 from streamed.model.checkpoint import ALL_Q8
-from streamed.model.program import programs_of
+from streamed.model.links import programs_of
 
 SPEC = st.fixed_dictionaries({
     "mixer": st.sampled_from(["attention", "attention", "deltanet", "latent"]),

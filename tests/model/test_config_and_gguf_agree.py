@@ -1,9 +1,11 @@
 """Authoring from a config.json and from a GGUF carrying the same hyperparameters gives one program up to names — so
 what the llama.cpp oracle establishes for the GGUF route holds for the config route too.
 
-Each shipped config (``examples/configs/``) keeps its layer count, layer types, head widths, rotations and their
-scaling; only its widths shrink (hidden size, heads, experts, vocabulary), so that the GGUF llama.cpp's converter would
-write for it (``oracle.write``) is small. The two documents' programs — every section but the title and the
+Each shipped config (``examples/configs/``, and the test configs whose conversion those do not show) keeps its layer
+count, layer types, head widths, rotations and their scaling; only its widths shrink (hidden size, heads, experts,
+vocabulary), so that the GGUF llama.cpp's converter would write for it (``oracle.write``) is small. That GGUF's
+metadata is the converter's, read from transformers' resolved config (``convert``), never from ``streamed``'s reading:
+a field ``model.hf`` misreads makes the two documents differ here. The two documents' programs — every section but the title and the
 ``## Checkpoint`` bindings, comments dropped — must be equal once the checkpoint's own storage conventions are
 accounted for, and each convention must be one the architecture's converter really applies (``CONVENTIONS``): no
 other difference passes.
@@ -11,12 +13,13 @@ other difference passes.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 import oracle
-from repo import config
+from repo import ROOT, config
 from streamed.model.author import author
 from streamed.model.gguf import read_gguf
 from streamed.model.hf import spec_from_config
@@ -49,14 +52,20 @@ EXPECTED = {
     "qwen3-next-80b-a3b": {"gain stored with its +1", "decay's A stored as −exp(A_log)"},
     "qwen3.8": {"gain stored with its +1", "decay's A stored as −exp(A_log)", "value heads reordered in turn"},
     "small-qwen35": {"gain stored with its +1", "decay's A stored as −exp(A_log)", "value heads reordered in turn"},
+    # test configs (tests/model/configs/) whose conversion the shipped ones do not show
+    "mixtral-8x7b-v0.1": {"q and k permuted for interleaved pairs"},
+    "qwen1.5-moe-a2.7b": set(),
+    "qwen3-30b-a3b": set(),
+    "qwen2.5-7b-instruct": set(),
 }
 
 GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32)
 
 
 def shrunk(name: str) -> dict:
-    """The shipped config with its widths made small and everything that shapes a program kept."""
-    c = config(name)
+    """The shipped (or test) config with its widths made small and everything that shapes a program kept."""
+    test = ROOT / "tests" / "model" / "configs" / f"{name}.json"
+    c = json.loads(test.read_text()) if test.exists() else config(name)
     t = c.get("text_config", c)
     heads = 2 if t.get("num_attention_heads", 2) >= 2 else 1
     small = dict(hidden_size=64, num_attention_heads=heads, num_key_value_heads=1, intermediate_size=64,

@@ -167,3 +167,47 @@ def test_an_unsupported_or_unnamed_architecture_is_refused(tmp_path):
     path = ggufs.write(tmp_path / "m.gguf", "bert", {"{arch}.block_count": 1}, {"token_embd.weight": ((8, 4), "F32")})
     with pytest.raises(CheckpointError, match="'bert' is not supported"):
         read_gguf(path)
+
+
+def test_a_key_llama_cpp_does_not_read_for_the_architecture_changes_nothing_and_is_said_once(tmp_path):
+    plain = read_gguf(ggufs.llama_like(tmp_path / "a.gguf")).spec
+    keyed = read_gguf(ggufs.llama_like(tmp_path / "b.gguf", extra_kv={"{arch}.attention.sliding_window": 16,
+                                                                       "{arch}.expert_weights_norm": True})).spec
+    assert keyed.layers == plain.layers and all(l.mixer.window is None for l in keyed.layers)
+    text = author(keyed)
+    said = [line for line in text.splitlines() if "llama.cpp ignores" in line]
+    assert said == ["-- llama.cpp ignores these metadata keys of a llama model, and so does this document: "
+                    "`llama.attention.sliding_window` (16), `llama.expert_weights_norm` (True)."]
+    assert text.index(said[0]) < text.index("## Model")  # in the header, before any section
+
+
+def test_a_key_llama_cpp_reads_but_the_language_cannot_say_is_refused_naming_it(tmp_path):
+    import oracle
+    from repo import config
+
+    cfg = config("small-gemma3")
+    path = oracle.write(tmp_path / "g.gguf", cfg, kv={"{arch}.final_logit_softcapping": 30.0}).path
+    with pytest.raises(CheckpointError, match=r"metadata `gemma3.final_logit_softcapping` is 30: llama.cpp soft-caps "
+                                              r"the logits for a gemma3 model, which the language does not express"):
+        read_gguf(path)
+
+
+def test_experts_in_an_architecture_llama_cpp_reads_without_experts_are_refused(tmp_path):
+    import numpy as np
+
+    d, ff, n = 64, 32, 4
+    rng = np.random.default_rng(0)
+    kv = {"{arch}.block_count": 1, "{arch}.embedding_length": d, "{arch}.attention.head_count": 4,
+          "{arch}.attention.head_count_kv": 2, "{arch}.expert_count": n, "{arch}.expert_used_count": 2,
+          "{arch}.context_length": 64}
+    w = ggufs.writer(tmp_path / "q.gguf", "qwen2", kv)  # llama.cpp's qwen2 model loads no experts
+    for name, ne in {"token_embd.weight": (d, 128), "output_norm.weight": (d,), "blk.0.attn_norm.weight": (d,),
+                     "blk.0.attn_q.weight": (d, d), "blk.0.attn_k.weight": (d, 32), "blk.0.attn_v.weight": (d, 32),
+                     "blk.0.attn_output.weight": (d, d), "blk.0.ffn_norm.weight": (d,),
+                     "blk.0.ffn_gate_inp.weight": (d, n), "blk.0.ffn_gate_exps.weight": (d, ff, n),
+                     "blk.0.ffn_up_exps.weight": (d, ff, n), "blk.0.ffn_down_exps.weight": (ff, d, n)}.items():
+        w.add_tensor(name, rng.standard_normal(tuple(reversed(ne))).astype(np.float32))
+    ggufs.finish(w)
+    with pytest.raises(CheckpointError, match=r"blk.0.ffn_gate_exps.weight holds experts, but llama.cpp's qwen2 model "
+                                              r"has none"):
+        read_gguf(tmp_path / "q.gguf")

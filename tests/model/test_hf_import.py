@@ -142,10 +142,11 @@ def test_deepseek_v2_lite_is_dense_first_then_experts():
     assert kinds_of(config("deepseek-v2-lite")) == {"latent attention": [0], "latent attention, experts": list(range(1, 27))}
 
 
-def test_deepseek_moe_layer_freq_skips_layers():
+def test_deepseek_layers_carry_experts_from_first_k_dense_replace_on_whatever_moe_layer_freq_says():
+    # transformers' DeepseekV2DecoderLayer reads no `moe_layer_freq` (DeepSeek's own remote code did).
     cfg = config("small-deepseek-v2")
     cfg.update(num_hidden_layers=6, first_k_dense_replace=1, moe_layer_freq=2)
-    assert kinds_of(cfg) == {"latent attention": [0, 1, 3, 5], "latent attention, experts": [2, 4]}
+    assert kinds_of(cfg) == {"latent attention": [0], "latent attention, experts": [1, 2, 3, 4, 5]}
 
 
 def test_deepseek_v2_yarn_scales_attention_logits_by_mscale_squared():

@@ -92,6 +92,9 @@ CASES = {
                                                    'Wout  is "lm_head.weight"')),
     "qwen3-8b": Case(36, lambda i: "attention", ("heads 32 sharing 8", "rmsnorm of qp0 with gq0, epsilon 1e-6, heads 32",
                                                  "cosines of base 1000000")),
+    # every layer 8 experts of 14336, top 2 renormalised (MixtralTopKRouter), no window (`sliding_window: null`)
+    "mixtral-8x7b-v0.1": Case(32, lambda i: "attention, experts", ("heads 32 sharing 8", "8 experts, top 2",
+                                                                   "normalized", "cosines of base 1000000")),
     "qwen3-30b-a3b": Case(48, lambda i: "attention, experts", ("heads 32 sharing 4", "top 8", "128 experts",
                                                                "normalized")),
     "qwen1.5-moe-a2.7b": Case(24, lambda i: "attention, experts", ("heads 16 sharing 16", "60 experts, top 4",
@@ -361,9 +364,16 @@ def test_a_flat_qwen2_5_vl_config_is_its_text_model_as_nested_under_text_config(
     assert a.layers == b.layers and a.hf_prefix == b.hf_prefix == "model.language_model."
 
 
-def test_a_qwen_moe_config_that_uses_its_sliding_window_slides_from_max_window_layers():
+def test_a_qwen3_moe_config_that_uses_its_sliding_window_slides_on_every_layer():
+    # transformers' Qwen3MoeAttention windows every layer with `sliding_window` (its class keeps no layer types).
     cfg = {**config("qwen3-30b-a3b"), "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 40}
-    assert [l.mixer.window for l in spec_from_config(cfg).layers] == [None] * 40 + [4096] * 8
+    assert [l.mixer.window for l in spec_from_config(cfg).layers] == [4096] * 48
+
+
+def test_a_qwen2_moe_config_that_uses_its_sliding_window_slides_every_other_layer_below_max_window_layers():
+    # transformers' Qwen2MoeConfig: sliding when (i + 1) % 2 and i < max_window_layers.
+    cfg = {**config("qwen1.5-moe-a2.7b"), "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 5}
+    assert [l.mixer.window for l in spec_from_config(cfg).layers] == [4096, None] * 2 + [4096] + [None] * 19
 
 
 def test_legacy_layer_type_names_are_read_as_transformers_remaps_them():

@@ -89,3 +89,31 @@ def test_a_square_embedding_loads_from_the_bundle_as_the_document_reads_it(tmp_p
     assert from_document.dense["Emb"].shape == (64, 64)
     assert not np.array_equal(from_document.dense["Emb"], from_document.dense["Emb"].T)
     assert np.array_equal(loaded.dense["Emb"], from_document.dense["Emb"])
+
+
+def test_a_shared_expert_gate_stored_d_long_binds_its_d_by_1_declaration_from_the_document_and_the_bundle(tmp_path):
+    """llama.cpp's loader takes a shared expert's gate stored ``[d]`` as well as ``[d, 1]`` (GGML's trailing ``ne`` of
+    1): the author declares it ``d by 1``, the lowering binds it, and both loaders read that column."""
+    import oracle
+    from gguf import GGUFReader
+
+    from streamed.model.author import author
+    from streamed.model.gguf import read_gguf
+
+    cfg = {"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 96, "vocab_size": 128, "num_experts": 4,
+           "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48}
+    ckpt = oracle.write(tmp_path / "gate.gguf", cfg, squeeze=("ffn_gate_inp_shexp.weight",)).path
+    stored = {t.name: t for t in GGUFReader(str(ckpt)).tensors}["blk.1.ffn_gate_inp_shexp.weight"]
+    assert [int(n) for n in stored.shape] == [64]
+    doc = tmp_path / "gate.lgm"
+    doc.write_text(author(read_gguf(ckpt).spec))
+    storage = gguf_storage(ckpt)
+    a = analyze(doc.read_text(), storage)
+    assert not a.errors
+    write_bundle(lower_streamed(a, Deployment("decode", CTX), storage=storage), tmp_path / "bundle", source=str(doc))
+    from_document = from_gguf(ckpt, a.programs, storage)
+    loaded = from_bundle(read_bundle(tmp_path / "bundle"), ckpt)
+    for weights in (from_document, loaded):
+        assert weights.dense["Wsg1"].shape == (64, 1)
+        assert np.array_equal(weights.dense["Wsg1"][:, 0], np.asarray(stored.data, dtype=np.float32))

@@ -15,7 +15,7 @@ import pytest
 
 from streamed.lang.syntax import Name
 from streamed.numerics import execute
-from streamed.spatial import lower
+from streamed.spatial.passes import lift, split_tp
 from streamed.spatial import streamed_model
 
 from repo import EXAMPLES
@@ -41,14 +41,14 @@ def swapped_weights(monkeypatch):
 
 def dropped_residual(monkeypatch):
     """The lift forgets the residual: ``x plus …`` of the layer's input lowers to the ``…`` alone."""
-    real = lower._Lifter.binary
+    real = lift._Lifter.binary
 
     def binary(self, e, dest):
         if e.op == "plus" and isinstance(e.left, Name) and e.left.text == self.p.input:
             return self.expr(e.right, dest)
         return real(self, e, dest)
 
-    monkeypatch.setattr(lower._Lifter, "binary", binary)
+    monkeypatch.setattr(lift._Lifter, "binary", binary)
 
 
 def kv_write_one_row_late(monkeypatch):
@@ -65,7 +65,7 @@ def kv_write_one_row_late(monkeypatch):
 
 def rotary_base_doubled(monkeypatch):
     """The lowering writes every table's fill rule with twice the document's base."""
-    real = lower._Lifter.add
+    real = lift._Lifter.add
 
     def add(self, name, shape, dtype, role, tier="sram", **kw):
         if role == "table" and kw.get("fill"):
@@ -73,24 +73,24 @@ def rotary_base_doubled(monkeypatch):
             kw["fill"] = (kind, 2 * base, *kw["fill"][2:])
         return real(self, name, shape, dtype, role, tier, **kw)
 
-    monkeypatch.setattr(lower._Lifter, "add", add)
+    monkeypatch.setattr(lift._Lifter, "add", add)
 
 
 def epsilon_tripled(monkeypatch):
     """The lowering gives every rmsnorm three times its epsilon."""
-    real = lower._Lifter.emit
+    real = lift._Lifter.emit
 
     def emit(self, kind, inputs, attrs=(), dest=None, outputs=None):
         if kind == "rmsnorm":
             attrs = [(k, 3 * v if k == "epsilon" else v) for k, v in attrs]
         return real(self, kind, inputs, attrs, dest, outputs)
 
-    monkeypatch.setattr(lower._Lifter, "emit", emit)
+    monkeypatch.setattr(lift._Lifter, "emit", emit)
 
 
 def rope_position_off_by_one_in_prefill(monkeypatch):
     """A prefill program's rope reads the position after its own (decode's is right)."""
-    real = lower._Lifter.call
+    real = lift._Lifter.call
 
     def call(self, c, dest):
         if c.op == "rope" and self.cut.rows > 1 and not (self.cut.batched or self.cut.forward):
@@ -102,12 +102,12 @@ def rope_position_off_by_one_in_prefill(monkeypatch):
                 del self.position
         return real(self, c, dest)
 
-    monkeypatch.setattr(lower._Lifter, "call", call)
+    monkeypatch.setattr(lift._Lifter, "call", call)
 
 
 def allreduce_before_its_partial_sums(monkeypatch):
     """Tensor parallel: the all-reduce is scheduled (listed and phased) ahead of the partial products it sums."""
-    real = lower._Splitter.allreduce
+    real = split_tp._Splitter.allreduce
 
     def allreduce(self, name, op, ins_of, attrs_of=None):
         real(self, name, op, ins_of, attrs_of)
@@ -115,7 +115,7 @@ def allreduce_before_its_partial_sums(monkeypatch):
         first = min(i for i, o in enumerate(self.ops) if set(o.outputs) & set(ar.inputs))
         self.ops.insert(first, replace(ar, phase=self.ops[first].phase - 1))
 
-    monkeypatch.setattr(lower._Splitter, "allreduce", allreduce)
+    monkeypatch.setattr(split_tp._Splitter, "allreduce", allreduce)
 
 
 def window_dropped_from_the_program_file(bundle):

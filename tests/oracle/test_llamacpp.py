@@ -19,6 +19,11 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
   activation quantisation emulated in the reference a dense model agrees within ``Q8_EMULATED_TOLERANCE``, which a
   test here shows.
 
+Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
+ways: every optional key an architecture does not read changes neither llama.cpp's logits nor the document, every
+one it reads is read alike. ``WRITTEN`` says how a case's GGUF differs from what the converter writes (a key it does
+not write, a gate stored ``[d]``).
+
 The module imports ``llama_cpp`` (through ``llamacpp``): without it the suite fails to collect — never skips.
 """
 
@@ -65,11 +70,22 @@ CASES = {
     "llama": lambda: small("llama"),
     # vocab = d: the embedding is square, so only its use says which way it binds
     "llama, square embedding": lambda: small("llama", hidden_size=128, num_attention_heads=2, head_dim=64),
+    # The pretraining length also at the top level: the converter reads it there (8192 when it is only in the scaling).
     "llama, llama3 rope scaling": lambda: small("llama", hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
-                                                head_dim=64, rope_theta=500000.0,
+                                                head_dim=64, rope_theta=500000.0, original_max_position_embeddings=64,
                                                 rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                                               "high_freq_factor": 4.0,
                                                               "original_max_position_embeddings": 64}),
+    # Mixtral converts to architecture `llama` with experts; llama.cpp renormalises the chosen experts' weights.
+    "llama, mixtral-style experts": lambda: small("mixtral", num_local_experts=4, num_experts_per_tok=2,
+                                                  intermediate_size=32),
+    # A key llama.cpp does not read for the architecture (gguf_keys.READS): no layer of either is windowed.
+    "llama, a sliding_window key it ignores": lambda: small("llama"),
+    "qwen2, a sliding_window key it ignores": lambda: small("qwen2"),
+    # The shared expert's gate stored [d], as llama.cpp's loader also takes it (not [d, 1]).
+    "qwen2-moe, a shared-expert gate stored [d]": lambda: small("qwen2_moe", num_experts=4, num_experts_per_tok=2,
+                                                               moe_intermediate_size=32,
+                                                               shared_expert_intermediate_size=48),
     "llama, linear rope scaling": lambda: small("llama", rope_scaling={"rope_type": "linear", "factor": 4.0}),
     "qwen2": lambda: small("qwen2"),
     "qwen3": lambda: small("qwen3"),
@@ -100,6 +116,12 @@ CASES = {
                           vocab_size=256, interleave_moe_layer_step=2),
 }
 GELU = {"gemma3", "gemma3, linear rope scaling"}
+#: How a case's GGUF differs from what the converter writes (``oracle.write``'s ``kv`` and ``squeeze``).
+WRITTEN = {
+    "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
+    "qwen2, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
+    "qwen2-moe, a shared-expert gate stored [d]": {"squeeze": ("ffn_gate_inp_shexp.weight",)},
+}
 
 
 def tokens_for(c: dict) -> list[int]:
@@ -109,7 +131,7 @@ def tokens_for(c: dict) -> list[int]:
 
 def evaluate(tmp_path, name: str, q8: bool = False, bundle: bool = True):
     c = CASES[name]()
-    w = oracle.write(tmp_path / "model.gguf", c, q8=q8)
+    w = oracle.write(tmp_path / "model.gguf", c, q8=q8, **WRITTEN.get(name, {}))
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
     return want, oracle.ours(w.path, tokens, PREFILL, bundle=bundle)
@@ -130,6 +152,81 @@ def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_
     assert positions == [PREFILL - 1, *range(PREFILL, TOKENS)]
     rel, at = worst(np.stack([ours.bundle[p] for p in positions]), want[positions])
     assert rel <= tolerance, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
+
+
+#: One case per architecture, for the metadata-key rule (``streamed.model.gguf_keys``).
+ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
+                 "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
+                 "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss"}
+#: Optional keys that change a model where an architecture reads them, each set to a value that would show.
+PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
+          "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
+          "{arch}.expert_gating_func": 2, "{arch}.expert_weights_scale": 3.0,
+          "{arch}.rope.scaling.yarn_log_multiplier": 0.3}
+
+
+def test_the_key_rule_covers_every_architecture_the_reader_supports():
+    from streamed.model import gguf, gguf_keys
+
+    assert set(ARCHITECTURES) == set(gguf.SUPPORTED) == set(gguf_keys.READS)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_keys_llama_cpp_does_not_read_for_an_architecture_change_neither_its_logits_nor_the_document(tmp_path, arch):
+    from streamed.model.author import author
+    from streamed.model.gguf import read_gguf
+    from streamed.model.gguf_keys import READS
+
+    name = ARCHITECTURES[arch]
+    c = CASES[name]()
+    unread = {k: v for k, v in PROBES.items() if k not in READS[arch]}
+    assert unread, arch
+    plain = oracle.write(tmp_path / "plain.gguf", c, **WRITTEN.get(name, {}))
+    probed = oracle.write(tmp_path / "probed.gguf", c, kv={**WRITTEN.get(name, {}).get("kv", {}), **unread},
+                          squeeze=WRITTEN.get(name, {}).get("squeeze", ()))
+    tokens = tokens_for(c)
+    assert np.array_equal(llamacpp.logits(probed.path, tokens, PREFILL), llamacpp.logits(plain.path, tokens, PREFILL))
+    text = author(read_gguf(probed.path).spec)
+    said = [line for line in text.splitlines() if "llama.cpp ignores" in line]
+    assert len(said) == 1 and all(k.format(arch=arch) in said[0] for k in unread), said
+    assert program(text) == program(author(read_gguf(plain.path).spec))
+
+
+def program(text: str) -> str:
+    """A document without its comments and title: what it computes."""
+    return "\n".join(line.split("--")[0].rstrip() for line in text.splitlines()[1:] if line.split("--")[0].strip())
+
+
+#: (case, keys): keys an architecture does read, each set changing what it computes — and read alike by both. (Llama 4
+#: with a window of 0 is left out: llama.cpp 0c1e57098 aborts on it, `GGML_ASSERT(f_attn_temp_scale != 0.0f)`; its
+#: chunks of 8192 change nothing over 28 tokens, so its pattern shows through the local base.)
+READ_KEYS = [
+    ("gemma3", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("gemma3", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("gemma3", {"{arch}.rope.freq_base_swa": 50.0}),
+    ("gemma3", {"{arch}.attention.sliding_window": 0}),
+    ("gpt-oss", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("gpt-oss", {"{arch}.rope.freq_base_swa": 50.0}),
+    ("llama4", {"{arch}.rope.freq_base_swa": 50.0}),
+    ("llama4", {"{arch}.attention.sliding_window_pattern": 2, "{arch}.rope.freq_base_swa": 50.0}),
+    ("deepseek2", {"{arch}.expert_weights_norm": True}),
+    ("deepseek2", {"{arch}.expert_gating_func": 2}),
+    ("deepseek2", {"{arch}.expert_weights_scale": 3.0}),
+    ("deepseek2, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.3}),
+]
+
+
+@pytest.mark.parametrize("name, kv", READ_KEYS,
+                         ids=[f"{n}: " + ", ".join(f"{k[7:]} {v}" for k, v in kv.items()) for n, kv in READ_KEYS])
+def test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it(tmp_path, name, kv):
+    c = CASES[name]()
+    tokens = tokens_for(c)
+    plain = oracle.write(tmp_path / "plain.gguf", c)
+    w = oracle.write(tmp_path / "model.gguf", c, kv=kv)
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    assert worst(llamacpp.logits(plain.path, tokens, PREFILL), want)[0] > 100 * F32_TOLERANCE, "the key changes nothing"
+    rel, at = worst(oracle.ours(w.path, tokens, PREFILL, bundle=False).reference, want)
+    assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "qwen3next", "gpt-oss"])
@@ -203,10 +300,10 @@ def test_gemma3_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, monkeypa
     assert emulated <= F32_TOLERANCE < plain, (plain, emulated, at)
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe"])
+@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
-    w = oracle.write(tmp_path / "model.gguf", c)
+    w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))
     tokens = tokens_for(c)
     code, _, err = run("author", w.path, "-o", tmp_path / "model.lgm")
     assert code == 0, err

@@ -8,7 +8,11 @@ from streamed.analysis.whole import analyze
 from streamed.analysis.kinds import stored_q8
 from streamed.spatial.ir import Op, SpatialProgram
 from streamed.spatial.deployment import Cut
-from streamed.spatial.lower import LoweringError, certify, fold_q8, lift, lower_program, place
+from streamed.spatial.lower import LoweringError, lower_program
+from streamed.spatial.passes.certify import certify
+from streamed.spatial.passes.fold_q8 import fold_q8
+from streamed.spatial.passes.lift import lift
+from streamed.spatial.passes.place import place
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.target import TargetError, load_target, parse_target
 from streamed.spatial.deployment import Deployment
@@ -134,12 +138,12 @@ def test_certify_refuses_a_tensor_written_twice_and_a_shape_that_disagrees(doc):
 
 def planted_allreduce(p: SpatialProgram, phase_of) -> SpatialProgram:
     """The test double: ``p`` with its first all-reduce moved to the head of the op list and given the phase
-    ``phase_of(phase of its partial sums)``."""
+    ``phase_of(phase of its partial sums)`` — placed again, as the pipeline places what it certifies."""
     i, op = next((i, o) for i, o in enumerate(p.ops) if o.kind == "allreduce")
     partials = {o.phase for o in p.ops if set(o.outputs) & set(op.inputs)}
     assert len(partials) == 1 and op.phase > min(partials)
     moved = replace(op, phase=phase_of(min(partials)))
-    return replace(p, ops=(moved,) + p.ops[:i] + p.ops[i + 1:])
+    return place(replace(p, ops=(moved,) + p.ops[:i] + p.ops[i + 1:]), load_target())
 
 
 def test_certify_refuses_an_all_reduce_scheduled_ahead_of_its_partial_sums(doc):
@@ -226,3 +230,50 @@ def test_certify_refuses_a_program_with_more_buffers_than_pmus(doc):
     with pytest.raises(LoweringError, match=r"needs \d+ PMUs for its on-chip buffers .*; the MINE has 20"):
         lower_program(layer, doc.programs.constants, Cut(1, 64), few, "layer 0")
     assert lower_program(layer, doc.programs.constants, Cut(1, 64), load_target("sn40l"), "layer 0").certificate
+
+
+@pytest.mark.parametrize("cut", [Cut(1, 64), Cut(1, 64, tp=2)])
+def test_place_lays_each_chips_ops_end_to_end_on_its_pcus_and_its_buffers_on_its_pmus(doc, cut):
+    layer = doc.programs.layer(0)
+    target = load_target()
+    p = lower_program(layer, doc.programs.constants, cut, target, "layer 0")
+    pmu = target.sram_bytes // target.pmus
+    for c in (range(cut.tp) if cut.tp > 1 else (None,)):
+        ops, bufs = p.placement.on(c)
+        # the chip's ops in the order they run, each as many PCUs as it was given, from PCU 0 with no gap
+        runs = [i for i, op in sorted(enumerate(p.ops), key=lambda io: io[1].phase) if op.chip in (None, c)]
+        assert [i for i, _, _ in ops] == runs
+        assert [b - a for _, a, b in ops] == [p.ops[i].pcus for i in runs]
+        assert all(b0 == a1 for (_, _, b0), (_, a1, _) in zip(ops, ops[1:])) and ops[0][1] == 0
+        # every on-chip tensor of the chip once: a state its ops read one PMU, any other the PMUs its bytes fill
+        want = {t.name: 1 if t.role == "state" else -(-t.bytes // pmu) for t in p.tensors
+                if t.chip in (None, c) and t.role != "weight" and (t.tier == "sram" or t.role == "state")}
+        assert {n: b - a for n, a, b in bufs} == want
+        assert sum(b - a for _, a, b in bufs) == (p.certificate["pmus"] if c in (None, 0) else sum(want.values()))
+
+
+def test_certify_refuses_a_placement_that_gives_a_unit_twice_or_an_op_other_pcus(doc):
+    layer = doc.programs.layer(0)
+    p = lower_program(layer, doc.programs.constants, Cut(1, 64), load_target(), "layer 0")
+    pcus = list(p.placement.pcus)
+    c, i, a, b = pcus[1]
+    overlapping = replace(p.placement, pcus=tuple(pcus[:1] + [(c, i, a - 1, b - 1)] + pcus[2:]))
+    with pytest.raises(LoweringError, match="gives one PCU to two of its ops or buffers"):
+        certify(replace(p, placement=overlapping), load_target())
+    short = replace(p.placement, pcus=tuple(pcus[:1] + [(c, i, a, b - 1)] + pcus[2:]))
+    with pytest.raises(LoweringError, match=rf"gives `{p.ops[i].kind}` {b - a - 1} PCUs, not the {b - a}"):
+        certify(replace(p, placement=short), load_target())
+    with pytest.raises(LoweringError, match="it is not placed"):
+        certify(replace(p, placement=None), load_target())
+    bufs = list(p.placement.pmus)
+    missing = replace(p.placement, pmus=tuple(bufs[1:]))
+    with pytest.raises(LoweringError, match="does not give each on-chip buffer the PMUs its bytes fill"):
+        certify(replace(p, placement=missing), load_target())
+
+
+def test_a_program_file_whose_placement_names_an_op_it_does_not_have_is_not_read(doc):
+    p = lower_streamed(doc, Deployment("decode", ctx=64)).kinds[0].program
+    data = p.to_json()
+    data["placement"]["pcus"][0][1] = len(p.ops)
+    with pytest.raises(ValueError, match=f"op {len(p.ops)} at PCUs"):
+        SpatialProgram.from_json(data)

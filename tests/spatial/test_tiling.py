@@ -12,7 +12,9 @@ from streamed.analysis.whole import analyze
 from streamed.spatial.bundle import manifest, schema
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.ir import Access, SpatialProgram
-from streamed.spatial.lower import LoweringError, certify, own_bytes, weight_bytes
+from streamed.spatial.lower import LoweringError
+from streamed.spatial.passes.certify import certify
+from streamed.spatial.passes.footprint import own_bytes, weight_bytes
 from streamed.spatial.streamed_model import StreamedReject, lower_streamed
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.target import load_target, parse_target

@@ -103,7 +103,7 @@ def llama_like(path: Path, layers: int = 4, d: int = 64, heads: int = 4, kv_head
 
 # ---- a GGUF for any authored document ------------------------------------------------------------------------------
 
-GGUF_ARCH = {"llama": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
              "qwen3_5": "qwen35", "qwen3_next": "qwen3next", "deepseek_v2": "deepseek2", "llama4": "llama4",
              "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe"}
 
@@ -166,7 +166,7 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
     A tensor several weights carve by columns is as wide as its columns say."""
     from streamed.lang.parser import parse
     from streamed.model.checkpoint import bind
-    from streamed.model.program import programs_of
+    from streamed.model.links import programs_of
 
     p = programs_of(parse(text))
     entries = p.document.checkpoint

@@ -1,12 +1,15 @@
 """Small GGUF checkpoints llama.cpp loads, and what each implementation computes on them.
 
 ``write(path, cfg, …)`` turns a Hugging Face ``config.json`` (a dict, shrunk to a few layers) into the GGUF llama.cpp's
-converter would write for it: llama.cpp's architecture name and tensor names (``ggufs.as_gguf``), the metadata its
-loader reads (the keys ``ggufs.metadata`` gives plus the ones llama.cpp insists on: the training context, the
-feed-forward widths, the leading dense layers, a vocabulary of type ``none`` with its size), the rope scaling as the
-converter states it (``rope.scaling.*`` keys; Llama 3's as a ``rope_freqs`` tensor), and seeded random weights scaled
-so that every layer matters to the logits (gains near 1, products ``N/√in``, decays in (0, 1)) — F32, or Q8_0 for the
-projections. What ``streamed`` reads back from the file is the thing under test; nothing here uses its reader.
+converter would write for it: the metadata ``convert.metadata`` gives — transcribed from the converter, read from
+transformers' resolved config, so nothing ``streamed.model.hf`` reads reaches llama.cpp — with a vocabulary of type
+``none`` and its size standing in for the tokenizer; the tensors of the document ``streamed`` authors from the config
+(llama.cpp's names, ``ggufs.as_gguf``), whose shapes llama.cpp's loader holds to that metadata, plus the ones the
+converter adds (Llama 3's ``rope_freqs``); seeded random weights scaled so that every layer matters to the logits
+(gains near 1, products ``N/√in``, decays in (0, 1)) — F32, or Q8_0 for the projections. ``kv`` adds or (``None``)
+removes metadata keys; ``squeeze`` names tensors written with their trailing ``ne`` of 1 dropped (``[d, 1]`` as
+``[d]``, which llama.cpp's loader also takes). What ``streamed`` reads back from the file is the thing under test;
+nothing here uses its reader.
 
 ``ours(path, tokens, prefill)`` is what ``streamed author X.gguf`` then computes: the reference interpreter's logits at
 every position, and the bundle executor's (a prefill bundle of ``prefill`` rows — its head reads the last row — then
@@ -14,7 +17,6 @@ a decode bundle, one token per step, over the same state)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,32 +24,13 @@ import numpy as np
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
+import convert
 import ggufs
 from streamed.model.author import author
 from streamed.model.hf import spec_from_config
-from streamed.model.spec import Dense, Experts, GatedDeltaNet, LatentAttention
 
 
 # ---- the checkpoint ------------------------------------------------------------------------------------------------
-
-
-def converter_llama3_factors(rope: dict, base: float, dims: int) -> list[float]:
-    """``rope_freqs`` as llama.cpp's converter computes it from a ``llama3`` rope scaling (``conversion/llama.py``,
-    ``generate_extra_tensors``), transcribed: frequencies in float32, then one divisor per frequency."""
-    freqs = 1.0 / (np.float32(base) ** (np.arange(0, dims, 2, dtype=np.float32) / np.float32(dims)))
-    factor, low, high = rope.get("factor", 8.0), rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
-    old = rope.get("original_max_position_embeddings", 8192)
-    out = []
-    for freq in freqs:
-        wavelen = 2 * math.pi / float(freq)
-        if wavelen < old / high:
-            out.append(1.0)
-        elif wavelen > old / low:
-            out.append(factor)
-        else:
-            smooth = (old / wavelen - low) / (high - low)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return out
 
 
 def _values(name: str, ne: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -71,80 +54,39 @@ def _values(name: str, ne: tuple[int, ...], rng: np.random.Generator) -> np.ndar
 class Written:
     path: Path
     arch: str
-    text: str  # the document the checkpoint was laid out from (llama.cpp's names), not the one under test
+    text: str  # the document the tensors were laid out from (llama.cpp's names), not the one under test
 
 
-def write(path: Path, cfg: dict, *, q8: bool = False, seed: int = 0, name: str = "oracle") -> Written:
-    spec = spec_from_config(cfg)
-    g = ggufs.as_gguf(spec, name)
-    arch = g.architecture
+def write(path: Path, cfg: dict, *, q8: bool = False, seed: int = 0, name: str = "oracle", kv: dict | None = None,
+          squeeze: tuple[str, ...] = ()) -> Written:
+    arch, meta = convert.metadata(cfg)
+    g = ggufs.as_gguf(spec_from_config(cfg), name)  # the tensors' layout: the authored document's names and shapes
+    assert g.architecture == arch, (g.architecture, arch)
     text = author(g)
-    kv = ggufs.metadata(g)
-    kv["tokenizer.ggml.model"] = "none"
-    kv["{arch}.context_length"] = 4096
-    layers = g.layers
-    dense = [l.ffn.width for l in layers if isinstance(l.ffn, Dense)]
-    experts = [l.ffn for l in layers if isinstance(l.ffn, Experts)]
-    kv["{arch}.feed_forward_length"] = dense[0] if dense else experts[0].width
-    if experts:
-        e = experts[0]
-        kv["{arch}.expert_feed_forward_length"] = e.width
-        if e.shared_width:
-            kv["{arch}.expert_shared_feed_forward_length"] = e.shared_width
-            kv["{arch}.expert_shared_count"] = e.shared_width // e.width
-        kv["{arch}.expert_weights_scale"] = float(e.routed_scale or 1.0)
-    rotations = [l.mixer.rotation for l in layers if getattr(l.mixer, "rotation", None) is not None]
-    latent = [l.mixer for l in layers if isinstance(l.mixer, LatentAttention)]
-    if latent:
-        # The converter's MQA view of latent attention: one KV head of the latent and the rotated key.
-        m = latent[0]
-        kv.update({"{arch}.attention.key_length": m.kv_rank + m.rope_dim, "{arch}.attention.value_length": m.kv_rank,
-                   "{arch}.attention.head_count_kv": 1})
-        if not m.q_rank:
-            kv["{arch}.attention.q_lora_rank"] = 0  # llama.cpp reads the key (0: queries without a bottleneck)
-    if arch in ("qwen35", "qwen35moe"):
-        # Multimodal rotation sections (llama.cpp requires them); for text the sections' positions agree.
-        half = rotations[0].dims // 2
-        kv["{arch}.rope.dimension_sections"] = [half - 2 * (half // 3), half // 3, half // 3, 0]
+    meta["general.name"] = name
+    meta["tokenizer.ggml.model"] = "none"
+    meta.setdefault("{arch}.vocab_size", g.vocab)  # in place of the token list the converter writes
     if arch == "deepseek2":
-        kv["{arch}.leading_dense_block_count"] = next(i for i, l in enumerate(layers) if isinstance(l.ffn, Experts)) if experts else len(layers)
-    if arch == "llama4":
-        kv["{arch}.interleave_moe_layer_step"] = 1 + next(i for i, l in enumerate(layers) if isinstance(l.ffn, Experts))
-    if any(isinstance(l.mixer, GatedDeltaNet) for l in layers):
-        kv["{arch}.full_attention_interval"] = 1 + next(i for i, l in enumerate(layers) if not isinstance(l.mixer, GatedDeltaNet))
-    windowed = [l.mixer for l in layers if getattr(l.mixer, "window", None)]
-    if arch == "gemma3":
-        globals_ = [l.mixer.rotation for l in layers if not l.mixer.window]
-        kv["{arch}.rope.freq_base"] = float(globals_[0].base)
-        kv["{arch}.rope.freq_base_swa"] = float(windowed[0].rotation.base)
-    if windowed:
-        kv["{arch}.attention.sliding_window"] = windowed[0].window
-    text_cfg = cfg.get("text_config", cfg)
-    rope = text_cfg.get("rope_scaling") or {}
-    kind = rope.get("rope_type") or rope.get("type")
+        # llama.cpp requires the query rank but for its lite models (26 or 27 layers); the converter leaves it out for
+        # queries without a bottleneck (`q_lora_rank: null`), so such a small model needs it said: 0, none.
+        meta.setdefault("{arch}.attention.q_lora_rank", 0)
+    for key, value in (kv or {}).items():
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
     tensors = ggufs.tensors_of(text)
-    extra: dict[str, np.ndarray] = {}
-    if kind == "linear":
-        kv["{arch}.rope.scaling.type"] = "linear"
-        kv["{arch}.rope.scaling.factor"] = float(rope["factor"])
-    elif kind == "yarn":
-        kv["{arch}.rope.scaling.type"] = "yarn"
-        kv["{arch}.rope.scaling.factor"] = float(rope["factor"])
-        kv["{arch}.rope.scaling.original_context_length"] = int(rope["original_max_position_embeddings"])
-        if arch == "deepseek2" and rope.get("mscale_all_dim"):
-            kv["{arch}.rope.scaling.yarn_log_multiplier"] = 0.1 * float(rope["mscale_all_dim"])
-    elif kind == "llama3":
-        rot = rotations[0]
-        extra["rope_freqs.weight"] = np.asarray(converter_llama3_factors(rope, rot.base, rot.dims), dtype=np.float32)
-    w = ggufs.writer(path, arch, kv)
+    w = ggufs.writer(path, arch, meta)
     rng = np.random.default_rng(seed)
     for tname, (ne, qtype) in tensors.items():
         data = _values(tname, ne, rng)
         if q8 and qtype == "Q8_0":
             w.add_tensor(tname, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+        elif any(tname.endswith(t) for t in squeeze):
+            w.add_tensor(tname, data.reshape(tuple(n for n in reversed(ne[1:]) if n != 1) + (ne[0],)))
         else:
             w.add_tensor(tname, data)
-    for tname, data in extra.items():
+    for tname, data in convert.extra_tensors(cfg).items():
         w.add_tensor(tname, data)
     ggufs.finish(w)
     return Written(path, arch, text)

@@ -492,11 +492,121 @@ async function menuEntry(label) {
     return false;
   }, 10000);
 }
-async function manifestFrame(timeout = 120000) {
-  return waitFor('the manifest webview', async () => {
-    for (const f of page.frames()) if ((await f.locator('#layers').count().catch(() => 0)) > 0) return f;
-    return undefined;
-  }, timeout);
+
+// ------------------------------------------------------------------------------------------------ the pictures
+// The manifest view's chip, memory and roofline (drawn by the server from the bundle, rendered in the webview): each
+// is there, with its labels as text a person reads; a chip region says and reveals its statement; a run of layers
+// folds out. Then a new user's path: open examples/qwen3.8.lgm, lower it, see the three pictures.
+async function shownManifest(title) {
+  for (const f of page.frames()) {
+    if ((await f.locator('#layers').count().catch(() => 0)) === 0) continue;
+    if (!title || (await f.locator('h1').first().textContent({ timeout: 1000 }).catch(() => '')).includes(title)) return f;
+  }
+  return undefined;
+}
+const manifestFrame = (title, timeout = 60000) =>
+  waitFor(`the manifest webview${title ? ` of ${title}` : ''}`, () => shownManifest(title), timeout);
+const svgTexts = (frame, selector) => frame.locator(`${selector} svg text`).allTextContents();
+async function picturesDrawn(frame, kindNames) {
+  await frame.locator('#chip svg.floorplan').first().waitFor({ state: 'attached', timeout: 60000 });
+  const tabs = (await frame.locator('.chip-tab').allInnerTexts()).map((t) => t.trim());
+  for (const k of kindNames) if (!tabs.includes(k)) throw new Error(`no chip tab for the kind ${k}: ${tabs.join(', ')}`);
+  const shown = frame.locator('.chip-pane:not([hidden]) svg.floorplan');
+  if ((await shown.count()) !== 1) throw new Error(`${await shown.count()} floorplans shown`);
+  const chipText = (await shown.locator('text').allTextContents()).join(' | ');
+  for (const want of [/PCUs: [\d,]+ of [\d,]+ used/, /PMUs: [\d,]+ of [\d,]+ used/, /phases/, /Let \w+ be /]) {
+    if (!want.test(chipText)) throw new Error(`the chip says no ${want}: ${chipText.slice(0, 300)}`);
+  }
+  const box = await shown.boundingBox();
+  if (!box || box.width < 400 || box.height < 300) throw new Error(`the floorplan is ${JSON.stringify(box)}`);
+  await frame.locator('#memory[data-drawn="true"] svg').waitFor({ timeout: 60000 });
+  const memory = (await svgTexts(frame, '#memory')).join(' | ');
+  for (const tier of ['SRAM', 'HBM', 'DDR']) if (!new RegExp(`${tier} · `).test(memory)) throw new Error(`the memory has no ${tier} bar: ${memory.slice(0, 300)}`);
+  for (const k of kindNames) if (!memory.includes(`: ${k}`)) throw new Error(`the memory names no part of ${k}: ${memory.slice(0, 400)}`);
+  await frame.locator('#roofline[data-drawn="true"] svg').waitFor({ timeout: 60000 });
+  const roofline = (await svgTexts(frame, '#roofline')).join(' | ');
+  for (const want of [/tokens\/s · (memory|compute)-bound/, /BF16 peak/, /HBM/, /tokens\/s by batch/]) {
+    if (!want.test(roofline)) throw new Error(`the roofline says no ${want}: ${roofline.slice(0, 300)}`);
+  }
+  const spills = await frame.locator('#spills li').allInnerTexts();
+  if (!spills.length) throw new Error('the memory says nothing about what spills');
+  // Readable: every picture's labels are laid out (a text node with no size would be one nobody can read).
+  for (const id of ['#memory', '#roofline']) {
+    const b = await frame.locator(`${id} svg text`).filter({ hasText: /\S/ }).first().boundingBox();
+    if (!b || b.width <= 0 || b.height <= 0) throw new Error(`${id}'s labels have no size: ${JSON.stringify(b)}`);
+  }
+  return { tabs, chipText, memory, roofline, spills };
+}
+
+async function checkPictures() {
+  await check('the manifest view draws the chip, the memory and the roofline from the bundle', async () => {
+    await knownState();
+    await runCommand('Streamed: Open Manifest');
+    const frame = await manifestFrame();
+    const bundle = JSON.parse(fs.readFileSync(path.join(workspace, docName.replace(/\.lgm$/, '.bundle'), 'manifest.json'), 'utf8'));
+    const kinds = bundle.kinds.map((k) => k.name);
+    const drawn = await picturesDrawn(frame, kinds);
+    log(`  chip tabs: ${drawn.tabs.join(' | ')}; spills: ${drawn.spills[0].slice(0, 80)}`);
+    // The layer rows fold into runs: a run's summary opens into its layers.
+    const runRow = frame.locator('tr.run-row').first();
+    if ((await runRow.count()) === 1) {
+      const before = await frame.locator('tr.layer-row:visible').count();
+      await runRow.click();
+      await waitFor('the run to fold out', async () => (await frame.locator('tr.layer-row:visible').count()) > before, 10000);
+      await runRow.click();
+    }
+    // A chip region says its statement on hover and reveals it in the document on a click.
+    const regions = frame.locator('.chip-pane:not([hidden]) g.region[data-line]');
+    const sizes = await regions.evaluateAll((gs) => gs.map((g) => g.getBoundingClientRect().width * g.getBoundingClientRect().height));
+    const region = regions.nth(sizes.indexOf(Math.max(...sizes))); // the largest: where a person's pointer lands
+    const line = Number(await region.getAttribute('data-line'));
+    await region.locator('rect').first().hover();
+    const tip = frame.locator('#chip-hover.visible');
+    await tip.waitFor({ timeout: 10000 });
+    const said = await tip.innerText();
+    if (!said.includes(`line ${line}: `) || !/Let |Set |Return /.test(said)) throw new Error(`the region's hover says ${said}`);
+    await shot('manifest-chip-hover');
+    await region.locator('rect').first().click();
+    await waitFor(`the cursor on line ${line}`, async () => (await cursorPosition())?.line === line, 20000);
+    log(`  region → line ${line}: ${said.split('\n').pop().slice(0, 80)}`);
+  });
+
+  await check('a new user opening examples/qwen3.8.lgm and lowering it sees the chip, the memory and the roofline', async () => {
+    const name = 'qwen3.8.lgm';
+    fs.copyFileSync(path.join(repo, 'examples', name), path.join(workspace, name));
+    await knownState({ doc: name, status: /2 kinds · 64 layers/ });
+    await runCommand('Streamed: Lower SN50 Bundle');
+    // One step: the deployment of the settings, no question asked, until the manifest of qwen3.8 is shown.
+    const frame = await waitFor('the manifest of qwen3.8', async () => {
+      if (await quickInput().isVisible()) throw Object.assign(new Error(`a question was asked: ${await quickInput().innerText()}`), { fatal: true });
+      return shownManifest('qwen3.8');
+    }, 180000);
+    const bundle = JSON.parse(fs.readFileSync(path.join(workspace, 'qwen3.8.bundle', 'manifest.json'), 'utf8'));
+    const drawn = await picturesDrawn(frame, ['gated deltanet', 'attention']);
+    if (!drawn.tabs.join(' ').includes('gated deltanet')) throw new Error(drawn.tabs.join(', '));
+    const tokens = `${Number(bundle.estimate.tokens_per_second).toPrecision(3).replace(/\.?0+$/, '')} tokens/s`;
+    if (!drawn.roofline.includes(tokens)) throw new Error(`the roofline does not say ${tokens}: ${drawn.roofline.slice(0, 200)}`);
+    const run = await frame.locator('tr.run-row td').nth(1).innerText();
+    if (!/\(gated deltanet ×3 · attention\) ×16/.test(run)) throw new Error(`the layers read ${run}`);
+    // The picture for the README: the manifest view alone, tall enough for the three pictures, from the chip down.
+    await runCommand('Notifications: Clear All Notifications');
+    await runCommand('View: Toggle Maximize Editor Group');
+    await page.setViewportSize({ width: 1600, height: 2000 });
+    await waitFor('the view laid out at its new height', async () => (await frame.evaluate(() => window.innerHeight)) > 1500, 20000);
+    const chipAtTop = () => frame.evaluate(() => {
+      const h = [...document.querySelectorAll('h2')].find((x) => x.textContent === 'Chip');
+      if (!h) return false;
+      window.scrollTo(0, h.offsetTop - 8);
+      return Math.abs(h.getBoundingClientRect().top - 8) < 2;
+    });
+    await waitFor('the view scrolled to the chip', chipAtTop, 20000);
+    await shot('manifest-pictures');
+    fs.copyFileSync(path.join(artifacts, `${String(step).padStart(2, '0')}-manifest-pictures.png`), path.join(artifacts, 'manifest-pictures.png'));
+    await page.setViewportSize({ width: 1600, height: 1000 });
+    await waitFor('the view laid out at its height again', async () => (await frame.evaluate(() => window.innerHeight)) < 1500, 20000);
+    await runCommand('View: Toggle Maximize Editor Group');
+    log(`  qwen3.8: ${tokens}; ${run}`);
+  });
 }
 
 // A picture for the walkthrough (media/walkthrough/NAME.png), from this run: written to artifacts/walkthrough/, to be
@@ -809,7 +919,7 @@ try {
   await check('Streamed: Open Manifest shows the bundle of the document again', async () => {
     await knownState();
     await runCommand('Streamed: Open Manifest');
-    const frame = await manifestFrame(30000);
+    const frame = await manifestFrame(undefined, 30000);
     const rows = await waitFor('layer rows', async () => (await frame.locator('tr.layer-row').count()) || undefined);
     if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
   });
@@ -817,12 +927,14 @@ try {
   await check('the manifest view comes back after a reload', async () => {
     await knownState();
     await runCommand('Streamed: Open Manifest');
-    await manifestFrame(30000);
+    await manifestFrame(undefined, 30000);
     await reloadWindow();
-    const frame = await manifestFrame(60000);
+    const frame = await manifestFrame(undefined, 60000);
     const rows = await waitFor('layer rows', async () => (await frame.locator('tr.layer-row').count()) || undefined);
     if (rows !== layerHeadings.length) throw new Error(`${rows} layer rows for ${layerHeadings.length} layers`);
   });
+
+  await checkPictures();
 
   await check('Lower SN50 Bundle With… asks for the deployment, the checkpoint and the folder', async () => {
     await knownState();
@@ -848,7 +960,7 @@ try {
     }, 20000);
     await shot('lower-bundle-folder');
     await page.keyboard.press('Enter');
-    await manifestFrame();
+    await manifestFrame(undefined, 120000);
     const written = JSON.parse(fs.readFileSync(path.join(prefillDir, 'manifest.json'), 'utf8'));
     if (written.mode !== 'prefill' || written.chunk !== 512) throw new Error(`lowered for ${written.mode}, chunk ${written.chunk}`);
   });

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Builds the extension: copies the grammar (its single source is ../grammars/) into syntaxes/ and the language
-// reference (../docs/language.md) into docs/, bundles
-// src/extension.ts with esbuild into dist/extension.js. --tests also bundles test/*.test.ts into out/test/.
+// reference (../docs/language.md) into docs/, bundles src/extension.ts with esbuild into dist/extension.js and the
+// manifest view's page script src/webview/manifestPage.ts into dist/webview.js. --tests also bundles test/*.test.ts
+// into out/test/.
 // --wheel builds the project's wheel (streamed-lgm, with the language server) from this checkout into server/: the
 // .vsix carries it, and Streamed: Set Up Server installs it into the extension's own environment. The Python that
 // builds it: $STREAMED_PYTHON, else the repository's .venv, else python3.
@@ -23,7 +24,9 @@ fs.copyFileSync(path.join(ext, '..', 'grammars', 'streamed.tmLanguage.json'), pa
 fs.mkdirSync(path.join(ext, 'docs'), { recursive: true });
 fs.copyFileSync(path.join(ext, '..', 'docs', 'language.md'), path.join(ext, 'docs', 'language.md'));
 
-await esbuild.build({
+const bundled = [];
+bundled.push(await esbuild.build({
+  metafile: true,
   entryPoints: [path.join(ext, 'src', 'extension.ts')],
   bundle: true,
   outfile: path.join(ext, 'dist', 'extension.js'),
@@ -34,7 +37,42 @@ await esbuild.build({
   sourcemap: !production,
   minify: production,
   logLevel: 'warning',
+}));
+
+// The manifest view's page script, with vega-embed (Vega, Vega-Lite and the CSP-safe expression interpreter): it runs in
+// the webview, not in the extension host.
+bundled.push(await esbuild.build({
+  metafile: true,
+  entryPoints: [path.join(ext, 'src', 'webview', 'manifestPage.ts')],
+  bundle: true,
+  outfile: path.join(ext, 'dist', 'webview.js'),
+  format: 'iife',
+  platform: 'browser',
+  target: 'chrome114',
+  sourcemap: !production,
+  minify: production,
+  legalComments: 'none',
+  logLevel: 'warning',
+}));
+
+// The licences of every package the two bundles carry, beside them (the .vsix ships it): BSD and MIT code in a
+// bundle keeps its notice.
+const packages = new Set();
+for (const r of bundled) {
+  for (const input of Object.keys(r.metafile.inputs)) {
+    const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input.replace(/\\/g, '/'));
+    if (m) packages.add(m[1]);
+  }
+}
+const notices = [...packages].sort().map((name) => {
+  const dir = path.join(ext, 'node_modules', name);
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+  const file = fs.readdirSync(dir).find((f) => /^(licen[cs]e|copying)(\.|$)/i.test(f));
+  const text = file ? fs.readFileSync(path.join(dir, file), 'utf8').trim() : `License: ${pkg.license ?? 'unknown'}`;
+  return `${name} ${pkg.version}\n${'-'.repeat(name.length + 1 + String(pkg.version).length)}\n${text}\n`;
 });
+fs.writeFileSync(path.join(ext, 'dist', 'THIRD-PARTY-NOTICES.txt'),
+  `The Streamed extension bundles these packages (dist/extension.js, dist/webview.js); their notices follow.\n\n${notices.join('\n')}`);
 
 if (tests) {
   const dir = path.join(ext, 'test');

@@ -1,5 +1,10 @@
 // A bundle's manifest.json → the manifest view's HTML. Pure: robust to missing optional fields, escapes
-// everything, loads nothing remote (the Content Security Policy allows only the nonce'd inline style/script).
+// everything, loads nothing remote (the Content Security Policy allows only the nonce'd style and the view's own
+// script, bundled with the extension). The pictures (chip, memory, roofline) come from the server into the sections
+// `pictures.ts` makes; runs of identical layer rows fold into one (`layerRuns.ts`).
+import { escapeHtml } from './html';
+import { runLabel, runsOf } from './layerRuns';
+import { pictureSections } from './pictures';
 
 export interface ManifestKind {
   name?: string;
@@ -79,7 +84,33 @@ export interface Manifest {
   };
   title?: string;
   source?: string;
+  /** streamed-bundle/2: the programs bound to no layer, each weight with its checkpoint tensor. */
+  shared?: { embed?: SharedProgram | null; head?: SharedProgram | null };
+  tiles?: { embed?: ManifestTiles | null; head?: ManifestTiles | null };
   [k: string]: unknown;
+}
+
+export interface SharedWeight {
+  name?: string;
+  shape?: number[];
+  reads?: Array<{ tensor?: string; encoding?: string; bytes?: number; chip?: number | null }>;
+  checkpoint?: string;
+  storage?: string;
+}
+
+export interface SharedProgram {
+  weights?: SharedWeight[];
+  states?: Array<{ name?: string; bytes?: number }>;
+  tables?: Array<{ name?: string; shape?: number[]; bytes?: number; fill?: unknown[] | null }>;
+}
+
+export interface ManifestTiles {
+  tiles?: number;
+  row_tiles?: number;
+  rows?: number;
+  cols?: number | null;
+  of_cols?: number | null;
+  weights_on_chip?: boolean;
 }
 
 export interface ResidencyKind {
@@ -91,14 +122,7 @@ export interface ResidencyKind {
   weight_bytes_per_layer?: number;
 }
 
-export function escapeHtml(v: unknown): string {
-  return String(v ?? '')
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
+export { escapeHtml };
 
 export function formatBytes(n: unknown): string {
   if (typeof n !== 'number' || !Number.isFinite(n)) return '—';
@@ -200,12 +224,116 @@ export function layerResidency(m: Manifest, l: ManifestLayer): Array<{ label: st
   return out;
 }
 
+interface LayerRow {
+  layer: ManifestLayer;
+  kind: string;
+  residency: Array<{ label: string; tier: string; bytes?: number }>;
+}
+
+function residencyCell(res: LayerRow['residency'], withBytes = true): string {
+  return res.length
+    ? res.map((r) => `<span class="tier tier-${escapeHtml(r.tier)}" title="${escapeHtml(formatBytes(r.bytes))}">${escapeHtml(r.label)}: ${escapeHtml(r.tier)}${withBytes && typeof r.bytes === 'number' ? ` · ${escapeHtml(formatBytes(r.bytes))}` : ''}</span>`).join(' ')
+    : '<span class="muted">—</span>';
+}
+
+function layerRowHtml(m: Manifest, row: LayerRow, hidden: boolean): string {
+  const l = row.layer;
+  const k = kindOfLayer(m, l);
+  const isRep = k && k.representative === l.layer;
+  const weights = layerWeights(l);
+  const layerCell =
+    typeof l.layer === 'number'
+      ? `<a href="#" class="layer-link" data-layer="${l.layer}" title="Reveal ## Layer ${l.layer} in the document">Layer ${l.layer}</a>`
+      : '—';
+  return `<tr class="layer-row" data-layer="${escapeHtml(l.layer)}"${hidden ? ' hidden' : ''}><td class="layer">${layerCell}</td><td>${escapeHtml(row.kind)}${isRep ? ' <span class="badge">representative</span>' : ''}</td><td>${residencyCell(row.residency)}</td><td class="num"${weights.length ? ` title="${weights.map(escapeHtml).join('&#10;')}"` : ''}>${weights.length || '—'}</td></tr>`;
+}
+
+/**
+ * The layer table's bodies: a layer whose row repeats no neighbour's is a row; a run of rows that repeat (the same
+ * kind and residency, or a block of them: `Layers 0–63 · (gated deltanet ×3 · attention) ×16`) is one summary row
+ * that folds out into its layers' rows (each still a `tr.layer-row`, hidden until the run is opened).
+ */
+export function layerTable(m: Manifest, layers: readonly ManifestLayer[]): string {
+  const rows: LayerRow[] = layers.map((l) => {
+    const k = kindOfLayer(m, l);
+    return { layer: l, kind: k?.name ?? (l.kind !== undefined ? `kind ${l.kind}` : '—'), residency: layerResidency(m, l) };
+  });
+  const sig = (r: LayerRow) => JSON.stringify([r.kind, r.residency.map((x) => [x.label, x.tier, x.bytes ?? null])]);
+  const out: string[] = [];
+  for (const run of runsOf(rows.map(sig))) {
+    const mine = rows.slice(run.start, run.start + run.period * run.repeats);
+    if (mine.length === 1) {
+      out.push(`<tbody>\n${layerRowHtml(m, mine[0], false)}\n</tbody>`);
+      continue;
+    }
+    const first = mine[0].layer.layer;
+    const last = mine[mine.length - 1].layer.layer;
+    const label = runLabel(Number(first), Number(last), mine.slice(0, run.period).map((r) => r.kind), run.repeats);
+    const seen = new Map<string, LayerRow['residency'][number]>();
+    for (const r of mine.slice(0, run.period)) for (const x of r.residency) seen.set(`${x.label}:${x.tier}`, x);
+    const link = typeof first === 'number'
+      ? `<a href="#" class="layer-link" data-layer="${first}" title="Reveal ## Layer ${first} in the document">Layers ${first}–${escapeHtml(last)}</a>`
+      : 'Layers';
+    const summary = `<tr class="run-row" data-first="${escapeHtml(first)}"><td class="layer"><button type="button" class="run-toggle" aria-expanded="false" title="Show the ${mine.length} layers">▸</button> ${link}</td><td>${escapeHtml(label.replace(/^Layers [^·]*· /, ''))}</td><td>${residencyCell([...seen.values()], run.period === 1)}</td><td class="num muted">${mine.length} rows</td></tr>`;
+    out.push(`<tbody class="run" aria-label="${escapeHtml(label)}">\n${summary}\n${mine.map((r) => layerRowHtml(m, r, true)).join('\n')}\n</tbody>`);
+  }
+  return out.join('\n');
+}
+
+/** A program bound to no layer (the embed, the head): its file, its estimate, its tiles, each weight with the
+ *  checkpoint tensor it reads, and its tables. */
+export function programSection(m: Manifest, which: 'embed' | 'head'): string {
+  const title = which === 'embed' ? 'Embedding' : 'Head';
+  const shared = m.shared && typeof m.shared === 'object' ? m.shared[which] : undefined;
+  const file = m.programs?.[which];
+  if (!shared && !file) {
+    return which === 'embed' ? `<h2>${title}</h2>\n<p class="muted">none: a forward bundle starts from its input rows</p>` : '';
+  }
+  const est = (m.estimate?.programs as Record<string, any> | undefined)?.[which];
+  const tiles = m.tiles?.[which];
+  const facts: Array<[string, unknown]> = [
+    ['program', file],
+    ['time per step', typeof est?.seconds === 'number' ? formatSeconds(est.seconds) : undefined],
+    ['FLOPs per step', typeof est?.flops === 'number' ? formatNumber(est.flops) : undefined],
+    ['weights read per step', typeof est?.weight_bytes === 'number' ? formatBytes(est.weight_bytes) : undefined],
+    ['tiles', tiles && typeof tiles.tiles === 'number' ? `${tiles.tiles} of ${tiles.rows} rows${tiles.cols ? ` × ${tiles.cols} of ${tiles.of_cols} columns` : ''}${tiles.weights_on_chip ? ', weights kept on chip' : ''}` : undefined],
+  ];
+  const factHtml = facts
+    .filter(([, v]) => v !== undefined && v !== null)
+    .map(([k, v]) => `<div class="fact"><span class="k">${escapeHtml(k)}</span><span class="v">${escapeHtml(v)}</span></div>`)
+    .join('');
+  const weights = Array.isArray(shared?.weights) ? shared!.weights! : [];
+  const rows = weights
+    .map((w) => {
+      const reads = Array.isArray(w.reads) ? w.reads : [];
+      const bytes = reads.filter((r) => r.chip === null || r.chip === undefined || r.chip === 0).reduce((a, r) => a + (typeof r.bytes === 'number' ? r.bytes : 0), 0);
+      const shape = Array.isArray(w.shape) ? w.shape.join(' × ') : '—';
+      const enc = [...new Set(reads.map((r) => r.encoding).filter(Boolean))].join(', ');
+      return `<tr><td><code>${escapeHtml(w.name ?? '—')}</code></td><td><code>${escapeHtml(w.checkpoint ?? '—')}</code></td><td>${escapeHtml(w.storage ?? '—')}${enc ? ` <span class="muted">(read ${escapeHtml(enc)})</span>` : ''}</td><td class="num">${escapeHtml(shape)}</td><td class="num">${escapeHtml(formatBytes(bytes))}</td></tr>`;
+    })
+    .join('\n');
+  const tables = (Array.isArray(shared?.tables) ? shared!.tables! : [])
+    .map((t) => `<li><code>${escapeHtml(t.name ?? '—')}</code> ${escapeHtml(Array.isArray(t.shape) ? t.shape.join(' × ') : '')} · ${escapeHtml(formatBytes(t.bytes))}${Array.isArray(t.fill) ? ` · ${escapeHtml(t.fill.join(' '))}` : ''}</li>`)
+    .join('');
+  const id = which === 'embed' ? 'embedding' : 'head';
+  return `<h2>${title}</h2>
+<div class="facts">${factHtml || '<span class="muted">not recorded</span>'}</div>
+<table id="${id}"><thead><tr><th>weight</th><th>checkpoint tensor</th><th>storage</th><th class="num">shape</th><th class="num">bytes per chip</th></tr></thead>
+<tbody>
+${rows || '<tr><td colspan="5" class="muted">no weights</td></tr>'}
+</tbody></table>${tables ? `\n<p class="muted">tables:</p><ul class="tables">${tables}</ul>` : ''}`;
+}
+
 export interface RenderOptions {
   cspSource: string;
   nonce: string;
   manifestPath?: string;
   /** Kept by the webview (`setState`) so that VS Code can restore the view after a reload. */
   state?: unknown;
+  /** The view's script (`dist/webview.js` as a webview URI): links, folded runs, the pictures. */
+  scriptUri?: string;
+  /** What the picture sections say until the pictures arrive. */
+  waiting?: string;
 }
 
 /** A value as a JavaScript literal inside a `<script>`: JSON with `<` escaped, so no text can close the script. */
@@ -223,7 +351,7 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
     `default-src 'none'`,
     `img-src ${opts.cspSource} data:`,
     `style-src ${opts.cspSource} 'nonce-${n}'`,
-    `script-src 'nonce-${n}'`,
+    `script-src 'nonce-${n}' ${opts.cspSource}`,
     `font-src ${opts.cspSource}`,
   ].join('; ');
 
@@ -257,23 +385,7 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
     }
   }
 
-  const layerRows = layers
-    .map((l) => {
-      const k = kindOfLayer(m, l);
-      const kindName = k?.name ?? (l.kind !== undefined ? `kind ${l.kind}` : '—');
-      const isRep = k && k.representative === l.layer;
-      const res = layerResidency(m, l);
-      const resid = res.length
-        ? res.map((r) => `<span class="tier tier-${escapeHtml(r.tier)}" title="${escapeHtml(formatBytes(r.bytes))}">${escapeHtml(r.label)}: ${escapeHtml(r.tier)}${typeof r.bytes === 'number' ? ` · ${escapeHtml(formatBytes(r.bytes))}` : ''}</span>`).join(' ')
-        : '<span class="muted">—</span>';
-      const weights = layerWeights(l);
-      const layerCell =
-        typeof l.layer === 'number'
-          ? `<a href="#" class="layer-link" data-layer="${l.layer}" title="Reveal ## Layer ${l.layer} in the document">Layer ${l.layer}</a>`
-          : '—';
-      return `<tr class="layer-row" data-layer="${escapeHtml(l.layer)}"><td>${layerCell}</td><td>${escapeHtml(kindName)}${isRep ? ' <span class="badge">representative</span>' : ''}</td><td>${resid}</td><td class="num"${weights.length ? ` title="${weights.map(escapeHtml).join('&#10;')}"` : ''}>${weights.length || '—'}</td></tr>`;
-    })
-    .join('\n');
+  const layerRows = layerTable(m, layers);
 
   const kindRows = kinds
     .map((k, i) => {
@@ -323,6 +435,28 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
   .tier-hbm { border-color: var(--vscode-charts-blue, blue); }
   .tier-ddr { border-color: var(--vscode-charts-orange, orange); }
   code { font-family: var(--vscode-editor-font-family); }
+  td.layer { white-space: nowrap; }
+  tr.run-row { cursor: pointer; }
+  tr.run-row:hover { background: var(--vscode-list-hoverBackground); }
+  .run-toggle { background: none; border: none; color: inherit; cursor: pointer; padding: 0 4px 0 0; font: inherit; }
+  .run-toggle[aria-expanded="true"] { display: inline-block; transform: rotate(90deg); }
+  .picture { overflow-x: auto; margin: 4px 0 8px; }
+  .picture svg { max-width: none; }
+  .picture .error { color: var(--vscode-errorForeground); }
+  .chip-tabs { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 6px; }
+  .chip-tab { font: inherit; color: var(--vscode-foreground); background: var(--vscode-button-secondaryBackground, transparent); border: 1px solid var(--vscode-editorWidget-border, rgba(128,128,128,.4)); border-radius: 3px; padding: 2px 10px; cursor: pointer; }
+  .chip-tab[aria-selected="true"] { color: var(--vscode-button-foreground); background: var(--vscode-button-background); }
+  .chip-pane g.region[data-line] { cursor: pointer; }
+  .chip-pane g.region:hover rect { stroke: var(--vscode-focusBorder, #007fd4); stroke-width: 1; }
+  .spills { margin: 0 0 8px; padding-left: 18px; }
+  #chip-hover { visibility: hidden; position: fixed; z-index: 1000; max-width: 640px; padding: 6px 8px; white-space: pre-wrap; font-family: var(--vscode-editor-font-family); font-size: 12px; border-radius: 3px; pointer-events: none; color: var(--vscode-editorHoverWidget-foreground, var(--vscode-foreground)); background: var(--vscode-editorHoverWidget-background, var(--vscode-editor-background)); border: 1px solid var(--vscode-editorHoverWidget-border, rgba(128,128,128,.5)); }
+  #chip-hover.visible { visibility: visible; }
+  ul.tables { margin: 0; padding-left: 18px; }
+  #vg-tooltip-element { visibility: hidden; position: fixed; z-index: 1000; padding: 6px 8px; font-size: 12px; border-radius: 3px; pointer-events: none; color: var(--vscode-editorHoverWidget-foreground, var(--vscode-foreground)); background: var(--vscode-editorHoverWidget-background, var(--vscode-editor-background)); border: 1px solid var(--vscode-editorHoverWidget-border, rgba(128,128,128,.5)); }
+  #vg-tooltip-element.visible { visibility: visible; }
+  #vg-tooltip-element table { width: auto; }
+  #vg-tooltip-element td { border: none; padding: 1px 4px; }
+  #vg-tooltip-element td.key { color: var(--vscode-descriptionForeground); }
 </style>
 </head>
 <body>
@@ -332,32 +466,25 @@ export function renderManifestHtml(m: Manifest, opts: RenderOptions): string {
 <div class="facts" id="deployment">${deploymentHtml || '<span class="muted">not recorded</span>'}</div>
 <h2>Estimate</h2>
 <div class="facts" id="estimate">${estRows.join('') || '<span class="muted">no estimate</span>'}</div>
+${pictureSections(opts.waiting)}
 <h2>Kinds (${kinds.length})</h2>
 <table id="kinds"><thead><tr><th class="num">#</th><th>kind</th><th class="num">layers</th><th>representative</th><th>carried state</th><th>program</th></tr></thead>
 <tbody>
 ${kindRows}
 </tbody></table>
+${programSection(m, 'embed')}
 <h2>Layers (${layers.length})</h2>
 <table id="layers"><thead><tr><th>layer</th><th>kind</th><th>carried state residency</th><th class="num">weights</th></tr></thead>
-<tbody>
 ${layerRows}
-</tbody></table>
+</table>
+${programSection(m, 'head')}
 <h2>Residency by tier</h2>
 <table id="residency"><thead><tr><th>tier</th><th class="num">carried states</th><th class="num">state bytes</th><th class="num">weight bytes</th><th class="num">capacity</th></tr></thead>
 <tbody>
 ${tierRows}
 </tbody></table>
 ${reserved}
-<script nonce="${n}">
-  const vscode = acquireVsCodeApi();
-  ${opts.state !== undefined ? `vscode.setState(${scriptLiteral(opts.state)});` : ''}
-  document.addEventListener('click', (e) => {
-    const a = e.target.closest && e.target.closest('.layer-link');
-    if (!a) return;
-    e.preventDefault();
-    vscode.postMessage({ type: 'reveal', layer: Number(a.dataset.layer) });
-  });
-</script>
+${opts.state !== undefined ? `<script nonce="${n}" type="application/json" id="view-state">${scriptLiteral(opts.state)}</script>\n` : ''}${opts.scriptUri ? `<script nonce="${n}" src="${escapeHtml(opts.scriptUri)}"></script>` : ''}
 </body>
 </html>`;
 }

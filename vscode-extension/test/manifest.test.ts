@@ -144,9 +144,16 @@ test('the kind of a layer: by index, by name, or from the kinds\' layer lists', 
 test('manifest → HTML: the view keeps its manifest as state, and no path can close the script', () => {
   const state = { manifestPath: '/ws/a</script><script>alert(1)</script>.bundle/manifest.json', source: '/ws/a.lgm' };
   const html = renderManifestHtml(full, { ...opts, state });
-  const script = /<script nonce="N0NCE">([\s\S]*?)<\/script>/.exec(html)![1];
-  const set = /vscode\.setState\((.*)\);/.exec(script)![1];
-  assert.deepEqual(JSON.parse(set), state);
+  const script = /<script nonce="N0NCE" type="application\/json" id="view-state">([\s\S]*?)<\/script>/.exec(html)![1];
+  assert.deepEqual(JSON.parse(script), state);
   assert.doesNotMatch(script, /<\/script>|<script>/);
-  assert.doesNotMatch(renderManifestHtml(full, opts), /setState/);
+  assert.doesNotMatch(renderManifestHtml(full, opts), /view-state/);
+});
+
+test('manifest → HTML: the page script is the extension\'s own, allowed by the policy, with its nonce', () => {
+  const html = renderManifestHtml(full, { ...opts, scriptUri: 'vscode-webview://x/dist/webview.js' });
+  const csp = /http-equiv="Content-Security-Policy" content="([^"]+)"/.exec(html)![1];
+  assert.match(csp, /script-src 'nonce-N0NCE' vscode-webview:\/\/x(;|$)/);
+  assert.match(html, /<script nonce="N0NCE" src="vscode-webview:\/\/x\/dist\/webview\.js"><\/script>/);
+  for (const id of ['chip', 'memory', 'roofline', 'spills']) assert.match(html, new RegExp(`id="${id}"`));
 });

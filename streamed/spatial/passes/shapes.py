@@ -1,0 +1,132 @@
+"""What one op makes: the shapes of its outputs from its inputs' (``infer``) and its floating-point operations
+(``flops_of``), as ir.py's table of ops defines them.
+
+Every pass that makes an op infers its shapes with ``infer``, and ``certify`` infers them again op by op: a
+mismatch is a ``LoweringError`` on the op's statement, never a wrong shape passed on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import Q8_BLOCK, Op
+from .errors import LoweringError
+
+
+ELEMENTWISE = {"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "add", "sub", "mul", "copy"}
+
+
+def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
+    """The shapes of ``op``'s outputs from its inputs' (``shape(name)``). Raises ``LoweringError`` on a mismatch."""
+    k, ins = op.kind, [shape(n) for n in op.inputs]
+
+    def bad(why):
+        raise LoweringError(f"`{op.kind}` of {', '.join(op.inputs)}: {why}", op.statement)
+
+    if k in ("matmul", "matmul_q8"):
+        x, w = ins[0], ins[1]
+        if len(x) != 2 or len(w) != 2 or x[1] != w[0]:
+            bad(f"{x} times {w}")
+        if k == "matmul_q8" and ins[2] != (w[0] // Q8_BLOCK, w[1]):
+            bad(f"scales {ins[2]} for planes {w}")
+        return ((x[0], w[1]),)
+    if k in ("add", "sub", "mul"):
+        if len(ins) == 1:
+            return (ins[0],)
+        a, b = ins
+        if a == b or b == () or (len(b) == 1 and a and a[-1] == b[0]):
+            return (a,)
+        if a == () or (len(a) == 1 and b and b[-1] == a[0]):
+            return (b,)
+        bad(f"{a} and {b} do not broadcast")
+    if k in ELEMENTWISE or k in ("softmax", "rmsnorm", "l2norm", "rope"):
+        return (ins[0],)
+    if k == "lookup":
+        return ((ins[0][0], ins[1][1]),)
+    if k == "attention":
+        q, kk, v = ins[0], ins[1], ins[2]
+        h, g = op.attr("heads"), op.attr("groups")
+        if q[1] % h or kk[1] % g or v[1] % g or q[1] // h != kk[1] // g or kk[0] != v[0]:
+            bad(f"queries {q}, keys {kk}, values {v} for {h} heads sharing {g}")
+        return ((q[0], h * (v[1] // g)),)
+    if k == "latent_attention":
+        return ((ins[0][0], op.attr("heads") * ins[5][2]),)
+    if k == "gated_delta":
+        return ((ins[0][0], op.attr("heads") * ins[3][2]), ins[3])
+    if k == "short_convolution":
+        return (ins[0], ins[1])
+    if k == "experts":
+        return (ins[0],)
+    if k == "argmax":
+        return ((ins[0][0],),)
+    if k == "running_argmax":
+        return ((ins[0][0],), (ins[0][0],))
+    if k == "write_rows":
+        s, v = ins[0], ins[2]
+        if len(v) != 2 or len(s) != 2 or v[1] != s[1] or v[0] > s[0]:
+            bad(f"rows {v} do not fit state {s}")
+        return (s,)
+    if k == "assign":
+        return (ins[0],)
+    if k == "take_rows":
+        return ((op.attr("count"),) + ins[0][1:],)
+    if k == "stack_rows":
+        return ((sum(s[0] for s in ins),) + ins[0][1:],)
+    if k == "take_cols":
+        return (ins[0][:-1] + (op.attr("stop") - op.attr("start"),),)
+    if k == "allreduce":
+        return (ins[0],)
+    if k == "allgather":
+        axis = op.attr("axis", -1) % len(ins[0])
+        s = list(ins[0])
+        s[axis] = sum(x[axis] for x in ins)
+        return (tuple(s),)
+    bad("unknown op")
+
+
+def _size(s) -> int:
+    return math.prod(s) if s else 1
+
+
+def keys_reached(op: Op) -> int | float:
+    """How many keys one query of an attention op scores at most: a sliding window's ``W``, a chunk's ``C``, else
+    every cached position (``inf``: the cache's length decides)."""
+    return min(op.attr("window", math.inf) or math.inf, op.attr("chunk", math.inf) or math.inf)
+
+
+def flops_of(op: Op, shape) -> int:
+    """Floating-point operations of one op (multiply-adds count two)."""
+    k, ins = op.kind, [shape(n) for n in op.inputs]
+    out = shape(op.outputs[0]) if op.outputs else ()
+    if k in ("matmul", "matmul_q8"):
+        return 2 * ins[0][0] * ins[0][1] * ins[1][1]
+    if k == "attention":
+        q, kk = ins[0], ins[1]
+        return 4 * q[0] * q[1] * min(kk[0], keys_reached(op))
+    if k == "latent_attention":
+        q, c, r, a, b = ins[0], ins[1], ins[2], ins[4], ins[5]
+        h, n = a[0], a[1]
+        return 2 * q[0] * h * (n * c[1] + c[0] * (2 * c[1] + r[1]) + c[1] * b[2])
+    if k == "gated_delta":
+        s = ins[3]
+        return 6 * ins[0][0] * _size(s)
+    if k == "short_convolution":
+        return 2 * _size(ins[0]) * ins[2][0]
+    if k == "experts":
+        x, r, g = ins[0], ins[1], ins[2]
+        top = op.attr("top", 1)
+        f = 6 * x[0] * x[1] * g[2] * top + 2 * x[0] * x[1] * r[1]
+        if "shared_gate_proj" in op.attr("optional", ()):
+            f += 6 * x[0] * x[1] * shape(op.inputs[5 + op.attr("optional").index("shared_gate_proj")])[1]
+        return f
+    if k in ("rmsnorm", "l2norm"):
+        return 4 * _size(out)
+    if k == "rope":
+        return 6 * _size(out)
+    if k in ("softmax", "gelu", "silu", "sigmoid", "softplus", "exp"):
+        return 4 * _size(out)
+    if k in ("add", "sub", "mul", "scale", "argmax", "running_argmax"):
+        return _size(ins[0])
+    if k == "allreduce":
+        return _size(out) * (len(ins) - 1)
+    return 0

@@ -1,0 +1,391 @@
+"""The config route held against transformers' own configuration classes: for every shipped config
+(``examples/configs/``) and every test config (``tests/model/configs/``), every field ``streamed author`` reads equals
+what transformers resolves.
+
+Each config is read twice. ``streamed.model.hf.spec_from_config`` gives the spec the author writes; independently of
+it, ``AutoConfig.for_model(model_type, **config)`` (transformers' classes: their defaults, ``__post_init__``,
+``layer_types``, ``head_dim``, the standardised ``rope_parameters``) gives the configuration, and ``expected`` below
+says what transformers' modelling code builds from it — per model type (``MODELLING``, transcribed from
+``modeling_<type>.py`` of the installed transformers): which layers slide and how far, which carry experts and how
+they are weighted, which biases and norms there are, how each layer rotates. The two are compared field by field,
+every layer; a disagreement is reported as ``layer 3 window: transformers 4096, streamed None``.
+
+Configs transformers cannot read as published are said in ``COERCED`` with why and how they are read instead; fields
+where transformers' reading is known to be wrong and ``streamed`` deliberately differs in ``KNOWN``, each asserted to
+still differ (so that a fixed transformers shows up here). Adding a model type is adding its row to ``MODELLING``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import transformers
+
+from repo import CONFIGS, ROOT
+from streamed.model.hf import SUPPORTED, spec_from_config
+from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention, ModelSpec
+
+transformers.logging.set_verbosity_error()
+
+FILES = sorted([*CONFIGS.glob("*.json"), *(ROOT / "tests" / "model" / "configs").glob("*.json")])
+
+#: Published configs with fields changed (in the text config when there is one) where a model type's rule shows only
+#: when set: each name says what it exercises.
+VARIANTS = {
+    "qwen2.5-7b-instruct, use_sliding_window from layer 4": ("qwen2.5-7b-instruct.json",
+                                                             {"use_sliding_window": True, "max_window_layers": 4}),
+    "qwen1.5-moe-a2.7b, use_sliding_window below layer 10": ("qwen1.5-moe-a2.7b.json",
+                                                             {"use_sliding_window": True, "max_window_layers": 10,
+                                                              "sliding_window": 4096}),
+    "qwen1.5-moe-a2.7b, mlp_only_layers and sparse step 2": ("qwen1.5-moe-a2.7b.json",
+                                                             {"mlp_only_layers": [0, 5], "decoder_sparse_step": 2}),
+    "qwen3-8b, use_sliding_window from layer 30": ("qwen3-8b.json",
+                                                   {"use_sliding_window": True, "max_window_layers": 30}),
+    "qwen3-30b-a3b, use_sliding_window": ("qwen3-30b-a3b.json", {"use_sliding_window": True, "sliding_window": 4096,
+                                                                 "max_window_layers": 20}),
+    "qwen3-30b-a3b, norm_topk_prob false": ("qwen3-30b-a3b.json", {"norm_topk_prob": False}),
+    "qwen3-vl-30b-a3b, norm_topk_prob false": ("qwen3-vl-30b-a3b-instruct.json", {"norm_topk_prob": False}),
+    "qwen3.5-35b-a3b, norm_topk_prob false and mlp_only_layers": ("qwen3.5-35b-a3b.json",
+                                                                   {"norm_topk_prob": False, "mlp_only_layers": [0]}),
+    "qwen3-next, no partial_rotary_factor": ("qwen3-next-80b-a3b.json", {"partial_rotary_factor": None}),
+    "qwen2-57b-a14b, qkv_bias false": ("qwen2-57b-a14b.json", {"qkv_bias": False}),
+    "deepseek-v2-chat, moe_layer_freq 2": ("deepseek-v2-chat.json", {"moe_layer_freq": 2}),
+    "deepseek-v2-chat, scoring_func sigmoid": ("deepseek-v2-chat.json", {"scoring_func": "sigmoid"}),
+    "deepseek-v2-lite, norm_topk_prob true": ("deepseek-v2-lite.json", {"norm_topk_prob": True}),
+    "deepseek-v3, rope_interleave false": ("deepseek-v3.json", {"rope_interleave": False}),
+    "deepseek-v3, topk_method greedy": ("deepseek-v3.json", {"topk_method": "greedy"}),
+    "gemma-3-1b, pattern 3 without layer_types": ("gemma-3-1b-it.json", {"layer_types": None,
+                                                                         "sliding_window_pattern": 3}),
+    "gemma-3-12b, no query_pre_attn_scalar": ("gemma-3-12b-it.json", {"query_pre_attn_scalar": None}),
+    "llama-4-maverick, no rope_theta": ("llama-4-maverick.json", {"rope_theta": None}),
+    "llama-4-maverick, attention_chunk_size null": ("llama-4-maverick.json", {"attention_chunk_size": None}),
+    "gpt-oss-120b, no rope_theta": ("gpt-oss-120b.json", {"rope_theta": None}),
+    "llama-2-7b, no head counts for its keys": ("llama-2-7b.json", {"num_key_value_heads": None}),
+    "mistral-7b-v0.1, no sliding_window": ("mistral-7b-v0.1.json", {"sliding_window": None}),
+}
+
+#: Published configs transformers refuses as they are: the fields given it instead, and why.
+COERCED = {
+    "llama-4-scout.json": ({"attn_temperature_tuning": True},
+                           "transformers 5's Llama4TextConfig is a strict dataclass whose `attn_temperature_tuning` is "
+                           "a bool; the published config writes 4, which transformers 4 read as true"),
+}
+
+#: (file, field): where transformers' reading is wrong and streamed's differs on purpose, with why.
+KNOWN = {
+    ("mistral-small-3.1-24b-instruct-2503.json", "tied"):
+        "transformers 5 ties a Mistral3ForConditionalGeneration's head whenever the wrapper's `tie_word_embeddings` "
+        "(default true since transformers#43429) says so; this config's text model says false and its checkpoint "
+        "stores `lm_head.weight` (vLLM#51063): streamed reads the text model's",
+}
+
+
+def tc_of(cfg: dict, name: str) -> tuple[Any, Any]:
+    """transformers' configuration of ``cfg``: the whole (its outer ``tie_word_embeddings``) and its text model."""
+    fields = json.loads(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
+    coerced = COERCED.get(name, ({}, ""))[0]
+    if coerced:
+        target = fields["text_config"] if "text_config" in fields else fields
+        target.update(coerced)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = transformers.AutoConfig.for_model(cfg["model_type"], **fields)
+    return whole, whole.get_text_config()
+
+
+# ---- what transformers' modelling code builds, per model type ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Modelling:
+    """What a model type's ``modeling_<type>.py`` does with its configuration."""
+
+    window: str = "none"  # "layer_types": sliding_window on its sliding_attention layers; "every": on every layer
+    bias: str = "attention_bias"  # "qkv": q, k, v biased, o not; "qkv_bias": q, k, v as `qkv_bias`; "none"
+    qk_norm: str = "none"  # "rms": RMS norm per head; "rms+1": with the 1 + g gain; "l2": Llama 4's, on rotating layers
+    gated: bool = False  # Qwen3-Next's sigmoid output gate
+    experts: Callable[[Any, int], dict | None] | None = None  # a layer's experts, or None for a dense block
+    interleaved: Callable[[Any], bool] = lambda tc: False  # noqa: E731 — rotary as complex multiplication
+    activation: str = "hidden_act"
+
+
+def _qwen_moe(normalized: Callable[[Any], bool], shared: bool, every: bool = False):
+    """Qwen2-MoE/Qwen3-MoE/Qwen3-Next/Qwen3-VL-MoE: experts where not in ``mlp_only_layers`` and
+    ``(i + 1) % decoder_sparse_step == 0`` (Qwen3.5-MoE: every layer); the top-k renormalised as ``normalized``."""
+    def experts(tc, i):
+        if not every and (i in (tc.mlp_only_layers or []) or tc.num_experts <= 0 or (i + 1) % tc.decoder_sparse_step):
+            return None
+        return dict(count=tc.num_experts, top_k=tc.num_experts_per_tok, width=tc.moe_intermediate_size,
+                    normalized=normalized(tc), scoring="softmax",
+                    shared_width=tc.shared_expert_intermediate_size if shared else None, shared_gate=shared)
+    return experts
+
+
+def _deepseek(tc, i):
+    """DeepSeek-V2: softmax, ``greedy`` or ``group_limited_greedy``, never renormalised, scaled; V3: sigmoid with a
+    selection bias, groups, renormalised as ``norm_topk_prob``. Experts from ``first_k_dense_replace`` on."""
+    if i < tc.first_k_dense_replace:
+        return None
+    v3 = tc.model_type == "deepseek_v3"
+    grouped = v3 or tc.topk_method == "group_limited_greedy"
+    return dict(count=tc.n_routed_experts, top_k=tc.num_experts_per_tok, width=tc.moe_intermediate_size,
+                normalized=bool(tc.norm_topk_prob) if v3 else False, scoring="sigmoid" if v3 else "softmax",
+                routed_scale=tc.routed_scaling_factor, selection_bias=v3,
+                groups=tc.n_group if grouped else None, keep_groups=tc.topk_group if grouped else None,
+                shared_width=tc.moe_intermediate_size * tc.n_shared_experts or None)
+
+
+MODELLING: dict[str, Modelling] = {
+    "llama": Modelling(),
+    "mistral": Modelling(window="every", bias="none"),
+    "mixtral": Modelling(window="every", bias="none", experts=lambda tc, i: dict(
+        count=tc.num_local_experts, top_k=tc.num_experts_per_tok, width=tc.intermediate_size, normalized=True,
+        scoring="softmax")),
+    "qwen2": Modelling(window="layer_types", bias="qkv"),
+    "qwen2_vl_text": Modelling(window="layer_types", bias="qkv"),
+    "qwen2_5_vl_text": Modelling(window="layer_types", bias="qkv"),
+    "qwen3": Modelling(window="layer_types", qk_norm="rms"),
+    "qwen3_vl_text": Modelling(qk_norm="rms"),
+    "qwen2_moe": Modelling(window="layer_types", bias="qkv_bias",
+                           experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=True)),
+    "qwen3_moe": Modelling(window="every", qk_norm="rms",
+                           experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=False)),
+    "qwen3_vl_moe_text": Modelling(qk_norm="rms", experts=_qwen_moe(lambda tc: True, shared=False)),
+    "qwen3_next": Modelling(qk_norm="rms+1", gated=True, experts=_qwen_moe(lambda tc: tc.norm_topk_prob, shared=True)),
+    "qwen3_5_text": Modelling(qk_norm="rms+1", gated=True),
+    "qwen3_5_moe_text": Modelling(qk_norm="rms+1", gated=True,
+                                  experts=_qwen_moe(lambda tc: True, shared=True, every=True)),
+    "gemma3_text": Modelling(window="layer_types", qk_norm="rms+1", activation="hidden_activation"),
+    "deepseek_v2": Modelling(bias="none", experts=_deepseek, interleaved=lambda tc: True),
+    "deepseek_v3": Modelling(bias="none", experts=_deepseek, interleaved=lambda tc: tc.rope_interleave),
+    "llama4_text": Modelling(qk_norm="l2", interleaved=lambda tc: True, experts=lambda tc, i: dict(
+        count=tc.num_local_experts, top_k=tc.num_experts_per_tok, width=tc.intermediate_size, normalized=False,
+        scoring="sigmoid", shared_width=tc.intermediate_size) if i in tc.moe_layers else None),
+    "gpt_oss": Modelling(window="layer_types", experts=lambda tc, i: dict(
+        count=tc.num_local_experts, top_k=tc.num_experts_per_tok, width=tc.intermediate_size, normalized=True,
+        scoring="softmax")),
+}
+
+
+def _mscale(factor: float, m: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+def _rotation(tc, layer_type: str, dims_of: int) -> dict:
+    """The rotation ``modeling_rope_utils`` builds for a layer type from the standardised ``rope_parameters``."""
+    rp = tc.rope_parameters
+    rp = rp.get(layer_type, rp) if isinstance(rp.get(layer_type), dict) else rp
+    kind = rp.get("rope_type", "default")
+    out = dict(dims=int(dims_of * rp.get("partial_rotary_factor", 1.0)), base=float(rp["rope_theta"]), kind=kind,
+               attention=1.0)
+    if kind == "linear":
+        out["factor"] = float(rp["factor"])
+    elif kind == "llama3":
+        out.update(factor=float(rp["factor"]), context=float(rp["original_max_position_embeddings"]),
+                   low=float(rp["low_freq_factor"]), high=float(rp["high_freq_factor"]))
+    elif kind == "yarn":  # _compute_yarn_parameters
+        factor = float(rp["factor"])
+        attention = rp.get("attention_factor")
+        if attention is None:
+            m, mall = rp.get("mscale"), rp.get("mscale_all_dim")
+            attention = _mscale(factor, m) / _mscale(factor, mall) if m and mall else _mscale(factor)
+        out.update(factor=factor, context=float(rp["original_max_position_embeddings"]),
+                   fast=float(rp.get("beta_fast") or 32), slow=float(rp.get("beta_slow") or 1),
+                   unrounded=not rp.get("truncate", True), attention=float(attention))
+    return out
+
+
+def expected(whole, tc) -> dict:
+    """What transformers builds from the configuration: the model's fields and every layer's."""
+    mod = MODELLING[tc.model_type]
+    n, d = tc.num_hidden_layers, tc.hidden_size
+    head_dim = getattr(tc, "head_dim", None) or d // tc.num_attention_heads
+    types = getattr(tc, "layer_types", None) or ["full_attention"] * n
+    layers = []
+    for i in range(n):
+        t = types[i]
+        layer: dict[str, Any] = {"norm eps": tc.rms_norm_eps}
+        if t == "linear_attention":
+            layer.update(mixer="gated deltanet", key_heads=tc.linear_num_key_heads,
+                         value_heads=tc.linear_num_value_heads, key_dim=tc.linear_key_head_dim,
+                         value_dim=tc.linear_value_head_dim, conv_kernel=tc.linear_conv_kernel_dim)
+        elif tc.model_type.startswith("deepseek"):
+            rot = _rotation(tc, t, tc.qk_rope_head_dim)
+            scale = (tc.qk_nope_head_dim + tc.qk_rope_head_dim) ** -0.5  # yarn_apply_mscale
+            if rot["kind"] != "default" and tc.rope_parameters.get("mscale_all_dim"):
+                scale *= _mscale(tc.rope_parameters["factor"], tc.rope_parameters["mscale_all_dim"]) ** 2
+            layer.update(mixer="latent attention", heads=tc.num_attention_heads, q_rank=tc.q_lora_rank,
+                         kv_rank=tc.kv_lora_rank, nope=tc.qk_nope_head_dim, rope=tc.qk_rope_head_dim,
+                         v=tc.v_head_dim, rotation=rot, interleaved=mod.interleaved(tc), scale=scale)
+        else:
+            rope = tc.no_rope_layers[i] if tc.model_type == "llama4_text" else True
+            window = None
+            if mod.window == "every" or (mod.window == "layer_types" and t == "sliding_attention"):
+                window = tc.sliding_window
+            bias = {"attention_bias": getattr(tc, "attention_bias", False), "qkv": True, "none": False,
+                    "qkv_bias": getattr(tc, "qkv_bias", False)}[mod.bias]
+            out_bias = bias if mod.bias == "attention_bias" else False
+            qk = {"none": None, "rms": tc.rms_norm_eps, "rms+1": tc.rms_norm_eps, "l2": None}[mod.qk_norm]
+            scale = head_dim ** -0.5
+            if tc.model_type == "gemma3_text":
+                scale = tc.query_pre_attn_scalar ** -0.5
+            layer.update(mixer="attention", heads=tc.num_attention_heads, kv_heads=tc.num_key_value_heads,
+                         head_dim=head_dim, rotation=_rotation(tc, t, head_dim) if rope else None,
+                         interleaved=mod.interleaved(tc) if rope else None, window=window,
+                         chunk=tc.attention_chunk_size if t == "chunked_attention" else None, bias=bias,
+                         out_bias=out_bias, qk_norm=qk, qk_l2=mod.qk_norm == "l2" and bool(rope) and tc.use_qk_norm,
+                         gated=mod.gated, scale=scale)
+        experts = mod.experts(tc, i) if mod.experts else None
+        if experts is not None:
+            layer["ffn"] = {"kind": "experts", "routed_scale": None, "selection_bias": False, "groups": None,
+                            "keep_groups": None, "shared_width": None, "shared_gate": False, **experts}
+            if layer["ffn"]["routed_scale"] == 1:
+                layer["ffn"]["routed_scale"] = None
+        else:
+            width = tc.intermediate_size_mlp if tc.model_type == "llama4_text" else tc.intermediate_size
+            layer["ffn"] = {"kind": "dense", "width": width, "activation": getattr(tc, mod.activation)}
+        layers.append(layer)
+    return {"d": d, "vocab": tc.vocab_size, "layers": n, "tied": bool(getattr(whole, "tie_word_embeddings", False)),
+            "final norm eps": tc.rms_norm_eps,
+            "embed scale": math.sqrt(d) if tc.model_type == "gemma3_text" else None, "per layer": layers}
+
+
+# ---- the same fields of the spec streamed reads --------------------------------------------------------------------
+
+
+ACTIVATIONS = {"silu": ("silu", "swish"), "gelu": ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")}
+
+
+def _spec_rotation(rot) -> dict | None:
+    if rot is None:
+        return None
+    out = dict(dims=rot.dims, base=rot.base, kind="default", attention=rot.attention)
+    s = rot.scaling
+    if rot.unmodelled is not None:
+        out["kind"] = rot.unmodelled.split("`")[1]
+    elif s is not None:
+        out.update(kind=s.kind, factor=s.factor)
+        if s.kind == "llama3":
+            out.update(context=s.context, low=s.low, high=s.high)
+        if s.kind == "yarn":
+            out.update(context=s.context, fast=s.fast, slow=s.slow, unrounded=s.unrounded)
+    return out
+
+
+def read(spec: ModelSpec) -> dict:
+    layers = []
+    for layer in spec.layers:
+        m, f = layer.mixer, layer.ffn
+        out: dict[str, Any] = {"norm eps": layer.norm.eps}
+        if isinstance(m, GatedDeltaNet):
+            out.update(mixer="gated deltanet", key_heads=m.key_heads, value_heads=m.value_heads, key_dim=m.key_dim,
+                       value_dim=m.value_dim, conv_kernel=m.conv_kernel)
+        elif isinstance(m, LatentAttention):
+            out.update(mixer="latent attention", heads=m.heads, q_rank=m.q_rank, kv_rank=m.kv_rank, nope=m.nope_dim,
+                       rope=m.rope_dim, v=m.v_dim, rotation=_spec_rotation(m.rotation),
+                       interleaved=m.rotation.interleaved,
+                       scale=m.scale if m.scale is not None else (m.nope_dim + m.rope_dim) ** -0.5)
+        else:
+            assert isinstance(m, Attention)
+            out.update(mixer="attention", heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+                       rotation=_spec_rotation(m.rotation), interleaved=m.rotation.interleaved if m.rotation else None,
+                       window=m.window, chunk=m.chunk, bias=m.bias, out_bias=m.out_bias,
+                       qk_norm=m.qk_norm.eps if m.qk_norm else None, qk_l2=m.qk_l2, gated=m.gated,
+                       scale=m.scale if m.scale is not None else m.head_dim ** -0.5)
+        if isinstance(f, Experts):
+            out["ffn"] = dict(kind="experts", count=f.count, top_k=f.top_k, width=f.width, normalized=f.normalized,
+                              scoring=f.scoring, routed_scale=None if f.routed_scale == 1 else f.routed_scale,
+                              selection_bias=f.selection_bias,
+                              groups=f.groups, keep_groups=f.keep_groups, shared_width=f.shared_width,
+                              shared_gate=f.shared_gate)
+        else:
+            out["ffn"] = dict(kind="dense", width=f.width, activation=f.activation)
+        layers.append(out)
+    return {"d": spec.d, "vocab": spec.vocab, "layers": len(spec.layers), "tied": spec.tied,
+            "final norm eps": spec.final_norm.eps, "embed scale": spec.embed_scale, "per layer": layers}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=0)
+    return a == b
+
+
+def differences(want: dict, got: dict, where: str = "") -> list[str]:
+    """Every field where ``got`` (streamed) differs from ``want`` (transformers), named by its place."""
+    out = []
+    for key in want.keys() | got.keys():
+        a, b = want.get(key, "—"), got.get(key, "—")
+        name = f"{where}{key}"
+        if key == "per layer":
+            for i, (x, y) in enumerate(zip(a, b)):
+                out += differences(x, y, f"layer {i} ")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{name} ")
+        elif key == "activation":
+            if b not in [k for k, names in ACTIVATIONS.items() if a in names]:
+                out.append(f"{name}: transformers {a!r}, streamed {b!r}")
+        elif not _same(a, b):
+            out.append(f"{name}: transformers {a!r}, streamed {b!r}")
+    return sorted(out)
+
+
+def config_of(path: Path, fields: dict) -> dict:
+    """The config at ``path`` with ``fields`` set (``None``: left out), in its text config when it has one."""
+    cfg = json.loads(path.read_text())
+    target = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    for k, v in fields.items():
+        if v is None:
+            target.pop(k, None)
+        else:
+            target[k] = v
+    return cfg
+
+
+CASES: dict[str, tuple[Path | None, dict]] = {f"{p.parent.name}/{p.name}": (p, {}) for p in FILES}
+CASES.update({name: (next(p for p in FILES if p.name == file), fields) for name, (file, fields) in VARIANTS.items()})
+
+
+#: A config that says only its model type: every field is its class's default. (DeepSeek-V2's class has no default
+#: for `num_experts_per_tok`, so transformers' model cannot route and `streamed author` refuses it, naming the field —
+#: the test of that is `test_a_deepseek_v2_config_without_its_top_k_is_refused_as_transformers_cannot_route_it`.)
+DEFAULT_ONLY = [t for t in SUPPORTED if t != "deepseek_v2"]
+CASES.update({f"{t}, every field its class's default": (None, {"model_type": t}) for t in DEFAULT_ONLY})
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_field_the_author_reads_equals_what_transformers_resolves(case):
+    path, fields = CASES[case]
+    cfg = config_of(path, fields) if path is not None else dict(fields)
+    whole, tc = tc_of(cfg, path.name if path is not None else "")
+    assert tc.model_type in MODELLING, f"{tc.model_type}: say what its modelling code builds (MODELLING)"
+    found = differences(expected(whole, tc), read(spec_from_config(cfg, str(path or case))))
+    known = {f: why for (name, f), why in KNOWN.items() if path is not None and name == path.name and not fields}
+    for f in known:
+        assert any(d.startswith(f"{f}:") for d in found), f"{f} now agrees with transformers: drop it from KNOWN"
+    found = [d for d in found if d.split(":")[0] not in known]
+    assert not found, f"{len(found)} fields differ:\n" + "\n".join(found[:12])
+
+
+def test_the_published_configs_transformers_refuses_are_refused_by_it():
+    """COERCED is not stale: transformers still refuses each as published."""
+    for name in COERCED:
+        path = next(p for p in FILES if p.name == name)
+        cfg = json.loads(path.read_text())
+        with pytest.raises(Exception):
+            transformers.AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
+
+
+def test_a_deepseek_v2_config_without_its_top_k_is_refused_as_transformers_cannot_route_it():
+    from streamed.model.spec import SpecError
+
+    _, tc = tc_of({"model_type": "deepseek_v2"}, "")
+    assert tc.num_experts_per_tok is None
+    with pytest.raises(SpecError, match="num_experts_per_tok"):
+        spec_from_config({"model_type": "deepseek_v2"})
