@@ -269,13 +269,19 @@ async function openQuickInput() {
   await page.locator('.command-center .command-center-center').first().click();
   await quickInputText().waitFor({ state: 'visible' });
 }
-/** Runs a command of the palette by its exact title. */
+/**
+ * Runs a command of the palette by its exact title. (A view that takes the focus as it opens — a manifest view a
+ * lowering opened — closes a palette opened a moment before: it is opened again until the command is clicked.)
+ */
 async function runCommand(title) {
-  await openQuickInput();
-  await quickInputText().fill(`>${title}`);
   const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }) }).first();
-  await row.waitFor({ state: 'visible', timeout: 10000 });
-  await row.click();
+  await waitFor(`the palette to offer ${title}`, async () => {
+    await openQuickInput();
+    await quickInputText().fill(`>${title}`);
+    await row.waitFor({ state: 'visible', timeout: 5000 });
+    await row.click({ timeout: 5000 });
+    return true;
+  }, 30000);
   await waitFor(`the palette to close after ${title}`, async () => !(await quickInput().isVisible()) || !((await quickInputText().inputValue()).startsWith('>')), 10000);
 }
 async function cursorPosition() {
@@ -342,6 +348,7 @@ async function reloadWindow() {
 const statusKinds = () => page.locator('.statusbar-item', { hasText: /\d+ kinds? · \d+ layers?/ }).first();
 const docText = fs.readFileSync(path.join(workspace, docName), 'utf8');
 const docLines = docText.split('\n');
+const docTitle = /^#\s+(.*)$/m.exec(docText)?.[1];
 const lineOf = (re, from = 0, lines = docLines) => {
   for (let i = from; i < lines.length; i++) if (re.test(lines[i])) return i;
   return -1;
@@ -517,8 +524,13 @@ async function picturesDrawn(frame, kindNames) {
   for (const want of [/PCUs: [\d,]+ of [\d,]+ used/, /PMUs: [\d,]+ of [\d,]+ used/, /phases/, /Let \w+ be /]) {
     if (!want.test(chipText)) throw new Error(`the chip says no ${want}: ${chipText.slice(0, 300)}`);
   }
-  const box = await shown.boundingBox();
-  if (!box || box.width < 400 || box.height < 300) throw new Error(`the floorplan is ${JSON.stringify(box)}`);
+  let box;
+  await waitFor('the floorplan laid out', async () => {
+    box = await shown.boundingBox();
+    return box && box.width >= 400 && box.height >= 300;
+  }, 30000).catch(() => {
+    throw new Error(`the floorplan is ${JSON.stringify(box)}`);
+  });
   await frame.locator('#memory[data-drawn="true"] svg').waitFor({ timeout: 60000 });
   const memory = (await svgTexts(frame, '#memory')).join(' | ');
   for (const tier of ['SRAM', 'HBM', 'DDR']) if (!new RegExp(`${tier} · `).test(memory)) throw new Error(`the memory has no ${tier} bar: ${memory.slice(0, 300)}`);
@@ -532,8 +544,13 @@ async function picturesDrawn(frame, kindNames) {
   if (!spills.length) throw new Error('the memory says nothing about what spills');
   // Readable: every picture's labels are laid out (a text node with no size would be one nobody can read).
   for (const id of ['#memory', '#roofline']) {
-    const b = await frame.locator(`${id} svg text`).filter({ hasText: /\S/ }).first().boundingBox();
-    if (!b || b.width <= 0 || b.height <= 0) throw new Error(`${id}'s labels have no size: ${JSON.stringify(b)}`);
+    let b;
+    await waitFor(`${id}'s labels laid out`, async () => {
+      b = await frame.locator(`${id} svg text`).filter({ hasText: /\S/ }).first().boundingBox();
+      return b && b.width > 0 && b.height > 0;
+    }, 30000).catch(() => {
+      throw new Error(`${id}'s labels have no size: ${JSON.stringify(b)}`);
+    });
   }
   return { tabs, chipText, memory, roofline, spills };
 }
@@ -1141,6 +1158,7 @@ try {
       if (warned) throw Object.assign(new Error(`the button said: ${warned}`), { fatal: true });
       return fs.existsSync(path.join(bundleDir, 'manifest.json'));
     }, 120000);
+    await manifestFrame(docTitle); // (the lowering ends with its manifest view shown)
   });
 
   await check('the language status shows the deployment and changes it with a quick pick', async () => {
