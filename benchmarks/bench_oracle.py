@@ -48,8 +48,10 @@ def install_costs() -> tuple[float, float, str]:
     return cold, warm, spec
 
 
-def agreement() -> list[tuple[str, str, float, float]]:
-    """(case, weights, reference vs llama.cpp, bundle vs llama.cpp) for every oracle case."""
+def agreement() -> list[tuple]:
+    """(case, weights, reference vs llama.cpp, bundle vs llama.cpp, the reference in llama.cpp's arithmetic vs
+    llama.cpp, the near-ties rounded llama.cpp's way to explain what is left) for every oracle case: F32, Q8_0 and
+    F16 projections."""
     sys.path[:0] = [str(ROOT / "tests" / "support"), str(ROOT / "tests" / "oracle")]
     import numpy as np
 
@@ -68,7 +70,21 @@ def agreement() -> list[tuple[str, str, float, float]]:
                 ours = oracle.ours(w.path, tokens, t.PREFILL)
                 pos = sorted(ours.bundle)
                 bundle = float(oracle.relative(np.stack([ours.bundle[p] for p in pos]), want[pos]).max())
-                rows.append((name, "Q8_0" if q8 else "F32", float(oracle.relative(ours.reference, want).max()), bundle))
+                emulated = oracle.ours(w.path, tokens, t.PREFILL, bundle=False, arithmetic="llama.cpp").reference
+                flips: list = []
+                if q8:
+                    bound = t.UNEXPLAINED.get(name, t.Q8_TOLERANCE)
+                    emulated, flips = oracle.emulated(w.path, tokens, t.PREFILL, want, bound)
+                rows.append((name, "Q8_0" if q8 else "F32", float(oracle.relative(ours.reference, want).max()), bundle,
+                             float(oracle.relative(emulated, want).max()), len(flips)))
+            c = t.CASES[name]()
+            w = oracle.write(Path(tmp) / "m.gguf", c, f16=True, **t.WRITTEN.get(name, {}))
+            tokens = t.tokens_for(c)
+            want = llamacpp.logits(w.path, tokens, t.PREFILL)
+            ours = oracle.ours(w.path, tokens, t.PREFILL, bundle=False)
+            emulated = oracle.ours(w.path, tokens, t.PREFILL, bundle=False, arithmetic="llama.cpp").reference
+            rows.append((name, "F16", float(oracle.relative(ours.reference, want).max()), None,
+                         float(oracle.relative(emulated, want).max()), 0))
     return rows
 
 
@@ -76,8 +92,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--install", action="store_true", help="also time the extra's install, cold and warm (slow)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--agreement-only", action="store_true",
+                    help="only docs/oracle.md's table (leave the suite's time in docs/performance.md as it is)")
     args = ap.parse_args()
     when, where, load = date.today().isoformat(), machine(), load_average()
+    if args.agreement_only:
+        write_agreement(when, where, load)
+        return
     suite = [timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/oracle"])
              for _ in range(args.runs)]
     lines = [
@@ -100,11 +121,18 @@ def main() -> None:
             "so CI pays the warm figure; a fresh machine pays the cold one once.",
         ]
     record("\n".join(lines) + "\n")
+    print("\n".join(lines + [""]))
+    write_agreement(when, where, load)
+
+
+def write_agreement(when: str, where: str, load: str) -> None:
     rows = agreement()
-    table = ["| case | weights | reference vs llama.cpp | bundle vs llama.cpp |", "|---|---|---|---|"]
-    table += [f"| {n} | {w} | {r:.2g} | {b:.2g} |" for n, w, r, b in rows]
+    table = ["| case | weights | reference | bundle | reference, `--arithmetic llama.cpp` | near-ties rounded |",
+             "|---|---|---|---|---|---|"]
+    table += [f"| {n} | {w} | {r:.2g} | {'' if b is None else f'{b:.2g}'} | {e:.2g} | {f or ''} |"
+              for n, w, r, b, e, f in rows]
     ORACLE_DOC.write_text(ORACLE_TEXT.format(when=when, where=where, load=load, table="\n".join(table)), "utf-8")
-    print("\n".join(lines + [""] + table))
+    print("\n".join(table))
 
 
 ORACLE_TEXT = """# The llama.cpp oracle: what it compares, and how close
@@ -118,28 +146,53 @@ is the converter's (`convert_hf_to_gguf.py`'s `set_gguf_parameters`, transcribed
 shapes llama.cpp's loader holds to that metadata. llama.cpp evaluates it on 28 tokens — 16 in one batch, then one
 decode step each, past every sliding window (8 tokens wide here), f32 KV cache, flash attention off — and so does
 `streamed`: the reference interpreter on the document `streamed author` writes from the file, and the bundle
-executor on that document's lowered prefill (16 rows; its head gives the last) and decode bundles. Each figure is
-the largest difference over every position, relative to the largest logit llama.cpp gives at that position.
+executor on that document's lowered prefill (16 rows; its head gives the last) and decode bundles, in exact float32
+and in `--arithmetic llama.cpp`. Each figure is the largest difference over every position, relative to the largest
+logit llama.cpp gives at that position. llama.cpp runs its plain CPU kernels (`use_extra_bufts` off: its AMX path
+segfaults on Q8_0 on this machine's Sapphire Rapids cores, and the repacked layouts reorder sums).
 
 Measured {when} by `benchmarks/bench_oracle.py` on {where} (load average {load}):
 
 {table}
 
+The families of issue #23, F32, reference and bundles alike: Gemma 2 (windowed and global layers, soft-capped
+attention and final logits, sandwich norms) and StarCoder2 (layer norms with biases, an ungated GELU MLP, biased
+projections) differ by llama.cpp's fp16 GELU table alone — with it emulated, Gemma 2 agrees within 1.1e-6 and
+StarCoder2's typical position within 2.6e-6; Phi-3 (fused `qkv` and `gate_up`; LongRoPE with its long factors, its
+short ones, and none) agrees within 1.6e-6, OLMo 2 (post-norms only, q/k norms over the whole projection) and
+InternLM2 (the grouped `wqkv`, split by the converter) within 7.4e-7, and so does a Llama GGUF storing q, k and v in
+one `attn_qkv`.
+
 What the tolerances are made of:
 
 - **F32: 1e-5.** Both compute in float32; llama.cpp sums in its SIMD order and builds rotation angles by repeated
-  float32 multiplication, `streamed` accumulates products in float64 and rounds once. Every F32 case but Gemma 3's
-  agrees within a few 1e-6.
-- **Gemma 3: 1e-4.** llama.cpp's CPU GELU rounds its input to fp16 and reads an fp16 table (`GGML_GELU_FP16`).
-  With that table emulated in the reference, Gemma 3 agrees within 1e-5 (`test_gemma3_s_differences_are_llama_cpp_s
-  _fp16_gelu_table`).
-- **Q8_0: 0.25.** llama.cpp quantises the activations of a product with a Q8_0 weight to Q8_0 as well (blocks of 32,
-  an fp16 scale) and multiplies int8 by int8; `streamed` multiplies float32 activations by the exactly dequantised
-  weights. With llama.cpp's activation quantisation emulated in the reference, a dense model whose query heads each
-  have their own KV head agrees within 1e-5 (`test_q8_0_differences_are_llama_cpp_s_activation_quantisation`). Not
-  yet explained: with grouped KV heads a residual of about 5e-3 remains from the third position on. With experts
-  a quantised router input can flip a top-k choice, which moves a position's logits further: up to 0.2 (Qwen3-Next,
-  DeepSeek-V2); dense models stay within 0.05.
+  float32 multiplication, `streamed` by its product's rule (blocks of 32 in float32 lanes, float64 between blocks).
+  Every F32 case but the GELU models' agrees within a few 1e-6.
+- **GELU: Gemma 2 and 3 2.5e-4, StarCoder2 7.5e-4; Gemma 3 1e-5 in `--arithmetic llama.cpp`.** llama.cpp's CPU GELU rounds its input to fp16 and reads an fp16
+  table (`GGML_GELU_FP16`): measured 2.7e-5 (Gemma 3), 1.2e-4 (Gemma 2) and 3.7e-4 (StarCoder2, whose GELU is not
+  gated and feeds its down projection alone); each bound leaves 2× room. With that table emulated in the reference
+  Gemma 3 agrees within 3.1e-6, Gemma 2 within 1.1e-6, and StarCoder2's median position within 2.6e-6 — its worst
+  stays near 8e-5, where a GELU input within float32 rounding of an fp16 boundary takes the neighbouring entry
+  (`test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table`).
+- **Q8_0 and F16, in `--arithmetic llama.cpp`: 1e-3.** llama.cpp quantises a Q8_0 product's activations to Q8_0
+  (per row, blocks of 32, `d = max/127` as fp16, `round(x·127/max)` half to even — the x86 `quantize_row_q8_0`) and
+  rounds an F16 product's to fp16; the arithmetic does the same, and most cases then agree within 2e-7. What is left
+  is rounding float32 cannot decide: an activation whose `x·127/max` lies within a last bit of `n + ½` goes the
+  other way in llama.cpp, whose sums differ from ours in their last bits, and moves the logits by about 1e-3 on these
+  small models — for good where it enters a KV cache or a recurrent state. The test finds the first position that
+  leaves llama.cpp, tries the near-ties of its step and row (within 1e-3 of a half) one by one, nearest first, and
+  keeps the one that brings it back (column "near-ties rounded"; each case needs at most three, and then agrees
+  within 2e-7). F16 has far more near-ties (an fp16 step is coarse) and no search: the gated-delta states of
+  Qwen3.5 and Qwen3-Next carry them to 1.3e-3 and 1.1e-3, held at twice that; every other F16 case is within 1e-3.
+- **Not yet explained.** Qwen3-Next in Q8_0 leaves llama.cpp by up to 1e-2 from its third decode step, at positions
+  whose own last layer differs; no near-tie of an activation's rounding or of an expert's choice explains it. At
+  real widths (d 1024 and more; the 1B- and 8B-shaped checkpoints of docs/performance.md) llama.cpp's Q8_0 K and V
+  projections differ from this emulation, and from its own at small widths, by 1e-4 to 1e-2 — with every other
+  projection Q8_0 and those two F32 the run agrees within 4e-7; llama.cpp's prefill and decode of the 1B-shaped Q8_0
+  checkpoint differ from each other by 1.3e-2. Both are measured and held to what was measured, not hidden in a
+  tolerance.
+- **Without the arithmetic**, Q8_0 cases differ by up to 0.2: the activation quantisation itself (with experts, a
+  quantised router input can flip a top-k choice).
 
 ## Metadata read as llama.cpp reads it
 
@@ -148,7 +201,8 @@ ignored, whatever it says. `streamed/model/gguf_keys.py` is that rule, transcrib
 (`llama_model_base::load_hparams`, each `src/models/<arch>.cpp`'s `load_arch_hparams`), with what each architecture
 fixes rather than reads (which layers slide, whether the chosen experts' weights are renormalised); the reader
 consults no other key, names the ignored ones once in the document's header, and refuses a key llama.cpp reads whose
-effect the language cannot say (Gemma 3's `final_logit_softcapping`, DeepSeek-V2's query temperature). It is held
+effect the language cannot say (DeepSeek-V2's query temperature; Gemma 3's `final_logit_softcapping`, refused until
+the language could soft-cap, is now read). It is held
 against llama.cpp both ways, F32, for every architecture the reader supports:
 
 - `test_keys_llama_cpp_does_not_read_for_an_architecture_change_neither_its_logits_nor_the_document`: each optional
@@ -156,8 +210,13 @@ against llama.cpp both ways, F32, for every architecture the reader supports:
   normalisation, gating and scale, YaRN's log multiplier), set at once to values that would show, leaves llama.cpp's
   logits bit for bit as they were, the document's program as it was, and is named in its header.
 - `test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it`: each key an architecture does read
-  changes llama.cpp's logits, and `streamed` agrees with the changed ones within 1e-5 (Gemma 3: 1e-4). Llama 4 with a
-  window of 0 is not among them: that llama.cpp aborts on it (`GGML_ASSERT(f_attn_temp_scale != 0.0f)`).
+  changes llama.cpp's logits, and `streamed` agrees with the changed ones within 1e-5 (the GELU models: their bound).
+  Among them Gemma 2's window, pattern, local base and both soft caps, Gemma 3's final soft cap, and an Olmo 3-style
+  OLMo 2 file's window and pattern. Llama 4 with a window of 0 is not among them: that llama.cpp aborts on it
+  (`GGML_ASSERT(f_attn_temp_scale != 0.0f)`). Phi-3 reads its `sliding_window` and disables it (`Phi SWA is currently
+  disabled`): a Phi-3 GGUF attends over every position, and its document says so. OLMo 2 reads `rope.freq_base_swa`
+  but its graph rotates every layer at the global base: the key is listed as ignored, and the rule's first test shows
+  it changes nothing.
 
 Disagreements the oracle found, each fixed in the authoring or the weight reading, never in a tolerance:
 
@@ -181,7 +240,10 @@ Disagreements the oracle found, each fixed in the authoring or the weight readin
   preferred the product orientation for a lookup table).
 - Llama 4 from a GGUF attended in chunks of the metadata's window; llama.cpp uses 8192 whatever the metadata says.
 - Rope scaling was not modelled: `llama3` (Llama 3.1's `rope_freqs`), YaRN with its attention factor (DeepSeek, Qwen,
-  gpt-oss) and linear (Gemma 3's global layers) are now in the tables' fill.
+  gpt-oss) and linear (Gemma 3's global layers) are now in the tables' fill; so is LongRoPE (Phi-3's
+  `rope_factors_short`/`_long`, chosen as llama.cpp chooses, by the context against the original one).
+- An Olmo 3-style OLMo 2 file's sliding layers were rotated at `rope.freq_base_swa`, which its loader reads; its graph
+  rotates them at the global base, unscaled: 0.55 off.
 
 ## The config route
 
@@ -190,9 +252,11 @@ handed to llama.cpp too. `tests/model/test_config_and_gguf_agree.py` shows that 
 `config.json` (and the test configs whose conversion those do not show: Mixtral, Qwen1.5-MoE, Qwen3-MoE, Qwen2.5) and
 from the GGUF converted from it gives one program up to names and these storage conventions of llama.cpp's
 converter: Gemma's and Qwen's `1 + g` gains stored with the 1 added, Gated DeltaNet's `A_log` stored as
-`−exp(A_log)`, Llama's q and k permuted for adjacent pairs, Qwen3.5's value heads reordered, and gpt-oss's YaRN ramp,
-which transformers leaves unrounded and llama.cpp rounds. So what the oracle establishes for the GGUF route holds for
-the config route. And `tests/model/test_transformers_configs.py` holds the config route against transformers' own
+`−exp(A_log)`, Llama's (and InternLM2's) q and k permuted for adjacent pairs, InternLM2's grouped `wqkv` split into
+`attn_q`, `attn_k` and `attn_v`, Qwen3.5's value heads reordered, and gpt-oss's YaRN ramp, which transformers leaves
+unrounded and llama.cpp rounds; and one difference of llama.cpp's graphs: transformers windows every Phi-3 and
+StarCoder2 layer by `sliding_window`, llama.cpp none. So what the oracle establishes for the GGUF route holds for
+the config route (for Phi-3 and StarCoder2, within their window). And `tests/model/test_transformers_configs.py` holds the config route against transformers' own
 configuration classes directly: for every shipped and test config — and variants setting the fields a model type's
 rule shows only when set, and each supported model type with every field its class's default — every field `author`
 reads equals what transformers 5.24's classes resolve and its modelling code builds from them (`MODELLING`, per model
@@ -200,7 +264,10 @@ type). One difference is deliberate and asserted: transformers 5 ties Mistral-Sm
 Mistral 3 wrapper's `tie_word_embeddings` defaults to true since transformers#43429), though its text model says
 false and its checkpoint stores `lm_head.weight` (vLLM#51063); `streamed` reads the text model's. Llama 4 Scout's
 published `attn_temperature_tuning: 4` is refused by transformers 5's strict configuration class; it is read there
-as true, which transformers 4 made of it.
+as true, which transformers 4 made of it. Phi-3-mini-128k's first release writes its LongRoPE as `"type": "su"`,
+which transformers 5 refuses (it validates before Phi3Config renames `su` to `longrope`); it is read there as
+`longrope`, as later Phi-3 files write it. InternLM2 is not in transformers: its config is held against the
+published remote code's `InternLM2Config` defaults, transcribed in the test.
 """
 
 

@@ -7,7 +7,7 @@ expected (the server turns it into a JSON-RPC "invalid params" error). Long comm
 when the client cancels. A bundle is written only for a document saved on disk, only inside the workspace folders
 (a root folder such as ``/`` confines nothing and is not counted; with none, the document's folder, where no folder
 but the bundle's own is created) — by default ``<stem>.bundle/`` beside the document — and a manifest is read only
-from there.
+from there; so is a target or a checkpoint a command names (``readable``), unless the user's settings name it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Callable
 from urllib.parse import unquote, urlparse
 
 from streamed.spatial.deployment import MODES, SIZE_LIMITS, Deployment, size_problem
+from streamed.spatial.target import BUILTIN as BUILTIN_TARGETS
 
 from .scheduler import Snapshot
 
@@ -107,6 +108,27 @@ def confining(folders: list[Path], doc: Path | None = None) -> list[Path]:
     return kept or ([Path(os.path.realpath(doc.parent))] if doc is not None else [])
 
 
+def readable(field: str, value, own, doc: Path, folders: list[Path]) -> str | None:
+    """The file a command's ``field`` names for the server to read (``target``, ``checkpoint``), or ``None``: the
+    user's own setting ``own`` as it is — settings are the user's, like a command line — else a shipped name (a
+    built-in target), else a path (relative to the document's folder) inside the confining folders (``confining``). A
+    command's arguments come from whatever sent them, so a path elsewhere (``/etc/shadow``) is refused before it is
+    opened: a file the server parses would otherwise be described back, line and column, to the sender."""
+    if value is None or value == own:
+        return value
+    if not isinstance(value, str) or not value:
+        raise CommandError(f"`{field}` must be a path, not {value!r}"[:200])
+    if field == "target" and value in BUILTIN_TARGETS:
+        return value
+    path = Path(os.path.abspath(doc.parent / value))
+    allowed = confining(folders, doc)
+    if not inside(path, allowed):
+        where = f"the workspace folders ({', '.join(map(str, allowed))})" if allowed else "a workspace folder"
+        raise CommandError(f"will not read {path} (`{field}`): a command reads files inside {where}, or the one the "
+                           f"settings name")
+    return str(path)
+
+
 def output_folder(obj: dict, doc: Path, folders: list[Path]) -> Path:
     """Where the bundle goes: ``out`` if given (relative to the document's folder), else ``<stem>.bundle/`` beside
     the document. Refused outside the confining folders (``confining``). Folders leading to it are created only
@@ -168,6 +190,7 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     target = obj.get("target", settings.target)
     if not isinstance(target, str) or not target:
         raise CommandError(f"`target` must be \"sn50\", \"sn40l\" or a path to a target file, not {target!r}")
+    target = readable("target", target, settings.target, doc, folders)
     checkpoint = obj.get("checkpoint", settings.checkpoint)
     storage = snap.analysis.storage
     if checkpoint != settings.checkpoint:
@@ -176,6 +199,7 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
 
         if checkpoint is not None and not isinstance(checkpoint, str):
             raise CommandError(f"`checkpoint` must be a path or null, not {checkpoint!r}")
+        checkpoint = readable("checkpoint", checkpoint, settings.checkpoint, doc, folders)
         try:
             storage = storage_of(checkpoint)
         except CheckpointError as e:

@@ -4,6 +4,7 @@ module and converting back. Started by ``streamed serve`` and ``python -m stream
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import uuid
@@ -13,10 +14,12 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage
+from pygls.protocol.json_rpc import ResponseErrorMessage
+from streamed.lang.limits import MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES
 
 from . import code_actions, code_lens, commands, compare, completion, definition, diagnostics, folding, formatting, hover
-from . import inlay_hints, pictures, rename, semantic_tokens, symbols
+from . import inlay_hints, pictures, rename, semantic_tokens, symbols, wire
 from .scheduler import Scheduler, Snapshot, failure
 from .settings import Settings
 
@@ -42,19 +45,69 @@ class Protocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self._methods: dict = {}  # the method of each request being handled, for the log line of one that fails
 
+    def take(self, frame: wire.Frame) -> None:
+        """One message off the wire (``wire.Frames``): handled, or — when it is no JSON-RPC message pygls may be
+        handed — refused as JSON-RPC says (``wire.problem_of``) with one log line, never a traceback."""
+        if frame.body is None:
+            log.warning("skipped %s", frame.problem)
+            if frame.skipped:
+                self._oversized(frame)
+            return
+        try:
+            value = json.loads(frame.body)
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the decoder goes
+            why = f"not JSON ({e})" if isinstance(e, ValueError) else "nested too deep to read"
+            self._refuse(None, wire.PARSE_ERROR, f"a message of {len(frame.body):,} bytes that is {why}"[:300])
+            return
+        problem = wire.problem_of(value)
+        if problem is not None:
+            code, why = problem
+            msg_id = value.get("id") if isinstance(value, dict) and wire.is_id(value.get("id")) else None
+            self._refuse(msg_id, code, why)
+            return
+        try:
+            message = self.structure_message(value)
+            self.handle_message(message)
+        except Exception as e:  # noqa: BLE001 — pygls's own failure on a message: one line, and an answer if due
+            log.error("a message could not be handled: %s", failure(e))
+            if "method" in value and "id" in value:
+                self._send_response(value["id"], error=JsonRpcInternalError(message=failure(e)).to_response_error())
+
+    def _refuse(self, msg_id, code: int, why: str) -> None:
+        """An error response (``id`` null when the message has none a response can carry) and one log line."""
+        log.warning("refused a message: %s", why)
+        # Sent as JSON values: pygls's typed response leaves out an id that is null, and JSON-RPC requires it.
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": why}})
+
+    def _oversized(self, frame: wire.Frame) -> None:
+        """A message skipped for its size: its request answered; a document it opened or changed is dropped (its text
+        is no longer the editor's), with one diagnostic saying why."""
+        msg_id, method, uri = wire.skipped_head(frame.head)
+        if msg_id is not None:
+            self._refuse(msg_id, JsonRpcInvalidRequest.CODE, f"{method or 'a request'}: {frame.problem}")
+        if method in (lsp.TEXT_DOCUMENT_DID_OPEN, lsp.TEXT_DOCUMENT_DID_CHANGE) and uri:
+            self._server.drop_document(uri, f"the editor sent this document in a message of {_mb(frame.skipped)}, "
+                                            f"past the {_mb(MAX_MESSAGE_BYTES)} a message may have; streamed reads "
+                                            f"model programs up to {_mb(MAX_DOCUMENT_BYTES)}, so nothing was checked")
+
     def structure_message(self, data: dict):
-        if not isinstance(data, dict) or "jsonrpc" not in data or "method" not in data:
-            return super().structure_message(data)  # a nested object, or a response to the server's own request
         method = data.get("method")
+        if method is None:  # a response to one of the server's own requests
+            try:
+                kind = ResponseErrorMessage if "error" in data else \
+                    self._result_types.pop(data["id"], None) or JsonRPCResponseMessage
+                return self._converter.structure(data, kind)
+            except Exception as e:  # noqa: BLE001 — pygls logged a traceback; a response is only dropped
+                log.warning("dropped a response to request %s: %s", str(data.get("id"))[:40], _unstructurable(e))
+                return REFUSED
         try:
             default = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
             kind = self.get_message_type(method) if isinstance(method, str) else None
             return self._converter.structure(data, kind or default)
         except Exception as e:  # noqa: BLE001 — whatever the converter says, the answer is "invalid params"
             why = _unstructurable(e)
-            if "id" in data:
-                msg_id = data["id"] if isinstance(data["id"], (int, str)) and not isinstance(data["id"], bool) else None
-                self._send_response(msg_id, error=JsonRpcInvalidParams(message=f"{str(method)[:60]}: {why}").to_response_error())
+            if "id" in data:  # a valid id: ``take`` refused any other
+                self._send_response(data["id"], error=JsonRpcInvalidParams(message=f"{str(method)[:60]}: {why}").to_response_error())
             log.warning("refused %s: %s", str(method)[:60], why)
             return REFUSED
 
@@ -146,6 +199,14 @@ class StreamedServer(LanguageServer):
             "rejects": len(snap.rejects),
         })
 
+    def drop_document(self, uri: str, why: str) -> None:
+        """Forget ``uri``'s text (the editor's is no longer known) and show ``why`` as its one diagnostic."""
+        self.sched().close(uri)
+        self.tokens.forget(uri)
+        origin = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
+        self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, [
+            lsp.Diagnostic(origin, why, severity=lsp.DiagnosticSeverity.Error, source="streamed")]))
+
     def apply_settings(self, raw) -> None:
         """Merge a client's settings; each bad value is named in a message and the previous one kept."""
         new, problems = self.settings.merged(raw)
@@ -202,6 +263,10 @@ def _unstructurable(e: Exception) -> str:
         lines = [str(e) or type(e).__name__]
     text = "; ".join(" ".join(str(l).split()) for l in lines[:3])
     return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1048576:,.1f} MB"
 
 
 def _invalid(message: str) -> JsonRpcInvalidParams:
@@ -525,12 +590,15 @@ def _supports_progress(ls: StreamedServer) -> bool:
     return bool(w and w.work_done_progress)
 
 
-def main() -> None:
+def main() -> int:
+    """Serve on stdio (``wire.serve``: pygls's reader is replaced by one that survives any byte stream); the exit
+    status: 0 after ``shutdown`` and ``exit`` or the end of the stream, 1 for ``exit`` without ``shutdown``, 128 + N
+    when signal N stopped it."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="streamed-server: %(levelname)s %(message)s")
     # The analysis thread is pure Python: switch often, so the event loop answers requests while it runs.
     sys.setswitchinterval(0.001)
-    server.start_io()
+    return wire.serve(server)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,12 +1,20 @@
 """Fixtures every suite may use. ``tests/support`` (builders, checkpoint writers, the repository's paths) is put on
-``sys.path`` here, because pytest imports test modules in importlib mode, where a test folder is not a package."""
+``sys.path`` here, because pytest imports test modules in importlib mode, where a test folder is not a package; and
+hypothesis's profile: derandomised."""
 
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+# Every property-based test runs derandomised — the same examples on every run, from a seed fixed by the test's own
+# source — so a bug one run finds every run finds (CI runs once), and no example database is read or written. A
+# test's own @settings inherits this profile; none may turn it off (tests/test_layout.py holds both).
+settings.register_profile("streamed", derandomize=True, database=None, print_blob=True)
+settings.load_profile("streamed")
 
 
 @pytest.fixture

@@ -40,34 +40,45 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    with SIGNALS.installed():
-        try:
-            from .common import UserError
+    # A path the user typed may hold bytes that are not UTF-8 ($'doc\xff.lgm'): it is printed back as those bytes.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
+    # The handlers are installed inside the ``try``: a signal that lands while they are being installed (or
+    # restored) is a ``Stopped`` like any other, said in one line.
+    try:
+        with SIGNALS.installed():
+            status = _command(argv)
+    except Stopped as e:
+        print("streamed: interrupted" if e.name == "SIGINT" else f"streamed: stopped by {e.name}", file=sys.stderr)
+        return e.status
+    except KeyboardInterrupt:
+        print("streamed: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    if SIGNALS.held is not None:
+        import signal
 
-            try:
-                parser = build_parser()  # imports every subcommand's module: a signal may land here too
-                args = parser.parse_args(argv)
-                if not getattr(args, "run", None):
-                    parser.print_help()
-                    return 2
-                status = args.run(args)
-            except UserError as e:
-                print(f"streamed: {e}", file=sys.stderr)
-                return 2
-        except Stopped as e:
-            print("streamed: interrupted" if e.name == "SIGINT" else f"streamed: stopped by {e.name}", file=sys.stderr)
-            return e.status
-        except KeyboardInterrupt:
-            print("streamed: interrupted", file=sys.stderr)
-            return 130
-        except BrokenPipeError:
-            return 0
-        if SIGNALS.held is not None:
-            import signal
+        print(f"streamed: {signal.Signals(SIGNALS.held).name} came while the bundle was put in place; it was "
+              f"finished first, and is whole", file=sys.stderr)
+    return status
 
-            print(f"streamed: {signal.Signals(SIGNALS.held).name} came while the bundle was put in place; it was "
-                  f"finished first, and is whole", file=sys.stderr)
-        return status
+
+def _command(argv: list[str] | None) -> int:
+    """Run the subcommand ``argv`` names; a ``UserError`` is its one line and exit status 2."""
+    from .common import UserError
+
+    try:
+        parser = build_parser()  # imports every subcommand's module: a signal may land here too
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
+        return args.run(args)
+    except UserError as e:
+        print(f"streamed: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@ import os
 import stat
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from ..lang.files import FileProblem, display, problem, read_file, size_of
 from ..lang.jsontext import JsonError, loads
+from ..lang.limits import MAX_CONFIG_BYTES
 from .common import UserError
 
 GGUF_MAGIC = b"GGUF"
@@ -23,10 +26,10 @@ def model_name(path: Path, config: dict | None = None) -> str:
     """The document's title: the config's ``_name_or_path`` when it has one, else the file's name (its folder's,
     for a file called ``config.json``)."""
     if config and isinstance(config.get("_name_or_path"), str) and config["_name_or_path"]:
-        return config["_name_or_path"].rstrip("/").split("/")[-1]
+        return display(config["_name_or_path"].rstrip("/").split("/")[-1])
     if path.name == "config.json" and path.parent.name not in ("", "."):
-        return path.parent.name
-    return path.stem
+        return display(path.parent.name)
+    return display(path.stem)  # a file named bad\xff.json: the title bad\xff, not an exception
 
 
 def spec_of(source: str, name: str | None = None):
@@ -44,10 +47,13 @@ def spec_of(source: str, name: str | None = None):
         p = p / "config.json"
         source = str(p)
     try:
+        size_of(p, "a config.json or a GGUF file")  # a FIFO or a device is refused before it is opened
         with p.open("rb") as f:
             magic = f.read(4)
+    except FileProblem as e:
+        raise UserError(str(e)) from None
     except OSError as e:
-        raise UserError(f"{source}: cannot be read ({e.strerror})") from None
+        raise UserError(str(problem(source, e))) from None
     if magic == GGUF_MAGIC or p.suffix.lower() == ".gguf":
         from ..model.gguf import CheckpointError, read_gguf  # numpy and gguf only for a checkpoint
 
@@ -56,8 +62,8 @@ def spec_of(source: str, name: str | None = None):
         except CheckpointError as e:
             raise UserError(str(e)) from None
     try:
-        cfg = loads(p.read_bytes())
-    except (OSError, JsonError):
+        cfg = loads(read_file(p, MAX_CONFIG_BYTES, "a config.json"))
+    except (FileProblem, JsonError):
         cfg = None  # read_config says what is wrong with it
     try:
         return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))
@@ -102,9 +108,12 @@ def cmd_author(args) -> int:
     from ..model.author import author, one_line, summary
     from ..model.spec import SpecError
 
+    if args.name is not None and display(args.name) != args.name:
+        raise UserError(f"--name {display(args.name)}: is not UTF-8 text; a title is one line of UTF-8 text")
     if args.name is not None and one_line(args.name) != args.name.strip():
         raise UserError(f"--name {args.name!r}: a title is one line, without line breaks or control characters")
     spec = spec_of(args.src, args.name)
+    spec = replace(spec, source=display(spec.source))  # written into the document: UTF-8 text, whatever the path
     for assumed in spec.assumed:
         print(f"streamed author: warning: {args.src}: {assumed}", file=sys.stderr)
     try:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..spatial.deployment import MODES, Deployment, size_problem
+from ..spatial.units import size
 
 
 class UserError(Exception):
@@ -15,15 +16,15 @@ class UserError(Exception):
 
 
 def read_document(path: str) -> bytes:
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"{path}: no such file")
-    if p.is_dir():
-        raise UserError(f"{path}: is a directory, not a model program")
+    """The bytes of the document at ``path`` — a regular file of at most ``MAX_DOCUMENT_BYTES``, its size checked
+    before it is read (``lang.files``) — or ``UserError`` (exit 2) naming the path and why."""
+    from ..lang.files import FileProblem, read_file
+    from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
+
     try:
-        return p.read_bytes()
-    except OSError as e:
-        raise UserError(f"{path}: cannot be read ({e.strerror})") from None
+        return read_file(path, MAX_DOCUMENT_BYTES, "a model program", document_too_large)
+    except FileProblem as e:
+        raise UserError(str(e)) from None
 
 
 #: The sizes only some deployments read, and which.
@@ -115,3 +116,104 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+# ---- memory: what the machine has, and refusing a run that needs more ----------------------------------------------
+
+#: The share of the memory available at the start that a run may plan to use (the rest: the interpreter, the page
+#: cache's other tenants, numpy's temporaries).
+MEMORY_SHARE = 0.8
+
+
+def parse_bytes(text: str) -> int:
+    """``4G``, ``512M``, ``1.5GB``, ``2000000000``: a size in bytes (powers of 1000, as ``units.size`` prints)."""
+    t = text.strip().upper().removesuffix("B")
+    scale = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(t[-1:], 1)
+    try:
+        value = float(t[:-1] if scale != 1 else t) * scale
+    except ValueError:
+        raise UserError(f"--memory {text}: not a size (say 8G, 512M or a number of bytes)") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserError(f"--memory {text}: must be a positive size")
+    return int(value)
+
+
+def available_memory() -> tuple[int, str]:
+    """The bytes this process can still use and where the figure comes from: the kernel's ``MemAvailable``, or the
+    room left under this process's cgroup limit where that is smaller (a container's)."""
+    have, where = None, "MemAvailable in /proc/meminfo"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                have = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    room = _cgroup_room()
+    if room is not None and (have is None or room < have):
+        have, where = room, "the room under this process's cgroup memory limit"
+    if have is None:
+        import os
+
+        have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "the machine's physical memory"
+    return have, where
+
+
+def _cgroup_room() -> int | None:
+    """``memory.max − memory.current`` of this process's cgroup (v2), or v1's limit less usage; ``None`` unlimited."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        base = Path("/sys/fs/cgroup")
+        if parts[0] == "0" and parts[1] == "":
+            folder = base / parts[2].lstrip("/")
+            pairs = [(folder / "memory.max", folder / "memory.current")]
+        elif "memory" in parts[1].split(","):
+            folder = base / "memory" / parts[2].lstrip("/")
+            pairs = [(folder / "memory.limit_in_bytes", folder / "memory.usage_in_bytes")]
+        else:
+            continue
+        for limit_file, usage_file in pairs:
+            try:
+                limit, usage = limit_file.read_text().strip(), usage_file.read_text().strip()
+            except OSError:
+                continue
+            if limit == "max" or not limit.isdigit() or int(limit) >= 1 << 60:
+                return None
+            return max(int(limit) - int(usage), 0)
+    return None
+
+
+def add_memory_option(p) -> None:
+    p.add_argument("--memory", metavar="BYTES", default=None,
+                   help=f"the memory this run may use (default {MEMORY_SHARE:.0%} of what the machine has available); "
+                        "a run that needs more is refused before it starts")
+
+
+def memory_budget(args) -> tuple[int, str]:
+    """The bytes a run may use and how that was decided: ``--memory``, else a share of what is available."""
+    if args.memory is not None:
+        return parse_bytes(args.memory), f"--memory {args.memory}"
+    have, where = available_memory()
+    return int(have * MEMORY_SHARE), f"{MEMORY_SHARE:.0%} of the {size(have)} available ({where})"
+
+
+def refuse_unless_it_fits(command: str, doc: str, need, args) -> None:
+    """``UserError`` (exit 2) naming the bytes ``need`` (a ``numerics.footprint.Footprint``) takes and the bytes the
+    budget gives, when the first is larger — said before anything is read or made."""
+    budget, how = memory_budget(args)
+    if need.total > budget:
+        raise UserError(f"{doc}: {command} needs {size(need.total)} of memory — weights {size(need.weights)} "
+                        f"({need.values:,} values), "
+                        f"caches and tables {size(need.states)}, one step's tensors and the logits "
+                        f"{size(need.activations)} — and has {size(budget)} ({how})")
+
+
+def add_arithmetic_option(p) -> None:
+    p.add_argument("--arithmetic", choices=("exact", "llama.cpp"), default="exact",
+                   help="exact float32 (default), or llama.cpp's CPU arithmetic where it differs: Q8_0 activations "
+                        "for Q8_0 products, fp16 activations for F16 products, GELU from its fp16 table")

@@ -37,6 +37,7 @@ def summary(model, out_dir: str) -> str:
     kinds = "; ".join(f"{k.name}: {layers_named(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
+    lines += _held(model)
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
              if p.tiles]
     if tiled:
@@ -52,6 +53,31 @@ def summary(model, out_dir: str) -> str:
                  f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
                  f"{' per chip' if moved and d.chips > 1 else ''})")
     return "\n".join(lines)
+
+
+def _held(model) -> list[str]:
+    """What a person should know of how the chips hold the weights and caches: the weights stored Q8_0 that some
+    program reads dense, with why (grouped by why), and the kinds whose key/value heads are replicated over the
+    chips (each share and how many chips hold a copy)."""
+    from ..spatial.passes.fold_q8 import read_dense
+
+    why_of: dict[str, list[str]] = {}
+    for _, p in model.programs():
+        for d in read_dense(p):
+            why_of.setdefault(d["why"], []).append(d["of"])
+    lines = [f"  read dense     {', '.join(names)}: {why}" for why, names in why_of.items()]
+    copies = []
+    for k in model.kinds:
+        states = set(k.carried)
+        shared = [r for r in (k.tp or {}).get("replicas", ()) if any(f"{r['of']}_c{c}" in states
+                                                                     for c in range(k.tp["chips"]))]
+        if shared:
+            shares = shared[0]["shares"]
+            copies.append(f"{k.name}: {len(shares)} KV share{'s' if len(shares) > 1 else ''}, each held by "
+                          f"{len(shares[0]['chips'])} chips")
+    if copies:
+        lines.append(f"  replicated     {'; '.join(copies)}")
+    return lines
 
 
 def _tiles(name: str, p, reads: int) -> str:

@@ -12,10 +12,12 @@ row, so positions before it have no logits (``positions`` says which do). JSON: 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-from .common import UserError, load_storage, print_errors, read_document
+from .common import (UserError, add_arithmetic_option, add_memory_option, load_storage, print_errors, read_document,
+                     refuse_unless_it_fits)
 
 
 def add_parser(sub) -> None:
@@ -31,20 +33,36 @@ def add_parser(sub) -> None:
     r.add_argument("--bundle", metavar="DIR", help="run this bundle lowered from DOC instead of the reference")
     r.add_argument("--target", default=None, help="target for the decode bundle a prefill bundle continues with")
     r.add_argument("--json", action="store_true", help="print {positions, logits, next} as JSON")
+    add_arithmetic_option(r)
+    add_memory_option(r)
     r.set_defaults(run=cmd_run)
 
 
 def parse_tokens(text: str) -> list[int]:
+    """Token ids as ASCII decimal integers (``١``, ``𝟙``, ``1_000``, ``+1`` and ``0x1`` are not), at most
+    ``MAX_CONTEXT`` of them (a sequence longer than any context runs nowhere), each below ``MAX_DIMENSION`` (no
+    vocabulary is larger); ``UserError`` naming the first that is not."""
+    from ..lang.files import display
+    from ..lang.limits import MAX_CONTEXT, MAX_DIMENSION, show
+
+    given = f"--tokens {display(text) if len(text) <= 40 else display(text[:39]) + '…'}"
+    parts = text.split(",")
+    if len(parts) > MAX_CONTEXT:
+        raise UserError(f"{given}: {len(parts):,} tokens, past the limit of {MAX_CONTEXT:,} (the longest context)")
     out = []
-    for i, part in enumerate(text.split(",")):
-        part = part.strip()
-        try:
-            t = int(part)
-        except ValueError:
-            raise UserError(f"--tokens {text}: token {i + 1} is {part!r}, not a token id") from None
-        if t < 0:
-            raise UserError(f"--tokens {text}: token {i + 1} is {t}; a token id is not negative")
-        out.append(t)
+    for i, part in enumerate(parts):
+        part = part.strip(" ")
+        if re.fullmatch(r"-[0-9]{1,12}", part):
+            raise UserError(f"{given}: token {i + 1} is {part}; a token id is not negative")
+        if not re.fullmatch(r"[0-9]+", part):
+            shown = display(part) if len(part) <= 24 else display(part[:23]) + "…"
+            raise UserError(f"{given}: token {i + 1} is {shown!r}, not a token id (a whole number in the digits 0-9)")
+        digits = part.lstrip("0") or "0"
+        if len(digits) > 12 or int(digits) >= MAX_DIMENSION:
+            value = show(int(digits)) if len(digits) <= 30 else f"a number of {len(digits):,} digits"
+            raise UserError(f"{given}: token {i + 1} is {value}, past the limit of {MAX_DIMENSION:,} (the largest "
+                            f"vocabulary)")
+        out.append(int(digits))
     return out
 
 
@@ -75,17 +93,31 @@ def cmd_run(args) -> int:
     prefill = 1 if args.decode else (args.prefill if args.prefill is not None else len(tokens))
     if not 1 <= prefill <= len(tokens):
         raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")
+    from ..numerics.footprint import of_run
+    from ..numerics.product import ARITHMETICS
+    from ..numerics.weights import read_as_q8
+
+    # Before anything is read or made: the memory the run holds, against what it may use.
+    refuse_unless_it_fits("run", args.doc, of_run(a.programs, storage if args.checkpoint else None, rows=prefill,
+                                                  ctx=len(tokens), positions=len(tokens),
+                                                  seeded_q8=read_as_q8(a.programs, storage)), args)
     try:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
     from ..spatial.streamed_model import StreamedReject
 
+    arithmetic = ARITHMETICS[args.arithmetic]
+    progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
-        result = run_bundle(args, a, weights, tokens, prefill, storage) if args.bundle else run_reference(a, weights, tokens, prefill)
+        result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \
+            else run_reference(a, weights, tokens, prefill, arithmetic, progress)
     except StreamedReject as e:
         print(f"streamed run: {args.doc}: {e}", file=sys.stderr)
         return 1
+    finally:
+        if progress is not None:
+            progress.done()
     if args.json:
         print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next}))
     else:
@@ -93,17 +125,33 @@ def cmd_run(args) -> int:
     return 0
 
 
-def run_reference(a, weights, tokens, prefill):
+class Progress:
+    """``step 3 of 40`` on one line of stderr, rewritten in place (a terminal's only: the caller decides)."""
+
+    def __init__(self, what: str):
+        self.what, self.shown = what, False
+
+    def __call__(self, done: int, total: int) -> None:
+        if total > 1:
+            print(f"\r{self.what}: step {done} of {total}", end="", file=sys.stderr, flush=True)
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def run_reference(a, weights, tokens, prefill, arithmetic, progress=None):
     from ..numerics.reference import ReferenceError
     from ..numerics.run import reference_logits
 
     try:
-        return reference_logits(a.programs, weights, tokens, prefill)
+        return reference_logits(a.programs, weights, tokens, prefill, arithmetic=arithmetic, progress=progress)
     except (ReferenceError, ValueError) as e:
         raise UserError(f"cannot run: {e}") from None
 
 
-def run_bundle(args, a, weights, tokens, prefill, storage):
+def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=None):
     """The bundle at ``--bundle``: its own deployment decides how the tokens step (module docstring)."""
     from ..numerics.execute import ExecuteError, plan_of
     from ..numerics.run import run_plans
@@ -117,7 +165,7 @@ def run_bundle(args, a, weights, tokens, prefill, storage):
         model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
     except BundleError as e:
         raise UserError(str(e)) from None
-    _of_this_document(model, a, args.doc, where)
+    _of_this_document(model, a, args.doc, where, storage)
     dep = model.deployment
     if dep.mode not in ("decode", "tp", "prefill"):
         raise UserError(f"{where}: a {dep.mode} bundle; `run` steps one sequence through a decode, tp or prefill bundle")
@@ -137,7 +185,7 @@ def run_bundle(args, a, weights, tokens, prefill, storage):
         plans["prefill"] = plans["step"]
         plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
     try:
-        return run_plans(plans, weights, tokens, prefill)
+        return run_plans(plans, weights, tokens, prefill, arithmetic, progress)
     except (ExecuteError, ValueError) as e:
         raise UserError(f"cannot run {where}: {e}") from None
 

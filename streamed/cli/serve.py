@@ -16,8 +16,7 @@ def _serve(args) -> int:
     for s in STOPPING:
         if s != signal.SIGINT:
             signal.signal(s, signal.SIG_DFL)
-    main()
-    return 0
+    return main()
 
 
 def add_parser(sub) -> None:

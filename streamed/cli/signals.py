@@ -7,7 +7,9 @@ the bundle is installed, and the command reports that it was — an installed bu
 the command is finishing anyway, so the held signal is reported, not raised.
 
 Installed by ``main`` for the duration of one command and restored after, so a program (or a test) that calls
-``main`` keeps its own handlers.
+``main`` keeps its own handlers. A signal that lands while they are installed or restored is said like any other
+(``main`` catches ``Stopped`` around the installation), and once one has stopped the command, the next (a second
+Ctrl-C) does not cut short the cleanup the first started.
 """
 
 from __future__ import annotations
@@ -44,30 +46,37 @@ class Signals:
     def __init__(self):
         self.holding = False
         self.held: int | None = None  # the first signal received while holding
+        self.stopping = False  # a ``Stopped`` is on its way: the cleanup it runs is not cut short by another
 
     def _handler(self, signum, frame):
+        if self.stopping:
+            return
         if self.holding:
             if self.held is None:
                 self.held = signum
             return
+        self.stopping = True
         raise Stopped(signum)
 
     @contextlib.contextmanager
     def installed(self):
         """Raise ``Stopped`` for every stopping signal while the block runs (in the main thread only: elsewhere
         handlers cannot be set, and nothing is changed)."""
-        self.holding, self.held = False, None
+        self.holding, self.held, self.stopping = False, None, False
         previous = {}
         try:
             for s in STOPPING:
                 try:
-                    previous[s] = signal.signal(s, self._handler)
+                    # Kept before the new one is set: a signal that lands as it is set still has it restored.
+                    previous[s] = signal.getsignal(s)
+                    signal.signal(s, self._handler)
                 except (ValueError, OSError):  # not the main thread, or a signal this platform will not hand over
-                    pass
+                    previous.pop(s, None)
             yield self
         finally:
             for s, handler in previous.items():
-                signal.signal(s, handler)
+                if handler is not None:  # None: a handler not set from Python, which cannot be put back
+                    signal.signal(s, handler)
 
     @contextlib.contextmanager
     def deferred(self):

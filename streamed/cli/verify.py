@@ -10,10 +10,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .common import UserError, add_deployment_options, deployment_from, load_storage, print_errors, read_document
-
-#: Both runs hold every weight as float32 in memory: 400 million values are 1.6 GB.
-MAX_WEIGHTS = 400_000_000
+from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, deployment_from,
+                     load_storage, print_errors, read_document, refuse_unless_it_fits)
 
 
 def add_parser(sub) -> None:
@@ -33,9 +31,8 @@ def add_parser(sub) -> None:
     v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")
     v.add_argument("--bundle", metavar="DIR", help="certify this written bundle (its own deployment) instead of "
                                                    "lowering DOC here")
-    v.add_argument("--max-weights", type=int, default=MAX_WEIGHTS, metavar="N",
-                   help=f"refuse documents declaring more weight values than this (default {MAX_WEIGHTS:,}: "
-                        "both paths hold every weight as float32)")
+    add_arithmetic_option(v)
+    add_memory_option(v)
     v.set_defaults(run=cmd_verify)
 
 
@@ -71,16 +68,16 @@ def covering_deployment(args, dep, programs):
     return dep, (args.steps if args.steps is not None else steps)
 
 
-def _of_this_document(model, a, doc: str, where: Path) -> None:
-    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers
-    (its programs are then run on the document's weights). Anything else is bad input, said before anything runs."""
-    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
-    ours = [(k.name, tuple(k.layers)) for k in a.kinds]
-    if theirs != ours:
-        from ..analysis.whole import layer_ranges
+def _of_this_document(model, a, doc: str, where: Path, storage=None) -> None:
+    """A written bundle is certified against the document it was lowered from: the same kinds over the same layers,
+    each weight read from the checkpoint tensor the document binds (``bundle.document_problem``). Anything else is
+    bad input, said before anything runs."""
+    from ..model.checkpoint import ALL_Q8
+    from ..spatial.bundle import document_problem
 
-        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"
-        raise UserError(f"{where} is not a bundle of {doc}: its kinds are {show(theirs)}; {doc}'s are {show(ours)}")
+    why = document_problem(model, a, storage if storage is not None else ALL_Q8)
+    if why is not None:
+        raise UserError(f"{where} is not a bundle of {doc}: {why}")
 
 
 def cmd_verify(args) -> int:
@@ -89,8 +86,10 @@ def cmd_verify(args) -> int:
     from ..numerics.execute import plan_of
     from ..spatial.deployment import Deployment
     from ..spatial.streamed_model import StreamedReject, lower_streamed
+    from ..numerics.footprint import of_run
+    from ..numerics.product import ARITHMETICS
     from ..numerics.verify import covering, label, reach, run
-    from ..numerics.weights import WeightError, concrete, declared_weights, from_gguf, seeded
+    from ..numerics.weights import WeightError, from_gguf, read_as_q8, seeded
 
     text = read_document(args.doc)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
@@ -98,25 +97,25 @@ def cmd_verify(args) -> int:
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")
-    # Python's integers, not numpy's: three widths of 2²⁴ overflow int64 and wrap round to a wrong count.
-    count = sum(math.prod(concrete(d.shape)) for d in declared_weights(a.programs).values())
-    if count > args.max_weights:
-        raise UserError(f"{args.doc} declares {count:,} weight values ({count * 4 / 1e9:.1f} GB as float32); "
-                        f"certification holds them all in memory, so it runs on documents of at most "
-                        f"{args.max_weights:,} (--max-weights) — certify a small document of the same kinds")
-    try:
-        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
-    except WeightError as e:
-        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    def fits(dep, steps) -> None:
+        # Both runs read the weights once, together; the reference keeps each step it compares against. Counted
+        # before anything is lowered, read or made.
+        rows = dep.ctx if dep.mode == "forward" else max(dep.chunk, dep.batch, 1)
+        refuse_unless_it_fits("verify", args.doc, of_run(
+            a.programs, storage if args.checkpoint else None, rows=rows, ctx=dep.ctx, positions=0,
+            copies=2 * dep.batch, seeded_q8=read_as_q8(a.programs, storage), held_steps=steps), args)
+
     try:
         if args.bundle is not None:
             where = Path(args.bundle)
             model = read_bundle(where.parent if where.name == "manifest.json" and where.is_file() else where)
-            _of_this_document(model, a, args.doc, where)
+            _of_this_document(model, a, args.doc, where, storage)
             dep = model.deployment
             steps = args.steps if args.steps is not None else covering(a.programs, dep)[0]
+            fits(dep, steps)
         else:
             dep, steps = covering_deployment(args, dep, a.programs)
+            fits(dep, steps)
             model = lower_streamed(a, dep, args.target, storage)
         plans = {"step": plan_of(model)}
         if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
@@ -128,7 +127,11 @@ def cmd_verify(args) -> int:
     except BundleError as e:
         raise UserError(str(e)) from None
     try:
-        report = run(a.programs, weights, dep, plans, steps)
+        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
+    except WeightError as e:
+        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    try:
+        report = run(a.programs, weights, dep, plans, steps, arithmetic=ARITHMETICS[args.arithmetic])
     except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
         raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
                         f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None

@@ -15,6 +15,20 @@ import math
 #: more would only keep an editor waiting.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
+#: The largest ``config.json`` or target TOML read: real ones are a few kilobytes (a config with a label table, a few
+#: hundred), so 16 MB is room for anything real while parsing stays far from the machine's memory.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+#: The largest file of a bundle read (its manifest, a program): a manifest grows by about 1.6 KB a layer at the most
+#: (batched tensor parallel; ``docs/performance.md``), so 65,535 layers are about 100 MB, and a program is far
+#: smaller. A file past it is refused before it is read.
+MAX_BUNDLE_FILE_BYTES = 128 * 1024 * 1024
+
+#: The largest LSP message the language server reads: a document of ``MAX_DOCUMENT_BYTES`` sent whole, every byte of
+#: it escaped as JSON's six-byte ``\u00XX`` (a client sends control characters so), and a megabyte for the rest of
+#: the message. A longer message is skipped without being held, and its request answered.
+MAX_MESSAGE_BYTES = 6 * MAX_DOCUMENT_BYTES + (1 << 20)
+
 #: Layer numbers past this are refused outright, and so is a config or a GGUF of more layers: no published model has
 #: more than a few hundred, a 4 MB document holds about 3,300 authored layers (1.2 KB each), and nothing sized by a
 #: layer count is built before it is checked against this.
@@ -75,17 +89,17 @@ def beyond(value, limit: int | float, *, minimum: int | float = 1, whole: bool =
     elif whole and isinstance(value, float) and not value.is_integer():
         reason, saying = "must be a whole number", "{reason}, not {value}"
     elif value < minimum:
-        reason, saying = f"must be at least {_show(minimum)}", "is {value}; it {reason}"
+        reason, saying = f"must be at least {show(minimum)}", "is {value}; it {reason}"
     elif value > limit:
-        reason, saying = f"is past the limit of {_show(limit)}", "is {value}, past the limit of " + _show(limit)
+        reason, saying = f"is past the limit of {show(limit)}", "is {value}, past the limit of " + show(limit)
     else:
         return None
-    return saying.format(reason=reason, value=_show(value)) if say_value else reason
+    return saying.format(reason=reason, value=show(value)) if say_value else reason
 
 
-def _show(v) -> str:
-    """A value as a person reads it in a message: whole numbers with thousands separators, an enormous one by its
-    digit count, anything else briefly."""
+def show(v) -> str:
+    """A value as a person reads it in a message: whole numbers with thousands separators (``268,435,457``, also when
+    it is held as a float, never ``2.68435e+08``), an enormous one by its digit count, anything else briefly."""
     if isinstance(v, bool) or v is None:
         return {True: "true", False: "false", None: "null"}[v]
     if isinstance(v, int):

@@ -5,7 +5,8 @@ follow them, and the reference interpreter implements each ``name``. A pattern i
 
 - a literal word or punctuation (``of``, ``with``, ``,``),
 - ``$X`` — an operand: an atom (a name, a number, or a parenthesised expression),
-- ``#H`` — a number: a literal number or a ``## Model`` constant.
+- ``#H`` — a number: a literal number or a ``## Model`` constant,
+- ``#*H`` — one or more numbers, one after another (a list: LongRoPE's per-frequency factors).
 
 An operation is its ``words`` (how it starts), then its ``pattern``, then any of its ``options``, each introduced by
 a comma. Options marked required must appear. Invariant: no two operations start with the same word sequence. Options of one operation may share their leading
@@ -79,12 +80,18 @@ OPS: tuple[Op, ...] = (
         _opt("heads #H", "normalise each of H heads separately (QK-norm)")),
     _op("l2norm", "l2norm of $X", "L2 norm per row (or per head): x/√(Σx²+ε).",
         _opt("epsilon #E", "ε, default 1e-6"), _opt("heads #H", "normalise each of H heads separately")),
+    _op("layernorm", "layernorm of $X with $G", "Layer norm per row (Ba et al. 2016): (x−mean x)/√(var x+ε)·G (+ B).",
+        _opt("bias $B", "added after the gain (StarCoder2's LayerNorm)"), _opt("epsilon #E", "ε, default 1e-5")),
     _op("silu", "silu of $X", "x·σ(x), elementwise."),
     _op("gelu", "gelu of $X", "GELU, tanh approximation: ½x(1+tanh(√(2/π)(x+0.044715x³))), elementwise."),
     _op("sigmoid", "sigmoid of $X", "σ(x) = 1/(1+e⁻ˣ), elementwise."),
     _op("softplus", "softplus of $X", "log(1+eˣ), elementwise."),
     _op("exp", "exp of $X", "eˣ, elementwise."),
     _op("softmax", "softmax of $X", "Softmax over the last axis."),
+    _op("soft cap", "soft cap of $X at #C", "C·tanh(x/C), elementwise: values squashed into (−C, C) (Gemma 2's final logits)."),
+    _op("columns", "columns #A to #B of $X",
+        "Columns A…B−1 of X: one part of a fused product (Phi-3's qkv, InternLM2's wqkv) named as its own tensor.",
+        _opt("of every #N", "columns A…B−1 of each group of N (a per-head or per-group interleave)")),
     _op("row", "row $T of $E", "Embedding lookup: E[T[r], :] for each row's token id."),
     _op("rows", "rows $T of $E", "Embedding lookup: E[T[r], :] for each row's token id."),
     _op("rope", "rope of $X at $P with $C and $S", "Rotary position embedding, rotate-half form (Su et al. 2021; GPT-NeoX), of row r at position P+r.",
@@ -94,7 +101,8 @@ OPS: tuple[Op, ...] = (
     _op("attention", "attention of $Q over $K and $V at $P", "Causal grouped-query attention of row r (position P+r) over cached positions ≤ P+r (Ainslie et al. 2023).",
         _opt("heads #H sharing #G", "H query heads share G key/value heads", required=True),
         _opt("window #W", "sliding window: keys j > P+r−W"), _opt("chunks of #C", "chunked: keys in the same C-chunk"),
-        _opt("scale #F", "logit scale, default 1/√(head width)"), _opt("sinks $S", "one learned sink logit per head (gpt-oss)")),
+        _opt("scale #F", "logit scale, default 1/√(head width)"), _opt("sinks $S", "one learned sink logit per head (gpt-oss)"),
+        _opt("soft cap #L", "scaled logits soft-capped, L·tanh(logit/L), before the mask (Gemma 2)")),
     _op("latent attention", "latent attention of $Q over $C and $R at $P with $A and $B",
         "Multi-head latent attention, absorbed form (DeepSeek-V2, 2024): keys and values from a cache of latents.",
         _opt("heads #H", required=True), _opt("nope #N", "per-head dims without rotation", required=True),
@@ -127,6 +135,9 @@ _SCALING = (
     _opt("yarn scaling by #F from #N with fast #BF and slow #BS",
          "YaRN: frequencies divided by F, ramped back to the base between the dims where N spans BF and BS turns"),
     _opt("unrounded ramp", "YaRN's ramp ends are not rounded to whole dims (transformers' truncate: false)"),
+    _opt("longrope scaling from #N with short factors #*SF and long factors #*LF",
+         "LongRoPE (Phi-3): frequency i divided by the short factor i when the table holds at most N positions, "
+         "else by the long factor i"),
     _opt("attention factor #A", "cosines and sines multiplied by A (YaRN's attention factor)"),
 )
 FILLS: tuple[Op, ...] = (

@@ -313,6 +313,11 @@ def _match(s: _Statement, pattern, op: ops_table.Op, args: list, numbers: list, 
             e, d = _atom(s, level, before_of=k + 1 < len(pattern) and pattern[k + 1] == "of")
             args.append((item[1:], e))
             depth = max(depth, d)
+        elif item.startswith("#*"):
+            # A list: one number or constant, then every number that follows it (LongRoPE's factors).
+            numbers.append((item[2:], _slot_number(s, f"for {item[2:]} in `{op.spelling}`")))
+            while (n := _number(s)) is not None:
+                numbers.append((item[2:], n))
         elif item[0] == "#":
             numbers.append((item[1:], _slot_number(s, f"for {item[1:]} in `{op.spelling}`")))
         else:

@@ -86,6 +86,10 @@ class Call:
     def number(self, slot: str) -> "Name | Number | None":
         return next((e for s, e in self.numbers if s == slot), None)
 
+    def number_list(self, slot: str) -> "tuple[Name | Number, ...]":
+        """Every number a list slot (``#*S``) holds, in the order written."""
+        return tuple(e for s, e in self.numbers if s == slot)
+
 
 Expr = Union[Name, Number, Binary, Call]
 

@@ -7,9 +7,12 @@ hidden state it reads is ``x`` or ``xo{l-1}`` and it returns ``xo{l}``. Rotation
 indexed by their (width, base), never by a layer.
 
 Every declared weight is bound by one ``## Checkpoint`` entry to the tensor that holds it: llama.cpp's GGUF names
-(``blk.3.attn_q.weight``) or transformers' (``model.layers.3.self_attn.q_proj.weight``), with the column slices
-that carve packed tensors (Qwen3-Next's gated queries, DeepSeek's ``kv_a_proj_with_mqa``). Every projection is
-declared ``q8``; norms' gains, biases, routers and convolution kernels are not.
+(``blk.3.attn_q.weight``) or transformers' (``model.layers.3.self_attn.q_proj.weight``), as ``names`` gives them,
+with the column slices that carve packed tensors (Qwen3-Next's gated queries, DeepSeek's ``kv_a_proj_with_mqa``). A
+tensor that holds several projections one product reads whole (Phi-3's ``qkv_proj`` and ``gate_up_proj``, InternLM2's
+``wqkv``, a GGUF's ``attn_qkv``) is one product, its parts named by ``columns A to B of``. Every projection is
+declared ``q8`` — routers, expert banks and the shared expert's gate included, so that each is read as the checkpoint
+stores it; norms' gains, biases and convolution kernels are not.
 
 The text is written as a person would: declarations and computations aligned, numbers that need a reason (a logit
 scale, an embedding scale, a rotation scaling the language does not model) commented — once, in the first layer of
@@ -27,166 +30,9 @@ from ..lang.ops import KEYWORDS
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
 )
+from .names import gguf_arch, gguf_tensor, hf_tensor
 
 __all__ = ["author", "summary", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
-
-
-# ---- tensor names ---------------------------------------------------------------------------------------------
-
-#: slot → (llama.cpp's ``MODEL_TENSOR`` member, suffix). Slots with no tensor of their own use a suffix of one that
-#: has. The ``gguf`` package is imported only when GGUF names are asked for: a config.json needs neither it nor numpy.
-_GGUF_SLOTS: dict[str, tuple[str, str]] = {
-    "token_embd": ("TOKEN_EMBD", "weight"),
-    "output_norm": ("OUTPUT_NORM", "weight"),
-    "output": ("OUTPUT", "weight"),
-    "attn_norm": ("ATTN_NORM", "weight"),
-    "attn_q": ("ATTN_Q", "weight"),
-    "attn_k": ("ATTN_K", "weight"),
-    "attn_v": ("ATTN_V", "weight"),
-    "attn_q_bias": ("ATTN_Q", "bias"),
-    "attn_k_bias": ("ATTN_K", "bias"),
-    "attn_v_bias": ("ATTN_V", "bias"),
-    "attn_output": ("ATTN_OUT", "weight"),
-    "attn_output_bias": ("ATTN_OUT", "bias"),
-    "attn_q_norm": ("ATTN_Q_NORM", "weight"),
-    "attn_k_norm": ("ATTN_K_NORM", "weight"),
-    "attn_sinks": ("ATTN_SINKS", "weight"),
-    "attn_post_norm": ("ATTN_POST_NORM", "weight"),
-    "ffn_norm": ("FFN_NORM", "weight"),
-    "ffn_post_norm": ("FFN_POST_NORM", "weight"),
-    "ffn_gate": ("FFN_GATE", "weight"),
-    "ffn_up": ("FFN_UP", "weight"),
-    "ffn_down": ("FFN_DOWN", "weight"),
-    "ffn_gate_inp": ("FFN_GATE_INP", "weight"),
-    "ffn_gate_inp_bias": ("FFN_GATE_INP", "bias"),
-    "exp_probs_b": ("FFN_EXP_PROBS_B", "bias"),
-    "ffn_gate_exps": ("FFN_GATE_EXP", "weight"),
-    "ffn_up_exps": ("FFN_UP_EXP", "weight"),
-    "ffn_down_exps": ("FFN_DOWN_EXP", "weight"),
-    "ffn_gate_exps_bias": ("FFN_GATE_EXP", "bias"),
-    "ffn_up_exps_bias": ("FFN_UP_EXP", "bias"),
-    "ffn_down_exps_bias": ("FFN_DOWN_EXP", "bias"),
-    "ffn_gate_shexp": ("FFN_GATE_SHEXP", "weight"),
-    "ffn_up_shexp": ("FFN_UP_SHEXP", "weight"),
-    "ffn_down_shexp": ("FFN_DOWN_SHEXP", "weight"),
-    "ffn_gate_inp_shexp": ("FFN_GATE_INP_SHEXP", "weight"),
-    "ssm_qkv": ("ATTN_QKV", "weight"),
-    "ssm_z": ("ATTN_GATE", "weight"),
-    "ssm_ba": ("SSM_BETA_ALPHA", "weight"),
-    "ssm_beta": ("SSM_BETA", "weight"),
-    "ssm_alpha": ("SSM_ALPHA", "weight"),
-    "ssm_conv1d": ("SSM_CONV1D", "weight"),
-    "ssm_dt": ("SSM_DT", "bias"),
-    "ssm_a": ("SSM_A", ""),
-    "ssm_norm": ("SSM_NORM", "weight"),
-    "ssm_out": ("SSM_OUT", "weight"),
-    "attn_q_a": ("ATTN_Q_A", "weight"),
-    "attn_q_a_norm": ("ATTN_Q_A_NORM", "weight"),
-    "attn_q_b": ("ATTN_Q_B", "weight"),
-    "attn_kv_a_mqa": ("ATTN_KV_A_MQA", "weight"),
-    "attn_kv_a_norm": ("ATTN_KV_A_NORM", "weight"),
-    "attn_k_b": ("ATTN_K_B", "weight"),
-    "attn_v_b": ("ATTN_V_B", "weight"),
-    "attn_kv_b": ("ATTN_KV_B", "weight"),
-}
-
-
-def gguf_arch(name: str):
-    """The ``MODEL_ARCH`` whose ``general.architecture`` is ``name`` (``qwen3next``), or ``None``."""
-    from gguf.constants import MODEL_ARCH_NAMES
-
-    for arch, n in MODEL_ARCH_NAMES.items():
-        if n == name:
-            return arch
-    return None
-
-
-def gguf_tensor(slot: str, architecture: str) -> str:
-    """llama.cpp's name of ``slot`` in every layer (``blk.{l}.attn_q.weight``).
-
-    ★ The norm before the feed-forward block is ``ffn_norm`` in most architectures but ``post_attention_norm`` in
-    those that list no ``ffn_norm`` (Qwen3-Next, Qwen3.5): which one is read from the architecture's tensor list."""
-    from gguf.constants import MODEL_TENSOR, MODEL_TENSORS, TENSOR_NAMES
-
-    arch = gguf_arch(architecture)
-    if slot == "ffn_norm" and arch is not None:
-        listed = MODEL_TENSORS.get(arch, [])
-        if MODEL_TENSOR.FFN_NORM not in listed and MODEL_TENSOR.FFN_PRE_NORM not in listed:
-            slot = "attn_post_norm"
-    tensor, suffix = _GGUF_SLOTS[slot]
-    base = TENSOR_NAMES[getattr(MODEL_TENSOR, tensor)].format(bid="{l}")
-    return f"{base}.{suffix}" if suffix else base
-
-
-def hf_tensor(slot: str, architecture: str, prefix: str = "model.") -> str:
-    """transformers' parameter name of ``slot`` for a model of ``architecture`` (its ``model_type`` family).
-
-    ``prefix`` is where the text model's layers live (``model.`` or ``model.language_model.``). Experts are named as
-    transformers holds them, stacked per layer (``mlp.experts.gate_up_proj``): a checkpoint that stores one tensor
-    per expert is stacked on load."""
-    fam = _family(architecture)
-    layer = f"{prefix}layers.{{l}}."
-    mlp = "feed_forward." if fam == "llama4" else "mlp."
-    if slot == "token_embd":
-        return f"{prefix}embed_tokens.weight"
-    if slot == "output_norm":
-        return f"{prefix}norm.weight"
-    if slot == "output":
-        return "lm_head.weight"
-    attn = "linear_attn." if slot.startswith("ssm_") else "self_attn."
-    names = {
-        "attn_norm": "input_layernorm.weight",
-        "attn_q": "q_proj.weight", "attn_k": "k_proj.weight", "attn_v": "v_proj.weight", "attn_output": "o_proj.weight",
-        "attn_q_bias": "q_proj.bias", "attn_k_bias": "k_proj.bias", "attn_v_bias": "v_proj.bias",
-        "attn_output_bias": "o_proj.bias", "attn_q_norm": "q_norm.weight", "attn_k_norm": "k_norm.weight",
-        "attn_sinks": "sinks",
-        "attn_q_a": "q_a_proj.weight", "attn_q_a_norm": "q_a_layernorm.weight", "attn_q_b": "q_b_proj.weight",
-        "attn_kv_a_mqa": "kv_a_proj_with_mqa.weight", "attn_kv_a_norm": "kv_a_layernorm.weight",
-        "attn_k_b": "kv_b_proj.weight", "attn_v_b": "kv_b_proj.weight", "attn_kv_b": "kv_b_proj.weight",
-        "ssm_qkv": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_qkv.weight",
-        "ssm_z": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_z.weight",
-        "ssm_ba": "in_proj_ba.weight", "ssm_beta": "in_proj_b.weight", "ssm_alpha": "in_proj_a.weight",
-        "ssm_conv1d": "conv1d.weight", "ssm_dt": "dt_bias", "ssm_a": "A_log", "ssm_norm": "norm.weight",
-        "ssm_out": "out_proj.weight",
-    }
-    if slot in names:
-        if slot == "attn_norm":
-            return layer + names[slot]
-        return layer + attn + names[slot]
-    # Norms around the feed-forward block: Gemma's sandwich names its pre-FFN norm apart from the post-attention one.
-    if slot == "attn_post_norm":
-        return layer + "post_attention_layernorm.weight"
-    if slot == "ffn_norm":
-        return layer + ("pre_feedforward_layernorm.weight" if fam == "gemma3" else "post_attention_layernorm.weight")
-    if slot == "ffn_post_norm":
-        return layer + "post_feedforward_layernorm.weight"
-    router = {"gpt_oss": "router", "llama4": "router"}.get(fam, "gate")
-    shared = {"deepseek": "shared_experts", "llama4": "shared_expert"}.get(fam, "shared_expert")
-    ffn = {
-        "ffn_gate": "gate_proj.weight", "ffn_up": "up_proj.weight", "ffn_down": "down_proj.weight",
-        "ffn_gate_inp": f"{router}.weight", "ffn_gate_inp_bias": f"{router}.bias",
-        "exp_probs_b": f"{router}.e_score_correction_bias",
-        "ffn_gate_exps": "experts.gate_up_proj", "ffn_up_exps": "experts.gate_up_proj",
-        "ffn_down_exps": "experts.down_proj",
-        "ffn_gate_exps_bias": "experts.gate_up_proj_bias", "ffn_up_exps_bias": "experts.gate_up_proj_bias",
-        "ffn_down_exps_bias": "experts.down_proj_bias",
-        "ffn_gate_shexp": f"{shared}.gate_proj.weight", "ffn_up_shexp": f"{shared}.up_proj.weight",
-        "ffn_down_shexp": f"{shared}.down_proj.weight", "ffn_gate_inp_shexp": "shared_expert_gate.weight",
-    }
-    return layer + mlp + ffn[slot]
-
-
-def _family(architecture: str) -> str:
-    a = architecture
-    if a.startswith("deepseek"):
-        return "deepseek"
-    if a.startswith("llama4"):
-        return "llama4"
-    if a.startswith("gemma3"):
-        return "gemma3"
-    if a.startswith("qwen3_next"):
-        return "qwen3_next"
-    return a
 
 
 # ---- numbers ----------------------------------------------------------------------------------------------------
@@ -308,7 +154,10 @@ def _scaling(rot: Rotation) -> str:
     """A table fill's scaling options (LANGUAGE §4): ``, llama3 scaling by 8 from 8192 with low 1 and high 4``."""
     out = ""
     sc = rot.scaling
-    if sc is not None:
+    if sc is not None and sc.kind == "longrope":
+        out += (f", longrope scaling from {number(sc.context)} with short factors {' '.join(map(number, sc.short))}"
+                f" and long factors {' '.join(map(number, sc.long))}")
+    elif sc is not None:
         out += f", {sc.kind} scaling by {number(sc.factor)}"
         if sc.kind == "llama3":
             out += f" from {number(sc.context)} with low {number(sc.low)} and high {number(sc.high)}"
@@ -321,7 +170,9 @@ def _scaling(rot: Rotation) -> str:
     return out
 
 
-def _norm(x: str, g: str, norm: Norm, heads: int | None = None) -> str:
+def _norm(x: str, g: str, norm: Norm, heads: int | None = None, bias: str | None = None) -> str:
+    if norm.layer:
+        return f"layernorm of {x} with {g}" + (f", bias {bias}" if bias else "") + f", epsilon {number(norm.eps)}"
     out = f"rmsnorm of {x} with {g}, epsilon {number(norm.eps)}"
     if norm.offset:
         out += f", offset {number(norm.offset)}"
@@ -428,13 +279,17 @@ class _Author:
         last = f"xo{len(spec.layers) - 1}"
         w.declare(last, "an input of rows by d")
         w.weight("gf", "d", "output_norm")
+        bias = w.weight("gfb", "d", "output_norm_bias") if spec.final_norm.bias else None
         if spec.tied:
             w.weight("Wout", "d by vocab", "token_embd", q8=True, comment="tied: the embedding, read as d by vocab")
         else:
             w.weight("Wout", "d by vocab", "output", q8=True)
-        w.let("xf", _norm(last, "gf", spec.final_norm))
-        w.let("logits", "xf times Wout")
-        w.let("next", "index of the largest of logits")
+        w.let("xf", _norm(last, "gf", spec.final_norm, bias=bias))
+        logits = w.let("logits", "xf times Wout")
+        if spec.final_softcap is not None:
+            logits = w.let("capped", f"soft cap of logits at {number(spec.final_softcap)}",
+                           f"the logits soft-capped at {number(spec.final_softcap)}")
+        w.let("next", f"index of the largest of {logits}")
         w.ret("next")
         return w.text()
 
@@ -448,7 +303,9 @@ class _Author:
         m = layer.mixer
         if not isinstance(m, GatedDeltaNet):
             w.declare("pos", "a position")
-        g = w.weight("g", "d", "attn_norm")
+        g = w.weight("g", "d", "attn_norm") if layer.pre_norm else None
+        if layer.pre_norm and layer.norm.bias:
+            w.weight("gb", "d", "attn_norm_bias")
         if isinstance(m, Attention):
             o = self.attention(w, m, layer)
         elif isinstance(m, GatedDeltaNet):
@@ -459,26 +316,41 @@ class _Author:
         return w.text()
 
     # -- mixers --
+    def pre_norm(self, w: _Writer, layer: LayerSpec) -> str:
+        """The mixer's input: the layer's input normed (``xn``), or the input itself where the layer has no pre-norm."""
+        if not layer.pre_norm:
+            return w.input
+        return w.let("xn", _norm(w.input, w.n("g"), layer.norm, bias=w.n("gb") if layer.norm.bias else None))
+
     def attention(self, w: _Writer, m: Attention, layer: LayerSpec) -> str:
         qd, kd = m.heads * m.head_dim, m.kv_heads * m.head_dim
         gated = m.gated
         qcols = (0, m.head_dim, 2 * m.head_dim) if gated else None
-        Wq = w.weight("Wq", f"d by {qd}", "attn_q", q8=True, columns=qcols,
-                      comment=f"{m.heads} query heads of {m.head_dim}" + (", packed with their gates" if gated else ""))
-        Wqg = w.weight("Wqg", f"d by {qd}", "attn_q", q8=True, columns=(m.head_dim, 2 * m.head_dim, 2 * m.head_dim),
-                       comment="the output gate of each head") if gated else None
-        Wk = w.weight("Wk", f"d by {kd}", "attn_k", q8=True, comment=f"{m.kv_heads} key/value heads")
-        Wv = w.weight("Wv", f"d by {kd}", "attn_v", q8=True)
-        if m.bias:
-            bq = w.weight("bq", str(qd), "attn_q_bias")
-            bk = w.weight("bk", str(kd), "attn_k_bias")
-            bv = w.weight("bv", str(kd), "attn_v_bias")
+        if m.fused:
+            layout = ("queries, keys and values in turn" if m.fused == "qkv" else
+                      "per key/value head its queries, its key and its value")
+            Wqkv = w.weight("Wqkv", f"d by {qd + 2 * kd}", "attn_qkv", q8=True,
+                            comment=f"{m.heads} query heads and {m.kv_heads} key/value heads of {m.head_dim}: {layout}")
+            bqkv = w.weight("bqkv", str(qd + 2 * kd), "attn_qkv_bias") if m.bias else None
+        else:
+            Wq = w.weight("Wq", f"d by {qd}", "attn_q", q8=True, columns=qcols,
+                          comment=f"{m.heads} query heads of {m.head_dim}" + (", packed with their gates" if gated else ""))
+            Wqg = w.weight("Wqg", f"d by {qd}", "attn_q", q8=True, columns=(m.head_dim, 2 * m.head_dim, 2 * m.head_dim),
+                           comment="the output gate of each head") if gated else None
+            Wk = w.weight("Wk", f"d by {kd}", "attn_k", q8=True, comment=f"{m.kv_heads} key/value heads")
+            Wv = w.weight("Wv", f"d by {kd}", "attn_v", q8=True)
+            if m.bias:
+                bq = w.weight("bq", str(qd), "attn_q_bias")
+                bk = w.weight("bk", str(kd), "attn_k_bias")
+                bv = w.weight("bv", str(kd), "attn_v_bias")
         Wo = w.weight("Wo", f"{qd} by d", "attn_output", q8=True)
         if m.out_bias:
             bo = w.weight("bo", "d", "attn_output_bias")
         if m.qk_norm is not None:
-            gq = w.weight("gq", str(m.head_dim), "attn_q_norm")
-            gk = w.weight("gk", str(m.head_dim), "attn_k_norm")
+            width = (qd, kd) if m.qk_norm_whole else (m.head_dim, m.head_dim)
+            gq = w.weight("gq", str(width[0]), "attn_q_norm",
+                          comment="the queries normed as a whole, not per head" if m.qk_norm_whole else None)
+            gk = w.weight("gk", str(width[1]), "attn_k_norm")
         if m.sinks:
             sk = w.weight("sk", str(m.heads), "attn_sinks")
         if layer.sandwich:
@@ -487,12 +359,25 @@ class _Author:
         Vc = w.state("Vc", f"ctx by {kd}")
         tables = w.table(m.rotation) if m.rotation is not None else None
 
-        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
-        q = w.let("qp", f"{xn} times {Wq}" + (f" plus {bq}" if m.bias else ""))
-        k = w.let("kp", f"{xn} times {Wk}" + (f" plus {bk}" if m.bias else ""))
+        xn = self.pre_norm(w, layer)
+        if m.fused:
+            qkv = w.let("qkv", f"{xn} times {Wqkv}" + (f" plus {bqkv}" if m.bias else ""))
+            if m.fused == "qkv":
+                parts = [(0, qd, None), (qd, qd + kd, None), (qd + kd, qd + 2 * kd, None)]
+            else:
+                per, hd = m.heads // m.kv_heads, m.head_dim
+                group = (per + 2) * hd
+                parts = [(0, per * hd, group), (per * hd, (per + 1) * hd, group), ((per + 1) * hd, group, group)]
+            q_of, k_of, v_of = (f"columns {a} to {b} of {qkv}" + (f", of every {e}" if e else "") for a, b, e in parts)
+            q = w.let("qp", q_of)
+            k = w.let("kp", k_of)
+        else:
+            q = w.let("qp", f"{xn} times {Wq}" + (f" plus {bq}" if m.bias else ""))
+            k = w.let("kp", f"{xn} times {Wk}" + (f" plus {bk}" if m.bias else ""))
+            v_of = f"{xn} times {Wv}" + (f" plus {bv}" if m.bias else "")
         if m.qk_norm is not None:
-            q = w.let("qn", _norm(q, gq, m.qk_norm, m.heads))
-            k = w.let("kn", _norm(k, gk, m.qk_norm, m.kv_heads))
+            q = w.let("qn", _norm(q, gq, m.qk_norm, None if m.qk_norm_whole else m.heads))
+            k = w.let("kn", _norm(k, gk, m.qk_norm, None if m.qk_norm_whole else m.kv_heads))
         if tables is not None:
             rot = m.rotation
             part = ("" if rot.dims == m.head_dim else f", rotating {rot.dims}") + (", interleaved" if rot.interleaved else "")
@@ -506,7 +391,7 @@ class _Author:
                       f"Llama 4's RMS norm without a gain: √{n} · x/√(Σx² + {n}ε)")
             k = w.let("kl", f"(l2norm of {k}, epsilon {eps}, heads {m.kv_heads}) scaled by {root}")
         w.set(f"row pos of {Kc} to {k}")
-        w.set(f"row pos of {Vc} to {xn} times {Wv}" + (f" plus {bv}" if m.bias else ""))
+        w.set(f"row pos of {Vc} to {v_of}")
         opts = f", heads {m.heads} sharing {m.kv_heads}"
         if m.window:
             opts += f", window {m.window}"
@@ -516,7 +401,12 @@ class _Author:
             opts += f", scale {number(m.scale)}"
         if m.sinks:
             opts += f", sinks {sk}"
-        a = w.let("a", f"attention of {q} over {Kc} and {Vc} at pos{opts}", m.scale_why)
+        why = m.scale_why
+        if m.softcap is not None:
+            opts += f", soft cap {number(m.softcap)}"
+            capped = f"logits soft-capped at {number(m.softcap)}"
+            why = f"{why}; {capped}" if why else capped
+        a = w.let("a", f"attention of {q} over {Kc} and {Vc} at pos{opts}", why)
         for note in m.notes:
             w.lines[-1] = w.lines[-1][:3] + (w.say(note) if w.lines[-1][3] is None else w.lines[-1][3] + "; " + note,)
         if gated:
@@ -563,7 +453,7 @@ class _Author:
         Sv = w.state("Sv", f"{k - 1} by {V}")
         St = w.state("St", f"{m.value_heads} by {m.key_dim} by {m.value_dim}")
 
-        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
+        xn = self.pre_norm(w, layer)
         qc = w.let("qc", f"silu of (short convolution of ({xn} times {Wq}) with state {Sq} and {Cq})")
         kc = w.let("kc", f"silu of (short convolution of ({xn} times {Wk}) with state {Sk} and {Ck})")
         vc = w.let("vc", f"silu of (short convolution of ({xn} times {Wv}) with state {Sv} and {Cv})")
@@ -618,7 +508,7 @@ class _Author:
         Cl = w.state("Cl", f"ctx by {r}")
         Kr = w.state("Kr", f"ctx by {M}")
         c, s = w.table(m.rotation)
-        xn = w.let("xn", _norm(w.input, w.n("g"), layer.norm))
+        xn = self.pre_norm(w, layer)
         if m.q_rank is None:
             q = w.let("qp", f"{xn} times {Wq}")
         else:
@@ -636,27 +526,47 @@ class _Author:
 
     # -- feed-forward --
     def feed_forward(self, w: _Writer, layer: LayerSpec, xin: str, g: str, o: str) -> None:
-        gm = w.weight("gm", "d", "ffn_norm")
+        gm = w.weight("gm", "d", "ffn_norm") if layer.pre_norm else None
+        gmb = w.weight("gmb", "d", "ffn_norm_bias") if layer.pre_norm and layer.norm.bias else None
         f = layer.ffn
         if layer.sandwich:
             gpf = w.weight("gpf", "d", "ffn_post_norm")
         h = w.let("h", f"{xin} plus {o}")
-        hn = w.let("hn", _norm(h, gm, layer.norm))
+        hn = w.let("hn", _norm(h, gm, layer.norm, bias=gmb)) if layer.pre_norm else h
         if isinstance(f, Dense):
-            width = self.dim(f.width, "ffn")
-            Wg = w.weight("Wg", f"d by {width}", "ffn_gate", q8=True)
-            Wu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True)
-            Wd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True)
-            act = "gelu" if f.activation == "gelu" else "silu"
-            fg = w.let("f", f"{act} of ({hn} times {Wg}) multiplied by ({hn} times {Wu})",
-                       "GELU, tanh approximation" if act == "gelu" else None)
-            fo = w.let("fo", f"{fg} times {Wd}")
+            fo = self.dense(w, f, hn)
         else:
             fo = self.experts(w, f, hn)
         if layer.sandwich:
             fo = w.let("fn", _norm(fo, gpf, layer.norm))
         xo = w.let("xo", f"{h} plus {fo}")
         w.ret(xo)
+
+    def dense(self, w: _Writer, f: Dense, hn: str) -> str:
+        """A dense block: gated (``act(x·G) ⊙ x·U``, the two products one when the checkpoint fuses them) or not
+        (``act(x·U + bu)``), then the down projection."""
+        width = self.dim(f.width, "ffn")
+        act = "gelu" if f.activation == "gelu" else "silu"
+        why = "GELU, tanh approximation" if act == "gelu" else None
+        if not f.gated:
+            Wu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True)
+            bu = w.weight("bu", width, "ffn_up_bias") if f.bias else None
+            Wd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True)
+            bd = w.weight("bd", "d", "ffn_down_bias") if f.bias else None
+            fg = w.let("f", f"{act} of ({hn} times {Wu}" + (f" plus {bu})" if bu else ")"), why)
+            return w.let("fo", f"{fg} times {Wd}" + (f" plus {bd}" if bd else ""))
+        if f.fused:
+            Wgu = w.weight("Wgu", f"d by {2 * f.width}", "ffn_gate_up", q8=True, comment="the gate and up projections, gate first")
+            Wd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True)
+            gu = w.let("gu", f"{hn} times {Wgu}")
+            fg = w.let("f", f"{act} of (columns 0 to {f.width} of {gu}) multiplied by "
+                            f"(columns {f.width} to {2 * f.width} of {gu})", why)
+        else:
+            Wg = w.weight("Wg", f"d by {width}", "ffn_gate", q8=True)
+            Wu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True)
+            Wd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True)
+            fg = w.let("f", f"{act} of ({hn} times {Wg}) multiplied by ({hn} times {Wu})", why)
+        return w.let("fo", f"{fg} times {Wd}")
 
     def experts(self, w: _Writer, e: Experts, hn: str) -> str:
         E, F = e.count, self.dim(e.width, "eff")
@@ -668,7 +578,7 @@ class _Author:
             ucols = (1, 2, 2) if interleaved else (e.width, 2 * e.width, None)
         else:
             gcols = ucols = None
-        R = w.weight("Wr", f"d by {E}", "ffn_gate_inp", comment=f"the router: {E} experts, top {e.top_k}")
+        R = w.weight("Wr", f"d by {E}", "ffn_gate_inp", q8=True, comment=f"the router: {E} experts, top {e.top_k}")
         Eg = w.weight("Eg", f"{E} by d by {F}", "ffn_gate_exps", q8=True, columns=gcols)
         Eu = w.weight("Eu", f"{E} by d by {F}", "ffn_up_exps", q8=True, columns=ucols)
         Ed = w.weight("Ed", f"{E} by {F} by d", "ffn_down_exps", q8=True)
@@ -703,7 +613,7 @@ class _Author:
             d2 = w.weight("Wds", f"{S} by d", "ffn_down_shexp", q8=True)
             opts += f", shared {g2}, {u2} and {d2}"
             if e.shared_gate:
-                sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp")
+                sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp", q8=True)
                 opts += f", shared gate {sg}"
         return w.let("fo", f"experts of {hn} with router {R}, top {e.top_k}, using {Eg}, {Eu} and {Ed}{opts}")
 

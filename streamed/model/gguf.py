@@ -28,9 +28,10 @@ from typing import Any, Mapping
 
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
+from ..lang.files import FileProblem, size_of
 from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
-from .author import gguf_tensor
+from .names import gguf_tensor
 from . import gguf_keys
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
@@ -41,7 +42,7 @@ __all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "r
 
 #: The architectures whose GGUF metadata this reader turns into a spec (``general.architecture``).
 SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "qwen3next", "qwen35", "qwen35moe", "gemma3",
-             "deepseek2", "llama4", "gpt-oss")
+             "deepseek2", "llama4", "gpt-oss", "gemma2", "phi3", "starcoder2", "olmo2", "internlm2")
 
 
 
@@ -70,11 +71,10 @@ class GgufCheckpoint:
 def _reader(path: str):
     from gguf import GGUFReader
 
-    if not os.path.exists(path):
-        raise CheckpointError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CheckpointError(f"{path}: is a directory, not a GGUF file")
-    size = os.path.getsize(path)
+    try:
+        size = size_of(path, "a GGUF file")  # a directory, a device or a FIFO is refused by what it is, unopened
+    except FileProblem as e:
+        raise CheckpointError(str(e)) from None
     if size < 24:
         raise CheckpointError(f"{path}: not a GGUF file: {size} bytes, shorter than a GGUF header")
     with open(path, "rb") as f:
@@ -135,9 +135,9 @@ def read_gguf(path: str | os.PathLike, name: str | None = None) -> GgufCheckpoin
     tensors = _tensors(path, reader, size)
     meta = _metadata(reader)
     storage = Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
-    freqs = next((t for t in reader.tensors if t.name == ROPE_FREQS), None)
+    rope = {t.name: [float(x) for x in t.data.ravel()] for t in reader.tensors if t.name in ROPE_TENSORS}
     try:
-        spec = _spec(path, meta, tensors, name, None if freqs is None else [float(x) for x in freqs.data.ravel()])
+        spec = _spec(path, meta, tensors, name, rope)
     except SpecError as e:
         raise CheckpointError(str(e)) from None
     return GgufCheckpoint(path, spec.architecture, meta, tensors, storage, spec)
@@ -206,7 +206,7 @@ def _t(slot: str, arch: str, layer: int | None = None) -> str:
 
 
 def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo], name: str | None,
-          rope_freqs: list[float] | None = None) -> ModelSpec:
+          rope: Mapping[str, list[float]] | None = None) -> ModelSpec:
     arch = meta.get(Keys.General.ARCHITECTURE)
     if not isinstance(arch, str):
         raise SpecError(f"{path}: metadata `general.architecture` is missing; it names the model's architecture")
@@ -241,16 +241,25 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     vocab = m.int(Keys.LLM.VOCAB_SIZE, emb[1])
     if vocab != emb[1]:
         raise SpecError(f"{path}: tensor token_embd.weight holds {emb[1]} tokens, but `{m.key(Keys.LLM.VOCAB_SIZE)}` is {vocab}")
-    eps = m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)
-    norm = Norm(eps)
+    if arch in LAYER_NORMED:
+        # llama.cpp's LLM_NORM: a layer norm, its epsilon under its own key, biased where the file holds the biases.
+        eps = m.float(Keys.Attention.LAYERNORM_EPS, 1e-5)
+        norm = Norm(eps, layer=True, bias=shape(_t("attn_norm_bias", arch, 0)) is not None)
+        final_norm = Norm(eps, layer=True, bias=shape(_t("output_norm_bias", arch)) is not None)
+    else:
+        eps = m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)
+        norm = final_norm = Norm(eps)
     notes: list[str] = []
     passed = gguf_keys.ignored(arch, meta)
     if passed:
         notes.append(f"llama.cpp ignores these metadata keys of a {arch} model, and so does this document: "
                      + ", ".join(f"`{k}` ({_shown(meta[k])})" for k in passed) + ".")
 
+    if arch == "phi3" and (window := m.int(Keys.Attention.SLIDING_WINDOW, 0, minimum=0)):
+        notes.append(f"llama.cpp reads this Phi-3's sliding window ({window}) and disables it: every layer attends over "
+                     f"every position, here as there.")
     base = m.float(Keys.Rope.FREQ_BASE, 10000.0, positive=True)
-    scaling = _Rope(path, m, arch, base, rope_freqs)
+    scaling = _Rope(path, m, arch, base, rope or {})
     if scaling.unmodelled:
         notes.append(f"{scaling.unmodelled} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
 
@@ -260,17 +269,20 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         mixer = _mixer(path, m, arch, l, d, tensors, need, shape, base, scaling, swa, n)
         ffn = _ffn(path, m, arch, l, d, tensors, need, shape)
         sandwich = shape(_t("ffn_post_norm", arch, l)) is not None
-        layers.append(LayerSpec(mixer, ffn, norm, sandwich))
+        pre_norm = shape(_t("attn_norm", arch, l)) is not None  # OLMo 2 norms only the blocks' outputs
+        layers.append(LayerSpec(mixer, ffn, norm, sandwich, pre_norm))
     if any(isinstance(l.mixer, LatentAttention) and l.mixer.kv_b_packed for l in layers):
         notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
                      "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
     tied = shape(_t("output", arch)) is None
-    embed_scale = math.sqrt(d) if arch == "gemma3" else None
-    if arch in ("gemma3", "qwen3next", "qwen35", "qwen35moe"):
+    embed_scale = math.sqrt(d) if arch in ("gemma2", "gemma3") else None
+    if arch in ("gemma2", "gemma3", "qwen3next", "qwen35", "qwen35moe"):
         notes.append("llama.cpp stores these norms' gains with the +1 already added: no offset.")
+    # Gemma 2's graph soft-caps its logits always (30 unless the file says), Gemma 3's when the file gives a cap.
+    cap = m.float(Keys.LLM.FINAL_LOGIT_SOFTCAPPING, 30.0 if arch == "gemma2" else 0.0)
     title = name or meta.get(Keys.General.NAME) or os.path.splitext(os.path.basename(path))[0]
-    return ModelSpec(str(title), arch, d, vocab, tuple(layers), norm, tied=tied, embed_scale=embed_scale,
-                     naming="gguf", source=path, notes=tuple(notes))
+    return ModelSpec(str(title), arch, d, vocab, tuple(layers), final_norm, tied=tied, embed_scale=embed_scale,
+                     final_softcap=cap or None, naming="gguf", source=path, notes=tuple(notes))
 
 
 def _shown(v: Any) -> str:
@@ -282,9 +294,19 @@ def _shown(v: Any) -> str:
 
 
 ROPE_FREQS = "rope_freqs.weight"
+#: Phi-3's LongRoPE factors (``get_rope_factors``: the long ones when the context exceeds the original one).
+ROPE_LONG, ROPE_SHORT = "rope_factors_long.weight", "rope_factors_short.weight"
+ROPE_TENSORS = (ROPE_FREQS, ROPE_LONG, ROPE_SHORT)
 #: The architectures llama.cpp rotates in adjacent pairs (``LLAMA_ROPE_TYPE_NORM`` in ``llama_model_rope_type``;
-#: its converter permutes Llama's q and k to match); every other one here rotates halves (``NEOX``).
-INTERLEAVED = ("llama", "llama4", "deepseek2")
+#: its converter permutes Llama's and InternLM2's q and k to match); every other one here rotates halves (``NEOX``).
+INTERLEAVED = ("llama", "llama4", "deepseek2", "internlm2")
+#: The architectures whose norms are layer norms (``LLM_NORM``), their epsilon ``attention.layer_norm_epsilon``.
+LAYER_NORMED = ("starcoder2",)
+#: The architectures whose feed-forward activation is GELU (``LLM_FFN_GELU``), the others' SiLU.
+GELU = ("gemma2", "gemma3", "starcoder2")
+#: The architectures whose dense block has no ``ffn_gate``: Phi-3's gate is fused into ``ffn_up``, StarCoder2's block
+#: is not gated.
+UP_ONLY = {"phi3": "fused", "starcoder2": "ungated"}
 #: The architectures whose llama.cpp graph divides their frequencies by ``rope_freqs`` (``get_rope_factors``).
 READS_ROPE_FREQS = ("llama", "llama4")
 
@@ -296,7 +318,7 @@ class _Rope:
     factor the cosines and sines carry. llama.cpp reads YaRN's betas from the metadata of none of these
     architectures: they are its defaults, 32 and 1."""
 
-    def __init__(self, path: str, m: _Meta, arch: str, base: float, rope_freqs: list[float] | None):
+    def __init__(self, path: str, m: _Meta, arch: str, base: float, rope: Mapping[str, list[float]]):
         self.arch, self.base, self.unmodelled = arch, base, None
         kind = m.get(Keys.Rope.SCALING_TYPE, "linear")
         factor = m.float(Keys.Rope.SCALING_FACTOR) or m.float("{arch}.rope.scale_linear") or 1.0
@@ -313,12 +335,25 @@ class _Rope:
             self.attention = mine * attn
         elif kind == "linear" and factor != 1:
             self.scaling = Scaling("linear", factor)
-        elif kind not in ("linear", "yarn", "none"):
+        elif kind not in ("linear", "yarn", "none", "longrope"):  # LongRoPE's factors are tensors (``longrope``)
             self.unmodelled = f"rope scaling `{kind}`"
-        self.freqs = rope_freqs if arch in READS_ROPE_FREQS else None
+        self.freqs = rope.get(ROPE_FREQS) if arch in READS_ROPE_FREQS else None
         if self.freqs is not None and self.scaling is not None:
             raise SpecError(f"{path}: {ROPE_FREQS} and rope scaling `{kind}` together: a table has one scaling")
+        if arch == "phi3" and ROPE_SHORT in rope:
+            self.scaling = self.longrope(path, m, rope)
         self.path = path
+
+    def longrope(self, path: str, m: _Meta, rope: Mapping[str, list[float]]) -> Scaling:
+        """Phi-3's LongRoPE: the short and long factors as stored, chosen by the context against the original one
+        (``rope.scaling.original_context_length``, else the training context), as ``get_rope_factors`` chooses."""
+        short, long = rope.get(ROPE_SHORT), rope.get(ROPE_LONG)
+        if long is None or len(long) != len(short):
+            raise SpecError(f"{path}: tensors {ROPE_SHORT} and {ROPE_LONG} come as a pair of equal lengths")
+        if self.scaling is not None or not all(math.isfinite(f) and f > 0 for f in short + long):
+            raise SpecError(f"{path}: tensors {ROPE_SHORT} and {ROPE_LONG} hold positive factors, with no other scaling")
+        context = m.int(Keys.Rope.SCALING_ORIG_CTX_LEN) or m.int(Keys.LLM.CONTEXT_LENGTH, required=True)
+        return Scaling("longrope", 1.0, float(context), short=tuple(short), long=tuple(long))
 
     def rotation(self, dims: int, *, skip: int = 0, base: float | None = None, scaled: bool = True) -> Rotation:
         base = self.base if base is None else base
@@ -401,12 +436,12 @@ def llama3_from_factors(path: str, factors: list[float], base: float, dims: int)
 
 def _swa_layers(m: _Meta, n: int) -> list[bool]:
     """Which layers llama.cpp attends through a sliding window (or Llama 4's chunks): none for an architecture without
-    a default pattern (``gguf_keys.SWA_PATTERN``), none for Gemma 3 without a positive window or Llama 4 with a window
-    of 0; otherwise the metadata's pattern — a flag per layer, or a period N of which the last layer of every N attends
-    globally (0: every layer slides) — else the architecture's own period (``load_swa_pattern``)."""
+    a default pattern (``gguf_keys.SWA_PATTERN``), none for Gemma 3 or OLMo 2 without a positive window or Llama 4 with
+    a window of 0; otherwise the metadata's pattern — a flag per layer, or a period N of which the last layer of every
+    N attends globally (0: every layer slides) — else the architecture's own period (``load_swa_pattern``)."""
     every = gguf_keys.SWA_PATTERN.get(m.arch)
-    window = m.get(Keys.Attention.SLIDING_WINDOW)
-    if every is None or (m.arch == "gemma3" and not (isinstance(window, int) and window > 0)) \
+    window = m.get(Keys.Attention.SLIDING_WINDOW, gguf_keys.SWA_DEFAULT.get(m.arch))
+    if every is None or (m.arch in gguf_keys.SWA_IF_POSITIVE and not (isinstance(window, int) and window > 0)) \
             or (m.arch == "llama4" and window == 0 and m.has(Keys.Attention.SLIDING_WINDOW)):
         return [False] * n
     pattern = m.get(Keys.Attention.SLIDING_WINDOW_PATTERN, every)
@@ -459,18 +494,22 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
             why = f"1/√{qk} × {ms:.4f}²: yarn's attention scale"
         return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, rotation,
                                scale, why, kv_b_packed=shape(T("attn_k_b")) is None)
-    q = need(T("attn_q"), f"layer {l} has attention")
     kv = m.int(Keys.Attention.HEAD_COUNT_KV, heads, layer=l)
     hd = m.int(Keys.Attention.KEY_LENGTH, d // heads if d % heads == 0 else None)
     if hd is None:
         raise SpecError(f"{path}: metadata `{m.key(Keys.Attention.KEY_LENGTH)}` is missing and {d} is not a multiple of {heads} heads")
+    fused = shape(T("attn_qkv"))  # create_tensor_qkv: q, k and v in one tensor, in turn, for any architecture
+    q = fused or need(T("attn_q"), f"layer {l} has attention")
+    what = T("attn_qkv") if fused else T("attn_q")
     if q[0] != d:
-        raise SpecError(f"{path}: tensor {T('attn_q')} reads {q[0]} inputs, but `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
-    gated = q[1] == 2 * heads * hd
-    if not gated and q[1] != heads * hd:
-        raise SpecError(f"{path}: tensor {T('attn_q')} has {q[1]} outputs, but {heads} heads of {hd} make {heads * hd}")
-    k = need(T("attn_k"), f"layer {l} has attention")
-    if k[1] != kv * hd:
+        raise SpecError(f"{path}: tensor {what} reads {q[0]} inputs, but `{m.key(Keys.LLM.EMBEDDING_LENGTH)}` is {d}")
+    gated = not fused and q[1] == 2 * heads * hd
+    want = (heads + 2 * kv) * hd if fused else heads * hd
+    if not gated and q[1] != want:
+        raise SpecError(f"{path}: tensor {what} has {q[1]} outputs, but {heads} heads{f' and 2 × {kv}' if fused else ''} "
+                        f"of {hd} make {want}")
+    k = None if fused else need(T("attn_k"), f"layer {l} has attention")
+    if k is not None and k[1] != kv * hd:
         raise SpecError(f"{path}: tensor {T('attn_k')} has {k[1]} outputs, but {kv} key/value heads of {hd} make {kv * hd}")
     rope_dims = m.int(Keys.Rope.DIMENSION_COUNT, hd)
     window = chunk = None
@@ -489,28 +528,39 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
             if not unchunked:
                 notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
     elif swa[l]:
-        window = m.int(Keys.Attention.SLIDING_WINDOW, required=True)
+        default = gguf_keys.SWA_DEFAULT.get(arch)
+        window = m.int(Keys.Attention.SLIDING_WINDOW, default, required=default is None)
         if arch == "gemma3":
             # llama.cpp's sliding layers rotate at their own base (10000 unless stated), unscaled (freq_scale_swa 1).
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, 10000.0, positive=True),
                                         scaled=False)
+        elif arch == "olmo2":
+            # Olmo 3's sliding layers: at the global base (olmo2.cpp's graph passes no other), unscaled and with no
+            # attention factor.
+            rotation = Rotation(rope_dims, base)
         else:
-            # gpt-oss: at their own base when stated, scaled as every layer.
+            # gpt-oss, Gemma 2: at their own base when stated, scaled as every layer.
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
     scale, why = None, None
     if m.has(Keys.Attention.SCALE):
         scale = m.float(Keys.Attention.SCALE)
         why = "the checkpoint's attention scale"
-    elif arch == "gemma3" and n == 62 and d // heads != hd:
-        # llama.cpp's rule: Gemma 3 27B scales by query_pre_attn_scalar = d / heads, the others by the head width.
+    elif (arch, n) in (("gemma3", 62), ("gemma2", 46)) and d // heads != hd:
+        # llama.cpp's rule: Gemma 3 27B and Gemma 2 27B scale by query_pre_attn_scalar = d / heads, the others by the
+        # head width.
         scale = (d // heads) ** -0.5
-        why = f"1/√{d // heads}: Gemma 3 27B's query_pre_attn_scalar"
-    qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if shape(T("attn_q_norm")) is not None else None
+        why = f"1/√{d // heads}: Gemma {arch[-1]} 27B's query_pre_attn_scalar"
+    qn = shape(T("attn_q_norm"))
+    qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if qn is not None else None
+    # Gemma 2's graph soft-caps every attention logit (50 unless the file says).
+    softcap = m.float(Keys.LLM.ATTN_LOGIT_SOFTCAPPING, 50.0, positive=True) if arch == "gemma2" else None
     return Attention(heads, kv, hd, rotation, window=window, chunk=chunk, qk_norm=qk_norm,
+                     qk_norm_whole=qn is not None and qn[0] == heads * hd != hd, softcap=softcap,
+                     fused="qkv" if fused else None,
                      # llama.cpp norms Llama 4's rotated q and k unless the model has 128 experts (Maverick).
                      qk_l2=arch == "llama4" and rotation is not None and shape(T("attn_q_norm")) is None
                      and m.int(Keys.LLM.EXPERT_COUNT, 0, minimum=0) != 128,
-                     gated=gated, bias=shape(T("attn_q_bias")) is not None,
+                     gated=gated, bias=shape(T("attn_qkv_bias" if fused else "attn_q_bias")) is not None,
                      out_bias=shape(T("attn_output_bias")) is not None, sinks=shape(T("attn_sinks")) is not None,
                      scale=scale, scale_why=why, notes=notes)
 
@@ -550,7 +600,20 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
                        clamp=7.0 if arch == "gpt-oss" else None, weighting_inputs=llama4,
                        shared_width=shared[1] if shared else None,
                        shared_gate=shape(T("ffn_gate_inp_shexp")) is not None)
+    activation = "gelu" if arch in GELU else "silu"
+    if shape(T("ffn_gate")) is None and arch in UP_ONLY:
+        # Phi-3 keeps its gate and up projections in ffn_up, gate first (LLM_FFN_SWIGLU splits it); StarCoder2's block
+        # is not gated (LLM_FFN_SEQ), its up and down projections biased.
+        up = need(T("ffn_up"), f"layer {l} has a feed-forward block")
+        if up[0] != d:
+            raise SpecError(f"{path}: tensor {T('ffn_up')} reads {up[0]} inputs, but the model is {d} wide")
+        if UP_ONLY[arch] == "fused":
+            if up[1] % 2:
+                raise SpecError(f"{path}: tensor {T('ffn_up')} has {up[1]} outputs: not a gate and an up projection "
+                                f"of one width")
+            return Dense(up[1] // 2, activation, fused=True)
+        return Dense(up[1], activation, gated=False, bias=shape(T("ffn_up_bias")) is not None)
     gate = need(T("ffn_gate"), f"layer {l} has a feed-forward block")
     if gate[0] != d:
         raise SpecError(f"{path}: tensor {T('ffn_gate')} reads {gate[0]} inputs, but the model is {d} wide")
-    return Dense(gate[1], "gelu" if arch == "gemma3" else "silu")
+    return Dense(gate[1], activation)

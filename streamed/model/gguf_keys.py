@@ -9,9 +9,9 @@ any layer. This module is that rule as data, transcribed from the llama.cpp that
 - ``COMMON``: the keys read for every architecture;
 - ``READS[arch]``: the keys that architecture's ``load_arch_hparams`` reads, and ``_conditional`` the few it reads
   only in some cases (Gemma 3 reads its pattern only when its window is positive…);
-- what an architecture fixes rather than reads: the sliding-window pattern it defaults to (``SWA_PATTERN``) and
-  whether its graph renormalises the chosen experts' weights (``TOPK_NORMALIZED``; DeepSeek-V2 alone reads
-  ``expert_weights_norm``);
+- what an architecture fixes rather than reads: the sliding-window pattern it defaults to (``SWA_PATTERN``, with the
+  window itself where the loader has one, ``SWA_DEFAULT``) and whether its graph renormalises the chosen experts'
+  weights (``TOPK_NORMALIZED``; DeepSeek-V2 alone reads ``expert_weights_norm``);
 - ``UNMODELLED``: keys llama.cpp reads whose effect the language does not express — a GGUF that sets one is refused.
 
 ``reads(arch, metadata)`` is the set the reader may consult (``model.gguf._Meta`` consults no other key);
@@ -25,7 +25,8 @@ from typing import Any, Mapping
 
 from gguf.constants import Keys
 
-__all__ = ["COMMON", "READS", "SWA_PATTERN", "TOPK_NORMALIZED", "UNMODELLED", "reads", "ignored"]
+__all__ = ["COMMON", "READS", "SWA_PATTERN", "SWA_DEFAULT", "SWA_IF_POSITIVE", "TOPK_NORMALIZED", "UNMODELLED",
+           "reads", "ignored"]
 
 _A, _L, _R, _S = Keys.Attention, Keys.LLM, Keys.Rope, Keys.SSM
 _RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS (not in gguf-py 0.19)
@@ -66,11 +67,23 @@ READS: dict[str, frozenset[str]] = {
         _A.TEMPERATURE_LENGTH}),
     "llama4": frozenset({_A.LAYERNORM_RMS_EPS, _L.EXPERT_FEED_FORWARD_LENGTH, _L.INTERLEAVE_MOE_LAYER_STEP}) | _SWA,
     "gpt-oss": frozenset({_A.LAYERNORM_RMS_EPS, _L.EXPERT_FEED_FORWARD_LENGTH}) | _SWA,
+    "gemma2": frozenset({_A.LAYERNORM_RMS_EPS, _L.ATTN_LOGIT_SOFTCAPPING, _L.FINAL_LOGIT_SOFTCAPPING}) | _SWA,
+    "phi3": frozenset({_A.LAYERNORM_RMS_EPS, _A.SLIDING_WINDOW}),  # a window it reads, warns of, and disables
+    "starcoder2": frozenset({_A.LAYERNORM_EPS}),
+    # The window only Olmo 3's converted files set. Its loader also reads `rope.freq_base_swa`, but olmo2.cpp's graph
+    # rotates every layer at the global base: a key that changes nothing, said as ignored.
+    "olmo2": frozenset({_A.LAYERNORM_RMS_EPS, _A.SLIDING_WINDOW, _A.SLIDING_WINDOW_PATTERN}),
+    "internlm2": frozenset({_A.LAYERNORM_RMS_EPS}),
 }
 
 #: The sliding-window pattern an architecture's layers follow when the file states none (``load_swa_pattern(ml, N)``:
 #: of every N layers the last attends globally); an architecture not listed has no windowed layer at all.
-SWA_PATTERN: dict[str, int] = {"gemma3": 6, "llama4": 4, "gpt-oss": 2}
+SWA_PATTERN: dict[str, int] = {"gemma3": 6, "llama4": 4, "gpt-oss": 2, "gemma2": 2, "olmo2": 4}
+#: The window an architecture's windowed layers have when the file states none (``hparams.n_swa``'s default there).
+SWA_DEFAULT: dict[str, int] = {"gemma2": 4096}
+#: The architectures whose layers slide only when the file's window is positive (``found_swa && n_swa > 0``): they
+#: read the pattern and the local base only then.
+SWA_IF_POSITIVE = ("gemma3", "olmo2")
 
 #: Whether the architecture's graph divides the chosen experts' weights by their sum (``build_moe_ffn``'s ``norm_w``,
 #: written into each ``src/models/<arch>.cpp``). ``None``: read from ``expert_weights_norm`` (false when absent).
@@ -83,20 +96,19 @@ TOPK_NORMALIZED: dict[str, bool | None] = {
 #: Keys llama.cpp reads whose effect the language does not express: a file that sets one (to anything but the value
 #: that changes nothing) is refused, naming it, rather than read as a different model.
 UNMODELLED: dict[str, tuple[Any, str]] = {
-    _L.FINAL_LOGIT_SOFTCAPPING: (0.0, "soft-caps the logits"),
     _A.TEMPERATURE_SCALE: (0.0, "tunes the queries' temperature by position"),
 }
 
 
 def _conditional(arch: str, meta: Mapping[str, Any]) -> frozenset[str]:
-    """The keys of ``READS[arch]`` llama.cpp reads only in some cases, left out where it does not: Gemma 3 reads its
-    pattern and local base only when its window is positive; Llama 4 neither when its window is 0 (then no layer is
+    """The keys of ``READS[arch]`` llama.cpp reads only in some cases, left out where it does not: Gemma 3 and OLMo 2
+    read their pattern and local base only when their window is positive; Llama 4 neither when its window is 0 (then no layer is
     chunked); DeepSeek-V2 no query rank for its lite models (26 or 27 layers, or 48 over a vocabulary of 128256)."""
     def key(k: str) -> str:
         return k.format(arch=arch)
 
     window = meta.get(key(_A.SLIDING_WINDOW))
-    if arch == "gemma3" and not (isinstance(window, int) and window > 0):
+    if arch in SWA_IF_POSITIVE and not (isinstance(window, int) and window > 0):
         return frozenset({_A.SLIDING_WINDOW_PATTERN, _R.FREQ_BASE_SWA})
     if arch == "llama4" and window == 0 and key(_A.SLIDING_WINDOW) in meta:
         return frozenset({_A.SLIDING_WINDOW_PATTERN, _R.FREQ_BASE_SWA})

@@ -1,9 +1,10 @@
 """Import a Hugging Face ``config.json`` as a ``ModelSpec``, reading each field exactly as transformers defines it.
 
 Supported ``model_type``s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, qwen3_5, qwen3_5_moe
-(text config nested under ``text_config``), gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 / llama4_text,
-gpt_oss; the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —, qwen3_vl,
-qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
+(text config nested under ``text_config``), gemma2, gemma3 / gemma3_text, deepseek_v2, deepseek_v3, llama4 /
+llama4_text, gpt_oss, phi3, starcoder2, olmo2, internlm2 (its published remote code; ``hf_families`` builds these
+five and the Gemmas); the vision-language Qwens' text models (qwen2_vl, qwen2_5_vl — text fields nested or flat —,
+qwen3_vl, qwen3_vl_moe); and the vision-language wrappers in ``WRAPPERS`` (llava, mistral3…) around one of those text models. A
 wrapper's text model is written as transformers holds it, under ``model.language_model.``; its vision tower is not.
 
 Per-layer structure comes from ``layer_types`` when the config has it; otherwise it is derived the way the model's
@@ -26,13 +27,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
-from .hf_defaults import DEFAULTS
-from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
-    SpecError,
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_LAYER, beyond
+from .hf_config import (
+    _Config, _activation, _heads, _kind_of_layer, _mrope_note, _no, _partial, _rotation, _scaling_note, _window,
+    _yarn_mscale,
 )
+from .hf_defaults import DEFAULTS
+from .hf_families import BUILDERS
+from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, SpecError
 
 __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
 
@@ -40,10 +44,9 @@ SUPPORTED = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_text",
     "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
     "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl",
-    "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text",
+    "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma2", "phi3", "starcoder2", "olmo2", "internlm2",
 )
 
-_REQUIRED = object()
 #: The fields that size a whole model: one left to its class default is said in the document (``ModelSpec.assumed``).
 SIZING = ("num_hidden_layers", "hidden_size", "vocab_size")
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
@@ -74,195 +77,6 @@ _TEXT_BASE = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen
               "qwen3_vl": "qwen3", "qwen3_vl_text": "qwen3", "qwen3_vl_moe": "qwen3_moe", "qwen3_vl_moe_text": "qwen3_moe"}
 
 
-class _Config:
-    """A config's fields, read with their types checked: every failure names the field and what it holds."""
-
-    def __init__(self, data: dict, where: str, model_type: str, defaults: dict | None = None):
-        self.data = data
-        self.where = where
-        self.model_type = model_type
-        self.defaults = defaults if defaults is not None else DEFAULTS.get(model_type, {})
-
-    def fail(self, field: str, why: str) -> SpecError:
-        return SpecError(f"{self.where}: `{field}` {why}")
-
-    def get(self, field: str) -> Any:
-        """The field as transformers holds it: the config's value (``null`` included), else the class default."""
-        return self.data[field] if field in self.data else self.defaults.get(field)
-
-    def has(self, field: str) -> bool:
-        return self.get(field) is not None
-
-    def raw(self, field: str, default: Any = _REQUIRED) -> Any:
-        v = self.get(field)
-        if v is None:
-            if default is _REQUIRED:
-                if field in self.data:
-                    raise self.fail(field, f"is null, but a {self.model_type} model needs it")
-                raise SpecError(f"{self.where}: a {self.model_type} config needs `{field}`, which is missing "
-                                f"(transformers has no default for it)")
-            return default
-        return v
-
-    def int(self, field: str, default: Any = _REQUIRED, minimum: int = 1, maximum: int = MAX_DIMENSION) -> int:
-        """A whole number from ``minimum`` to ``maximum``: every integer a config gives is a width, a count or a
-        layer index, and none of a real model comes near ``MAX_DIMENSION``."""
-        v = self.raw(field, default)
-        if v is default and default is not _REQUIRED:
-            return v
-        why = beyond(v, maximum, minimum=minimum)
-        if why is not None:
-            raise self.fail(field, why)
-        return int(v)
-
-    def float(self, field: str, default: Any = _REQUIRED) -> float:
-        v = self.raw(field, default)
-        if v is default and default is not _REQUIRED:
-            return v
-        why = beyond(v, math.inf, minimum=-math.inf, whole=False)
-        if why is not None:
-            raise self.fail(field, why)
-        return float(v)
-
-    def bool(self, field: str, default: Any = _REQUIRED) -> bool:
-        v = self.raw(field, default)
-        if not isinstance(v, bool):
-            raise self.fail(field, f"must be true or false, not {json.dumps(v)}")
-        return v
-
-    def str(self, field: str, default: Any = _REQUIRED) -> str:
-        v = self.raw(field, default)
-        if not isinstance(v, str):
-            raise self.fail(field, f"must be a string, not {json.dumps(v)}")
-        return v
-
-    def int_list(self, field: str, default: Any = _REQUIRED) -> list[int]:
-        v = self.raw(field, default)
-        if v is default and default is not _REQUIRED:
-            return v
-        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-            raise self.fail(field, f"must be a list of whole numbers, not {json.dumps(v)[:60]}")
-        return v
-
-    def dict(self, field: str) -> dict | None:
-        v = self.get(field)
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            raise self.fail(field, f"must be an object, not {json.dumps(v)[:60]}")
-        return v
-
-
-# ---- the rotation ------------------------------------------------------------------------------------------------
-
-
-def _rope(c: _Config, layer_type: str = "full_attention", default_base: float = 10000.0) -> tuple[float, str, dict]:
-    """The rotation base, the scaling scheme the config asks for (``default`` when none) and its parameters.
-
-    transformers ≥ 5 keeps them in ``rope_parameters`` (per layer type for Gemma 3); earlier ones in ``rope_theta``
-    and ``rope_scaling``. Both are read."""
-    params = c.dict("rope_parameters")
-    if params is not None and layer_type in params and isinstance(params[layer_type], dict):
-        params = params[layer_type]
-    scaling = c.dict("rope_scaling") or {}
-    if params is not None:
-        base = params.get("rope_theta", c.get("rope_theta") or default_base)
-        kind = params.get("rope_type") or params.get("type") or "default"
-        scaling = {**scaling, **params} if kind != "default" else scaling
-    else:
-        base = c.get("rope_theta") or default_base
-        kind = scaling.get("rope_type") or scaling.get("type") or "default"
-    if beyond(base, math.inf, minimum=0, whole=False) or base == 0:
-        raise c.fail("rope_theta", f"must be a positive number, not {json.dumps(base)[:40]}")
-    if kind in ("default", "mrope", None):  # Qwen2-VL's `mrope` is the default rotation on each of its sections
-        return float(base), "default", {}
-    if not isinstance(kind, str):
-        raise c.fail("rope_scaling", f"names its scheme with a string `rope_type`, not {json.dumps(kind)[:40]}")
-    return float(base), kind, scaling
-
-
-def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    """transformers' ``get_mscale``: YaRN's magnitude correction for a context ``scale`` times the original."""
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
-def _rotation(c: _Config, dims: int, layer_type: str = "full_attention", default_base: float = 10000.0, *,
-              skip: int = 0, interleaved: bool = False) -> tuple[Rotation, dict]:
-    """The rotation of a head rotating ``dims`` dims, with its frequency scaling and attention factor read as
-    transformers' ``modeling_rope_utils`` reads them (``_compute_linear_scaling_rope_parameters``,
-    ``_compute_llama3_parameters``, ``_compute_yarn_parameters``); and the raw scaling parameters. A scheme the
-    language cannot express (``dynamic``, ``longrope``: they depend on the sequence's length) leaves the tables
-    unscaled and is named in ``unmodelled``."""
-    base, kind, params = _rope(c, layer_type, default_base)
-    if kind == "default":
-        return Rotation(dims, base, skip=skip, interleaved=interleaved), params
-    field = "rope_parameters" if c.has("rope_parameters") else "rope_scaling"
-
-    def number(key: str, default: Any = _REQUIRED, positive: bool = True) -> float:
-        v = params.get(key)
-        if v is None:
-            if default is _REQUIRED:
-                raise c.fail(field, f"of type {json.dumps(kind)} needs `{key}`")
-            return default
-        if beyond(v, math.inf, minimum=-math.inf, whole=False) or (positive and v <= 0):
-            raise c.fail(f"{field}.{key}", f"must be a positive number, not {json.dumps(v)[:40]}")
-        return float(v)
-
-    if kind == "linear":
-        scaling = Scaling("linear", number("factor"))
-        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved), params
-    if kind == "llama3":
-        low, high = number("low_freq_factor"), number("high_freq_factor")
-        if high < low:
-            raise c.fail(f"{field}.high_freq_factor", f"is {high:g}, below `low_freq_factor` ({low:g})")
-        scaling = Scaling("llama3", number("factor"), number("original_max_position_embeddings"), low, high)
-        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved), params
-    if kind == "yarn":
-        factor = number("factor")
-        context = number("original_max_position_embeddings", None) or float(c.int("max_position_embeddings"))
-        truncate = params.get("truncate", True)
-        if not isinstance(truncate, bool):
-            raise c.fail(f"{field}.truncate", f"must be true or false, not {json.dumps(truncate)}")
-        attention = number("attention_factor", None)
-        if attention is None:
-            mscale, mall = number("mscale", None), number("mscale_all_dim", None)
-            attention = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mall) if mscale and mall else _yarn_mscale(factor)
-        scaling = Scaling("yarn", factor, context, fast=number("beta_fast", 32.0), slow=number("beta_slow", 1.0),
-                          unrounded=not truncate)
-        return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved, attention=attention), params
-    factor = params.get("factor")
-    shown = factor is not None and beyond(factor, math.inf, minimum=0, whole=False) is None
-    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if shown else "")
-    return Rotation(dims, base, skip=skip, interleaved=interleaved, unmodelled=phrase), params
-
-
-def _scaling_note(rot: Rotation | None) -> list[str]:
-    """What the document says of a rotation scaling the language does not model (its tables are then unscaled)."""
-    if rot is None or rot.unmodelled is None:
-        return []
-    return [f"{rot.unmodelled} is not modelled: the rotation tables are plain base-{rot.base:g} frequencies."]
-
-
-def _mrope_note(c: _Config) -> list[str]:
-    """What the document says of a multimodal rotation: for text its sections' positions agree, so it is this one."""
-    if c.has("mrope_section") or any("mrope_section" in (c.dict(f) or {}) for f in ("rope_parameters", "rope_scaling")):
-        return ["Multimodal rotation (mrope) reduces to this rotation for text, where its three positions agree."]
-    return []
-
-
-def _partial(c: _Config, head_dim: int) -> int:
-    params = c.dict("rope_parameters") or {}
-    f = params.get("partial_rotary_factor", c.get("partial_rotary_factor") or 1.0)
-    if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1:
-        raise c.fail("partial_rotary_factor", f"must be a number in (0, 1], not {json.dumps(f)}")
-    dims = int(head_dim * f)
-    if dims % 2 and f == 1:
-        raise c.fail("head_dim", f"is {head_dim}: a head rotates its dims in pairs, so it is even")
-    if dims % 2:
-        raise c.fail("partial_rotary_factor", f"rotates {dims} dims of a head of {head_dim}: an odd number")
-    return dims
-
-
 # ---- layer types ---------------------------------------------------------------------------------------------------
 
 
@@ -287,7 +101,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         field = "_sliding_window_pattern" if "_sliding_window_pattern" in c.data and "sliding_window_pattern" not in c.data else "sliding_window_pattern"
         pattern = c.int(field, 6)
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
-    if family == "gpt_oss":
+    if family in ("gpt_oss", "gemma2"):
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     if family == "llama4":
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
@@ -304,7 +118,7 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         if c.model_type == "qwen2_moe":
             return ["sliding_attention" if (i + 1) % 2 and i < first else "full_attention" for i in range(n)]
         return ["sliding_attention" if i >= first else "full_attention" for i in range(n)]
-    if family in ("mistral", "mixtral"):
+    if family in ("mistral", "mixtral", "phi3", "starcoder2"):
         return ["sliding_attention" if c.has("sliding_window") else "full_attention"] * n
     return ["full_attention"] * n
 
@@ -363,6 +177,8 @@ _TYPES = {
     "qwen2_5_vl": ("qwen2", "Qwen2_5_VL"), "qwen2_5_vl_text": ("qwen2", "Qwen2_5_VL"), "qwen3_vl": ("qwen3", "Qwen3VL"),
     "qwen3_vl_text": ("qwen3", "Qwen3VL"), "qwen3_vl_moe": ("qwen_moe", "Qwen3VLMoe"),
     "qwen3_vl_moe_text": ("qwen_moe", "Qwen3VLMoe"),
+    "gemma2": ("gemma2", "Gemma2"), "phi3": ("phi3", "Phi3"), "starcoder2": ("starcoder2", "Starcoder2"),
+    "olmo2": ("olmo2", "Olmo2"), "internlm2": ("internlm2", "InternLM2"),
 }
 _FAMILY = {t: family for t, (family, _) in _TYPES.items()}
 _ARCH_STEM = {t: stem for t, (_, stem) in _TYPES.items()}
@@ -426,25 +242,28 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     n = c.int("num_hidden_layers", maximum=MAX_LAYER + 1)
     d = c.int("hidden_size")
     vocab = c.int("vocab_size")
-    # Every supported class has a real default for these three; a config leaving one out is read as transformers
-    # reads it, but the document says so (a model authored at LlamaConfig's 4096 × 32 layers without a word would
-    # be a silently different model).
+    # Every supported class has a real default for these three (and for the widths, head counts and epsilon the
+    # layers read); a config leaving one out is read as transformers reads it, but the document says so (a model
+    # authored at LlamaConfig's 4096 × 32 layers, or its intermediate 11008, without a word would be a silently
+    # different model).
     cls = f"{_ARCH_STEM[model_type]}{'Text' if text_type.endswith('_text') else ''}Config"
-    assumed = tuple(f"The config leaves out `{f}`: {c.get(f)} is transformers' {cls} default." for f in SIZING
-                    if f not in c.data)
     eps = c.float("rms_norm_eps", 1e-6)
     layer_types = derive_layer_types(c, n, {"qwen3_5_moe": "qwen3_5"}.get(family, family))
     moe = _moe_layers(c, n, family)
     build = {
         "llama": _llama, "mistral": _llama, "mixtral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
-        "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next, "gemma3": _gemma3,
-        "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss,
+        "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next,
+        "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss, **BUILDERS,
     }[family]
     layers, extra = build(c, model_type, family, d, eps, layer_types, moe)
     for layer in layers:
         if isinstance(layer.ffn, Experts) and layer.ffn.top_k > layer.ffn.count:
             raise c.fail("num_experts_per_tok", f"is {layer.ffn.top_k}, more than the {layer.ffn.count} experts there are")
     tied = _tied(c, config, wrapper or (model_type if model_type in TEXT_MODEL else None), where)
+    # Every number the model took from its class default (the sizes first) is said, not only the three above.
+    assumed = tuple(f"The config leaves out `{f}`: {v}, as transformers' {cls} derives it." if derived else
+                    f"The config leaves out `{f}`: {v} is transformers' {cls} default." for f, (v, derived) in sorted(
+                        c.defaulted.items(), key=lambda fv: SIZING.index(fv[0]) if fv[0] in SIZING else len(SIZING)))
     notes = list(extra.get("notes", ()))
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
@@ -458,6 +277,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
+        final_softcap=extra.get("final_softcap"),
         naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
 
@@ -474,43 +294,6 @@ def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:
     if not isinstance(stated, bool):
         raise SpecError(f"{where}: `tie_word_embeddings` must be true or false, not {json.dumps(stated)}")
     return stated or (forwards and text)
-
-
-def _heads(c: _Config, d: int) -> tuple[int, int, int]:
-    heads = c.int("num_attention_heads")
-    kv = c.int("num_key_value_heads", heads)
-    if heads % kv:
-        raise c.fail("num_key_value_heads", f"is {kv}, which does not divide `num_attention_heads` ({heads})")
-    if c.has("head_dim"):
-        return heads, kv, c.int("head_dim")
-    if d % heads:
-        raise c.fail("head_dim", f"is missing and `hidden_size` ({d}) is not a multiple of `num_attention_heads` ({heads})")
-    return heads, kv, d // heads
-
-
-def _kind_of_layer(c: _Config, i: int, t: str, allowed: tuple[str, ...], model: str) -> str:
-    if t not in allowed:
-        raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a {model} layer is {' or '.join(allowed)}")
-    return t
-
-
-def _window(c: _Config) -> int:
-    return c.int("sliding_window")
-
-
-def _activation(c: _Config, field: str, default: str) -> str:
-    act = c.str(field, default)
-    if act in ("silu", "swish"):
-        return "silu"
-    if act in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
-        return "gelu"
-    raise c.fail(field, f"is {json.dumps(act)}; the language has silu and gelu (tanh approximation)")
-
-
-def _no(c: _Config, field: str, why: str) -> None:
-    """A flag the language cannot express when set: refuse rather than write a different model."""
-    if c.get(field) not in (None, False):
-        raise c.fail(field, f"is {json.dumps(c.get(field))}: {why}, which the language does not express")
 
 
 def _llama(c, model_type, family, d, eps, layer_types, moe):
@@ -580,42 +363,6 @@ def _qwen3_next(c, model_type, family, d, eps, layer_types, moe):
                           shared_width=shared, shared_gate=shared is not None)
         layers.append(LayerSpec(mixer, ffn, norm))
     return layers, {"notes": _scaling_note(rot) + _mrope_note(c), "final_norm": norm}
-
-
-def _gemma3(c, model_type, family, d, eps, layer_types, moe):
-    heads, kv, hd = _heads(c, d)
-    rot = _partial(c, hd)
-    for f in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if c.get(f) is not None:
-            raise c.fail(f, f"is {json.dumps(c.data[f])}: logit soft-capping, which the language does not express")
-    _no(c, "use_bidirectional_attention", "attention over the whole sequence (an encoder, EmbeddingGemma), not causal")
-    bias = c.bool("attention_bias", False)
-    norm = Norm(eps, 1.0)  # Gemma's RMSNorm multiplies by 1 + weight
-    scalar = c.float("query_pre_attn_scalar", 256.0)
-    if scalar <= 0:
-        raise c.fail("query_pre_attn_scalar", f"is {scalar:g}; logits are scaled by its inverse square root, so it is positive")
-    scale = scalar ** -0.5
-    why = f"1/√{scalar:g}: Gemma scales logits by query_pre_attn_scalar, not the head width" if scale != hd ** -0.5 else None
-    grot, _ = _rotation(c, rot, "full_attention", 1_000_000.0)
-    lparams = (c.dict("rope_parameters") or {}).get("sliding_attention")
-    if isinstance(lparams, dict):
-        lrot, _ = _rotation(c, rot, "sliding_attention", 10_000.0)
-    else:
-        lrot = Rotation(rot, c.float("rope_local_base_freq", 10_000.0))
-    act = _activation(c, "hidden_activation", "gelu_pytorch_tanh") if c.has("hidden_activation") else _activation(c, "hidden_act", "gelu_pytorch_tanh")
-    layers = []
-    for i, t in enumerate(layer_types):
-        if t == "sliding_attention":
-            mixer = Attention(heads, kv, hd, lrot, window=_window(c), qk_norm=norm,
-                              bias=bias, out_bias=bias, scale=scale if why else None, scale_why=why)
-        elif t == "full_attention":
-            mixer = Attention(heads, kv, hd, grot, qk_norm=norm, bias=bias, out_bias=bias,
-                              scale=scale if why else None, scale_why=why)
-        else:
-            raise c.fail(f"layer_types[{i}]", f"is {json.dumps(t)}; a Gemma 3 layer is sliding_attention or full_attention")
-        layers.append(LayerSpec(mixer, Dense(c.int("intermediate_size"), act), norm, sandwich=True))
-    notes = ["Global layers: " + n for n in _scaling_note(grot)]
-    return layers, {"notes": notes, "final_norm": norm, "embed_scale": math.sqrt(d)}
 
 
 def _deepseek(c, model_type, family, d, eps, layer_types, moe):
@@ -726,11 +473,10 @@ def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):
 
 def read_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """The spec of the ``config.json`` at ``path``; a ``SpecError`` naming the file and the field on any fault."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot be read ({e.strerror})") from None
+        raw = read_file(path, MAX_CONFIG_BYTES, "a config.json")  # a regular file, its size checked first
+    except FileProblem as e:
+        raise SpecError(str(e)) from None
     try:
         config = loads(raw)
     except JsonError as e:

@@ -82,6 +82,27 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                  "original_max_position_embeddings": 4096, "truncate": False}},
 }
+# The Gemma 2, Phi-3, StarCoder2 and OLMo 2 classes of transformers 5; InternLM2Config of the published remote code
+# (configuration_internlm2.py: transformers does not ship it).
+DEFAULTS.update({
+    "gemma2": {"vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+               "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+               "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+               "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+               "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
+    "phi3": {"vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "hidden_act": "silu", "max_position_embeddings": 4096,
+             "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+    "starcoder2": {"vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
+                   "num_attention_heads": 24, "num_key_value_heads": 2, "hidden_act": "gelu_pytorch_tanh",
+                   "norm_epsilon": 1e-5, "use_bias": True, "tie_word_embeddings": True},
+    "olmo2": {"vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": False,
+              "rms_norm_eps": 1e-5},
+    "internlm2": {"vocab_size": 103168, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+                  "bias": True, "rope_theta": 10000.0},
+})
 _QWEN_VL = {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
             "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
             "rope_theta": 1_000_000.0, "max_window_layers": 80}

@@ -13,6 +13,7 @@ from typing import Union
 
 from ..lang import ops as ops_table
 from ..lang.limits import MAX_DIMENSION, beyond
+from ..lang.limits import show as show_value
 from ..lang.lexer import Range
 from ..lang.parser import nearest, split_statements
 from ..lang.syntax import (
@@ -54,7 +55,8 @@ def show(shape: Shape | None) -> str:
 Fill = tuple
 
 #: The scaling options of a fill (``ops.FILLS``) and the scheme each names.
-SCALINGS = {"linear scaling by": "linear", "llama3 scaling by": "llama3", "yarn scaling by": "yarn"}
+SCALINGS = {"linear scaling by": "linear", "llama3 scaling by": "llama3", "yarn scaling by": "yarn",
+            "longrope scaling from": "longrope"}
 
 
 @dataclass(frozen=True)
@@ -268,9 +270,9 @@ class _Checker:
             return d.text
         if d.text in self.constants:
             v = self.constants[d.text]
-            why = None if v == int(v) else f"is {v:g}, not a whole number"
+            why = None if v == int(v) else f"is {show_value(v)}, not a whole number"
             if why is None and beyond(v, MAX_DIMENSION) is not None:
-                why = f"is {v:g}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
+                why = f"is {show_value(v)}, but it is used as a dimension: a whole number from 1 to {MAX_DIMENSION:,}"
             if why is not None:
                 if d.text not in self.reported:  # one mistake, one diagnostic: the constant's first use as a width
                     self.reported.add(d.text)
@@ -292,11 +294,12 @@ class _Checker:
 
     def fill(self, c: Call) -> Fill | None:
         """A table's fill as the host computes it (``Fill``), or ``None`` after reporting what is wrong with it."""
-        values = {slot: self.number(n) for slot, n in c.numbers}
-        if any(v is None for v in values.values()):
+        values = {slot: self.number(n) for slot, n in c.numbers if slot not in ("SF", "LF")}
+        lists = {slot: tuple(self.number(n) for n in c.number_list(slot)) for slot in ("SF", "LF")}
+        if any(v is None for v in values.values()) or any(v is None for l in lists.values() for v in l):
             return None
         if values["B"] <= 0:
-            self.error(c.number("B").range, f"a rotation base is positive, not {values['B']:g}", "table")
+            self.error(c.number("B").range, f"a rotation base is positive, not {show_value(values['B'])}", "table")
             return None
         scalings = [k for k in c.options if k in SCALINGS]
         if len(scalings) > 1:
@@ -309,11 +312,21 @@ class _Checker:
             for slot, key in (("F", "factor"), ("N", "context"), ("L", "low"), ("H", "high"), ("BF", "fast"), ("BS", "slow")):
                 if slot in values:
                     params.append((key, values[slot]))
-            if values["F"] <= 0:
-                self.error(c.number("F").range, f"a scaling factor is positive, not {values['F']:g}", "table")
+            if kind == "longrope":
+                short, long = lists["SF"], lists["LF"]
+                if len(short) != len(long):
+                    self.error(c.range, f"longrope scaling has {len(short)} short factors but {len(long)} long ones", "table")
+                    return None
+                bad = next((n for n, v in zip(c.number_list("SF") + c.number_list("LF"), short + long) if v <= 0), None)
+                if bad is not None:
+                    self.error(bad.range, "a frequency factor is positive", "table")
+                    return None
+                params += [("short", short), ("long", long)]
+            elif values["F"] <= 0:
+                self.error(c.number("F").range, f"a scaling factor is positive, not {show_value(values['F'])}", "table")
                 return None
             if kind == "llama3" and values["H"] < values["L"]:
-                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({values['H']:g}) is below its low one ({values['L']:g})", "table")
+                self.error(c.number("H").range, f"llama3 scaling's high frequency factor ({show_value(values['H'])}) is below its low one ({show_value(values['L'])})", "table")
                 return None
         if "unrounded ramp" in c.options:
             if not scalings or SCALINGS[scalings[0]] != "yarn":
@@ -435,6 +448,25 @@ class _Checker:
             if op == "rmsnorm" and heads:
                 self.want(c, "G", shapes.get("G"), (x[1] // heads if isinstance(x[1], int) else None,), "a gain")
             return x
+        if op == "layernorm":
+            self.number(c.number("E"))
+            if x is None:
+                return None
+            if len(x) != 2:
+                self.error(c.arg("X").range, f"{self.what(c.arg('X'))} is {show(x)}; `{op}` normalises the rows of a matrix", "shape")
+                return None
+            width = x[1] if isinstance(x[1], int) else None
+            self.want(c, "G", shapes.get("G"), (width,), "a gain")
+            if "bias" in c.options:
+                self.want(c, "B", shapes.get("B"), (width,), "a bias")
+            return x
+        if op == "soft cap":
+            cap = self.number(c.number("C"))
+            if cap is not None and cap <= 0:
+                self.error(c.number("C").range, f"a soft cap is positive, not {cap:g}", "shape")
+            return x
+        if op == "columns":
+            return self.columns(c, x)
         if op in ("row", "rows"):
             t, emb = shapes.get("T"), shapes.get("E")
             if t is None or emb is None:
@@ -466,6 +498,24 @@ class _Checker:
                 return None
             return (x[0],)
         return None
+
+    def columns(self, c: Call, x: Shape | None) -> Shape | None:
+        """``columns A to B of X [, of every N]``: X's columns A…B−1 (of each group of N)."""
+        a, b = self.number(c.number("A")), self.number(c.number("B"))
+        every = self.count(c, "N") if "of every" in c.options else None
+        if x is None or a is None or b is None or ("of every" in c.options and every is None):
+            return None
+        if len(x) != 2 or not isinstance(x[1], int):
+            self.error(c.arg("X").range, f"{self.what(c.arg('X'))} is {show(x)}; `columns` takes columns of a matrix", "shape")
+            return None
+        group = every or x[1]
+        if a != int(a) or b != int(b) or not 0 <= a < b <= group:
+            self.error(c.range, f"columns {a:g} to {b:g} are not a part of {group} columns (0 ≤ A < B ≤ {group})", "shape")
+            return None
+        if x[1] % group:
+            self.error(c.number("N").range, f"{self.what(c.arg('X'))} is {show(x)}, not whole groups of {group} columns", "shape")
+            return None
+        return (x[0], (int(b) - int(a)) * (x[1] // group))
 
     def position(self, c: Call, slot: str = "P") -> None:
         e = c.arg(slot)
@@ -500,6 +550,10 @@ class _Checker:
             if opt in c.options:
                 self.count(c, slot)
         self.number(c.number("F"))
+        if "soft cap" in c.options:
+            cap = self.number(c.number("L"))
+            if cap is not None and cap <= 0:
+                self.error(c.number("L").range, f"a soft cap is positive, not {cap:g}", "shape")
         if None in (q, k, v, heads, groups):
             return None
         if heads % groups:
@@ -636,6 +690,11 @@ class _Checker:
             self.error(d.range, f"a table says how the host fills it: `Let {st.name.text} be a table of ctx by 32, cosines of base 10000.`", "table")
         if d.fill is not None:
             fill = self.fill(d.fill)
+            factors = dict(fill[2]).get("short") if fill is not None and len(fill) > 2 else None
+            if factors is not None and shape is not None and len(shape) == 2 and shape[1] != len(factors):
+                self.error(d.fill.range, f"longrope scaling gives {len(factors)} factors for a table {shape[1]} wide "
+                                         f"(one per column)", "table")
+                fill = None
         if d.role == "input":
             if self.input is not None:
                 self.error(st.name.range, f"{self.section.label} already has an input, `{self.input}`", "input")

@@ -32,6 +32,8 @@ class Scaling:
     fast: float | None = None
     slow: float | None = None
     unrounded: bool = False
+    short: tuple[float, ...] | None = None
+    long: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,13 @@ class Rotation:
 
 @dataclass(frozen=True)
 class Norm:
-    """An RMS norm: ``x/√(mean x²+ε)·(g+offset)``. Gemma and Qwen3-Next store ``g`` so that ``offset`` is 1."""
+    """An RMS norm: ``x/√(mean x²+ε)·(g+offset)``. Gemma and Qwen3-Next store ``g`` so that ``offset`` is 1. With
+    ``layer`` a layer norm, ``(x − mean x)/√(var x + ε)·g``, plus a learned bias when ``bias`` (StarCoder2)."""
 
     eps: float = 1e-6
     offset: float = 0.0
+    layer: bool = False
+    bias: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,10 @@ class Attention:
     chunked attention; ``qk_norm`` an RMS norm per head of queries and keys (Qwen3, Gemma 3), ``qk_l2`` a weightless
     L2 norm (Llama 4); ``gated`` Qwen3-Next's sigmoid output gate packed with the queries; ``bias`` biases on q, k, v,
     ``out_bias`` on the output projection; ``sinks`` one learned logit per head (gpt-oss); ``scale`` the logit scale
-    when it is not ``1/√head_dim``, with the reason in ``scale_why``."""
+    when it is not ``1/√head_dim``, with the reason in ``scale_why``; ``softcap`` soft-caps the scaled logits (Gemma
+    2). ``qk_norm_whole``: the q/k norm is over the whole projection, not per head (OLMo 2). ``fused``: q, k and v are
+    one stored tensor, so one product whose columns are split — ``"qkv"`` all queries, keys, values in turn (Phi-3),
+    ``"grouped"`` per key/value head its queries, its key, its value (InternLM2's ``wqkv``)."""
 
     heads: int
     kv_heads: int
@@ -88,6 +96,9 @@ class Attention:
     scale: float | None = None
     scale_why: str | None = None
     notes: tuple[str, ...] = ()
+    softcap: float | None = None
+    qk_norm_whole: bool = False
+    fused: str | None = None
 
     kind = "attention"
 
@@ -135,10 +146,15 @@ Mixer = Union[Attention, GatedDeltaNet, LatentAttention]
 
 @dataclass(frozen=True)
 class Dense:
-    """A gated feed-forward block ``(act(x·G) ⊙ x·U)·D`` of ``width``; ``activation`` is ``silu`` or ``gelu``."""
+    """A gated feed-forward block ``(act(x·G) ⊙ x·U)·D`` of ``width``; ``activation`` is ``silu`` or ``gelu``. Not
+    ``gated``: ``act(x·U + bu)·D + bd`` (StarCoder2), biased when ``bias``. ``fused``: the gate and up projections
+    are one stored tensor, gate first (Phi-3's ``gate_up_proj``), so one product whose halves are split."""
 
     width: int
     activation: str = "silu"
+    gated: bool = True
+    bias: bool = False
+    fused: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,12 +189,14 @@ FeedForward = Union[Dense, Experts]
 @dataclass(frozen=True)
 class LayerSpec:
     """One layer: its mixer, its feed-forward block, its norms. ``sandwich`` is Gemma's post-norms: the mixer's and
-    the feed-forward block's outputs are normed before they join the residual."""
+    the feed-forward block's outputs are normed before they join the residual. Without ``pre_norm`` the mixer and the
+    feed-forward block read the residual stream itself (OLMo 2, whose only norms are the post-norms)."""
 
     mixer: Mixer
     ffn: FeedForward
     norm: Norm
     sandwich: bool = False
+    pre_norm: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +204,8 @@ class ModelSpec:
     """A whole model. ``layers`` in order; ``embed_scale`` multiplies the embedding (Gemma's √d, with its reason in a
     comment); ``tied`` means the output projection is the embedding; ``source`` names where the spec came from (for
     the document's title comment); ``notes`` are facts of the source the language does not model, said in comments.
+
+    ``final_softcap`` soft-caps the logits (Gemma 2).
 
     ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers').
     ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
@@ -200,6 +220,7 @@ class ModelSpec:
     final_norm: Norm
     tied: bool = False
     embed_scale: float | None = None
+    final_softcap: float | None = None
     naming: str = "hf"
     hf_prefix: str = "model."
     source: str = ""

@@ -5,9 +5,10 @@ shares only the per-op arithmetic (``numerics``) with the reference interpreter 
 lowering (what ops, over which tensors, bound to which layer's weights) is what has been checked.
 
 Invariants:
-- A weight is read as the program's tensor says: ``part`` ``planes``/``scales`` come from the checkpoint's stored
-  Q8_0 blocks (``Weights.planes``), never re-quantised from floats; a ``slice`` cuts the declared weight; ``of`` names
-  the declared weight a chip-local tensor is part of.
+- A weight is read as the program's tensor says: ``part`` ``planes``/``scales`` are the checkpoint's stored Q8_0
+  blocks (``q8.Planes``, passed as a ``Part`` so a ``matmul_q8`` multiplies the blocks where they are), never
+  re-quantised from floats; a ``slice`` cuts the declared weight (a view; a dense copy only of a chip's slice that
+  cuts a Q8_0 block); ``of`` names the declared weight a chip-local tensor is part of.
 - States live across steps in a ``Session`` under the names the LAYER gives them (``Kc7``, ``Kc7_s1``), so a state a
   kind program writes at layer 7 is layer 7's own; a state the program does not carry is zeroed at each step.
 - Ops run by ``phase``, in list order within a phase (ir.py: phases run in order; the chips' ops of one phase run
@@ -32,6 +33,7 @@ import numpy as np
 
 from . import kernels as nx
 from ..analysis.kinds import rebind
+from .product import EXACT, Arithmetic
 from .q8 import BLOCK, Planes
 from ..spatial.ir import (
     COLLECTIVES, Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
@@ -51,37 +53,76 @@ class ExecuteError(Exception):
 # ---- reading tensors -----------------------------------------------------------------------------------------------
 
 
-def _cut(a: np.ndarray, axis: int, start: int, stop: int) -> np.ndarray:
+def _cut(a, axis: int, start: int, stop: int):
+    """``a`` cut along ``axis``: a numpy view, or a Q8_0 weight's (or plane's) own cut."""
+    if isinstance(a, (Planes, Part)):
+        return a.cut(axis, start, stop)
     index = [slice(None)] * a.ndim
     index[axis] = slice(start, stop)
     return a[tuple(index)]
 
 
-def weight_value(t: Tensor, name: str, weights: Weights) -> np.ndarray:
-    """The value of weight tensor ``t``, whose declared weight this layer calls ``name``: dense, or the Q8_0 planes
-    or scales as stored, cut by ``t.slice``."""
+@dataclass(frozen=True)
+class Part:
+    """One of the two tensors a program reads a Q8_0 weight as (``part`` ``planes`` or ``scales``), over the stored
+    weight already cut by the tensor's slice: a product reads the stored blocks themselves (``matmul_q8`` of the
+    two parts of one weight), and the plane is made as an array only when something reads it as one."""
+
+    planes: Planes
+    part: str
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        a = self.planes.values if self.part == "planes" else self.planes.scales
+        return a if dtype is None else a.astype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        *lead, k, n = self.planes.shape
+        return (*lead, k, n) if self.part == "planes" else (*lead, k // BLOCK, n)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def cut(self, axis: int, start: int, stop: int) -> "Part":
+        """Cut along ``axis`` in this part's own units (a scales row is a block of 32 weight rows)."""
+        axis = axis % self.ndim
+        if self.part == "scales" and axis == self.ndim - 2:
+            start, stop = start * BLOCK, stop * BLOCK
+        elif self.part == "planes" and axis == self.ndim - 2 and (start % BLOCK or stop % BLOCK):
+            raise ValueError(f"the cut {start}:{stop} of Q8_0 planes splits a block of {BLOCK}")
+        return Part(self.planes.cut(axis, start, stop), self.part)
+
+
+def _q8_weight(planes, scales) -> Planes:
+    """The Q8_0 weight a ``matmul_q8`` reads from its two tensors: the stored weight itself when both are its parts
+    (the executor's case), else made from the two arrays (a test's)."""
+    if isinstance(planes, Part) and isinstance(scales, Part) and planes.planes.shape == scales.planes.shape \
+            and np.may_share_memory(planes.planes.raw, scales.planes.raw):
+        return planes.planes
+    return Planes.of_planes(np.asarray(planes), np.asarray(scales))
+
+
+def weight_value(t: Tensor, name: str, weights: Weights):
+    """The value of weight tensor ``t``, whose declared weight this layer calls ``name``: the weight as stored (an
+    array, or ``q8.Planes``), or the Q8_0 planes or scales as stored (``Part``), cut by ``t.slice``."""
+    if name not in weights:
+        raise KeyError(f"no weight `{name}`")
+    a = weights[name]
     if t.part is None:
-        if name not in weights.dense:
-            raise KeyError(f"no weight `{name}`")
-        a = weights.dense[name]
         if t.slice is not None:
             axis, start, stop = t.slice
             a = _cut(a, axis, start, stop)
         return a
-    p: Planes | None = weights.planes.get(name)
-    if p is None:
+    if not isinstance(a, Planes):
         raise KeyError(f"`{name}` is read as Q8_0 {t.part} but the checkpoint does not store it Q8_0 "
                        f"({weights.source or 'these weights'})")
-    a = p.values if t.part == "planes" else p.scales
     if t.slice is not None:
         axis, start, stop = t.slice
-        axis = axis % a.ndim
-        if t.part == "scales" and axis == a.ndim - 2:
-            if start % BLOCK or stop % BLOCK:
-                raise ValueError(f"the slice {start}:{stop} of `{name}` cuts a Q8_0 block")
-            start, stop = start // BLOCK, stop // BLOCK
-        a = _cut(a, axis, start, stop)
-    return a
+        a = a.cut(axis, start, stop)
+        if not isinstance(a, Planes):
+            raise ValueError(f"the slice {start}:{stop} of `{name}` cuts a Q8_0 block")
+    return Part(a, t.part)
 
 
 # ---- one program ---------------------------------------------------------------------------------------------------
@@ -111,14 +152,28 @@ def _elementwise(op: Op, v: list, f: Callable) -> np.ndarray:
     return f(nx.f32(v[0]), s).astype(np.float32)
 
 
-def run_op(op: Op, v: list) -> tuple:
-    """The values ``op`` writes (one per output), from its input values ``v`` — each op as ir.py defines it."""
+def _stored_q8(op: Op, v: list) -> list:
+    """``v`` as the table of ops lists an op's inputs: each weight attr ``q8`` names read as its stored Q8_0 blocks
+    (ir.py: "Weights read as stored Q8_0"; ``_q8_weight`` of its planes and scales) — a product reads them where
+    they are, an expert bank one expert's matrix at a time (``Planes[e]``), never densified."""
+    slots = op.attr("q8")
+    out = list(v[:len(v) - len(slots)])
+    for i, scales in zip(slots, v[len(v) - len(slots):]):
+        out[i] = _q8_weight(out[i], scales)
+    return out
+
+
+def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
+    """The values ``op`` writes (one per output), from its input values ``v`` — each op as ir.py defines it, in
+    ``arithmetic``."""
     a = op.attr
     k = op.kind
+    if a("q8"):  # weights read as stored Q8_0: each its planes and scales, the scales after the op's other inputs
+        v = _stored_q8(op, v)
     if k == "matmul":
-        return (nx.matmul(v[0], v[1]),)
+        return (nx.matmul(v[0], v[1], arithmetic),)
     if k == "matmul_q8":
-        return (nx.matmul(v[0], Planes(v[1], v[2]).dense()),)
+        return (nx.matmul(v[0], _q8_weight(v[1], v[2]), arithmetic),)
     if k == "add":
         return (_elementwise(op, v, np.add),)
     if k == "sub":
@@ -131,7 +186,13 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.rmsnorm(v[0], v[1], a("epsilon", 1e-6), a("offset", 0.0), a("heads", 1)),)
     if k == "l2norm":
         return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
-    if k in ("silu", "gelu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
+    if k == "gelu":
+        return (nx.gelu(v[0], arithmetic),)
+    if k == "layernorm":
+        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5)),)
+    if k == "softcap":
+        return (nx.soft_cap(v[0], a("cap")),)
+    if k in ("silu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
         return (getattr(nx, k)(v[0]),)
     if k == "running_argmax":  # one column tile's own: ``run_tiles`` folds it into the row tile's
         x = nx.f32(v[0])
@@ -142,10 +203,10 @@ def run_op(op: Op, v: list) -> tuple:
         return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
     if k == "attention":
         return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
-                             a("scale"), v[4] if len(v) > 4 else None),)
+                             a("scale"), v[4] if len(v) > 4 else None, a("softcap")),)
     if k == "latent_attention":
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
-                                    a("scale")),)
+                                    a("scale"), arithmetic),)
     if k == "gated_delta":
         return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False))
     if k == "short_convolution":
@@ -162,7 +223,7 @@ def run_op(op: Op, v: list) -> tuple:
                            selection_bias=get("selection_bias"),
                            groups=(groups, a("keep")) if groups else None, router_bias=get("router_bias"),
                            expert_biases=biases, clamp=a("clamp"), weighting_inputs=bool(a("weighting_inputs", False)),
-                           shared=shared, shared_gate=get("shared_gate")),)
+                           shared=shared, shared_gate=get("shared_gate"), arithmetic=arithmetic),)
     if k == "write_rows":
         s, p, x = nx.f32(v[0]).copy(), int(v[1]), nx.f32(v[2])
         if p < 0 or p + x.shape[0] > s.shape[0]:
@@ -179,7 +240,7 @@ def run_op(op: Op, v: list) -> tuple:
     if k == "stack_rows":
         return (np.concatenate([np.atleast_1d(x) for x in v], axis=0),)
     if k == "take_cols":
-        return (np.array(v[0][..., a("start"):a("stop")]),)
+        return (nx.columns(v[0], a("start"), a("stop"), a("every")),)
     if k == "allreduce":
         total = nx.f32(v[0]).copy()
         for x in v[1:]:
@@ -207,7 +268,8 @@ def _misplaced(op: Op, chips: Mapping[str, int | None]) -> str | None:
     return None
 
 
-def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray],
+                arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
     """Execute ``program`` over ``given`` — a value for every input, weight, table and state tensor, by the program's
     own tensor names — and return every tensor's value after the last op (states updated). A tiled program runs
     tile by tile (``run_tiles``)."""
@@ -218,12 +280,13 @@ def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray]) -> dic
                 raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
             env[t.name] = given[t.name]
     if program.tiles:
-        return run_tiles(program, env)
-    return _run_ops(program, program.ops, env)
+        return run_tiles(program, env, arithmetic)
+    return _run_ops(program, program.ops, env, arithmetic=arithmetic)
 
 
 def _run_ops(program: SpatialProgram, ops, env: dict[str, np.ndarray], where: str = "",
-             fold: Callable[[Op, tuple], tuple] | None = None) -> dict[str, np.ndarray]:
+             fold: Callable[[Op, tuple], tuple] | None = None,
+             arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
     """Run ``ops`` (of ``program``, in the order its schedule gives them) over ``env``; ``fold`` adjusts what an
     op computed (a tile's running arg-max) before it is written."""
     chips = {t.name: t.chip for t in program.tensors}
@@ -239,7 +302,7 @@ def _run_ops(program: SpatialProgram, ops, env: dict[str, np.ndarray], where: st
         except KeyError as e:
             raise ExecuteError(name, i, f"reads `{e.args[0]}` before any op writes it", op.kind) from None
         try:
-            out = run_op(op, args)
+            out = run_op(op, args, arithmetic)
             if fold is not None:
                 out = fold(op, out)
         except (ValueError, IndexError, TypeError, KeyError) as e:
@@ -258,7 +321,8 @@ def _read(value: np.ndarray, access) -> np.ndarray:
     return _cut(value, access.axis, access.start or 0, access.stop)
 
 
-def run_tiles(program: SpatialProgram, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_tiles(program: SpatialProgram, given: dict[str, np.ndarray],
+              arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
     """A tiled program (ir.py, Tiles) over ``given`` (the whole program's values): each tile's ops over its reads,
     its position the step's plus its first row, states carried from tile to tile; returns the whole program's
     values — the tiles' per-row and per-column tensors assembled, states as the last tile left them."""
@@ -299,7 +363,7 @@ def run_tiles(program: SpatialProgram, given: dict[str, np.ndarray]) -> dict[str
             return (index, best)
 
         ops = runs_in(program, tile, per_col)
-        _run_ops(program, ops, env, f", tile {number} (rows {r0}-{r1 - 1})", fold)
+        _run_ops(program, ops, env, f", tile {number} (rows {r0}-{r1 - 1})", fold, arithmetic)
         for t in program.tensors:
             if t.role == "state" and t.name in named:
                 states[in_tile(program, tile, t.name)] = env[t.name]
@@ -363,7 +427,8 @@ class Session:
         return self.states[name]
 
 
-def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], session: Session) -> dict[str, np.ndarray]:
+def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], session: Session,
+              arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
     """Execute ``b.program`` with every weight and state read under the layer's names and every table filled by its
     rule; ``inputs`` by the program's own input names. Returns the environment keyed by the program's names; carried states go back to
     ``session``, the others are zeroed for the next step (ir.py: a state not carried is zero at each step)."""
@@ -385,7 +450,7 @@ def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], sess
         except (KeyError, ValueError) as e:
             raise ExecuteError(b.label, None, f"its {t.role} `{t.name}` (bound to `{b.bound(t.of or t.name)}`): "
                                               f"{e.args[0] if e.args else e}") from None
-    env = run_program(p, given)
+    env = run_program(p, given, arithmetic)
     for t in p.tensors:
         if t.role == "state":
             name = b.bound(t.name)
@@ -459,14 +524,15 @@ class Executor:
     hidden state."""
 
     def __init__(self, weights: Weights, session: Session | None = None,
-                 rename: Callable[[Bound, str], str] | None = None):
+                 rename: Callable[[Bound, str], str] | None = None, arithmetic: Arithmetic = EXACT):
         self.weights = weights
+        self.arithmetic = arithmetic
         self.session = session or Session()
         self.rename = rename or (lambda b, n: b.bound(n))  # how a program's names read at its layer
 
     def run(self, b: Bound, tokens, positions, hidden) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         p = b.program
-        env = run_bound(b, self.weights, _inputs(p, tokens, positions, hidden, b.bound), self.session)
+        env = run_bound(b, self.weights, _inputs(p, tokens, positions, hidden, b.bound), self.session, self.arithmetic)
         return env, {self.rename(b, n): v for n, v in env.items()}
 
     def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:

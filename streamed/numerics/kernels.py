@@ -6,8 +6,9 @@ statement by statement and the bundle executor (``execute.py``) calls the same o
 itself. Each is checked against an independent, loop-by-loop formulation in ``tests/numerics/``.
 
 Invariants:
-- Arrays are float32 in and out (token ids and positions are integers); a function never mutates its inputs — an
-  operation that updates a state returns the new state beside its output.
+- Activations are float32 in and out (token ids and positions are integers); a weight is read as stored — float32,
+  float16 or ``q8.Planes`` — and multiplied by ``product`` alone, in the ``Arithmetic`` given (exact unless told);
+  a function never mutates its inputs — an operation that updates a state returns the new state beside its output.
 - A hidden state is ``rows × n``; row ``r`` of a step is at position ``pos + r``.
 - A head's dims are contiguous: head ``h`` of an ``rows × H·w`` tensor is columns ``h·w … (h+1)·w − 1``; grouped
   heads share in order, query head ``h`` reading key/value head ``h // (H/G)`` (Ainslie et al. 2023).
@@ -16,6 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import numpy as np
+
+from .product import EXACT, Arithmetic, product
 
 F32 = np.float32
 
@@ -40,8 +43,13 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(F32)
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU, tanh approximation: ``½x(1+tanh(√(2/π)(x+0.044715x³)))`` (Hendrycks & Gimpel 2016; GPT-2, Gemma)."""
+def gelu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """GELU, tanh approximation: ``½x(1+tanh(√(2/π)(x+0.044715x³)))`` (Hendrycks & Gimpel 2016; GPT-2, Gemma) — or,
+    in llama.cpp's arithmetic, read from ggml's fp16 table (``Arithmetic.gelu``)."""
+    return arithmetic.gelu(x, _gelu)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
     x = f32(x)
     c = F32(np.sqrt(2.0 / np.pi))
     return (F32(0.5) * x * (1 + np.tanh(c * (x + F32(0.044715) * x * x * x)))).astype(F32)
@@ -66,12 +74,12 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 # ---- products and norms --------------------------------------------------------------------------------------------
 
 
-def matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``). Accumulated in float64 and rounded
-    once to float32: a row's product then does not depend on how many rows are multiplied with it (BLAS picks a
-    different kernel, and summation order, for 1 row than for 3), so a batched step equals its sequences one by one
-    to the rounding of the result, not of the accumulation."""
-    return (np.asarray(x, dtype=np.float64) @ np.asarray(w, dtype=np.float64)).astype(F32)
+def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``; float32, float16, or Q8_0 planes,
+    read where they are). Every product is ``product.product``'s, whose fixed order of arithmetic makes a row's
+    result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
+    rows alone, bit for bit. The arithmetic decides what enters it (llama.cpp's: Q8_0 or fp16 activations)."""
+    return product(arithmetic.enter(x, w), w)
 
 
 def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
@@ -89,6 +97,33 @@ def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: floa
     return out.reshape(x.shape).astype(F32)
 
 
+def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5) -> np.ndarray:
+    """Layer norm per row (Ba, Kiros & Hinton 2016): ``(x − mean x) / √(var x + ε) · G + B``, the variance the mean
+    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none."""
+    x = f32(x)
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    out = centred / np.sqrt(var + F32(epsilon)) * f32(gain)
+    return (out if bias is None else out + f32(bias)).astype(F32)
+
+
+def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Soft-capping ``C·tanh(x/C)`` (Gemma 2's attention and final logits): about ``x`` for ``|x| ≪ C``, never past
+    ``±C``."""
+    c = F32(cap)
+    return (c * np.tanh(f32(x) / c)).astype(F32)
+
+
+def columns(x: np.ndarray, start: int, stop: int, every: int | None = None) -> np.ndarray:
+    """Columns ``start … stop−1`` of ``x``, or of each consecutive group of ``every`` columns, the groups' parts side
+    by side (one part of a fused product: Phi-3's ``[q | k | v]``, InternLM2's ``[q… k v]`` per key/value head)."""
+    x = np.asarray(x)
+    if every is None:
+        return np.array(x[..., start:stop])
+    groups = x.reshape(*x.shape[:-1], x.shape[-1] // every, every)
+    return np.array(groups[..., start:stop].reshape(*x.shape[:-1], -1))
+
+
 def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
     """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so)."""
     x = f32(x)
@@ -97,9 +132,11 @@ def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
     return out.reshape(x.shape).astype(F32)
 
 
-def lookup(tokens: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Embedding lookup ``E[T[r], :]`` for each row's token id."""
-    return f32(table)[np.asarray(tokens, dtype=np.int64)]
+def lookup(tokens: np.ndarray, table) -> np.ndarray:
+    """Embedding lookup ``E[T[r], :]`` for each row's token id — only those rows read (a table the checkpoint
+    stores quantised dequantises them alone: ``weights.Rows``)."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    return f32(table.take_rows(ids) if hasattr(table, "take_rows") else np.asarray(table)[ids])
 
 
 def argmax(x: np.ndarray) -> np.ndarray:
@@ -112,7 +149,8 @@ def argmax(x: np.ndarray) -> np.ndarray:
 
 def rotary_frequencies(base: float, width: int, scaling: str | None = None, factor: float = 1.0,
                        context: float | None = None, low: float | None = None, high: float | None = None,
-                       fast: float = 32.0, slow: float = 1.0, unrounded: bool = False) -> np.ndarray:
+                       fast: float = 32.0, slow: float = 1.0, unrounded: bool = False,
+                       factors: tuple | None = None) -> np.ndarray:
     """The angular frequencies ``θᵢ`` (i < w) of a head rotating ``R = 2w`` dims: ``base^(−i/w)`` (RoFormer, Su et
     al. 2021), then as the scaling says — each as transformers' ``modeling_rope_utils`` and llama.cpp compute it:
 
@@ -124,6 +162,8 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
       at which the original context ``N`` spans ``fast`` and ``slow`` turns, ``R·ln(N/(2π·β))/(2·ln base)`` — ``a``
       rounded down and ``b`` up unless ``unrounded`` (transformers' ``truncate: false``), then clamped to
       ``[0, R−1]`` (Peng et al. 2023, YaRN).
+    - ``longrope``: ``θᵢ/fᵢ`` with ``factors`` ``fᵢ`` one per frequency (Ding et al. 2024, LongRoPE; Phi-3) —
+      which of its two lists is for ``rotary_table`` to say.
 
     Float64 throughout: the tables built from these round once."""
     i = np.arange(width, dtype=np.float64)
@@ -132,6 +172,8 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
         return theta
     if scaling == "linear":
         return theta / factor
+    if scaling == "longrope":
+        return theta / np.asarray(factors, dtype=np.float64)
     if scaling == "llama3":
         wavelength = 2 * np.pi / theta
         # With high = low (Llama 4) no wavelength lies between: every frequency is kept or divided.
@@ -160,6 +202,11 @@ def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.
     and llama.cpp both fold it into the cosines and sines). Computed in float64 and rounded once, so every consumer
     reads the same float32 table."""
     attention = float(scaling.pop("attention", 1.0))
+    if scaling.get("scaling") == "longrope":
+        # LongRoPE's short factors serve a table of at most the original context, its long ones a longer one (as
+        # llama.cpp chooses by the context it is given; transformers by the sequence's length so far).
+        short, long = scaling.pop("short"), scaling.pop("long")
+        scaling["factors"] = short if ctx <= scaling.pop("context") else long
     p = np.arange(ctx, dtype=np.float64)[:, None]
     angle = p * rotary_frequencies(base, width, **scaling)[None, :]
     if fill == "cosines":
@@ -222,12 +269,13 @@ def causal_mask(pos: int, rows: int, ctx: int, window: int | None = None, chunk:
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
-              sinks: np.ndarray | None = None) -> np.ndarray:
+              sinks: np.ndarray | None = None, softcap: float | None = None) -> np.ndarray:
     """Causal grouped-query attention (Vaswani et al. 2017; GQA, Ainslie et al. 2023) of ``rows`` queries over a
     cache of ``ctx`` keys and values: for query head ``h`` reading KV head ``g = h // (H/G)``,
     ``pᵢⱼ = softmax_j(F · qᵢ·kⱼ)`` over the masked positions (``causal_mask``), output ``Σⱼ pᵢⱼ vⱼ``. ``F`` defaults
     to ``1/√(head width)``. Sinks (gpt-oss) add one learned logit per head to the softmax's denominator only — a
-    place attention may go that returns no value."""
+    place attention may go that returns no value. ``softcap`` C soft-caps the scaled logits, ``C·tanh(F·q·k/C)``,
+    before the mask (Gemma 2)."""
     q, k, v = f32(q), f32(k), f32(v)
     rows = q.shape[0]
     ctx = k.shape[0]
@@ -235,12 +283,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     dv = v.shape[1] // sharing
     f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk
-    group = heads // sharing
-    kh = np.repeat(k.reshape(ctx, sharing, dk).transpose(1, 0, 2), group, axis=0)  # H × ctx × dk
-    vh = np.repeat(v.reshape(ctx, sharing, dv).transpose(1, 0, 2), group, axis=0)
-    # Both products are ``matmul``'s — accumulated in float64, rounded once — so a row's attention does not depend
-    # on how many rows are computed with it (a tile's, a batch's): BLAS picks its float32 kernel by the row count.
-    logits = matmul(qh, kh.transpose(0, 2, 1)) * f  # H × rows × ctx
+    kh = k.reshape(ctx, sharing, dk).transpose(1, 2, 0)  # G × dk × ctx: query head h reads KV head h // (H/G)
+    vh = v.reshape(ctx, sharing, dv).transpose(1, 0, 2)  # G × ctx × dv
+    # Both products are ``product``'s: a row's attention does not depend on how many rows are computed with it.
+    logits = product(qh, kh, batched=heads) * f  # H × rows × ctx
+    if softcap is not None:
+        logits = soft_cap(logits, softcap)
     keep = causal_mask(pos, rows, ctx, window, chunks)[None]
     logits = np.where(keep, logits, -np.inf)
     top = np.max(logits, axis=-1, keepdims=True)
@@ -252,31 +300,37 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     if sinks is not None:
         denom = denom + np.exp(sink - top)
     p = (e / denom).astype(F32)
-    out = matmul(p, vh)  # H × rows × dv
+    out = product(p, vh, batched=heads)  # H × rows × dv
     return out.transpose(1, 0, 2).reshape(rows, heads * dv).astype(F32)
 
 
-def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, pos: int, a: np.ndarray,
-                     b: np.ndarray, heads: int, nope: int, rope_dims: int, scale: float | None = None) -> np.ndarray:
+def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, pos: int, a, b, heads: int,
+                     nope: int, rope_dims: int, scale: float | None = None,
+                     arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Multi-head latent attention in its absorbed form (DeepSeek-V2, 2024, §2.1.2): the cache holds one latent
     ``cⱼ`` (``r`` wide) and one shared rotated key ``kᴿⱼ`` (``M`` wide) per position. Head ``h``'s query is split
     ``[q_nope (N), q_rope (M)]``; the key up-projection is absorbed into the query, ``q̃ = q_nope·A[h]`` (``r``
     wide), so ``logitᵢⱼ = F·(q̃·cⱼ + q_rope·kᴿⱼ)`` over causal ``j ≤ pos + i``, the attended latent
     ``ōᵢ = Σⱼ pᵢⱼ cⱼ`` is read back through the value up-projection ``ōᵢ·B[h]``. ``F`` defaults to ``1/√(N+M)``."""
-    q, c, kr, a, b = f32(q), f32(latents), f32(rope_keys), f32(a), f32(b)
+    q, c, kr = f32(q), f32(latents), f32(rope_keys)
     rows = q.shape[0]
-    ctx = c.shape[0]
     f = F32(1 / np.sqrt(nope + rope_dims)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, nope + rope_dims).transpose(1, 0, 2)  # H × rows × (N+M)
     q_nope, q_rope = qh[..., :nope], qh[..., nope:]
-    # Every product is ``matmul``'s (float64, rounded once), as in ``attention``: a row computes alike in any tile.
-    q_lat = matmul(q_nope, a)  # H × rows × r
-    logits = (matmul(q_lat, c.T) + matmul(q_rope, kr.T)) * f  # H × rows × ctx
-    keep = causal_mask(pos, rows, ctx)[None]
+    # Every product is ``product``'s, as in ``attention``: a row computes alike in any tile. A and B are weights
+    # (one matrix per head; float32 or Q8_0 planes), so what enters them follows the arithmetic.
+    q_lat = _per_matrix(q_nope, a, arithmetic)  # H × rows × r
+    logits = (product(q_lat, c.T) + product(q_rope, kr.T)) * f  # H × rows × ctx
+    keep = causal_mask(pos, rows, c.shape[0])[None]
     p = softmax(np.where(keep, logits, -np.inf))
-    o_lat = matmul(p, c)  # H × rows × r
-    out = matmul(o_lat, b)  # H × rows × V
+    o_lat = product(p, c)  # H × rows × r
+    out = _per_matrix(o_lat, b, arithmetic)  # H × rows × V
     return out.transpose(1, 0, 2).reshape(rows, -1).astype(F32)
+
+
+def _per_matrix(x: np.ndarray, w, arithmetic: Arithmetic) -> np.ndarray:
+    """``x[h] · w[h]`` for each leading index ``h`` (a weight with one matrix per head: MLA's A and B)."""
+    return np.stack([matmul(x[h], w[h], arithmetic) for h in range(x.shape[0])])
 
 
 # ---- recurrences ---------------------------------------------------------------------------------------------------
@@ -326,12 +380,12 @@ def short_convolution(x: np.ndarray, state: np.ndarray, w: np.ndarray) -> tuple[
 # ---- mixture of experts --------------------------------------------------------------------------------------------
 
 
-def swiglu(x: np.ndarray, g: np.ndarray, u: np.ndarray, d: np.ndarray, bg=None, bu=None, bd=None,
-           clamp: float | None = None) -> np.ndarray:
+def swiglu(x: np.ndarray, g, u, d, bg=None, bu=None, bd=None, clamp: float | None = None,
+           arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """One SwiGLU expert (Shazeer 2020): ``(silu(X·G) ⊙ X·U)·D``; with biases ``(…)·D + BD`` over ``X·G + BG``,
     ``X·U + BU``; with ``clamp`` L gpt-oss's activation ``(clamp(u, ±L) + 1) · g·σ(1.702·g)``, ``g = min(g, L)``."""
-    gx = matmul(x, g) if bg is None else matmul(x, g) + f32(bg)
-    ux = matmul(x, u) if bu is None else matmul(x, u) + f32(bu)
+    gx = matmul(x, g, arithmetic) if bg is None else matmul(x, g, arithmetic) + f32(bg)
+    ux = matmul(x, u, arithmetic) if bu is None else matmul(x, u, arithmetic) + f32(bu)
     if clamp is None:
         h = silu(gx) * ux
     else:
@@ -339,8 +393,13 @@ def swiglu(x: np.ndarray, g: np.ndarray, u: np.ndarray, d: np.ndarray, bg=None, 
         gx = np.minimum(gx, lim)
         ux = np.clip(ux, -lim, lim)
         h = (ux + 1) * gx * sigmoid(F32(1.702) * gx)
-    out = matmul(h, d)
+    out = matmul(h, d, arithmetic)
     return out if bd is None else (out + f32(bd)).astype(F32)
+
+
+def _column(w, n: int):
+    """A gate stored as a vector, read as the ``n × 1`` matrix it multiplies by (Q8_0 planes are already one)."""
+    return w if getattr(w, "ndim", 1) == 2 else f32(w).reshape(n, 1)
 
 
 def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: bool = False,
@@ -372,11 +431,11 @@ def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: 
     return idx, w.astype(F32)
 
 
-def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.ndarray, d: np.ndarray, *,
+def experts(x: np.ndarray, router, top: int, g, u, d, *,
             scored_by: str = "softmax", normalized: bool = False, routed_scale: float | None = None,
             selection_bias=None, groups: tuple[int, int] | None = None, router_bias=None,
             expert_biases: tuple | None = None, clamp: float | None = None, weighting_inputs: bool = False,
-            shared: tuple | None = None, shared_gate=None) -> np.ndarray:
+            shared: tuple | None = None, shared_gate=None, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """A mixture of SwiGLU experts (Shazeer et al. 2017; the options of §5): router logits ``X·R (+ router bias,
     gpt-oss)`` → ``route`` → for each row the weighted sum of its chosen experts' outputs — the weight multiplying
     the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
@@ -384,7 +443,7 @@ def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.nd
     Qwen3-Next). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
     whose partial must not add the down bias again."""
     x = f32(x)
-    logits = matmul(x, router)
+    logits = matmul(x, router, arithmetic)
     if router_bias is not None:
         logits = logits + f32(router_bias)
     idx, w = route(logits, top, scored_by, normalized, selection_bias, groups)
@@ -397,15 +456,15 @@ def experts(x: np.ndarray, router: np.ndarray, top: int, g: np.ndarray, u: np.nd
         if expert_biases is not None:
             bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
         if weighting_inputs:
-            ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp)
+            ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic)
         else:
-            ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp) * we
+            ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic) * we
         np.add.at(out, sel_rows, ye)
     if routed_scale is not None:
         out = out * F32(routed_scale)
     if shared is not None:
-        s = swiglu(x, *shared)
+        s = swiglu(x, *shared, arithmetic=arithmetic)
         if shared_gate is not None:
-            s = s * sigmoid(matmul(x, f32(shared_gate).reshape(x.shape[1], 1)))
+            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic))
         out = out + s
     return out.astype(F32)

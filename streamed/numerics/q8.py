@@ -7,7 +7,8 @@ here is computed in exactly that arithmetic, so ``dequantize(quantize(x))`` equa
 
 The language's orientation (docs/language.md §6): a weight is ``in by out`` and GGUF's ``ne = [in, out]``, so the
 blocks run along ``in``. ``planes(blocks)`` gives the layout the lowering's IR reads: ``int8 in × out`` values and
-``fp16 (in/32) × out`` scales, with ``W[i, o] = planes[i, o] · scales[i // 32, o]``.
+``fp16 (in/32) × out`` scales, with ``W[i, o] = planes[i, o] · scales[i // 32, o]`` — held as GGUF's own bytes
+(``Planes.raw``), so a checkpoint's Q8_0 tensor is read where it is mapped.
 """
 
 from __future__ import annotations
@@ -68,38 +69,91 @@ def from_bytes(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class Planes:
-    """A Q8_0 weight in the language's ``in × out`` orientation (leading axes, an expert's ``E``, kept in front):
-    ``values`` int8 ``… × in × out``, ``scales`` fp16 ``… × in/32 × out``. Invariant: ``dense()`` is exactly the
-    dequantised GGUF tensor, transposed into product orientation."""
+    """A Q8_0 weight as GGUF stores it and the chip reads it, never densified until asked: ``raw`` holds its blocks
+    as the file does (``uint8 … × out × in/32·34``, each block an fp16 scale then 32 int8 values; usually a view of
+    the memory-mapped checkpoint), and the weight means, in the language's ``in × out`` orientation (leading axes —
+    an expert bank's ``E`` — in front), ``W[…, i, o] = values[…, i, o] · scales[…, i // 32, o]``.
 
-    values: np.ndarray
-    scales: np.ndarray
+    ``values`` and ``scales`` are those planes as arrays and ``dense()`` the float32 weight — each made when asked
+    (a test, a chip's off-block slice); a product reads ``raw`` itself (``product.product``). Invariant: ``dense()``
+    is exactly the dequantised GGUF tensor, transposed into product orientation."""
+
+    raw: np.ndarray
 
     @staticmethod
     def of_stored(q: np.ndarray, d: np.ndarray) -> "Planes":
-        """From GGUF's blocks in numpy order (``… × out × in``, blocks along ``in``)."""
-        return Planes(np.ascontiguousarray(np.swapaxes(q, -1, -2)), np.ascontiguousarray(np.swapaxes(d, -1, -2)))
+        """From GGUF's blocks in numpy order (``… × out × in``, blocks along ``in``): int8 values, fp16 scales."""
+        return Planes(to_bytes(np.asarray(q, dtype=np.int8), np.asarray(d, dtype=np.float16)))
+
+    @staticmethod
+    def of_planes(values: np.ndarray, scales: np.ndarray) -> "Planes":
+        """From the two planes in ``in × out`` orientation (the IR's ``planes`` and ``scales`` tensors)."""
+        return Planes.of_stored(np.swapaxes(values, -1, -2), np.swapaxes(scales, -1, -2))
+
+    def _stored(self) -> tuple[np.ndarray, np.ndarray]:
+        return from_bytes(self.raw)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.ascontiguousarray(np.swapaxes(self._stored()[0], -1, -2))
+
+    @property
+    def scales(self) -> np.ndarray:
+        return np.ascontiguousarray(np.swapaxes(self._stored()[1], -1, -2))
 
     def dense(self) -> np.ndarray:
-        v = self.values.astype(np.float32)
-        s = np.repeat(self.scales.astype(np.float32), BLOCK, axis=-2)
-        return v * s
+        return np.ascontiguousarray(np.swapaxes(dequantize_blocks(*self._stored()), -1, -2))
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """The dense weight, for whatever reads it as an array (a comparison, an elementwise use)."""
+        d = self.dense()
+        return d if dtype is None else d.astype(dtype)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.values.shape
+        *lead, out, nbytes = self.raw.shape
+        return (*lead, nbytes // BLOCK_BYTES * BLOCK, out)
 
-    def select(self, rows: tuple[int, int] | None, columns: np.ndarray | None) -> "Planes":
-        """Keep input features ``rows`` (block-aligned) and output features ``columns`` (any index array)."""
-        v, s = self.values, self.scales
+    @property
+    def ndim(self) -> int:
+        return self.raw.ndim
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.nbytes
+
+    def __getitem__(self, index) -> "Planes":
+        """One matrix of a bank (``planes[e]``): an index into the leading axes."""
+        if self.raw.ndim < 3:
+            raise IndexError("a single Q8_0 matrix has no bank to index")
+        return Planes(self.raw[index])
+
+    def select(self, rows: tuple[int, int] | None, columns) -> "Planes":
+        """Keep input features ``rows`` (block-aligned) and output features ``columns`` (a ``slice`` or an index
+        array) — views of ``raw`` where numpy gives one (a row range; a column range), a copy for an index array."""
+        raw = self.raw
         if rows is not None:
             a, b = rows
             if a % BLOCK or b % BLOCK:
                 raise ValueError(f"rows {a} to {b} cut a Q8_0 block of {BLOCK}")
-            v, s = v[..., a:b, :], s[..., a // BLOCK:b // BLOCK, :]
+            raw = raw[..., a // BLOCK * BLOCK_BYTES:b // BLOCK * BLOCK_BYTES]
         if columns is not None:
-            v, s = v[..., columns], s[..., columns]
-        return Planes(np.ascontiguousarray(v), np.ascontiguousarray(s))
+            raw = raw[..., columns, :]
+        return Planes(raw)
+
+    def cut(self, axis: int, start: int, stop: int):
+        """``W`` cut along ``axis`` (of ``in × out``) as the IR's ``slice`` does: Planes while the cut keeps whole
+        blocks, the dense float32 slice where it cuts one (a chip whose row slice is read dense)."""
+        axis = axis % len(self.shape)
+        if axis == len(self.shape) - 1:
+            return self.select(None, slice(start, stop))
+        if axis == len(self.shape) - 2:
+            if start % BLOCK == 0 and stop % BLOCK == 0:
+                return self.select((start, stop), None)
+            return np.ascontiguousarray(self.dense()[..., start:stop, :])
+        index = [slice(None)] * self.raw.ndim
+        index[axis] = slice(start, stop)
+        return Planes(self.raw[tuple(index)])
 
 
 def quantize_weight(w: np.ndarray) -> Planes:

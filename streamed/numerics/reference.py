@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import kernels as nx
+from .product import EXACT, Arithmetic
 from ..lang import ops as ops_table
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ..model.program import Program, Programs
@@ -94,12 +95,14 @@ class Step:
 
 
 class Reference:
-    """One sequence of one document: its weights, host tables for ``ctx`` positions, and its carried states."""
+    """One sequence of one document: its weights, host tables for ``ctx`` positions, its carried states, and the
+    arithmetic its operations compute in (``product.Arithmetic``: exact float32 unless told)."""
 
-    def __init__(self, programs: Programs, weights: Weights, ctx: int):
+    def __init__(self, programs: Programs, weights: Weights, ctx: int, arithmetic: Arithmetic = EXACT):
         self.programs = programs
         self.weights = weights
         self.ctx = ctx
+        self.arithmetic = arithmetic
         self.tables = host_tables(programs, ctx)
         self.states: dict[str, np.ndarray] = {}
         for p in programs.all():
@@ -175,7 +178,7 @@ class Reference:
                 return (nx.f32(a) * np.float32(self.number(e.right))).astype(np.float32)
             b = self.eval(e.right, env)
             if e.op == "times":
-                return nx.matmul(a, b)
+                return nx.matmul(a, b, self.arithmetic)
             if e.op == "plus":
                 return (nx.f32(a) + nx.f32(b)).astype(np.float32)
             if e.op == "minus":
@@ -194,14 +197,22 @@ class Reference:
             return int(n[key]) if key in n else default
 
         op = c.op
-        simple = {"silu": nx.silu, "gelu": nx.gelu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
+        simple = {"silu": nx.silu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
                   "softmax": nx.softmax, "argmax": nx.argmax}
+        if op == "gelu":
+            return nx.gelu(v["X"], self.arithmetic)
         if op in simple:
             return simple[op](v["X"])
         if op == "rmsnorm":
             return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1))
         if op == "l2norm":
             return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
+        if op == "layernorm":
+            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5))
+        if op == "soft cap":
+            return nx.soft_cap(v["X"], n["C"])
+        if op == "columns":
+            return nx.columns(v["X"], i("A"), i("B"), i("of every:N"))
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
@@ -209,10 +220,11 @@ class Reference:
                            "interleaved" in c.options)
         if op == "attention":
             return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
-                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"))
+                                i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"),
+                                n.get("soft cap:L"))
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
-                                       i("nope:N"), i("rope:M"), n.get("scale:F"))
+                                       i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)
         if op == "gated delta":
             out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"),
                                     "in turn" in c.options)
@@ -237,6 +249,7 @@ class Reference:
                 weighting_inputs="weighting inputs" in o,
                 shared=(v["shared:G2"], v["shared:U2"], v["shared:D2"]) if "shared" in o else None,
                 shared_gate=v.get("shared gate:S"),
+                arithmetic=self.arithmetic,
             )
         raise ValueError(f"no numerical definition of `{op}`")
 
@@ -293,8 +306,8 @@ class Batch:
     """A batch of sequences as the language means it: the document run once per sequence, each with its own states
     and position. ``step(tokens, positions)`` takes one token per sequence."""
 
-    def __init__(self, programs: Programs, weights: Weights, ctx: int, batch: int):
-        self.sequences = [Reference(programs, weights, ctx) for _ in range(batch)]
+    def __init__(self, programs: Programs, weights: Weights, ctx: int, batch: int, arithmetic: Arithmetic = EXACT):
+        self.sequences = [Reference(programs, weights, ctx, arithmetic) for _ in range(batch)]
 
     def step(self, tokens, positions) -> list[Step]:
         return [r.step([t], p) for r, t, p in zip(self.sequences, tokens, positions)]

@@ -20,6 +20,7 @@ from ..model.program import Programs
 from ..spatial.deployment import Deployment
 from ..spatial.streamed_model import lower_streamed
 from .execute import Executor, Plan, plan_of
+from .product import EXACT, Arithmetic
 from .reference import Reference
 from .weights import Weights
 
@@ -44,28 +45,36 @@ def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
 
 
 def reference_logits(programs: Programs, weights: Weights, tokens: list[int], prefill: int,
-                     ctx: int | None = None) -> Logits:
+                     ctx: int | None = None, arithmetic: Arithmetic = EXACT, progress=None) -> Logits:
     """The document's logits at every position (its head's argmax operand), run by the reference interpreter with
-    KV caches of ``ctx`` rows (default: just the tokens)."""
-    ref = Reference(programs, weights, ctx or len(tokens))
+    KV caches of ``ctx`` rows (default: just the tokens), in ``arithmetic``; ``progress(done, total)`` after each
+    step when given."""
+    ref = Reference(programs, weights, ctx or len(tokens), arithmetic)
     rows = []
-    for pos, toks in steps(tokens, prefill):
+    plan = steps(tokens, prefill)
+    for done, (pos, toks) in enumerate(plan, 1):
         step = ref.step(toks, pos)
+        if progress is not None:
+            progress(done, len(plan))
         if step.logits is None:
             raise ValueError("the document's head computes no logits (no `index of the largest of …`)")
         rows.append(np.atleast_2d(step.logits))
     return Logits(list(range(len(tokens))), np.concatenate(rows).astype(np.float32))
 
 
-def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefill: int) -> Logits:
+def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefill: int,
+              arithmetic: Arithmetic = EXACT, progress=None) -> Logits:
     """A bundle's logits: ``plans["prefill"]`` runs the first step when ``prefill`` > 1, ``plans["step"]`` (a decode
     bundle) every other; the head's logits are those of the last row it reads. The bundle's tables are filled by its
     own fill rules (the executor's), never the document's."""
-    executor = Executor(weights)
+    executor = Executor(weights, arithmetic=arithmetic)
     positions, rows = [], []
-    for pos, toks in steps(tokens, prefill):
+    schedule = steps(tokens, prefill)
+    for done, (pos, toks) in enumerate(schedule, 1):
         plan = plans["prefill"] if len(toks) > 1 else plans["step"]
         got = executor.step(plan, toks, [pos])
+        if progress is not None:
+            progress(done, len(schedule))
         if got.logits is None:
             raise ValueError("the bundle's head computes no logits")
         rows.append(np.atleast_2d(got.logits)[-1:])
@@ -74,7 +83,7 @@ def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefi
 
 
 def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, storage: Storage = ALL_Q8,
-                  target: str | None = None, ctx: int | None = None) -> Logits:
+                  target: str | None = None, ctx: int | None = None, arithmetic: Arithmetic = EXACT) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
     1) and a decode bundle, both with KV caches of ``ctx`` rows (default: just the tokens)."""
     ctx = ctx or len(tokens)
@@ -82,4 +91,4 @@ def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, s
     if prefill > 1:
         plans["prefill"] = plan_of(lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=prefill), target,
                                                   storage))
-    return run_plans(plans, weights, tokens, prefill)
+    return run_plans(plans, weights, tokens, prefill, arithmetic)

@@ -9,12 +9,13 @@ Tolerance. Both paths are float32 over the same stored weights and the same per-
 what may differ is only what the lowering changed about the order of the arithmetic:
 
 - **Not tensor parallel: nothing.** Every op of the bundle computes one authored operation over whole rows, as the
-  reference does (a batched step's products accumulate in float64 and round once, so a row does not depend on the
+  reference does (every product follows ``product``'s rule, whose order of arithmetic makes a row independent of the
   rows beside it): every tensor must be equal, bit for bit. An rmsnorm epsilon three times too large changes the
   sixth digit of a norm and is a failure here, not a rounding.
 - **Tensor parallel: the reassociation of each all-reduce, bounded, one layer at a time.** A row-split product is
   computed as ``tp`` partial products, each rounded to float32, then summed in float32; the reference rounds the
-  whole product once. By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
+  whole product once (by the product rule both sum the same 32-element block partials in float64 when a chip's
+  slice is whole blocks: only those roundings differ). By the standard bound on summation (Higham, *Accuracy and Stability*, §4.2) the two differ
   elementwise by at most ``γ · Σ_c |P_c|`` with ``γ = (tp + 1) · u``, ``u = 2⁻²⁴`` — ``tp`` roundings of the
   partials and their sums, one of the reference's — so relative to the terms summed the difference is at most
   ``(tp + 1) · u``. Everything a layer computes before its first all-reduce must still be bit for bit equal (the
@@ -25,7 +26,9 @@ what may differ is only what the lowering changed about the order of the arithme
   the bound holds for one layer, each layer of a tensor-parallel bundle is fed the reference's input and the
   reference's carried state (split over the chips as the bundle holds it) at every step: the error of one layer
   never becomes the input of the next, so it does not compound over depth or steps, and a bug is still a
-  difference of its own size in the layer that has it.
+  difference of its own size in the layer that has it. A tensor the bundle holds only as chips' shares (its
+  ``of`` and ``slice``) is measured share by share against that part of the reference's — each copy of a key/value
+  head replicated over several chips on its own chip, so a copy that reads the wrong head is named with its chip.
 - Integer tensors (token ids, positions, the next token) are equal in every deployment.
 
 ``run`` drives both for one deployment over N steps — decode, prefill of at least ``PREFILL_CHUNKS`` chunks then
@@ -43,6 +46,7 @@ from typing import Callable
 import numpy as np
 
 from .execute import Bound, ExecuteError, Executed, Executor, Plan, Session
+from .product import EXACT, Arithmetic
 from ..lang.syntax import Call
 from ..model.program import Programs
 from .reference import Batch, Reference, ReferenceError, Step, operands
@@ -123,24 +127,60 @@ def _fit(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return w
 
 
+#: A tensor a tensor-parallel program holds only as chips' shares: each share's name (the layer's) and the
+#: ``(axis, start, stop)`` of the whole it holds — two chips holding the same share each hold a copy.
+Shares = dict[str, list[tuple[str, tuple[int, int, int]]]]
+
+
 def compare_step(step: int, want: dict[str, dict[str, np.ndarray]], got: dict[str, dict[str, np.ndarray]],
                  skip: Callable[[str, str], bool] = lambda program, name: False,
-                 rtol: Callable[[str, str], float] = lambda program, name: 0.0) -> list[Measure]:
+                 rtol: Callable[[str, str], float] = lambda program, name: 0.0,
+                 shares: dict[str, Shares] | None = None) -> list[Measure]:
     """Every tensor the reference bound that the bundle also holds, program by program in execution order, tensors
-    in the order the authored program binds them; ``rtol(program, name)`` the tolerance of each (0: bit for bit)."""
+    in the order the authored program binds them; ``rtol(program, name)`` the tolerance of each (0: bit for bit). A
+    tensor the bundle holds as chips' shares (``shares[program]``) is measured share by share, each against its
+    part of the reference's — so a replicated key/value head is held to the reference on every chip that holds it."""
     out: list[Measure] = []
     for label, ref_env in want.items():
         bundle_env = got.get(label)
         if bundle_env is None:
             continue
+        held_as = (shares or {}).get(label, {})
         for name, value in ref_env.items():
             if name.startswith("__") or skip(label, name):
                 continue
             if not isinstance(value, np.ndarray) and not np.isscalar(value):
                 continue
+            if name not in bundle_env and held_as.get(name):
+                for part, cut in held_as[name]:
+                    if part in bundle_env:
+                        out.append(measure(step, label, part, bundle_env[part], share_of(np.asarray(value), cut),
+                                           rtol(label, part)))
+                continue
             held = bundle_env[name] if name in bundle_env else assembled(bundle_env, name, np.shape(value))
             if held is not None:
                 out.append(measure(step, label, name, held, _fit(held, value), rtol(label, name)))
+    return out
+
+
+def share_of(whole: np.ndarray, cut: tuple[int, int, int]) -> np.ndarray:
+    """The part ``(axis, start, stop)`` of ``whole`` a chip's share holds."""
+    axis, start, stop = cut
+    index = [slice(None)] * whole.ndim
+    index[axis] = slice(start, stop)
+    return whole[tuple(index)]
+
+
+def shares_of(plans: dict[str, Plan], rename: Callable[[Bound, str], str]) -> dict[str, Shares]:
+    """Per layer program, the tensors its chips hold as shares, by the layer's names (``Kc7`` → ``Kc7_c0`` holding
+    columns 0–16, …): every chip-local tensor whose ``slice`` says which part of which whole it is."""
+    out: dict[str, Shares] = {}
+    for plan in plans.values():
+        for b in plan.layers:
+            mine = out.setdefault(b.label, {})
+            for t in b.program.tensors:
+                if t.chip is not None and t.of and t.slice is not None and t.role != "weight":
+                    mine.setdefault(rename(b, t.of), []).append((rename(b, t.name), tuple(t.slice)))
     return out
 
 
@@ -357,15 +397,17 @@ def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rt
 
 
 def _feed_states(session: Session, b: Bound, before: dict[str, np.ndarray]) -> None:
-    """Layer ``b``'s carried states as the reference held them before this step, each chip's part cut from the
-    reference's whole."""
+    """Layer ``b``'s carried states as the reference held them before this step, each chip's share cut from the
+    reference's whole (a share two chips hold, a copy for each)."""
     p = b.program
     for t in p.tensors:
         if t.role != "state" or t.name not in p.carried:
             continue
         name = b.bound(t.name)
         value = before.get(name)
-        if value is None:
+        if value is None and t.of and t.slice is not None and before.get(b.bound(t.of)) is not None:
+            value = share_of(np.asarray(before[b.bound(t.of)]), tuple(t.slice))
+        elif value is None:
             m = _CHIP.match(name)
             whole = before.get(m.group(1)) if m else None
             value = chip_part(np.asarray(whole), t.shape, int(m.group(2))) if whole is not None else None
@@ -406,7 +448,8 @@ class ReferenceStep:
     before: dict[str, np.ndarray]
 
 
-def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, seed: int) -> list[ReferenceStep]:
+def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, seed: int,
+                    arithmetic: Arithmetic = EXACT) -> list[ReferenceStep]:
     """Up to ``steps`` steps of the reference for ``dep`` (fewer when the positions reach ``ctx``). Tokens: seeded
     for the first step and for every prefill chunk, then each sequence's greedy next token — so the sequence is a
     function of the document, the weights, the deployment's shape and the seed alone."""
@@ -414,7 +457,7 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     vocab = _vocab(programs)
     out: list[ReferenceStep] = []
     if dep.batched:
-        ref = Batch(programs, weights, dep.ctx, dep.batch)
+        ref = Batch(programs, weights, dep.ctx, dep.batch, arithmetic)
         positions = [2 * b for b in range(dep.batch)]  # sequences at different positions
         tokens = rng.integers(0, vocab, dep.batch)
         for _ in range(steps):
@@ -428,9 +471,10 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     elif dep.mode == "forward":
         for _ in range(steps):
             tokens = rng.integers(0, vocab, dep.ctx)
-            out.append(ReferenceStep(tokens, [0], "step", Reference(programs, weights, dep.ctx).step(tokens, 0), {}))
+            out.append(ReferenceStep(tokens, [0], "step",
+                                     Reference(programs, weights, dep.ctx, arithmetic).step(tokens, 0), {}))
     else:
-        r = Reference(programs, weights, dep.ctx)
+        r = Reference(programs, weights, dep.ctx, arithmetic)
         pos = 0
         prefill = dep.mode == "prefill"
         tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
@@ -452,8 +496,8 @@ class References:
     same tokens — decode and tensor parallel, batched and batched tensor parallel of one batch — so a certification
     of several deployments runs the reference once for each shape of step, not once per deployment."""
 
-    def __init__(self, programs: Programs, weights) -> None:
-        self.programs, self.weights = programs, weights
+    def __init__(self, programs: Programs, weights, arithmetic: Arithmetic = EXACT) -> None:
+        self.programs, self.weights, self.arithmetic = programs, weights, arithmetic
         self.runs: dict[tuple, tuple[int, list[ReferenceStep]]] = {}  # key → (steps asked for, steps run)
 
     def steps(self, dep: Deployment, steps: int, seed: int) -> list[ReferenceStep]:
@@ -461,13 +505,14 @@ class References:
         key = (family, dep.ctx, dep.chunk if family == "prefill" else 0, dep.batch if dep.batched else 1, seed)
         asked, have = self.runs.get(key, (0, []))
         if asked < steps:
-            have = reference_steps(self.programs, self.weights, dep, steps, seed)
+            have = reference_steps(self.programs, self.weights, dep, steps, seed, self.arithmetic)
             self.runs[key] = (steps, have)
         return have[:steps]
 
 
 def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Plan], steps: int | None = None,
-        seed: int = 0, stop_at_first: bool = True, references: References | None = None) -> Report:
+        seed: int = 0, stop_at_first: bool = True, references: References | None = None,
+        arithmetic: Arithmetic = EXACT) -> Report:
     """Run the reference and the bundle side by side for ``steps`` steps of ``deployment`` (default: ``covering``).
     ``plans["step"]`` is the deployment's own bundle; a prefill deployment runs ``plans["prefill"]`` over its first
     ``PREFILL_CHUNKS`` chunks and continues with ``plans["step"]`` (the decode bundle) over the same state; the
@@ -480,18 +525,19 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
     skip = lambda label, name: roles.get(label, {}).get(name) == "weight"  # noqa: E731
     layers = [p.label for p in programs.layers]
     rename = _renamer()
-    executor = Executor(weights, Session(), rename)
+    executor = Executor(weights, Session(), rename, arithmetic)
     per_layer = report.per_layer
     rtol = _Tolerances(plans, rename, dep.chips) if per_layer else (lambda program, name: 0.0)
+    shares = shares_of(plans, rename) if per_layer else None
     try:
-        trajectory = (references or References(programs, weights)).steps(dep, steps, seed)
+        trajectory = (references or References(programs, weights, arithmetic)).steps(dep, steps, seed)
         for s, r in enumerate(trajectory):
             plan = plans[r.plan]
             if per_layer:
                 got = fed_step(executor, plan, r.tokens, r.positions, r.want, r.before)
             else:
                 got = executor.step(plan, r.tokens, r.positions, r.want.x if dep.mode == "forward" else None)
-            report.measures.extend(compare_step(s, r.want.values, got.values, skip, rtol)
+            report.measures.extend(compare_step(s, r.want.values, got.values, skip, rtol, shares)
                                    + _hidden_measures(s, r.want, got, layers, rtol))
             report.steps += 1
             if stop_at_first and report.first_failure is not None:

@@ -2,19 +2,26 @@
 ``## Checkpoint`` bindings, or from a seeded generator) and its host tables.
 
 Invariants:
-- ``Weights.dense[name]`` is float32 in the DECLARED shape — the language's ``in by out`` for a product — for every
-  declared weight of every program, keyed by name: a weight two programs declare by one name (``Emb``) is one array.
-- A weight the checkpoint stores Q8_0 and the program reads as stored (``kinds.stored_q8``) also has
-  ``Weights.planes[name]``: its int8 values and fp16 block scales (``q8.Planes``), and its dense array is exactly
-  their dequantisation — so the reference and the bundle read the same stored numbers, never a re-quantisation.
+- ``Weights[name]`` is every declared weight of every program, keyed by name, in the DECLARED shape — the
+  language's ``in by out`` for a product — read where it is: a checkpoint's float32 and float16 tensors are views of
+  the memory-mapped file (transposed into product orientation by strides, never copied), its Q8_0 tensors in
+  product orientation are ``q8.Planes`` over the file's own blocks, a table it stores quantised is a ``Rows`` that
+  dequantises only the rows looked up. Only other quantisations are dequantised (their working form is float32).
+  A weight two programs declare by one name (``Emb``) is one value.
+- ``Weights.dense[name]`` is that weight as float32, made when asked (tests, comparisons); ``Weights.planes`` the
+  Q8_0 ones. A product reads the stored numbers themselves (``product``), and the product of Q8_0 planes is the
+  product of their exact dequantisation — so the reference and the bundle read the same stored numbers, never a
+  re-quantisation.
 - Seeded weights are a pure function of (seed, tensor name, shape): deterministic per NAME, so a weight shared by
-  name is the same wherever it is read, and scaled so hidden states stay O(1) through many layers.
+  name is the same wherever it is read, and scaled so hidden states stay O(1) through many layers. A seeded matrix
+  is laid out with unit stride along its input axis, as a checkpoint's is, so a product reads it in place.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,18 +44,76 @@ class WeightError(Exception):
         self.why = why
 
 
+class Rows:
+    """A table the checkpoint stores quantised, read in stored orientation (an embedding): its rows dequantised
+    when looked up (``take_rows``), never the whole table. ``data`` is the GGUF tensor's mapped bytes."""
+
+    def __init__(self, data: np.ndarray, qtype, shape: tuple[int, ...]):
+        self.data, self.qtype, self.shape = data, qtype, shape
+        self.ndim = len(shape)
+
+    def take_rows(self, ids: np.ndarray) -> np.ndarray:
+        return _dequantize(self.data[np.asarray(ids, dtype=np.int64)], self.qtype)
+
+    def dense(self) -> np.ndarray:
+        return _dequantize(self.data, self.qtype)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        d = self.dense()
+        return d if dtype is None else d.astype(dtype)
+
+
+def _dequantize(raw: np.ndarray, qtype) -> np.ndarray:
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    if qtype == GGMLQuantizationType.Q8_0:
+        return q8mod.dequantize_blocks(*q8mod.from_bytes(raw))
+    return np.asarray(dequantize(np.asarray(raw), qtype), dtype=np.float32)
+
+
+def as_float32(value) -> np.ndarray:
+    """A weight's value as float32 in its declared shape (a copy unless it is float32 already)."""
+    if isinstance(value, (q8mod.Planes, Rows)):
+        return value.dense()
+    return np.asarray(value, dtype=np.float32)
+
+
+class _Dense(Mapping):
+    """``Weights.dense``: every weight as float32, each made when read."""
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return as_float32(self.values[name])
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
 @dataclass
 class Weights:
-    dense: dict[str, np.ndarray]
-    planes: dict[str, q8mod.Planes] = field(default_factory=dict)
+    values: dict[str, object]
     source: str = ""
     storage: Storage = ALL_Q8
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.dense[name]
+    def __getitem__(self, name: str):
+        return self.values[name]
 
     def __contains__(self, name: str) -> bool:
-        return name in self.dense
+        return name in self.values
+
+    @property
+    def dense(self) -> Mapping[str, np.ndarray]:
+        return _Dense(self.values)
+
+    @property
+    def planes(self) -> dict[str, q8mod.Planes]:
+        return {n: v for n, v in self.values.items() if isinstance(v, q8mod.Planes)}
 
 
 def declared_weights(programs: Programs) -> dict[str, Decl]:
@@ -88,8 +153,8 @@ def concrete(shape: tuple, rows: int | None = None, ctx: int | None = None) -> t
 
 
 def _uses(programs: Programs) -> dict[str, set[str]]:
-    """How each name is used where its scale matters: ``lookup`` (an embedding), ``gain`` (an RMS-norm gain; with
-    ``offset O`` recorded as ``gain+O``)."""
+    """How each name is used where its scale matters: ``lookup`` (an embedding), ``gain`` (an RMS-norm or layer-norm
+    gain; with ``offset O`` recorded as ``gain+O``)."""
     uses: dict[str, set[str]] = {}
 
     def walk(e, constants):
@@ -103,6 +168,8 @@ def _uses(programs: Programs) -> dict[str, set[str]]:
                 o = e.number("O")
                 off = 0.0 if o is None else (o.value if hasattr(o, "value") else constants.get(o.text, 0.0))
                 uses.setdefault(e.arg("G").text, set()).add(f"gain+{off}")
+            if e.op == "layernorm" and getattr(e.arg("G"), "text", None):
+                uses.setdefault(e.arg("G").text, set()).add("gain+0.0")
             for _, a in e.args:
                 walk(a, constants)
 
@@ -137,19 +204,20 @@ def seeded_array(seed: int, name: str, shape: tuple[int, ...], use: set[str] = f
 
 def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weights:
     """Seeded weights for every declared weight; those read as stored Q8_0 are quantised once (as GGUF would store
-    them) and read back, so the dense array and the planes are one stored weight."""
+    them) and kept as their planes."""
     uses = _uses(programs)
     q8_names = read_as_q8(programs, storage)
-    dense: dict[str, np.ndarray] = {}
-    planes: dict[str, q8mod.Planes] = {}
+    values: dict[str, object] = {}
     for name, d in declared_weights(programs).items():
         shape = concrete(d.shape)
         w = seeded_array(seed, name, shape, uses.get(name, set()))
         if name in q8_names and len(shape) >= 2 and shape[-2] % q8mod.BLOCK == 0:
-            planes[name] = q8mod.quantize_weight(w)
-            w = planes[name].dense()
-        dense[name] = w
-    return Weights(dense, planes, f"seed {seed}", storage)
+            values[name] = q8mod.quantize_weight(w)
+        elif len(shape) >= 2 and "lookup" not in uses.get(name, set()):
+            values[name] = np.swapaxes(np.ascontiguousarray(np.swapaxes(w, -1, -2)), -1, -2)  # as a checkpoint lays it
+        else:
+            values[name] = w
+    return Weights(values, f"seed {seed}", storage)
 
 
 # ---- host tables ---------------------------------------------------------------------------------------------------
@@ -172,20 +240,26 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
 # ---- GGUF ----------------------------------------------------------------------------------------------------------
 
 
-def _columns(n: int, cols: tuple[int, int, int | None]) -> np.ndarray:
+def _columns(n: int, cols: tuple[int, int, int | None]):
+    """The kept output columns: a ``slice`` for one range (a view of the stored tensor), else an index array."""
     a, b, every = cols
     if every is None:
-        return np.arange(a, b)
+        return slice(a, b)
     return np.concatenate([g * every + np.arange(a, b) for g in range(n // every)])
 
 
-def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, ...],
-            lookup: bool = False) -> tuple[bool, np.ndarray | None]:
-    """Whether the tensor binds in product orientation (numpy's last two axes swapped: GGUF ``ne = [in, out]`` read
-    ``in by out``) or stored orientation, and the kept output columns. Where both fit (a square tensor) a weight
-    the programs look rows up in (an embedding) binds as stored, any other in product orientation (§6)."""
+def _kept(n: int, cols) -> int:
+    return len(range(n)[cols]) if isinstance(cols, slice) else len(cols)
+
+
+def _orient(name: str, ref: TensorRef, logical: tuple[int, ...], declared: tuple[int, ...],
+            lookup: bool = False) -> tuple[bool, object]:
+    """Whether the tensor of numpy shape ``logical`` binds in product orientation (numpy's last two axes swapped:
+    GGUF ``ne = [in, out]`` read ``in by out``) or stored orientation, and the kept output columns. Where both fit
+    (a square tensor) a weight the programs look rows up in (an embedding) binds as stored, any other in product
+    orientation (§6)."""
     for product in ((False, True) if lookup else (True, False)):
-        shape = list(arr_np.shape)
+        shape = list(logical)
         if product and len(shape) >= 2:
             shape[-1], shape[-2] = shape[-2], shape[-1]
         elif product:
@@ -195,7 +269,7 @@ def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, 
             if ref.columns[1] > shape[-1] or (ref.columns[2] and shape[-1] % ref.columns[2]):
                 continue
             cols = _columns(shape[-1], ref.columns)
-            shape[-1] = len(cols)
+            shape[-1] = _kept(shape[-1], cols)
         if ref.rows is not None:
             if len(shape) < 2 or ref.rows[1] > shape[-2]:
                 continue
@@ -203,7 +277,7 @@ def _orient(name: str, ref: TensorRef, arr_np: np.ndarray, declared: tuple[int, 
         if tuple(shape) == declared:
             return product, cols
     raise WeightError(name, f"declared {'×'.join(map(str, declared))} but \"{ref.tensor}\" is "
-                            f"{'×'.join(map(str, reversed(arr_np.shape)))} in GGUF order (ne)"
+                            f"{'×'.join(map(str, reversed(logical)))} in GGUF order (ne)"
                             + ("" if ref.columns is None and ref.rows is None else " before its slice"))
 
 
@@ -216,80 +290,78 @@ def gguf_storage(path: str | Path) -> Storage:
 
 
 def _tensors(path: str | Path) -> dict:
+    """The checkpoint's tensors by name; their ``data`` are views of the file, memory-mapped read-only."""
     from gguf import GGUFReader
 
     return {t.name: t for t in GGUFReader(str(path)).tensors}
 
 
-def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], keep_planes: bool,
-          lookup: bool = False):
-    """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says (``lookup``: a
-    weight the programs look rows up in, which binds as stored when both orientations fit): its dense float32 value
-    and, when ``keep_planes`` and the tensor is Q8_0 in product orientation, its stored planes."""
+def _logical(t) -> tuple[int, ...]:
+    """A tensor's numpy shape in values (a Q8_0 tensor's bytes hold 32 values per 34)."""
     from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
+
+    shape = tuple(int(n) for n in t.data.shape)
+    if t.tensor_type == GGMLQuantizationType.Q8_0:
+        return (*shape[:-1], shape[-1] // q8mod.BLOCK_BYTES * q8mod.BLOCK)
+    return tuple(int(n) for n in reversed(t.shape)) if t.data.dtype == np.uint8 else shape
+
+
+def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], lookup: bool = False):
+    """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says (``lookup``: a
+    weight the programs look rows up in, which binds as stored when both orientations fit) — where it is: a view of
+    the mapped file for float32 and float16, ``q8.Planes`` over the file's blocks for Q8_0 in product orientation,
+    ``Rows`` for a quantised table read as stored; other quantisations dequantised."""
+    from gguf import GGMLQuantizationType
 
     t = tensors.get(ref.tensor)
     if t is None:
         raise WeightError(name, f"the checkpoint has no tensor \"{ref.tensor}\"")
     # GGML's tensors have four dimensions and a file lists ``ne`` only up to the last that is not 1: a stored ``[d]``
     # is ``[d, 1]`` (llama.cpp's loader takes either for a shared expert's gate). A tensor of fewer dimensions than
-    # its declaration is read with the missing trailing ``ne`` of 1 — numpy's leading axes.
+    # its declaration is read with the missing trailing ``ne`` of 1 — numpy's leading axes (a view, as every read).
     pad = (1,) * max(0, len(declared) - len(t.shape))
-    if t.tensor_type == GGMLQuantizationType.Q8_0:
-        qv, qs = q8mod.from_bytes(np.asarray(t.data))
-        qv, qs = qv.reshape(pad + qv.shape), qs.reshape(pad + qs.shape)
-        logical = qv
-    else:
-        logical = np.asarray(t.data)
-        logical = logical.reshape(pad + logical.shape)
-    product, cols = _orient(name, ref, logical, declared, lookup)
+    data = t.data.reshape(pad + t.data.shape)
+    product, cols = _orient(name, ref, pad + _logical(t), declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
-        p = q8mod.Planes.of_stored(qv, qs).select(ref.rows, cols)
-        return p.dense(), (p if keep_planes else None)
-    if t.tensor_type == GGMLQuantizationType.Q8_0:
-        full = q8mod.dequantize_blocks(qv, qs)
-    elif t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        full = np.asarray(logical, dtype=np.float32)
+        return q8mod.Planes(data).select(ref.rows, cols)
+    if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        full = data
+    elif not product and ref.rows is None and cols is None and len(declared) == 2 and not pad:
+        return Rows(t.data, t.tensor_type, declared)
     else:
-        full = np.asarray(dequantize(np.asarray(t.data), t.tensor_type), dtype=np.float32)
-        full = full.reshape(pad + full.shape)
+        full = _dequantize(data, t.tensor_type)
     if product and full.ndim >= 2:
         full = np.swapaxes(full, -1, -2)
     if ref.rows is not None:
         full = full[..., ref.rows[0]:ref.rows[1], :]
     if cols is not None:
         full = full[..., cols]
-    return np.ascontiguousarray(full, dtype=np.float32), None
+    return full
 
 
 def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None) -> Weights:
     """Every declared weight read from a GGUF checkpoint through the document's bindings, oriented and sliced as §6
-    says. Q8_0 tensors are decoded from their bytes (``q8.from_bytes``); those the programs read as stored also keep
-    their planes."""
+    says, where it is in the mapped file (``_read``)."""
     storage = storage or gguf_storage(path)
     tensors = _tensors(path)
-    q8_names = read_as_q8(programs, storage)
     uses = _uses(programs)
     entries = programs.document.checkpoint
-    dense: dict[str, np.ndarray] = {}
-    planes: dict[str, q8mod.Planes] = {}
+    values: dict[str, object] = {}
     for name, d in declared_weights(programs).items():
         ref = bind(entries, name)
         if ref is None:
             raise WeightError(name, "no `## Checkpoint` entry binds it")
-        dense[name], p = _read(tensors, name, ref, concrete(d.shape), name in q8_names, "lookup" in uses.get(name, ()))
-        if p is not None:
-            planes[name] = p
-    return Weights(dense, planes, f"checkpoint {storage.source}", storage)
+        values[name] = _read(tensors, name, ref, concrete(d.shape), "lookup" in uses.get(name, ()))
+    return Weights(values, f"checkpoint {storage.source}", storage)
 
 
 def from_bundle(model, path: str | Path) -> Weights:
     """Every weight a bundle's programs read, at every layer, from a GGUF checkpoint through the names its manifest
     records — without the document: the embed's and the head's by their own names, each layer's by the names its
     row gives its kind's weights (``Wq17``), each read from the checkpoint tensor the manifest names for it, in the
-    declared shape the manifest gives its kind, keeping the Q8_0 planes of those the program reads as planes. What a
-    runtime loading the bundle does; ``model`` is a ``StreamedModel`` (``spatial.bundle.read_bundle``)."""
+    declared shape the manifest gives its kind, where it is in the mapped file. A weight the bundle reads as Q8_0
+    planes must be stored Q8_0. What a runtime loading the bundle does; ``model`` is a ``StreamedModel``
+    (``spatial.bundle.read_bundle``)."""
     storage = gguf_storage(path)
     tensors = _tensors(path)
     naming = model.naming
@@ -300,19 +372,15 @@ def from_bundle(model, path: str | Path) -> Weights:
                  for o in p.ops if o.kind == "lookup"}
     bound += [(kinds[b.kind], b.tensors) for b in model.layers]
     columns: dict[int, list[dict]] = {}
-    dense: dict[str, np.ndarray] = {}
-    planes: dict[str, q8mod.Planes] = {}
+    values: dict[str, object] = {}
     for program, names in bound:
         for w in columns.setdefault(id(program), weight_reads(program)):
             name = names.get(w["name"], w["name"])
-            if name in dense:
+            if name in values:
                 continue
-            keep = any(r["encoding"] == "planes" for r in w["reads"])
             lookup = (id(program), w["name"]) in looked_up
-            dense[name], p = _read(tensors, name, naming.ref(name), tuple(w["shape"]), keep, lookup)
-            if p is not None:
-                planes[name] = p
-            elif keep:
+            values[name] = _read(tensors, name, naming.ref(name), tuple(w["shape"]), lookup)
+            if any(r["encoding"] == "planes" for r in w["reads"]) and not isinstance(values[name], q8mod.Planes):
                 raise WeightError(name, f"the bundle reads it as Q8_0 planes but \"{naming.ref(name).tensor}\" is "
                                         f"stored {storage.types.get(naming.ref(name).tensor, 'otherwise')}")
-    return Weights(dense, planes, f"checkpoint {storage.source}", storage)
+    return Weights(values, f"checkpoint {storage.source}", storage)

@@ -6,7 +6,8 @@ Modules: ``deployment`` (what a bundle serves and how each program is cut), ``ta
 ``ir`` (the IR and its execution semantics), ``lower`` (one program through the passes), ``passes/`` (lift,
 split_tp, fold_q8, tile, place, certify, one module each, and what they share), ``residency`` (where states and
 weights live; the roofline estimate), ``streamed_model`` (the whole model per deployment: kinds lowered once, layers
-bound by renaming), ``diagnose`` (rejects as diagnostics), ``bundle`` (atomic write and read of the bundle,
-validated by the JSON Schemas in ``schema/``), ``synth`` (generated documents for tests and benchmarks). Imports
-``analysis``, ``model`` and ``lang``; only ``bundle`` touches files.
+bound by renaming), ``diagnose`` (rejects as diagnostics), ``manifests`` (the manifest as data), ``bundle`` (atomic
+write and read of the bundle, validated by the JSON Schemas in ``schema/`` and held to its programs), ``synth``
+(generated documents for tests and benchmarks). Imports ``analysis``, ``model`` and ``lang``; only ``bundle`` touches
+files.
 """

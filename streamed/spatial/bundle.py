@@ -16,10 +16,12 @@ the manifest grows by one short row per layer, whatever the deployment.
 
 What holds, and why:
 
-* **Nothing is lost.** An existing ``DIR`` is replaced only when everything in it is what a lowering wrote: the
-  manifest lists every file it wrote (``files``; an older bundle is read by its layout), and a file, folder or link
-  it does not list — notes, a ``.git`` — makes the write refuse, naming the first such entry. An empty folder is
-  taken; a file is never.
+* **Nothing is lost.** An existing ``DIR`` is replaced only when everything in it is what its manifest's record
+  proves a lowering wrote: the manifest lists every file it wrote (``files``; an older bundle is read by its layout)
+  and records each program's SHA-256 (``digests``), and a file, folder or link it does not list — notes, a ``.git``
+  — or lists but cannot prove (not a streamed program, or not the one whose digest it records) makes the write
+  refuse, naming the first such entry. An empty folder is taken; a file is never. A bundle folder that may not be
+  read or changed is refused before anything moves (a read-only one would be moved aside and never removed).
 * **Whole or not at all.** The bundle is written into ``.DIR.<pid>.tmp`` beside ``DIR`` and renamed into place
   (replacing renames the old one to ``.DIR.<pid>.old`` first, and removes it after); any failure, an exception or a
   signal the caller turns into one, removes the temporary and puts the old bundle back. ``uninterrupted`` is the
@@ -29,9 +31,15 @@ What holds, and why:
   (``flock``, released by the kernel when a writer dies). Holding it, a writer knows every ``.DIR.*.tmp`` and
   ``.DIR.*.old`` beside ``DIR`` is a dead writer's: it removes them — and if a writer was killed between its two
   renames, so that ``DIR`` is missing and its ``.old`` is the previous bundle, it puts that back first.
-* **Strict JSON, read as untrusted.** Files are written with ``allow_nan=False``; the reader refuses nesting past
-  ``MAX_JSON_DEPTH``, validates the manifest and every program against the shipped JSON Schemas before using them,
-  checks that the manifest agrees with itself, and refuses any program path that leaves the bundle.
+* **Strict JSON, read as untrusted.** Files are written with ``allow_nan=False``; the reader reads only regular
+  files of at most ``MAX_BUNDLE_FILE_BYTES``, refuses nesting past ``MAX_JSON_DEPTH``, validates the manifest and
+  every program against the shipped JSON Schemas before using them, checks that the manifest agrees with itself, and
+  refuses any program path — or a manifest — that leaves the bundle.
+* **The manifest cannot lie** (``_agrees_with_its_programs``): everything it says that its programs decide is
+  derived again from them — each program placed and certified again, the residency plan and the estimate made
+  again, the manifest written again — and must be what it says, value for value; the first difference is the
+  refusal, named. ``document_problem`` holds a bundle to the document a command has: every weight reads the tensor
+  the document binds.
 
 ``read_bundle(write_bundle(m))`` writes the same manifest and programs as ``m``: a layer's binding is read back as the
 names a runtime needs (its weights and carried states; a derived name is ``kinds.rebind`` of the representative's).
@@ -46,19 +54,23 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path, PurePath, PurePosixPath
+from pathlib import Path, PurePosixPath
 
+from ..lang.files import FileProblem, display, read_file
 from ..lang.jsontext import JsonError, dumps, loads
+from ..lang.limits import MAX_BUNDLE_FILE_BYTES, MAX_DIMENSION
 from ..model.checkpoint import Naming, TensorRef
-from .ir import SpatialProgram, tile_to_json
+from .ir import PROGRAM_FORMAT, SpatialProgram, nbytes, op_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
-from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling, tp_summary
+from .manifests import (  # noqa: F401 — kind_file, manifest_text, tiles_entry, weight_reads: read from here too
+    FORMAT, kind_file, manifest, manifest_text, program_files, program_text, sha256, tiles_entry, weight_reads,
+)
+from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tp_summary
 
-FORMAT = "streamed-bundle/2"
 #: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
 OLDER_FORMATS = ("streamed-bundle/1",)
 
@@ -71,162 +83,6 @@ class BundleError(Exception):
     """A bundle that cannot be written or read: which path, and why."""
 
 
-def _program_file(name: str) -> str:
-    return f"programs/{name}.json"
-
-
-def kind_file(kind: LayerKindProgram) -> str:
-    return _program_file(f"layer-{kind.representative}")
-
-
-def _program_files(model: StreamedModel) -> list[tuple[SpatialProgram, str]]:
-    """Every program of the bundle with the file it is written to."""
-    files = [(model.embed, _program_file("embed"))] if model.embed is not None else []
-    return files + [(k.program, kind_file(k)) for k in model.kinds] + [(model.head, _program_file("head"))]
-
-
-def weight_reads(program: SpatialProgram) -> list[dict]:
-    """Every declared weight ``program`` reads, in the order the program first holds it: its name (the program's),
-    its declared shape, and the tensors it is loaded as — ``encoding`` ``dense``, ``planes`` or ``scales``, dtype,
-    shape, bytes, the ``chip`` holding it (``None``: every chip) and the ``slice`` ``[axis, start, stop]`` of the
-    declared weight it keeps (``None``: all of it)."""
-    out: dict[str, dict] = {}
-    for t in program.tensors:
-        if t.role != "weight":
-            continue
-        name = t.of or t.name
-        w = out.setdefault(name, {"name": name, "shape": None, "reads": []})
-        w["reads"].append({"tensor": t.name, "encoding": t.part or "dense", "dtype": t.dtype, "shape": list(t.shape),
-                           "bytes": t.bytes, "chip": t.chip, "slice": list(t.slice) if t.slice else None})
-        if t.part != "scales":  # dense values and planes have the declared shape, but along a slice's axis
-            shape = list(t.shape)
-            if t.slice is not None:
-                axis, _, stop = t.slice
-                shape[axis] = stop  # the chips' slices tile the axis: the largest stop is its length
-            w["shape"] = shape if w["shape"] is None else [max(a, b) for a, b in zip(w["shape"], shape)]
-    return list(out.values())
-
-
-def _part(ref: TensorRef) -> dict:
-    """The part of its checkpoint tensor a binding keeps: output ``columns`` [start, stop, every] and input ``rows``
-    [start, stop], in the language's ``in by out`` orientation."""
-    out = {}
-    if ref.columns is not None:
-        out["columns"] = list(ref.columns)
-    if ref.rows is not None:
-        out["rows"] = list(ref.rows)
-    return out
-
-
-def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
-    """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
-    head), carried states and tables."""
-    weights = weight_reads(p)
-    if naming is not None:
-        for w in weights:
-            ref = naming.ref(w["name"])
-            w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
-    carried = set(p.carried)
-    states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip}
-              for t in p.tensors if t.name in carried]
-    tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
-               "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
-    return {"weights": weights, "states": states, "tables": tables}
-
-
-def _layer_tiers(residency: dict) -> dict[int, dict]:
-    return {l: {"weights": g["weights"], "states": g["states"]} for g in residency.get("layers", ())
-            for l in g["layers"]}
-
-
-def _row(b: LayerBinding, kind: dict, naming: Naming, tiers: dict) -> dict:
-    """One layer of the table: its names for its kind's weights (in the kind's order), the checkpoint tensor each
-    reads and its storage, the parts of tensors it keeps, its names for the kind's carried states, and the tiers its
-    weights and states live in."""
-    names = [b.tensors.get(w["name"], w["name"]) for w in kind["weights"]]
-    refs = [naming.ref(n) for n in names]
-    row = {"layer": b.layer, "kind": b.kind, "weights": names, "checkpoint": [r.tensor for r in refs],
-           "storage": [naming.stored(n, r) for n, r in zip(names, refs)]}
-    parts = {n: _part(r) for n, r in zip(names, refs) if r.columns is not None or r.rows is not None}
-    if parts:
-        row["parts"] = parts
-    row["states"] = [b.tensors.get(s["name"], s["name"]) for s in kind["states"]]
-    row["tiers"] = tiers.get(b.layer)
-    row["identity"] = b.identity
-    return row
-
-
-def tiles_entry(p: SpatialProgram) -> dict | None:
-    """A program's tiles as the manifest lists them: ``tiling`` in brief, and each tile in order with what it reads
-    and writes (in the program's names; a layer's binding maps a kind's to the layer's)."""
-    brief = tiling(p)
-    return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
-
-
-def manifest(model: StreamedModel, source: str | None = None) -> dict:
-    """The manifest (the module docstring): what runs at each layer, and every tensor it loads — by its own name, its
-    checkpoint tensor and its part of it — without the document; ``files``, every file the bundle's writer writes
-    (what a later lowering may replace). ``source``: the document's path (its name is recorded, beside the SHA-256 of
-    its text)."""
-    d = model.deployment
-    naming = model.naming or Naming("declared")
-    name = PurePath(source).name if source else None
-    tiers = _layer_tiers(model.residency)
-    kinds = []
-    for k in model.kinds:
-        spec = _program(k.program)
-        tp = {key: k.tp[key] for key in ("chips", "allreduces", "read_dense")} if k.tp else None
-        kinds.append({"name": k.name, "representative": k.representative, "layers": list(k.layers),
-                      "program": kind_file(k), "carried": list(k.carried), "tp": tp, **spec,
-                      "identity": k.identity, "tiles": tiles_entry(k.program)})
-    by_name = {k["name"]: k for k in kinds}
-    step = ([_program_file("embed")] if model.embed is not None else []) + \
-        [by_name[b.kind]["program"] for b in sorted(model.layers, key=lambda b: b.layer)] + [_program_file("head")]
-    return {
-        "format": FORMAT,
-        "source": name,
-        "document": {"name": name, "sha256": model.document_sha256},
-        "title": model.title,
-        "mode": d.mode,
-        "target": model.target.name,
-        "target_spec": asdict(model.target),
-        "ctx": d.ctx,
-        "rows": d.rows,
-        "batch": d.batch if d.batched else 1,
-        "chunk": d.chunk if d.mode == "prefill" else None,
-        "tp": d.chips,
-        "checkpoint": {"naming": naming.kind, "file": naming.file},
-        "programs": {"embed": _program_file("embed") if model.embed is not None else None,
-                     "head": _program_file("head")},
-        "step": step,
-        "shared": {"embed": _program(model.embed, naming) if model.embed is not None else None,
-                   "head": _program(model.head, naming)},
-        "kinds": kinds,
-        "layers": [_row(b, by_name[b.kind], naming, tiers) for b in model.layers],
-        "identities": {"embed": model.embed_identity, "head": model.head_identity},
-        "tiles": {"embed": tiles_entry(model.embed) if model.embed is not None else None,
-                  "head": tiles_entry(model.head)},
-        "residency": model.residency,
-        "estimate": model.estimate,
-        "statements": {name: list(sts) for name, sts in (model.statements or {}).items()},
-        "files": sorted({"manifest.json", *(name for _, name in _program_files(model))}),
-    }
-
-
-def manifest_text(m: dict) -> str:
-    """The manifest as written: one key per line, and one line per element of a list of objects (a layer's row, a
-    kind) — a table a person can read line by line and a diff shows row by row, at the size of compact JSON."""
-    compact = lambda v: dumps(v, separators=(",", ":"), ensure_ascii=False)  # noqa: E731 — strict: no bare NaN
-    lines = []
-    for key, value in m.items():
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            body = ",\n".join(f"  {compact(v)}" for v in value)
-            lines.append(f" {json.dumps(key)}: [\n{body}\n ]")
-        else:
-            lines.append(f" {json.dumps(key)}: {compact(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
-
-
 # ---- writing ----------------------------------------------------------------------------------------------------
 
 
@@ -235,21 +91,47 @@ def _destination(out_dir: str | Path) -> Path:
     points to is written, as writing through a link does), after the checks that need no file system lock."""
     if not str(out_dir):
         raise BundleError("an empty output path: name the bundle directory, such as model.bundle")
-    out = Path(out_dir)
-    if out.is_symlink():
-        out = Path(os.path.realpath(out))
-    here = Path.cwd()
-    if Path(os.path.abspath(out)) in (here, *here.parents):
-        # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
-        raise BundleError(f"{out_dir}: is the current directory{' or above it' if Path(os.path.abspath(out)) != here else ''}"
-                          f"; name a new directory for the bundle, such as {here.name or 'model'}.bundle")
-    parent = out.parent if str(out.parent) else Path(".")
-    above = next((p for p in (parent, *parent.parents) if p.exists()), None)
-    if above is not None and not above.is_dir():
-        raise BundleError(f"{out_dir}: cannot be written: {above} is a file, not a directory")
-    if out.exists() and not out.is_dir():
-        raise BundleError(f"{out_dir}: exists and is not a directory")
+    shown = display(out_dir)
+    try:
+        out = Path(out_dir)
+        if out.is_symlink():
+            out = Path(os.path.realpath(out))
+        here = Path.cwd()
+        if Path(os.path.abspath(out)) in (here, *here.parents):
+            # Replacing a bundle renames it aside: the directory a shell stands in cannot be renamed.
+            raise BundleError(f"{shown}: is the current directory"
+                              f"{' or above it' if Path(os.path.abspath(out)) != here else ''}; name a new directory "
+                              f"for the bundle, such as {display(here.name) or 'model'}.bundle")
+        parent = out.parent if str(out.parent) else Path(".")
+        above = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise BundleError(f"{shown}: cannot be written: {display(above)} is a file, not a directory")
+        if out.exists() and not out.is_dir():
+            raise BundleError(f"{shown}: exists and is not a directory")
+    except OSError as e:  # a folder on the way that may not be looked into
+        raise BundleError(f"{shown}: cannot be written ({e.strerror}: {display(e.filename)})") from None
     return out
+
+
+def _read_only(out: Path) -> Path | None:
+    """The first folder of the bundle ``out`` that this process may not change (``out`` itself, ``programs/``):
+    replacing the bundle would move it aside and then fail to remove it, leaving ``.DIR.<pid>.old`` behind."""
+    for folder in (out, out / "programs"):
+        if folder.is_dir() and not folder.is_symlink() and not os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    return None
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder this process wrote or is replacing, whole — a folder in it made read-only (``chmod -w``) is
+    made writable first, so nothing is left behind."""
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path) and not path.is_symlink():
+        for folder, dirs, _ in os.walk(path):
+            for d in (folder, *(os.path.join(folder, x) for x in dirs)):
+                with contextlib.suppress(OSError):
+                    os.chmod(d, 0o700)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -301,14 +183,21 @@ def _recover(parent: Path, out: Path) -> None:
         if what == "old" and not out.exists():
             os.rename(path, out)
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            _remove(path)
 
 
 def _written_by_a_lowering(out: Path) -> set[str]:
-    """The files a lowering wrote in ``out``, as its manifest lists them; empty when it has no streamed manifest."""
+    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a streamed manifest, a regular file,
+    not a link — and each file that manifest lists whose content proves it: a streamed program (the JSON a writer
+    writes) whose SHA-256 is the one the manifest records (``digests``; a bundle written before manifests recorded
+    them is proven by its content alone). A listed file that is anything else — ``important.txt`` named by a
+    hand-written manifest — is not the manifest's to give away. Empty when ``out`` has no streamed manifest."""
+    where = out / "manifest.json"
+    if where.is_symlink():
+        return set()
     try:
-        m = loads((out / "manifest.json").read_bytes())
-    except (OSError, JsonError):
+        m = loads(read_file(where, MAX_BUNDLE_FILE_BYTES, "a manifest"))
+    except (FileProblem, JsonError):
         return set()
     if not isinstance(m, dict) or m.get("format") not in (FORMAT, *OLDER_FORMATS):
         return set()
@@ -319,7 +208,20 @@ def _written_by_a_lowering(out: Path) -> set[str]:
         files = ["manifest.json", *programs.values(), *(k.get("program") for k in kinds if isinstance(k, dict))]
     if not isinstance(files, list):
         return set()
-    return {f for f in files if isinstance(f, str) and _inside_bundle(f)}
+    digests = m.get("digests") if isinstance(m.get("digests"), dict) else None
+    proven = {"manifest.json"}
+    for f in files:
+        if not isinstance(f, str) or f == "manifest.json" or not _inside_bundle(f) or (out / f).is_symlink():
+            continue
+        try:
+            data = read_file(out / f, MAX_BUNDLE_FILE_BYTES, "a program")
+            program = loads(data)
+        except (FileProblem, JsonError):
+            continue
+        if isinstance(program, dict) and program.get("format") == PROGRAM_FORMAT and \
+                (digests is None or digests.get(f) == sha256(data)):
+            proven.add(f)
+    return proven
 
 
 def _first_foreign(out: Path) -> str | None:
@@ -346,11 +248,19 @@ def _first_foreign(out: Path) -> str | None:
 
 
 def _check_replaceable(out: Path, shown: str) -> None:
-    if out.is_dir():
+    try:
+        if not out.is_dir():
+            return
         foreign = _first_foreign(out)
-        if foreign is not None:
-            raise BundleError(f"{shown}: holds {foreign}, which no lowering wrote; lower into another folder, or move "
-                              f"it out first")
+        locked = _read_only(out)
+    except OSError as e:  # a bundle folder (or its programs/) that may not be read
+        raise BundleError(f"{shown}: cannot be replaced: {display(e.filename)} cannot be read ({e.strerror})") from None
+    if foreign is not None:
+        raise BundleError(f"{shown}: holds {display(foreign)}, which no lowering wrote; lower into another folder, or "
+                          f"move it out first")
+    if locked is not None:
+        raise BundleError(f"{shown}: cannot be replaced: {display(locked)} is read-only; make it writable (chmod u+w) "
+                          f"or lower into another folder")
 
 
 def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None = None, *,
@@ -359,14 +269,14 @@ def write_bundle(model: StreamedModel, out_dir: str | Path, source: str | None =
     renames that install it run in (the command line defers its stop signals there)."""
     out = _destination(out_dir)
     parent = out.parent if str(out.parent) else Path(".")
-    shown = str(out_dir)
+    shown = display(out_dir)
     with contextlib.ExitStack() as held:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             held.enter_context(_folder_lock(parent, shown))
             _recover(parent, out)
         except OSError as e:
-            raise BundleError(f"{shown}: cannot be written ({e.strerror}: {e.filename})") from None
+            raise BundleError(f"{shown}: cannot be written ({e.strerror}: {display(e.filename)})") from None
         _check_replaceable(out, shown)
         tmp = parent / f".{out.name}.{os.getpid()}.tmp"
         _write_files(model, source, tmp, shown)
@@ -381,14 +291,14 @@ def _write_files(model: StreamedModel, source: str | None, tmp: Path, shown: str
         tmp.mkdir()
         # A bundle is an ordinary folder: its mode is what the umask gives (mkdir applies it).
         (tmp / "programs").mkdir()
-        for program, name in _program_files(model):
-            (tmp / name).write_text(dumps(program.to_json(), separators=(",", ":")), "utf-8")
+        for program, name in program_files(model):
+            (tmp / name).write_text(program_text(program), "utf-8")
         (tmp / "manifest.json").write_text(manifest_text(manifest(model, source)), "utf-8")
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         if isinstance(e, OSError):
             raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
-        if isinstance(e, ValueError):  # allow_nan=False: a NaN or an infinity reached the bundle
+        if isinstance(e, ValueError) and not isinstance(e, UnicodeError):  # allow_nan=False: a NaN or an infinity
             raise BundleError(f"{shown}: not written: a figure of the bundle is not a finite number ({e})") from None
         raise
 
@@ -402,14 +312,14 @@ def _install(tmp: Path, out: Path, shown: str) -> None:
             os.rename(out, old)
         os.rename(tmp, out)
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
         if old is not None and not out.exists():
             os.rename(old, out)
         if isinstance(e, OSError):
             raise BundleError(f"{shown}: cannot be written ({e.strerror})") from None
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
 
 
 # ---- reading ----------------------------------------------------------------------------------------------------
@@ -421,13 +331,14 @@ def _inside_bundle(name: str) -> bool:
     return bool(name) and not p.is_absolute() and ".." not in p.parts and "\\" not in name and ":" not in name
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, what: str):
+    """The JSON value of the bundle file ``path`` — a regular file, its size checked before it is read."""
     try:
-        return loads(path.read_bytes())
-    except OSError as e:
-        raise BundleError(f"{path}: cannot be read ({e.strerror})") from None
+        return loads(read_file(path, MAX_BUNDLE_FILE_BYTES, what))
+    except FileProblem as e:
+        raise BundleError(str(e)) from None
     except JsonError as e:
-        raise BundleError(f"{path}: {e}") from None
+        raise BundleError(f"{display(path)}: {e}") from None
 
 
 @lru_cache(maxsize=None)
@@ -501,19 +412,23 @@ def read_bundle(directory: str | Path) -> StreamedModel:
     inside the bundle; ``BundleError`` naming the file and the first thing wrong otherwise."""
     root = Path(directory)
     where = root / "manifest.json"
-    m = _read_json(where)
+    real_root = os.path.realpath(root)
+    inside = lambda file: os.path.commonpath([real_root, os.path.realpath(file)]) == real_root  # noqa: E731
+    if os.path.islink(where) and not inside(where):
+        raise BundleError(f"{display(where)}: leads out of the bundle through a symbolic link; a bundle's manifest is "
+                          f"inside it")
+    m = _read_json(where, "a manifest")
     if isinstance(m, dict) and m.get("format") in OLDER_FORMATS:
         raise BundleError(f"{where}: a {m['format']} bundle, written by an older streamed; lower the document again")
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise BundleError(f"{where}: not a {FORMAT} manifest")
     _consistent(_validated(m, "manifest", where), where)
-    real_root = os.path.realpath(root)
 
     def program(name: str) -> SpatialProgram:
         file = root / name
-        if os.path.commonpath([real_root, os.path.realpath(file)]) != real_root:  # a link that leads out
+        if not inside(file):  # a link that leads out
             raise BundleError(f"{where}: the program {name[:60]!r} leads out of the bundle through a symbolic link")
-        data = _validated(_read_json(file), "program", file)
+        data = _validated(_read_json(file, "a program"), "program", file)
         try:
             return SpatialProgram.from_json(data)
         except ValueError as e:  # what the schema cannot say: a placement naming an op or a tensor it does not hold
@@ -525,7 +440,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         by_name = {k["name"]: k for k in m["kinds"]}
         for k in m["kinds"]:
             p = program(k["program"])
-            kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(k["carried"]),
+            kinds.append(LayerKindProgram(k["name"], k["representative"], tuple(k["layers"]), p, tuple(p.carried),
                                           tp_summary(p), k.get("identity")))
         for row in m["layers"]:
             kind = by_name[row["kind"]]
@@ -546,14 +461,278 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         refusal = deployment.refusal()
         if refusal is not None:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its deployment is {refusal}")
-        return StreamedModel(
+        model = StreamedModel(
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
             naming=naming, document_sha256=m["document"]["sha256"],
-            statements={name: tuple(sts) for name, sts in m.get("statements", {}).items()})
+            statements=({name: tuple(sts) for name, sts in m["statements"].items()} if "statements" in m else None))
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
+    _agrees_with_its_programs(model, m, root, where)
+    return model
+
+
+# ---- the manifest cannot lie ------------------------------------------------------------------------------------
+
+
+def _agrees_with_its_programs(model: StreamedModel, m: dict, root: Path, where: Path) -> None:
+    """★ THE MANIFEST CANNOT LIE. Everything it says that its programs decide is derived again from the programs
+    and compared, and the first difference refuses the bundle, named: each program is placed and certified again
+    on the manifest's target (its ops' figures and its certificate must be what ``place`` and ``certify`` give — so
+    every op reads what the program holds or an earlier op wrote, every output is declared and written once, shapes
+    agree op by op, tiles cover once, it fits); the residency plan and the estimate are made again over the
+    programs (every weight's and state's tier, every byte count); and the manifest is written again from the model
+    so read — every program's weights, states and tables with their shapes, dtypes and bytes, the tiles, the step,
+    the files and their SHA-256 — and must be the manifest read, value for value. What no program decides (the
+    checkpoint tensors' names, the document's name and digest, the identities, the statements behind the ops, the
+    estimate at other sizes — ``estimate.sweep``, the document lowered again) is the manifest's own, except that a
+    weight a program reads as Q8_0 planes and scales must be stored ``Q8_0``."""
+    from .passes.certify import certify  # the passes, loaded with the first bundle read
+    from .passes.errors import LoweringError
+    from .passes.place import place
+    from .residency import estimate, plan
+
+    target = model.target
+    files = {id(p): name for p, name in program_files(model)}
+    for name, p in model.programs():
+        file = display(root / files[id(p)])
+        bad = lambda why: BundleError(f"{file}: not a program a lowering wrote: {why}")  # noqa: E731
+        # Its sizes are the deployment's cut — checked first: the passes loop over its chips and rows.
+        cut = model.deployment.cut(name if name in ("embed", "head") else "layer")
+        if (diff := _difference({"rows": p.rows, "ctx": p.ctx, "tp": p.tp},
+                                {"rows": cut.rows, "ctx": cut.ctx, "tp": cut.tp})) is not None:
+            raise bad(f"its `{diff[0]}` is {_brief(diff[1])}, but its bundle's {model.deployment.mode} deployment "
+                      f"gives {_brief(diff[2])}")
+        for t in p.tensors:
+            if any(d > MAX_DIMENSION for d in t.shape):
+                raise bad(f"`{t.name[:40]}` is {_brief(list(t.shape))}, a dimension past the limit of "
+                          f"{MAX_DIMENSION:,}")
+            if t.bytes != nbytes(t.shape, t.dtype):
+                raise bad(f"`{t.name[:40]}` ({'×'.join(map(str, t.shape)) or 'a scalar'} {t.dtype}) is "
+                          f"{nbytes(t.shape, t.dtype):,} bytes, not the {t.bytes:,} it says")
+        held = {t.name for t in p.tensors}
+        for i, op in enumerate(p.ops):
+            missing = next((n for n in (*op.inputs, *op.outputs) if n not in held), None)
+            if missing is not None:
+                raise bad(f"op {i} (`{op.kind}`) {'reads' if missing in op.inputs else 'writes'} `{missing[:40]}`, "
+                          f"which the program does not hold")
+        # As certified: before the residency plan moved carried states out of SRAM and weights out of HBM.
+        lowered_tier = {"state": "sram", "weight": "hbm"}
+        as_lowered = replace(p, tensors=tuple(replace(t, tier=lowered_tier[t.role]) if t.role in lowered_tier else t
+                                              for t in p.tensors))
+        try:
+            again = certify(place(as_lowered, target), target)
+        except LoweringError as e:
+            raise bad(str(e)) from None
+        except Exception as e:  # noqa: BLE001 — an op the passes cannot read (a count of 0 heads…): not ours
+            raise bad(f"{type(e).__name__}: {str(e)[:160]}") from None
+        said = {"ops": [op_to_json(o) for o in p.ops], "certificate": p.certificate,
+                "placement": _placement(p)}
+        derived = {"ops": [op_to_json(o) for o in again.ops], "certificate": again.certificate,
+                   "placement": _placement(again) if p.placement is not None else None}  # None: written before
+        if (diff := _difference(said, derived)) is not None:
+            raise bad(f"its {diff[0]} is {_brief(diff[1])}, but placing and certifying it gives {_brief(diff[2])}")
+    entries = ([("embed", None, model.embed)] if model.embed is not None else []) + \
+        [(k.name, list(k.layers), k.program) for k in model.kinds] + [("head", None, model.head)]
+    index = {k.name: i + (model.embed is not None) for i, k in enumerate(model.kinds)}
+    layer_kinds = [index[b.kind] for b in sorted(model.layers, key=lambda b: b.layer)]
+    try:
+        residency, placed, tiers = plan(entries, layer_kinds, target)
+        est = estimate([(n, ls, p) for (n, ls, _), p in zip(entries, placed)], layer_kinds, tiers,
+                       model.deployment.tokens_per_step, target)
+    except Exception as e:  # noqa: BLE001 — states that fit no tier: the lowering would have refused them
+        raise BundleError(f"{display(where)}: its programs do not fit its target: {str(e)[:200]}") from None
+    for (_, _, p), q in zip(entries, placed):
+        moved = next((t for t, u in zip(p.tensors, q.tensors) if t != u), None)
+        if moved is not None:
+            tier = q.tensor(moved.name).tier
+            raise BundleError(f"{display(root / files[id(p)])}: `{moved.name[:40]}` is in {moved.tier.upper()}, but "
+                              f"the residency plan of its bundle puts it in {tier.upper()}")
+    if "sweep" in model.estimate:  # the document lowered at other sizes: no program of this bundle decides it
+        est = {**est, "sweep": model.estimate["sweep"]}
+    _identities_agree(m, model.deployment, where)
+    derived = manifest(replace(model, residency=residency, estimate=est), m["document"]["name"])
+    for field in ("digests", "statements"):  # written before manifests recorded them
+        if field not in m:
+            derived.pop(field)
+    if (diff := _difference(m, derived)) is not None:
+        raise BundleError(f"{display(where)}: the manifest contradicts its programs: `{diff[0]}` is {_brief(diff[1])} "
+                          f"in the manifest, but its programs give {_brief(diff[2])}")
+    _storage_agrees(m, where)
+
+
+def _placement(p: SpatialProgram) -> dict | None:
+    """A program's placement as its file records it (``None``: not placed)."""
+    return None if p.placement is None else {"pcus": [list(e) for e in p.placement.pcus],
+                                             "pmus": [list(e) for e in p.placement.pmus]}
+
+
+def _identities_agree(m: dict, d: Deployment, where: Path) -> None:
+    """Every identity names its program and the cut it was lowered at — the deployment's (its digest is of the text,
+    which only the document can check) — and a kind's is its representative layer's."""
+    def check(at: str, ident: dict | None, program: str, cut) -> None:
+        want = {"program": program, "mode": d.mode, "rows": cut.rows, "ctx": cut.ctx, "batch": cut.batch, "tp": cut.tp}
+        said = {k: v for k, v in (ident or {}).items() if k != "digest"}
+        if ident is not None and (diff := _difference(said, want, at)) is not None:
+            raise BundleError(f"{display(where)}: the manifest contradicts its deployment: `{diff[0]}` is "
+                              f"{_brief(diff[1])}, but the {d.mode} deployment gives {_brief(diff[2])}")
+
+    for name in ("embed", "head"):
+        if m["programs"][name] is not None:
+            check(f"identities.{name}", m["identities"][name], name, d.cut(name))
+    rows = {row["layer"]: row for row in m["layers"]}
+    for i, k in enumerate(m["kinds"]):
+        check(f"kinds[{i}].identity", k["identity"], f"layer {k['representative']}", d.cut("layer"))
+        if k["identity"] != rows[k["representative"]]["identity"]:
+            raise BundleError(f"{display(where)}: the manifest contradicts itself: kind `{k['name'][:40]}`'s identity "
+                              f"is not its representative layer {k['representative']}'s")
+    for i, row in enumerate(m["layers"]):
+        check(f"layers[{i}].identity", row["identity"], f"layer {row['layer']}", d.cut("layer"))
+
+
+def document_problem(model: StreamedModel, analysis, storage) -> str | None:
+    """Why ``model`` (a bundle read back) is not a lowering of the document ``analysis`` is of, or ``None``: the same
+    kinds over the same layers, each layer declaring the weights its row names, and each weight reading the
+    checkpoint tensor (and part) the document's ``## Checkpoint`` binds — stored as ``storage`` says, when the bundle
+    was lowered against the same kind of source. What a runtime loads is then what the document reads."""
+    from ..analysis.whole import layer_ranges
+
+    theirs = [(k.name, tuple(k.layers)) for k in model.kinds]
+    ours = [(k.name, tuple(k.layers)) for k in analysis.kinds]
+    if theirs != ours:
+        show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"  # noqa: E731
+        return f"its kinds are {show(theirs)}; the document's are {show(ours)}"
+    programs = analysis.programs
+    q8 = frozenset(name for p in programs.all() for name in p.q8_declared())
+    naming = Naming.of(analysis.document.checkpoint, storage, q8)
+    compare_storage = model.naming is not None and model.naming.kind == naming.kind
+    kinds = {k.name: k for k in model.kinds}
+    for b in model.layers:
+        declared = {d.name for d in programs.layer(b.layer).weights()}
+        names = [b.tensors[w["name"]] for w in weight_reads(kinds[b.kind].program)]
+        if set(names) != declared:
+            odd = sorted(set(names) ^ declared)[0]
+            return f"layer {b.layer} of the bundle {'reads' if odd in names else 'does not read'} `{odd[:40]}`"
+        for n in names:
+            if (why := _reads_as_bound(model.naming, naming, n, compare_storage, f"layer {b.layer}'s")) is not None:
+                return why
+    for name, program in (("the embed's", model.embed), ("the head's", model.head)):
+        for w in (weight_reads(program) if program is not None else ()):
+            if (why := _reads_as_bound(model.naming, naming, w["name"], compare_storage, name)) is not None:
+                return why
+    return _statements_problem(model, analysis)
+
+
+def _statements_problem(model: StreamedModel, analysis) -> str | None:
+    """Why the statements the bundle records behind its programs' ops (what its pictures say each region serves) are
+    not the document's, or ``None``; a bundle written before they were recorded says none."""
+    from .streamed_model import statements_of
+
+    if model.statements is None:
+        return None
+    programs, data = analysis.programs, analysis.document.text.encode("utf-8")
+    authored = {k.name: (programs.layer(k.representative), k.program) for k in model.kinds}
+    if model.embed is not None:
+        authored["embed"] = (programs.embed, model.embed)
+    authored["head"] = (programs.head, model.head)
+    for name, (source, lowered) in authored.items():
+        said, want = tuple(model.statements.get(name, ())), statements_of(source, lowered, data)
+        if said != want:
+            first = next((i for i, (a, b) in enumerate(zip(said, want)) if a != b), min(len(said), len(want)))
+            return (f"the statements it records behind {name}'s ops are not the document's (the "
+                    f"{first + 1}{'st' if first == 0 else 'th'} differs)")
+    return None
+
+
+def _reads_as_bound(bundle: Naming, document: Naming, n: str, storage: bool, whose: str) -> str | None:
+    """Why the weight ``n`` does not read, in the bundle, the tensor (and its part, and storage) the document binds."""
+    said, ref = bundle.ref(n), document.ref(n)
+    if (said.tensor, said.columns, said.rows) != (ref.tensor, ref.columns, ref.rows):
+        return (f"{whose} `{n[:40]}` reads checkpoint tensor {_brief(said.tensor)} in the bundle, but the document "
+                f"binds {_brief(ref.tensor)}" + (" (another part of it)" if said.tensor == ref.tensor else ""))
+    if storage and bundle.stored(n) != document.stored(n, ref):
+        return (f"{whose} `{n[:40]}` is stored {bundle.stored(n)[:20]} in the bundle, but "
+                f"{document.stored(n, ref)} by the document's checkpoint")
+    return None
+
+
+def _storage_agrees(m: dict, where: Path) -> None:
+    """A weight a program reads as Q8_0 planes and scales is stored ``Q8_0`` in every layer that binds it; and a
+    weight stored ``Q8_0`` (at a kind's representative) that a program reads dense is one its ``read_dense`` names,
+    as every weight it names is one it reads dense — so the manifest says every weight read otherwise than stored."""
+    def folded(weights: list[dict]) -> set[int]:
+        return {i for i, w in enumerate(weights) if any(r["encoding"] != "dense" for r in w["reads"])}
+
+    def said_dense(at: str, program: dict, stored) -> None:
+        named = {d["of"] for d in program.get("read_dense", ())}
+        dense = {w["name"] for i, w in enumerate(program["weights"]) if i not in folded(program["weights"])}
+        wrong = next((n for n in sorted(named - dense)), None)
+        if wrong is not None:
+            raise BundleError(f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it reads as Q8_0 "
+                              f"planes and scales" if wrong in {w["name"] for w in program["weights"]} else
+                              f"{display(where)}: {at}'s read_dense names `{wrong[:40]}`, which it does not read")
+        unsaid = next((w["name"] for i, w in enumerate(program["weights"])
+                       if w["name"] in dense - named and stored(i, w) == "Q8_0"), None)
+        if unsaid is not None:
+            raise BundleError(f"{display(where)}: {at} reads `{unsaid[:40]}` dense though it is stored Q8_0, and its "
+                              f"read_dense does not say why")
+
+    kinds = {k["name"]: k for k in m["kinds"]}
+    rows = {row["layer"]: row for row in m["layers"]}
+    for row in m["layers"]:
+        for i in folded(kinds[row["kind"]]["weights"]):
+            if row["storage"][i] != "Q8_0":
+                raise BundleError(f"{display(where)}: layer {row['layer']} stores `{row['weights'][i][:40]}` as "
+                                  f"{row['storage'][i][:20]}, but its program reads it as Q8_0 planes and scales")
+    for k in m["kinds"]:
+        rep = rows[k["representative"]]
+        said_dense(f"kind `{k['name'][:40]}`", k, lambda i, w, rep=rep: rep["storage"][i])
+    for name, shared in m["shared"].items():
+        for i in folded((shared or {}).get("weights", [])):
+            w = shared["weights"][i]
+            if w["storage"] != "Q8_0":
+                raise BundleError(f"{display(where)}: the {name} stores `{w['name'][:40]}` as {w['storage'][:20]}, but "
+                                  f"its program reads it as Q8_0 planes and scales")
+        if shared is not None:
+            said_dense(f"the {name}", shared, lambda i, w: w["storage"])
+
+
+def _difference(said, derived, at: str = "") -> tuple[str, object, object] | None:
+    """The first place (``kinds[0].weights[1].shape``) where two JSON values differ, with each one's value there."""
+    if isinstance(said, dict) and isinstance(derived, dict):
+        for key in [*derived, *(k for k in said if k not in derived)]:
+            where = f"{at}.{key}" if at else str(key)
+            if key not in said or key not in derived:
+                return where, said.get(key, _MISSING), derived.get(key, _MISSING)
+            if (d := _difference(said[key], derived[key], where)) is not None:
+                return d
+        return None
+    if isinstance(said, (list, tuple)) and isinstance(derived, (list, tuple)):  # a tuple is written as a list
+        for i, (a, b) in enumerate(zip(said, derived)):
+            if (d := _difference(a, b, f"{at}[{i}]")) is not None:
+                return d
+        if len(said) != len(derived):  # the first element one of them has and the other not
+            i = min(len(said), len(derived))
+            return f"{at}[{i}]", said[i] if i < len(said) else _MISSING, derived[i] if i < len(derived) else _MISSING
+        return None
+    numbers = (int, float)
+    same_kind = type(said) is type(derived) or (isinstance(said, numbers) and isinstance(derived, numbers)
+                                                 and not isinstance(said, bool) and not isinstance(derived, bool))
+    return None if same_kind and said == derived else (at, said, derived)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "missing"
+
+
+_MISSING = _Missing()
+
+
+def _brief(v) -> str:
+    text = "missing" if v is _MISSING else dumps(v) if not isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _ref(tensor: str, part: dict) -> TensorRef:

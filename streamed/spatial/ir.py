@@ -20,15 +20,18 @@ Tensors (``Tensor``)
   positions (``pos``: ``int32``, shape ``()``; in a batched program ``pos_s{b}``, one per sequence).
 - ``weight``: read from the checkpoint (or a seeded generator) under the name ``of`` if ``of`` is set, else under
   ``name``. ``slice`` (``(axis, start, stop)``) keeps only ``[start, stop)`` of that axis of the declared weight (a
-  tensor-parallel chip's part). ``part`` says how the stored weight is encoded:
+  tensor-parallel chip's part; on any other chip-local tensor ``of`` and ``slice`` say which part of which whole it
+  holds, see Tensor parallel). ``part`` says how the stored weight is encoded:
 
   * ``None``: the dense values.
   * ``"planes"``: the Q8_0 int8 values of the (sliced) weight ``W`` (``k by n`` in the language's ``in by out``
-    orientation), exactly as GGUF stores them: with ``d = max_i |W[32b + i, j]| / 127`` in float32 for block ``b``
+    orientation; a stack of such matrices — an expert bank ``E by k by n``, one matrix per head — keeps its leading
+    axes), exactly as GGUF stores them: with ``d = max_i |W[32b + i, j]| / 127`` in float32 for block ``b``
     of column ``j``, ``planes[32b + i, j] = round_half_away(W[32b + i, j] · (1/d))`` (0 where ``d = 0``) — the
     float32 ``d``, not its fp16 rounding, as ggml's ``quantize_row_q8_0_ref`` does (``streamed/numerics/q8.py``).
-  * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = fp16(d)``, shape ``(k / 32, n)``.
-    Blocks of 32 run along ``k`` (the input features), exactly as GGUF stores a Q8_0 tensor.
+  * ``"scales"``: the Q8_0 block scales of the same weight: ``scales[b, j] = fp16(d)``, shape ``(k / 32, n)``
+    (``(…, k / 32, n)`` for a stack). Blocks of 32 run along ``k`` (the input features, axis −2), exactly as GGUF
+    stores a Q8_0 tensor.
 
   A weight's value as the chip reads it is ``planes · float32(scales)`` expanded along ``k``; an executor reads both
   from a Q8_0 checkpoint as stored, or quantises a dense weight with ``streamed.numerics.q8`` (never by dividing by the fp16
@@ -54,6 +57,13 @@ is a tuple of ``(key, value)`` pairs; an absent optional attr takes the default 
 the authored statement the op was lifted from (``None`` for ops the lowering adds). ``rows`` below is ``shape[0]``
 of the hidden state.
 
+**Weights read as stored Q8_0.** ``matmul_q8`` is a product over a Q8_0 weight. Any other op whose product weights
+the table names (``experts``: R, G, U, D and the shared expert's G2, U2, D2 and gate S; ``latent_attention``: A
+and B) may read some of them as stored Q8_0: attr ``q8`` lists their positions in ``inputs``; each such input is
+the weight's planes P, and its scales S follow the op's other inputs, in the order ``q8`` lists them (so the op
+reads ``inputs[:len(inputs) − len(q8)]`` as the table says). The weight's value is ``P · S`` expanded along its
+input features (axis −2), exactly as ``matmul_q8`` reads its weight.
+
 ============== ================================ ================================================================
 kind           inputs → outputs                 computes (attrs)
 ============== ================================ ================================================================
@@ -72,9 +82,12 @@ rmsnorm        X, G → Y                         per row, or per head when ``he
                                                 head (or the row).
 l2norm         X → Y                            per row / per head: ``x / sqrt(sum(x²) + epsilon)`` (``epsilon``,
                                                 ``heads``).
+layernorm      X, G [, B] → Y                   per row: ``(x − mean x) / sqrt(mean((x − mean x)²) + epsilon) · G``
+                                                ``+ B`` (``epsilon`` default 1e-5; no B: no bias).
 silu gelu      X → Y                            elementwise: ``x·σ(x)``; tanh-approximate GELU
 sigmoid                                         ``0.5·x·(1 + tanh(sqrt(2/π)(x + 0.044715x³)))``; ``σ(x)``;
 softplus exp                                    ``log(1 + eˣ)``; ``eˣ``.
+softcap        X → Y                            elementwise ``cap · tanh(x / cap)`` (``cap``).
 softmax        X → Y                            softmax over the last axis.
 lookup         T, E → Y                         ``Y[r] = E[T[r]]`` (T int32 token ids ``(rows,)``, E ``vocab by d``).
 rope           X, P, C, S → Y                   rotate-half rotary embedding of each of ``heads`` heads of row r at
@@ -91,7 +104,9 @@ attention      Q, K, V, P [, sinks] → Y         causal grouped-query attention
                                                 ``j // C == (P + r) // C``; logits times ``scale`` (default
                                                 ``1/sqrt(head width)``); with a 5th input (``sinks``, one logit per
                                                 head) the sink joins each softmax's denominator as ``exp(sink)``
-                                                and contributes no value. Y is ``rows by H·(V width / G)``.
+                                                and contributes no value; with ``softcap`` C each scaled logit is
+                                                ``C · tanh(logit / C)`` before the mask. Y is ``rows by H·(V width
+                                                / G)``.
 latent_attention Q, C, R, P, A, B → Y           DeepSeek-V2 MLA, absorbed: ``heads`` H, ``nope`` N, ``rope`` M;
                                                 for head h, ``qn = Q[r, h(N+M) : h(N+M)+N]``, ``qr`` the next M;
                                                 logit_j = ``(qn·A[h]) · C[j] + qr · R[j]``, times ``scale``
@@ -133,7 +148,9 @@ copy           X → Y                            ``Y = X``.
 take_rows      X → Y                            ``Y = X[start : start + count]`` (attrs ``start``, ``count``).
 stack_rows     X0, X1, … → Y                    the inputs' rows, concatenated in order.
 take_cols      X → Y                            ``Y = X[..., start : stop]`` (attrs ``start``, ``stop``) — a
-                                                replicated tensor's part on one chip.
+                                                replicated tensor's part on one chip, or one part of a fused
+                                                product (``columns A to B of X``); with ``every`` N, columns
+                                                ``[start, stop)`` of each consecutive group of N, side by side.
 allreduce      P0, …, P{tp−1} → Y               ``Y = Σ_c P_c``: the chips' partial sums (tensor parallel).
 allgather      X0, …, X{tp−1} → Y               the chips' column slices concatenated along the last axis
                                                 (axis ``axis`` when given).
@@ -166,7 +183,17 @@ whole rows of the full weight's scales. Within one phase a chip runs its ops in 
 feeds an op shares its phase). ``experts`` over chips: every chip holds columns ``[c·f/tp, (c+1)·f/tp)`` of each
 expert's G and U (axis 2), the same rows of D (axis 1), the same part of the gate/up biases and of the shared
 expert; the router and the shared gate are replicated; only chip 0 receives ``bias_down`` (its ``optional`` omits it
-on the other chips), so the all-reduced sum adds it once.
+on the other chips), so the all-reduced sum adds it once. A Q8_0 slice of an expert bank's D (or of any weight along
+its input features) is whole blocks, or the chips read that weight dense.
+
+Replicated key/value heads: when an attention's G key/value heads are fewer than the chips (and divide them), chip
+c's query heads ``[c·H/tp, (c+1)·H/tp)`` all read KV head ``c // (tp/G)``, so the chips hold the KV heads in G
+*shares*, chip c share ``c // (tp/G)`` — its own copy: its columns of the key and value projections (and biases),
+its ``rope``/norm over that head, its rows of the cache. Its ``attention`` says ``groups`` 1 (of ``G / shares``
+in general). Gated delta's key heads likewise; with ``in_turn`` value head h reads key head ``h mod G``, so chip c
+holds share ``c mod S``. Every chip-local tensor a split computes or holds (``name_c{c}``, a state's share
+included) carries ``of`` — the whole tensor — and ``slice`` — its ``(axis, start, stop)`` of it — so two chips with
+equal slices hold copies, and ``verify`` compares each chip's share with that part of the reference's whole.
 
 Invariant (checked by ``certify``): every tensor an op reads is an input, weight, state or table, or is written by an
 op before it in the schedule — in an earlier phase, or earlier in the list within the same phase, except that an
@@ -487,9 +514,13 @@ def tile_from_json(d: dict) -> Tile:
                 tuple(access_from_json(a) for a in d.get("writes", ())))
 
 
+#: What a program file says it is (``program_to_json``).
+PROGRAM_FORMAT = "streamed-program/1"
+
+
 def program_to_json(p: SpatialProgram) -> dict:
     out = {
-        "format": "streamed-program/1",
+        "format": PROGRAM_FORMAT,
         "name": p.name, "rows": p.rows, "ctx": p.ctx, "tp": p.tp,
         "tensors": [tensor_to_json(t) for t in p.tensors],
         "ops": [op_to_json(o) for o in p.ops],
@@ -605,6 +636,21 @@ def rows_per_run(p: SpatialProgram) -> int:
     return next((t.shape[0] for t in p.tensors if t.role == "input" and t.shape != ()), p.rows)
 
 
+def q8_scales(op: Op) -> dict[int, str]:
+    """The inputs ``op`` reads as stored Q8_0 planes (attr ``q8``: their positions), each with its scales — the op's
+    last ``len(q8)`` inputs, in the same order (see "Weights read as stored Q8_0"). ``matmul_q8``'s is its P and S."""
+    if op.kind == "matmul_q8":
+        return {1: op.inputs[2]}
+    slots = op.attr("q8", ())
+    return dict(zip(slots, op.inputs[len(op.inputs) - len(slots):])) if slots else {}
+
+
+def operands(op: Op) -> tuple[str, ...]:
+    """``op``'s inputs as the table of ops lists them: without the scales a Q8_0 read appends (``q8_scales``)."""
+    n = len(op.attr("q8", ())) if op.kind != "matmul_q8" else 0
+    return op.inputs[:len(op.inputs) - n] if n else op.inputs
+
+
 def nbytes(shape: tuple[int, ...], dtype: str) -> int:
     n = 1
     for s in shape:
@@ -615,5 +661,5 @@ def nbytes(shape: tuple[int, ...], dtype: str) -> int:
 __all__ = [
     "Tensor", "Op", "Access", "Tile", "Placement", "SpatialProgram", "row_tensors", "column_tensors", "runs_in", "sequence_of",
     "in_tile", "authored", "batched", "rows_per_run", "ROLES", "COLLECTIVES", "TIERS", "DTYPE_BYTES", "Q8_BLOCK",
-    "Q8_BYTES_PER_BLOCK", "nbytes", "program_to_json", "program_from_json", "replace", "fields",
+    "Q8_BYTES_PER_BLOCK", "nbytes", "q8_scales", "operands", "program_to_json", "program_from_json", "replace", "fields",
 ]

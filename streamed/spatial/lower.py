@@ -41,14 +41,15 @@ PASSES = ("lift", "split_tp", "fold_q8", "tile", "place", "certify")
 
 def _unplaced(program: Program, constants: dict[str, float], cut: Cut, name: str, q8: frozenset[str]):
     """``lift → split_tp → fold_q8``: the program's tensors and ops for ``cut``, not yet tiled, placed or certified;
-    and the declared weights stored Q8_0 that its chips read dense, with why."""
+    and the declared weights stored Q8_0 that it reads dense (all its chips, or some), with why."""
     tensors, ops, carried = lift(program, constants, cut)
     dense: dict[str, str] = {}
     if cut.tp > 1:
         tensors, ops, carried, dense = split_tp(tensors, ops, carried, cut.tp, q8, name)
     else:
         ops = [replace(op, phase=i) for i, op in enumerate(ops)]
-    tensors, ops = fold_q8(tensors, ops, q8 - frozenset(dense))
+    tensors, ops, also = fold_q8(tensors, ops, q8 - frozenset(dense))
+    dense = {**dense, **also}
     sp = SpatialProgram(name=name, rows=cut.rows, ctx=cut.ctx, tensors=tuple(tensors.values()), ops=tuple(ops),
                         carried=carried, tp=cut.tp)
     return sp, dense

@@ -37,18 +37,21 @@ from typing import Callable
 
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
-from ..model.checkpoint import Naming, Storage
+from ..model.checkpoint import Naming, Storage, bind
 from .ir import Access, SpatialProgram, authored
 from .deployment import Cut, Deployment
 from .lower import LoweringError, TPError, lower_program
-from .passes.split_tp import read_dense, tp_slices
+from .passes.fold_q8 import read_dense, undeclared_dense
+from .passes.split_tp import replicas, tp_slices
 from .residency import ResidencyError, estimate, plan
 from .target import SpatialTarget, TargetError, load_target
 
 @dataclass
 class StreamedReject(Exception):
     """A program of the bundle that did not lower: which (``embed``, ``layer 3 (attention)``, ``head``, or
-    ``bundle`` for a request no program is lowered for), why, and where when a statement caused it."""
+    ``bundle`` for a request no program is lowered for), why, and where when a statement caused it. Said as the
+    seed says it: ``the {program} program does not lower: {why}`` — on the command line, in the editor's
+    diagnostics and in this exception's message alike."""
 
     program: str
     why: str
@@ -63,8 +66,8 @@ class StreamedReject(Exception):
         return (self, *self.more)
 
     def __str__(self) -> str:
-        if self.program == "bundle":  # no program was lowered: the request itself is refused
-            return f"the bundle is refused: {self.why}"
+        # The seed's words, whatever refused it — a program (`the layer 3 (attention) program does not lower: …`) or
+        # the request itself, for which no program was lowered (`the bundle program does not lower: …`).
         return f"the {self.program} program does not lower: {self.why}"
 
     def __hash__(self):
@@ -271,9 +274,12 @@ def rename_program(p: SpatialProgram, fn: Callable[[str], str], name: str) -> Sp
     ops = tuple(replace(o, inputs=tuple(map(fn, o.inputs)), outputs=tuple(map(fn, o.outputs))) for o in p.ops)
     tiles = tuple(replace(t, reads=tuple(replace(a, tensor=fn(a.tensor)) for a in t.reads),
                           writes=tuple(replace(a, tensor=fn(a.tensor)) for a in t.writes)) for t in p.tiles)
+    certificate = p.certificate
+    if certificate and certificate.get("read_dense"):
+        certificate = {**certificate, "read_dense": {fn(n): why for n, why in certificate["read_dense"].items()}}
     placement = p.placement and replace(p.placement, pmus=tuple((c, fn(n), a, b) for c, n, a, b in p.placement.pmus))
     return replace(p, name=name, tensors=tensors, ops=ops, carried=tuple(map(fn, p.carried)), tiles=tiles,
-                   placement=placement)
+                   certificate=certificate, placement=placement)
 
 
 def stack_names(p: SpatialProgram, names: dict[str, str]) -> SpatialProgram:
@@ -296,6 +302,24 @@ def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
     if storage.all_q8:
         return frozenset(d.name for d in program.decls.values() if d.role == "weight" and d.q8)
     return stored_q8(progs, program, storage)
+
+
+def stored_undeclared(progs, program, storage: Storage) -> frozenset[str]:
+    """The weights ``program`` declares without ``q8`` that the checkpoint stores Q8_0 anyway (none without a
+    checkpoint: every weight is then stored as declared). No product folds them: the manifest says so."""
+    if storage.all_q8:
+        return frozenset()
+    entries = progs.document.checkpoint
+    return frozenset(d.name for d in program.decls.values() if d.role == "weight" and not d.q8
+                     and storage.stored_as(bind(entries, d.name), False) == "Q8_0")
+
+
+def _dense_named(p: SpatialProgram, undeclared: frozenset[str]) -> SpatialProgram:
+    """``p`` with the weights of ``undeclared`` it reads dense added to its certificate's ``read_dense``."""
+    why = undeclared_dense(p, undeclared) if undeclared else {}
+    if not why:
+        return p
+    return replace(p, certificate={**p.certificate, "read_dense": {**p.certificate.get("read_dense", {}), **why}})
 
 
 def _first_error(analysis: Analysis) -> StreamedReject:
@@ -346,11 +370,12 @@ def _table(spec) -> str:
 def tp_summary(p: SpatialProgram) -> dict | None:
     """A tensor-parallel kind program's chips, all-reduces and the slices of each declared weight each chip loads —
     in the declared weight's coordinates, the same for every layer of the kind (the manifest names each layer's own
-    checkpoint tensor)."""
+    checkpoint tensor) — the weights its chips read dense, and the tensors some chips hold copies of (``replicas``:
+    a key/value head replicated on the chips whose query heads read it)."""
     if p.tp <= 1:
         return None
     return {"chips": p.tp, "allreduces": sum(1 for o in p.ops if o.kind == "allreduce"), "slices": tp_slices(p),
-            "read_dense": read_dense(p)}
+            "read_dense": read_dense(p), "replicas": replicas(p)}
 
 
 def state_declaration(kind_program: SpatialProgram, binding: "LayerBinding", program) -> tuple[int | None, str | None]:
@@ -382,7 +407,7 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     hit = cache[key]
     if isinstance(hit, LoweringError):
         raise hit
-    return hit
+    return _dense_named(hit, stored_undeclared(progs, program, storage))
 
 
 def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
@@ -414,7 +439,7 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
         found = rename_program(found, template.bind(kind.representative, tokens).__getitem__, label)
     elif found.name != label:
         found = replace(found, name=label)
-    return found
+    return _dense_named(found, stored_undeclared(progs, rep, storage))
 
 
 def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,

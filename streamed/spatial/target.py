@@ -7,12 +7,14 @@ file marks its assumed figures). A bad file is refused with ``TargetError`` nami
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..lang.limits import MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond
+from ..lang.files import FileProblem, display, read_file
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_TARGET_BYTES, MAX_TARGET_RATE, MAX_UNITS, beyond, show
 
 MB = 10**6
 GB = 10**9
@@ -132,11 +134,11 @@ def parse_target(text: str, where: str) -> SpatialTarget:
             raise TargetError(f"{where}: `{key}` {why}")
         values[key] = v * scale if scale else v
     if int(values["sram_mb"]) < values["pmus"]:
-        raise TargetError(f"{where}: `sram_mb` {data['sram_mb']:g} over {values['pmus']:,} PMUs leaves each less than a "
+        raise TargetError(f"{where}: `sram_mb` {show(data['sram_mb'])} over {values['pmus']:,} PMUs leaves each less than a "
                           f"byte; a PMU holds at least one")
     for key in ("hbm_gb", "ddr_gb"):
         if int(values[key]) < 1:
-            raise TargetError(f"{where}: `{key}` {data[key]:g} is less than one byte")
+            raise TargetError(f"{where}: `{key}` {show(data[key])} is less than one byte")
     bf16 = float(values["peak_bf16_tflops"])
     return SpatialTarget(
         name=values["name"], pcus=values["pcus"], pmus=values["pmus"], sram_bytes=int(values["sram_mb"]),
@@ -162,16 +164,16 @@ def load_target(name_or_path: str | Path | SpatialTarget | None = None) -> Spati
         target = parse_target(text, f"the shipped target {key}")
     else:
         path = Path(key)
-        if not path.suffix == ".toml" and not path.exists():
-            raise TargetError(f"unknown target `{key}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
-        if path.is_dir():
-            raise TargetError(f"{key}: is a directory, not a target file")
-        if not path.is_file():
-            raise TargetError(f"{key}: no such target file")
+        if not path.suffix == ".toml" and not os.path.lexists(path):
+            raise TargetError(f"unknown target `{display(key)}`: use {' or '.join(BUILTIN)}, or a path to a .toml file")
         try:
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise TargetError(f"{key}: cannot be read ({e})") from None
-        target = parse_target(text, key)
+            raw = read_file(path, MAX_CONFIG_BYTES, "a target file")  # a regular file, its size checked first
+        except FileProblem as e:
+            raise TargetError(str(e).replace(": no such file", ": no such target file")) from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TargetError(f"{display(key)}: not UTF-8 text (byte {e.start} is 0x{raw[e.start]:02x})") from None
+        target = parse_target(text, display(key))
     _LOADED[key] = target
     return target

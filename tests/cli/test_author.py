@@ -22,6 +22,11 @@ EXPECTED = {
     "small-gemma3": {"attention, window 512": [0, 1, 2, 3, 4, 6, 7, 8, 9, 10], "attention": [5, 11]},
     "small-qwen35": {"gated deltanet, experts": [0, 1, 2, 4, 5, 6], "attention, experts": [3, 7]},
     "small-deepseek-v2": {"latent attention": [0], "latent attention, experts": [1, 2, 3]},
+    "small-gemma2": {"attention, window 8": [0, 2], "attention": [1, 3]},
+    "small-phi3": {"attention": [0, 1, 2, 3]},
+    "small-starcoder2": {"attention, window 8": [0, 1, 2, 3]},
+    "small-olmo2": {"attention": [0, 1, 2, 3]},
+    "small-internlm2": {"attention": [0, 1, 2, 3]},
 }
 
 
@@ -147,6 +152,21 @@ def test_bad_input_is_one_message_exit_2_and_nothing_written(run, tmp_path):
         assert not list(tmp_path.glob(f".{out.name}.*")), name  # no temporary left behind
 
 
+def test_an_architecture_not_read_is_one_line_exit_2_naming_every_one_that_is(run, tmp_path):
+    from streamed.model.gguf import SUPPORTED as READ_GGUF
+    from streamed.model.hf import SUPPORTED as READ_CONFIG
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 2}))
+    gguf = ggufs.write(tmp_path / "m.gguf", "falcon", {"{arch}.block_count": 1}, {"token_embd.weight": ((8, 4), "F32")})
+    for src, names in ((config, READ_CONFIG), (gguf, READ_GGUF)):
+        code, _, err = run("author", src, "-o", tmp_path / "m.lgm")
+        assert code == 2 and err.count("\n") == 1 and "falcon" in err and "not supported" in err, err
+        assert all(name in err for name in names), err
+    for family in ("gemma2", "phi3", "starcoder2", "olmo2", "internlm2"):
+        assert family in READ_CONFIG and family in READ_GGUF
+
+
 def test_a_failed_author_leaves_an_existing_output_untouched(run, tmp_path):
     out = tmp_path / "model.lgm"
     out.write_text("keep me\n")
@@ -239,6 +259,28 @@ def test_a_config_missing_a_size_says_which_default_of_transformers_it_took(run,
     complete.write_text((CONFIGS / "tiny-llama.json").read_text())
     code, out, err = run("author", complete)
     assert code == 0 and "leaves out" not in out + err
+
+
+def test_every_sizing_field_a_config_leaves_out_is_said_with_the_value_transformers_takes(run, tmp_path):
+    """Issue 21: a config without `intermediate_size` became a model of 11008 silently (so did the head count and the
+    epsilon). The values are transformers' LlamaConfig's, written out here from its `configuration_llama.py`:
+    intermediate_size=11008, num_attention_heads=32, rms_norm_eps=1e-6, and num_key_value_heads None, which its
+    __init__ replaces by num_attention_heads."""
+    cfg = json.loads((CONFIGS / "tiny-llama.json").read_text())
+    for field in ("intermediate_size", "num_attention_heads", "num_key_value_heads", "rms_norm_eps", "head_dim"):
+        del cfg[field]
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    code, out, err = run("author", src)
+    assert code == 0, err
+    said = ["The config leaves out `rms_norm_eps`: 1e-06 is transformers' LlamaConfig default.",
+            "The config leaves out `num_attention_heads`: 32 is transformers' LlamaConfig default.",
+            "The config leaves out `num_key_value_heads`: 32, as transformers' LlamaConfig derives it.",
+            "The config leaves out `intermediate_size`: 11008 is transformers' LlamaConfig default."]
+    assert [l for l in out.splitlines() if "leaves out" in l] == [f"-- {s}" for s in said]
+    assert [l for l in err.splitlines() if "leaves out" in l] == [f"streamed author: warning: {src}: {s}" for s in said]
+    # …and the document is that model: 32 heads of 64 / 32 = 2, all of them holding keys, epsilon 1e-6.
+    assert "Let ffn be 11008." in out and "heads 32 sharing 32." in out and "epsilon 1e-6." in out
 
 
 def test_author_o_writes_a_file_as_the_umask_says_and_keeps_an_existing_file_s_mode(run, tmp_path):

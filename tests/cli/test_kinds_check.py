@@ -111,6 +111,11 @@ def test_the_small_examples_have_the_kinds_of_their_architectures():
         "small-gemma3": [("attention, window 512", [0, 1, 2, 3, 4, 6, 7, 8, 9, 10]), ("attention", [5, 11])],
         "small-qwen35": [("gated deltanet, experts", [0, 1, 2, 4, 5, 6]), ("attention, experts", [3, 7])],
         "small-deepseek-v2": [("latent attention", [0]), ("latent attention, experts", [1, 2, 3])],
+        "small-gemma2": [("attention, window 8", [0, 2]), ("attention", [1, 3])],
+        "small-phi3": [("attention", [0, 1, 2, 3])],
+        "small-starcoder2": [("attention, window 8", [0, 1, 2, 3])],
+        "small-olmo2": [("attention", [0, 1, 2, 3])],
+        "small-internlm2": [("attention", [0, 1, 2, 3])],
     }
     for name, kinds in expected.items():
         out = json.loads(run("kinds", str(ROOT / "examples" / f"{name}.lgm"), "--json").stdout)

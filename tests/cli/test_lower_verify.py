@@ -38,9 +38,9 @@ def test_a_size_no_deployment_can_have_is_bad_input_naming_the_option(tmp_path, 
 
 def test_a_model_that_refuses_a_valid_deployment_is_exit_1_in_lower_and_verify(tmp_path, capsys):
     assert main(["lower", TINY, "--mode", "tp", "--tp", "3", "-o", str(tmp_path / "b")]) == 1
-    assert "the bundle is refused: tensor parallel over 3 chips" in capsys.readouterr().err
+    assert "the bundle program does not lower: tensor parallel over 3 chips" in capsys.readouterr().err
     assert main(["verify", TINY, "--mode", "tp", "--tp", "3"]) == 1
-    assert "the bundle is refused: tensor parallel over 3 chips" in capsys.readouterr().err
+    assert "the bundle program does not lower: tensor parallel over 3 chips" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -181,3 +181,14 @@ def test_a_tensor_parallel_summary_says_its_memory_figures_are_per_chip(tmp_path
     assert main(["lower", str(doc), "--mode", "tp", "--tp", "4", "--ctx", "64", "-o", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
     assert "  residency      per chip of 4: states " in out and "from HBM per chip)" in out
+
+
+def test_the_summary_names_weights_read_dense_with_why_and_key_value_heads_held_by_several_chips(tmp_path, capsys):
+    doc = tmp_path / "m.lgm"
+    doc.write_text(two_kind_document(4, heads=4, kv=2, hd=16))  # 16-row slices of Wo: half a Q8_0 block
+    assert main(["lower", str(doc), "--mode", "tp", "--tp", "4", "--ctx", "64", "-o", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "  read dense     Wo0, Wo3: its 64 input features split over 4 chips as rows of 16, which cut its Q8_0 " \
+           "blocks of 32\n" in out
+    assert "  replicated     attention, window 8: 2 KV shares, each held by 2 chips; attention: 2 KV shares, each " \
+           "held by 2 chips\n" in out

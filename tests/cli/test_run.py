@@ -78,3 +78,25 @@ def test_a_decode_bundle_refuses_a_prefill(run, tmp_path):
     run("lower", TINY, "--mode", "decode", "--ctx", "8", "-o", tmp_path / "b")
     code, _, err = run("run", TINY, "--tokens", "1,2,3", "--bundle", tmp_path / "b")
     assert code == 2 and "runs one token per step; give --decode" in err
+
+
+def test_a_run_that_cannot_fit_is_refused_before_it_starts_naming_the_bytes_it_needs_and_has(run, tmp_path):
+    text = (EXAMPLES / "tiny-llama.lgm").read_text()
+    huge = tmp_path / "huge.lgm"  # a vocabulary of 2^28 (inside the limits): 64 GiB of embedding alone
+    huge.write_text(text.replace("Let vocab be 256.", f"Let vocab be {2 ** 28}."))
+    code, out, err = run("run", huge, "--tokens", "1,2")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "run needs 1" in err and "of memory — weights " in err and "and has " in err
+    assert "available" in err  # the budget a share of what the machine has, said as such
+
+
+def test_the_memory_budget_is_what_refuses_and_a_larger_one_runs(run):
+    code, _, err = run("run", TINY, "--tokens", "1,2,3", "--memory", "100K")
+    assert code == 2 and "and has 100 KB (--memory 100K)" in err
+    code, out, err = run("run", TINY, "--tokens", "1,2,3", "--memory", "100M", "--json")
+    assert code == 0, err
+
+
+def test_progress_is_not_printed_where_stderr_is_not_a_terminal(run):
+    code, out, err = run("run", TINY, "--tokens", "1,2,3,4", "--decode")
+    assert code == 0 and err == ""

@@ -13,7 +13,8 @@ from streamed.model.checkpoint import bind
 from streamed.model.hf import spec_from_config
 
 REAL = ["llama-3.1-8b", "gemma-3-27b", "qwen3.8", "qwen3-next-80b-a3b", "deepseek-v2-lite", "llama-4-scout", "gpt-oss-20b"]
-SMALL = ["tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2"]
+SMALL = ["tiny-llama", "small-gemma3", "small-qwen35", "small-deepseek-v2", "small-gemma2", "small-phi3", "small-starcoder2",
+         "small-olmo2", "small-internlm2"]
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +72,12 @@ def test_tied_embeddings_bind_the_output_projection_to_the_embedding(analyses):
     assert bind(doc.checkpoint, "Wout").tensor == bind(doc.checkpoint, "Emb").tensor
 
 
-def test_projections_are_declared_q8_and_norms_routers_and_kernels_are_not(analyses):
+def test_projections_routers_and_expert_banks_are_declared_q8_and_norms_and_kernels_are_not(analyses):
     a = analyses["small-qwen35"]
     decls = {**a.programs.layers[0].decls, **a.programs.layers[3].decls}
-    for name in ("Wlq0", "Wlo0", "Eg0", "Ed0", "Wgs0", "Wq3", "Wqg3", "Wo3"):
+    for name in ("Wlq0", "Wlo0", "Wr0", "Eg0", "Eu0", "Ed0", "Wgs0", "Wsg0", "Wq3", "Wqg3", "Wo3"):
         assert decls[name].q8, name
-    for name in ("g0", "gm0", "Wr0", "Cq0", "dtb0", "Alog0", "gn0", "gq3"):
+    for name in ("g0", "gm0", "Cq0", "dtb0", "Alog0", "gn0", "gq3"):
         assert not decls[name].q8, name
 
 

@@ -27,6 +27,13 @@ from streamed.model.hf import spec_from_config
 #: How llama.cpp's converter stores a weight differently from transformers, and how that shows in the program; each a
 #: (pattern in the config's program, what the GGUF's program has instead).
 CONVENTIONS = {
+    # InternLM2's converter splits wqkv — per key/value head its queries, its key, its value — into attn_q, attn_k
+    # and attn_v (and permutes q and k, the convention below); first, so that the lines below align.
+    "wqkv split into q, k and v": (
+        r"(?s)Let Wqkv(\d+) be a q8 weight of d by (\d+)\.\n(.*?)Let qkv\1 be (\w+) times Wqkv\1\.\n"
+        r"Let qp\1 be columns 0 to (\d+) of qkv\1, of every (\d+)\.\nLet kp\1 be columns \d+ to (\d+) of qkv\1, of every \d+\.\n"
+        r"(.*?)Set row pos of Vc\1 to columns \d+ to \d+ of qkv\1, of every \d+\.",
+        lambda m: _split_wqkv(*m.groups())),
     # Gemma, Qwen3-Next and Qwen3.5 multiply by 1 + g; the converter stores g + 1.
     "gain stored with its +1": (r", offset 1\b", ""),
     # Qwen3-Next/3.5 keep A_log; the converter stores −exp(A_log).
@@ -38,7 +45,19 @@ CONVENTIONS = {
     "value heads reordered in turn": (r"(gated delta [^\n]*heads \d+ sharing \d+)\.", r"\1, in turn."),
     # transformers' gpt-oss leaves YaRN's ramp unrounded (truncate: false); llama.cpp always rounds it.
     "yarn ramp rounded": (r", unrounded ramp", ""),
+    # transformers windows every Phi-3 and StarCoder2 layer by `sliding_window`; llama.cpp's graphs have no window
+    # (Phi-3's reads the key and disables it).
+    "no window in llama.cpp's graph": (r", window \d+", ""),
 }
+
+
+def _split_wqkv(l, total, between, x, q_end, every, k_end, later):
+    """InternLM2's layer with its one wqkv product written as three, as the converter stores them."""
+    groups = int(total) // int(every)
+    q, k = int(q_end) * groups, (int(k_end) - int(q_end)) * groups
+    return (f"Let Wq{l} be a q8 weight of d by {q}.\nLet Wk{l} be a q8 weight of d by {k}.\n"
+            f"Let Wv{l} be a q8 weight of d by {k}.\n{between}Let qp{l} be {x} times Wq{l}.\n"
+            f"Let kp{l} be {x} times Wk{l}.\n{later}Set row pos of Vc{l} to {x} times Wv{l}.")
 
 EXPECTED = {
     "tiny-llama": {"q and k permuted for interleaved pairs"},
@@ -57,7 +76,21 @@ EXPECTED = {
     "qwen1.5-moe-a2.7b": set(),
     "qwen3-30b-a3b": set(),
     "qwen2.5-7b-instruct": set(),
+    "small-gemma2": {"gain stored with its +1"},
+    "small-phi3": set(),
+    "small-starcoder2": {"no window in llama.cpp's graph"},
+    "small-olmo2": set(),
+    "small-internlm2": {"q and k permuted for interleaved pairs", "wqkv split into q, k and v"},
+    "gemma-2-9b": {"gain stored with its +1"},
+    "phi-3-mini-4k-instruct": {"no window in llama.cpp's graph"},
+    "phi-3-mini-128k-instruct": {"no window in llama.cpp's graph"},
+    "starcoder2-7b": {"no window in llama.cpp's graph"},
+    "olmo-2-1124-7b": set(),
+    "internlm2-chat-7b": {"q and k permuted for interleaved pairs", "wqkv split into q, k and v"},
 }
+#: The model types whose llama.cpp tensors take the hidden width as heads × head width (``{n_embd, n_embd}``): they
+#: shrink to heads of their real width.
+WHOLE_HEADS = ("phi3", "starcoder2", "olmo2", "internlm2")
 
 GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32)
 
@@ -72,8 +105,12 @@ def shrunk(name: str) -> dict:
                  vocab_size=256)
     if "head_dim" not in t:
         small["head_dim"] = t["hidden_size"] // t["num_attention_heads"]  # the real head width, rotations and all
+    if t.get("model_type", c.get("model_type")) in WHOLE_HEADS:
+        small["hidden_size"] = heads * small.pop("head_dim", t.get("head_dim", 0))
     if t.get("query_pre_attn_scalar") is not None:
-        small["query_pre_attn_scalar"] = 64 // heads  # Gemma 3 27B's is its hidden size over its heads
+        # Gemma 3 27B's is its hidden size over its heads, the others' their head width: kept so.
+        head = t.get("head_dim", small.get("head_dim"))
+        small["query_pre_attn_scalar"] = head if t["query_pre_attn_scalar"] == head else 64 // heads
     for key, n in (("num_experts", 4), ("n_routed_experts", 4), ("num_local_experts", 4)):
         if t.get(key):
             small[key] = n

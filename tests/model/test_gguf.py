@@ -185,11 +185,23 @@ def test_a_key_llama_cpp_reads_but_the_language_cannot_say_is_refused_naming_it(
     import oracle
     from repo import config
 
-    cfg = config("small-gemma3")
-    path = oracle.write(tmp_path / "g.gguf", cfg, kv={"{arch}.final_logit_softcapping": 30.0}).path
-    with pytest.raises(CheckpointError, match=r"metadata `gemma3.final_logit_softcapping` is 30: llama.cpp soft-caps "
-                                              r"the logits for a gemma3 model, which the language does not express"):
+    cfg = config("small-deepseek-v2")
+    path = oracle.write(tmp_path / "g.gguf", cfg, kv={"{arch}.attention.temperature_scale": 0.1}).path
+    with pytest.raises(CheckpointError, match=r"metadata `deepseek2.attention.temperature_scale` is 0.1: llama.cpp "
+                                              r"tunes the queries' temperature by position for a deepseek2 model, which "
+                                              r"the language does not express"):
         read_gguf(path)
+
+
+def test_a_gemma3_gguf_with_a_final_soft_cap_caps_its_logits_and_one_without_does_not(tmp_path):
+    import oracle
+    from repo import config
+
+    cfg = config("small-gemma3")
+    capped = read_gguf(oracle.write(tmp_path / "c.gguf", cfg, kv={"{arch}.final_logit_softcapping": 30.0}).path)
+    plain = read_gguf(oracle.write(tmp_path / "p.gguf", cfg).path)
+    assert (capped.spec.final_softcap, plain.spec.final_softcap) == (30.0, None)
+    assert "Let capped be soft cap of logits at 30." in author(capped.spec).replace("  ", " ")
 
 
 def test_experts_in_an_architecture_llama_cpp_reads_without_experts_are_refused(tmp_path):
@@ -211,3 +223,25 @@ def test_experts_in_an_architecture_llama_cpp_reads_without_experts_are_refused(
     with pytest.raises(CheckpointError, match=r"blk.0.ffn_gate_exps.weight holds experts, but llama.cpp's qwen2 model "
                                               r"has none"):
         read_gguf(tmp_path / "q.gguf")
+
+
+def test_a_phi3_gguf_s_window_is_read_as_llama_cpp_disables_it_and_said(tmp_path):
+    import oracle
+    from repo import config
+
+    spec = read_gguf(oracle.write(tmp_path / "p.gguf", {**config("small-phi3"), "sliding_window": 8}).path).spec
+    assert {l.mixer.window for l in spec.layers} == {None}
+    assert any("sliding window (8) and disables it" in n for n in spec.notes)
+    m = spec.layers[0].mixer
+    assert m.fused == "qkv" and spec.layers[0].ffn.fused and m.rotation.scaling.kind == "longrope"
+
+
+def test_starcoder2_and_olmo2_ggufs_read_their_norms_and_blocks_from_the_tensors_they_hold(tmp_path):
+    import oracle
+    from repo import config
+
+    sc = read_gguf(oracle.write(tmp_path / "s.gguf", config("small-starcoder2")).path).spec
+    assert sc.final_norm.layer and sc.final_norm.bias and sc.layers[0].norm == sc.final_norm
+    assert not sc.layers[0].ffn.gated and sc.layers[0].ffn.bias and sc.layers[0].ffn.activation == "gelu"
+    ol = read_gguf(oracle.write(tmp_path / "o.gguf", config("small-olmo2")).path).spec
+    assert not ol.layers[0].pre_norm and ol.layers[0].sandwich and ol.layers[0].mixer.qk_norm_whole

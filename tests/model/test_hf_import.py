@@ -133,9 +133,14 @@ def test_gemma3_scales_the_embedding_and_logits_as_gemma_does():
     assert "Rcos2 be a table of ctx by 64, cosines of base 1000000, linear scaling by 8." in text
 
 
-def test_gemma3_with_logit_softcapping_is_refused_by_name():
-    with pytest.raises(SpecError, match="final_logit_softcapping"):
-        spec_from_config(small("gemma3_text", head_dim=16, sliding_window=16, final_logit_softcapping=30.0))
+def test_gemma3_with_logit_softcapping_soft_caps_its_attention_and_final_logits_as_transformers_does():
+    spec = spec_from_config(small("gemma3_text", head_dim=16, sliding_window=16, final_logit_softcapping=30.0,
+                                  attn_logit_softcapping=50.0))
+    assert spec.final_softcap == 30.0 and {l.mixer.softcap for l in spec.layers} == {50.0}
+    plain = spec_from_config(small("gemma3_text", head_dim=16, sliding_window=16))
+    assert plain.final_softcap is None and {l.mixer.softcap for l in plain.layers} == {None}
+    with pytest.raises(SpecError, match="`final_logit_softcapping` is -1; a soft cap is positive"):
+        spec_from_config(small("gemma3_text", head_dim=16, sliding_window=16, final_logit_softcapping=-1))
 
 
 def test_deepseek_v2_lite_is_dense_first_then_experts():

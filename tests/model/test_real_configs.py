@@ -90,6 +90,12 @@ CASES = {
     # rope_theta left out: LlamaConfig's 10000
     "llama-2-7b": Case(32, lambda i: "attention", ("# Llama-2-7b-hf\n", "heads 32 sharing 32", "cosines of base 10000.",
                                                    'Wout  is "lm_head.weight"')),
+    # Qwen2 7B: use_sliding_window false, so its sliding_window of 131072 windows nothing; 28 heads sharing 4
+    "qwen2-7b": Case(28, lambda i: "attention", ("heads 28 sharing 4", "cosines of base 1000000",
+                                                 "xn0 times Wq0 plus bq0", "Let vocab be 152064.")),
+    # Qwen3 4B: head_dim 128 over a hidden size of 2560 (20 heads' worth), tied embeddings
+    "qwen3-4b": Case(36, lambda i: "attention", ("heads 32 sharing 8", "a q8 weight of d by 4096.",
+                                                 'Wout  is "model.embed_tokens.weight"', "Let ffn be 9728.")),
     "qwen3-8b": Case(36, lambda i: "attention", ("heads 32 sharing 8", "rmsnorm of qp0 with gq0, epsilon 1e-6, heads 32",
                                                  "cosines of base 1000000")),
     # every layer 8 experts of 14336, top 2 renormalised (MixtralTopKRouter), no window (`sliding_window: null`)
@@ -146,6 +152,33 @@ CASES = {
         "model.language_model.layers.{l}.")),
     "qwen3-vl-30b-a3b-instruct": Case(48, lambda i: "attention, experts", (
         "heads 32 sharing 4", "128 experts, top 8", "normalized", "cosines of base 5000000.")),
+    # Gemma 2: windowed layers first, then every other one global; both soft-cap their logits, and so does the head.
+    "gemma-2-9b": Case(42, lambda i: "attention, window 4096" if i % 2 == 0 else "attention", (
+        "heads 16 sharing 8, window 4096, soft cap 50.", "heads 16 sharing 8, soft cap 50.",
+        "soft cap of logits at 30.", "Let escale be 59.86652.", "offset 1", 'Wout   is "model.embed_tokens.weight"',
+        "pre_feedforward_layernorm")),
+    # Phi-3: one qkv product split by columns, one gate_up product; transformers windows every layer.
+    "phi-3-mini-4k-instruct": Case(32, lambda i: "attention, window 2047", (
+        "Let qkv0  be xn0 times Wqkv0.", "columns 0 to 3072 of qkv0", "columns 6144 to 9216 of qkv0",
+        "heads 32 sharing 32, window 2047", "self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight",
+        "silu of (columns 0 to 8192 of gu0) multiplied by (columns 8192 to 16384 of gu0)")),
+    "phi-3-mini-128k-instruct": Case(32, lambda i: "attention, window 262144", (
+        "longrope scaling from 4096 with short factors 1.05 1.05 1.05 1.1", "and long factors 1.03 1.05",
+        "64.81001, attention factor 1.190238.")),
+    # StarCoder2: layer norms with biases, a GELU MLP that is not gated, every projection biased.
+    "starcoder2-7b": Case(32, lambda i: "attention, window 4096", (
+        "layernorm of x with g0, bias gb0, epsilon 1e-5.", "gelu of (hn0 times Wu0 plus bu0)", "f0 times Wd0 plus bd0",
+        "heads 36 sharing 4, window 4096", "cosines of base 1000000.", "mlp.c_fc.bias", "model.norm.bias",
+        'Wout   is "model.embed_tokens.weight"')),
+    # OLMo 2: no pre-norms; the blocks' outputs normed; q and k normed over the whole projection.
+    "olmo-2-1124-7b": Case(32, lambda i: "attention", (
+        "Let qp0   be x times Wq0.", "rmsnorm of qp0 with gq0, epsilon 1e-6.", "a weight of 4096.          -- the queries normed as a whole",
+        "Let on0   be rmsnorm of o0 with gpa0", "silu of (h0 times Wg0)", "cosines of base 500000.")),
+    # InternLM2: one wqkv product, grouped per key/value head: 4 queries, a key and a value of 128 each.
+    "internlm2-chat-7b": Case(32, lambda i: "attention", (
+        "columns 0 to 512 of qkv0, of every 768.", "columns 512 to 640 of qkv0, of every 768.",
+        "columns 640 to 768 of qkv0, of every 768.", "heads 32 sharing 8.", "attention.wqkv.weight",
+        "feed_forward.w1.weight", "rope scaling `dynamic` (factor 2) is not modelled")),
 }
 
 
@@ -323,7 +356,7 @@ def test_deepseek_attention_bias_is_refused_by_name():
 
 
 def test_a_wrapper_around_an_unsupported_text_model_or_of_unknown_naming_is_refused_naming_its_model_type():
-    cfg = {**config("llava-1.5-7b"), "text_config": {"model_type": "phi3", "hidden_size": 64}}
+    cfg = {**config("llava-1.5-7b"), "text_config": {"model_type": "gpt2", "hidden_size": 64}}
     with pytest.raises(SpecError, match='`model_type` "llava" is not supported'):
         spec_from_config(cfg)
     # Idefics3 holds its text model as `model.text_model`: its names are not transformers' language_model ones.

@@ -148,3 +148,37 @@ def test_a_word_that_is_no_fill_option_names_the_options():
     text = _edit(document(1), PLAIN_COS, "Let Rcos1 be a table of ctx by 8, cosines of base 10000, cubic scaling by 2.")
     (_, msg), *_ = _messages(text)
     assert msg.startswith("`cubic` is not an option of `cosines` (its options: `linear scaling by`, `llama3 scaling by`")
+
+
+def test_a_longrope_fill_carries_both_lists_of_factors_and_needs_one_per_column():
+    from streamed.analysis.whole import analyze as whole
+
+    longrope = ("Let Rcos1 be a table of ctx by 8, cosines of base 10000, longrope scaling from 16 with short factors "
+                "{short} and long factors 2 2 3 3 5 5 8 8, attention factor 1.2.")
+    text = _edit(document(1), PLAIN_COS, longrope.format(short="1 1 1.05 1.1 1.2 1.4 1.7 2"))
+    a = whole(text)
+    assert not a.errors
+    assert a.programs.layers[0].decls["Rcos1"].fill == (
+        "cosines", 10000.0, (("scaling", "longrope"), ("context", 16.0), ("short", (1.0, 1.0, 1.05, 1.1, 1.2, 1.4, 1.7, 2.0)),
+                             ("long", (2.0, 2.0, 3.0, 3.0, 5.0, 5.0, 8.0, 8.0)), ("attention", 1.2)))
+    short = _messages(_edit(document(1), PLAIN_COS, longrope.format(short="1 1 1.05 1.1 1.2 1.4 1.7")))
+    assert [m for _, m in short] == ["longrope scaling has 7 short factors but 8 long ones"]
+    both = longrope.format(short="1 1 1.05 1.1 1.2 1.4").replace("long factors 2 2 3 3 5 5 8 8", "long factors 2 2 3 3 5 5")
+    assert [m for _, m in _messages(_edit(document(1), PLAIN_COS, both))] == [
+        "longrope scaling gives 6 factors for a table 8 wide (one per column)"]
+
+
+def test_a_part_of_a_product_must_lie_within_its_columns_and_groups():
+    text = _edit(document(1), "Let qr0 be rope of (xn0 times Wq0)", "Let qr0 be rope of (columns 0 to 64 of (xn0 times Wq0))")
+    assert not analyze(text).errors
+    for part, why in (("columns 0 to 65", "columns 0 to 65 are not a part of 64 columns (0 ≤ A < B ≤ 64)"),
+                      ("columns 0 to 4 of (xn0 times Wq0), of every 24", "not whole groups of 24 columns")):
+        bad = text.replace("columns 0 to 64 of (xn0 times Wq0)", part if "every" in part else f"{part} of (xn0 times Wq0)")
+        msgs = [m for _, m in _messages(bad)]
+        assert any(why in m for m in msgs), msgs
+
+
+def test_a_soft_cap_is_positive():
+    text = _edit(document(1), "heads 4 sharing 2.", "heads 4 sharing 2, soft cap 0.")
+    assert [m for _, m in _messages(text)] == ["a soft cap is positive, not 0"]
+    assert not analyze(_edit(document(1), "heads 4 sharing 2.", "heads 4 sharing 2, soft cap 50.")).errors

@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import pytest
 import transformers
+from dataclasses import replace
+from types import SimpleNamespace
 
 from repo import CONFIGS, ROOT
 from streamed.model.hf import SUPPORTED, spec_from_config
@@ -68,6 +70,19 @@ VARIANTS = {
     "gpt-oss-120b, no rope_theta": ("gpt-oss-120b.json", {"rope_theta": None}),
     "llama-2-7b, no head counts for its keys": ("llama-2-7b.json", {"num_key_value_heads": None}),
     "mistral-7b-v0.1, no sliding_window": ("mistral-7b-v0.1.json", {"sliding_window": None}),
+    "gemma-2-9b, no soft caps": ("gemma-2-9b.json", {"attn_logit_softcapping": None, "final_logit_softcapping": None}),
+    "gemma-2-9b, the 27b's query_pre_attn_scalar": ("gemma-2-9b.json", {"query_pre_attn_scalar": 224}),
+    "phi-3-mini-4k, no sliding_window": ("phi-3-mini-4k-instruct.json", {"sliding_window": None}),
+    "phi-3-mini-4k, partial rotation": ("phi-3-mini-4k-instruct.json", {"partial_rotary_factor": 0.75}),
+    "phi-3-mini-4k, longrope with its own attention factor": (
+        "phi-3-mini-4k-instruct.json",
+        {"max_position_embeddings": 131072,
+         "rope_scaling": {**json.loads((ROOT / "tests/model/configs/phi-3-mini-128k-instruct.json").read_text())[
+             "rope_scaling"], "type": "longrope", "attention_factor": 1.5}}),
+    "starcoder2-7b, use_bias false": ("starcoder2-7b.json", {"use_bias": False}),
+    "olmo-2-1124-7b, attention_bias": ("olmo-2-1124-7b.json", {"attention_bias": True}),
+    "internlm2-chat-7b, bias and linear scaling": ("internlm2-chat-7b.json",
+                                                   {"bias": True, "rope_scaling": {"type": "linear", "factor": 2.0}}),
 }
 
 #: Published configs transformers refuses as they are: the fields given it instead, and why.
@@ -75,6 +90,12 @@ COERCED = {
     "llama-4-scout.json": ({"attn_temperature_tuning": True},
                            "transformers 5's Llama4TextConfig is a strict dataclass whose `attn_temperature_tuning` is "
                            "a bool; the published config writes 4, which transformers 4 read as true"),
+    "phi-3-mini-128k-instruct.json": (
+        {"rope_scaling": {**json.loads((ROOT / "tests/model/configs/phi-3-mini-128k-instruct.json").read_text())[
+            "rope_scaling"], "type": "longrope"}},
+        "transformers 5 standardises the rope parameters before Phi3Config renames `su` to `longrope`, so the first "
+        "128k release's `su` misses `original_max_position_embeddings` in validation (a KeyError); it is the same "
+        "scaling, which Phi-3's later files call `longrope`"),
 }
 
 #: (file, field): where transformers' reading is wrong and streamed's differs on purpose, with why.
@@ -86,9 +107,33 @@ KNOWN = {
 }
 
 
+#: InternLM2Config as the published remote code defines it (``configuration_internlm2.py`` of the internlm2 repositories;
+#: transformers 5.24 does not ship the model): its defaults, ``num_key_value_heads`` the heads when None, and its
+#: ``rope_scaling`` (``linear`` or ``dynamic`` with a factor) kept as given.
+INTERNLM2_DEFAULTS = dict(vocab_size=103168, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                          num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                          max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False, bias=True,
+                          rope_theta=10000, rope_scaling=None)
+
+
+def _internlm2(fields: dict) -> SimpleNamespace:
+    c = {**INTERNLM2_DEFAULTS, **fields, "model_type": "internlm2"}
+    if c["num_key_value_heads"] is None:
+        c["num_key_value_heads"] = c["num_attention_heads"]
+    rp = dict(c["rope_scaling"] or {})
+    rp = {"rope_type": rp.get("type", rp.get("rope_type", "default")), "rope_theta": c["rope_theta"],
+          **{k: v for k, v in rp.items() if k not in ("type", "rope_type")}}
+    tc = SimpleNamespace(**c, rope_parameters=rp)
+    tc.get_text_config = lambda: tc
+    return tc
+
+
 def tc_of(cfg: dict, name: str) -> tuple[Any, Any]:
     """transformers' configuration of ``cfg``: the whole (its outer ``tie_word_embeddings``) and its text model."""
     fields = json.loads(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
+    if cfg["model_type"] == "internlm2":
+        tc = _internlm2(fields)
+        return tc, tc
     coerced = COERCED.get(name, ({}, ""))[0]
     if coerced:
         target = fields["text_config"] if "text_config" in fields else fields
@@ -113,6 +158,12 @@ class Modelling:
     experts: Callable[[Any, int], dict | None] | None = None  # a layer's experts, or None for a dense block
     interleaved: Callable[[Any], bool] = lambda tc: False  # noqa: E731 — rotary as complex multiplication
     activation: str = "hidden_act"
+    norm: str = "rms"  # "rms": RMSNorm of rms_norm_eps; "layer": nn.LayerNorm of norm_epsilon, with its bias
+    sandwich: bool = False  # the blocks' outputs normed before they join the residual (Gemma, OLMo 2)
+    pre_norm: bool = True  # the blocks' inputs normed (not OLMo 2's)
+    fused: str | None = None  # q, k and v one projection: "qkv" in turn (Phi-3), "grouped" per KV head (InternLM2)
+    mlp: str = "gated"  # "gated", "fused" (gate_up_proj), "ungated" (c_fc, c_proj: StarCoder2)
+    softcap: bool = False  # Gemma 2: attn_logit_softcapping and final_logit_softcapping
 
 
 def _qwen_moe(normalized: Callable[[Any], bool], shared: bool, every: bool = False):
@@ -170,7 +221,13 @@ MODELLING: dict[str, Modelling] = {
     "gpt_oss": Modelling(window="layer_types", experts=lambda tc, i: dict(
         count=tc.num_local_experts, top_k=tc.num_experts_per_tok, width=tc.intermediate_size, normalized=True,
         scoring="softmax")),
+    "gemma2": Modelling(window="layer_types", activation="hidden_activation", sandwich=True, softcap=True),
+    "phi3": Modelling(window="every", bias="none", fused="qkv", mlp="fused"),
+    "starcoder2": Modelling(window="every", bias="use_bias", norm="layer", mlp="ungated"),
+    "olmo2": Modelling(qk_norm="rms whole", sandwich=True, pre_norm=False),
+    "internlm2": Modelling(bias="bias", fused="grouped"),
 }
+MODELLING["gemma3_text"] = replace(MODELLING["gemma3_text"], sandwich=True, softcap=True)
 
 
 def _mscale(factor: float, m: float = 1.0) -> float:
@@ -198,6 +255,14 @@ def _rotation(tc, layer_type: str, dims_of: int) -> dict:
         out.update(factor=factor, context=float(rp["original_max_position_embeddings"]),
                    fast=float(rp.get("beta_fast") or 32), slow=float(rp.get("beta_slow") or 1),
                    unrounded=not rp.get("truncate", True), attention=float(attention))
+    elif kind == "longrope":  # _compute_longrope_parameters
+        original = rp["original_max_position_embeddings"]
+        factor = rp.get("factor") or tc.max_position_embeddings / original
+        attention = rp.get("attention_factor")
+        if attention is None:
+            attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+        out.update(context=float(original), short=list(rp["short_factor"]), long=list(rp["long_factor"]),
+                   attention=float(attention))
     return out
 
 
@@ -208,9 +273,11 @@ def expected(whole, tc) -> dict:
     head_dim = getattr(tc, "head_dim", None) or d // tc.num_attention_heads
     types = getattr(tc, "layer_types", None) or ["full_attention"] * n
     layers = []
+    eps = tc.norm_epsilon if mod.norm == "layer" else tc.rms_norm_eps
     for i in range(n):
         t = types[i]
-        layer: dict[str, Any] = {"norm eps": tc.rms_norm_eps}
+        layer: dict[str, Any] = {"norm eps": eps, "layer norm": mod.norm == "layer", "sandwich": mod.sandwich,
+                                 "pre norm": mod.pre_norm}
         if t == "linear_attention":
             layer.update(mixer="gated deltanet", key_heads=tc.linear_num_key_heads,
                          value_heads=tc.linear_num_value_heads, key_dim=tc.linear_key_head_dim,
@@ -229,18 +296,20 @@ def expected(whole, tc) -> dict:
             if mod.window == "every" or (mod.window == "layer_types" and t == "sliding_attention"):
                 window = tc.sliding_window
             bias = {"attention_bias": getattr(tc, "attention_bias", False), "qkv": True, "none": False,
-                    "qkv_bias": getattr(tc, "qkv_bias", False)}[mod.bias]
-            out_bias = bias if mod.bias == "attention_bias" else False
-            qk = {"none": None, "rms": tc.rms_norm_eps, "rms+1": tc.rms_norm_eps, "l2": None}[mod.qk_norm]
+                    "qkv_bias": getattr(tc, "qkv_bias", False), "use_bias": getattr(tc, "use_bias", False),
+                    "bias": getattr(tc, "bias", False)}[mod.bias]
+            out_bias = bias if mod.bias in ("attention_bias", "use_bias", "bias") else False
+            qk = None if mod.qk_norm in ("none", "l2") else tc.rms_norm_eps
             scale = head_dim ** -0.5
-            if tc.model_type == "gemma3_text":
+            if tc.model_type in ("gemma3_text", "gemma2"):
                 scale = tc.query_pre_attn_scalar ** -0.5
             layer.update(mixer="attention", heads=tc.num_attention_heads, kv_heads=tc.num_key_value_heads,
                          head_dim=head_dim, rotation=_rotation(tc, t, head_dim) if rope else None,
                          interleaved=mod.interleaved(tc) if rope else None, window=window,
                          chunk=tc.attention_chunk_size if t == "chunked_attention" else None, bias=bias,
                          out_bias=out_bias, qk_norm=qk, qk_l2=mod.qk_norm == "l2" and bool(rope) and tc.use_qk_norm,
-                         gated=mod.gated, scale=scale)
+                         gated=mod.gated, scale=scale, fused=mod.fused, qk_whole=mod.qk_norm == "rms whole",
+                         softcap=tc.attn_logit_softcapping if mod.softcap else None)
         experts = mod.experts(tc, i) if mod.experts else None
         if experts is not None:
             layer["ffn"] = {"kind": "experts", "routed_scale": None, "selection_bias": False, "groups": None,
@@ -249,11 +318,14 @@ def expected(whole, tc) -> dict:
                 layer["ffn"]["routed_scale"] = None
         else:
             width = tc.intermediate_size_mlp if tc.model_type == "llama4_text" else tc.intermediate_size
-            layer["ffn"] = {"kind": "dense", "width": width, "activation": getattr(tc, mod.activation)}
+            layer["ffn"] = {"kind": "dense", "width": width, "activation": getattr(tc, mod.activation),
+                            "gated": mod.mlp != "ungated", "fused": mod.mlp == "fused",
+                            "bias": mod.mlp == "ungated" and tc.use_bias}
         layers.append(layer)
     return {"d": d, "vocab": tc.vocab_size, "layers": n, "tied": bool(getattr(whole, "tie_word_embeddings", False)),
-            "final norm eps": tc.rms_norm_eps,
-            "embed scale": math.sqrt(d) if tc.model_type == "gemma3_text" else None, "per layer": layers}
+            "final norm eps": eps, "final layer norm": mod.norm == "layer",
+            "final soft cap": tc.final_logit_softcapping if mod.softcap else None,
+            "embed scale": math.sqrt(d) if tc.model_type in ("gemma3_text", "gemma2") else None, "per layer": layers}
 
 
 # ---- the same fields of the spec streamed reads --------------------------------------------------------------------
@@ -275,6 +347,9 @@ def _spec_rotation(rot) -> dict | None:
             out.update(context=s.context, low=s.low, high=s.high)
         if s.kind == "yarn":
             out.update(context=s.context, fast=s.fast, slow=s.slow, unrounded=s.unrounded)
+        if s.kind == "longrope":
+            del out["factor"]
+            out.update(context=s.context, short=list(s.short), long=list(s.long))
     return out
 
 
@@ -282,7 +357,8 @@ def read(spec: ModelSpec) -> dict:
     layers = []
     for layer in spec.layers:
         m, f = layer.mixer, layer.ffn
-        out: dict[str, Any] = {"norm eps": layer.norm.eps}
+        out: dict[str, Any] = {"norm eps": layer.norm.eps, "layer norm": layer.norm.layer, "sandwich": layer.sandwich,
+                               "pre norm": layer.pre_norm}
         if isinstance(m, GatedDeltaNet):
             out.update(mixer="gated deltanet", key_heads=m.key_heads, value_heads=m.value_heads, key_dim=m.key_dim,
                        value_dim=m.value_dim, conv_kernel=m.conv_kernel)
@@ -297,7 +373,8 @@ def read(spec: ModelSpec) -> dict:
                        rotation=_spec_rotation(m.rotation), interleaved=m.rotation.interleaved if m.rotation else None,
                        window=m.window, chunk=m.chunk, bias=m.bias, out_bias=m.out_bias,
                        qk_norm=m.qk_norm.eps if m.qk_norm else None, qk_l2=m.qk_l2, gated=m.gated,
-                       scale=m.scale if m.scale is not None else m.head_dim ** -0.5)
+                       scale=m.scale if m.scale is not None else m.head_dim ** -0.5, fused=m.fused,
+                       qk_whole=m.qk_norm_whole, softcap=m.softcap)
         if isinstance(f, Experts):
             out["ffn"] = dict(kind="experts", count=f.count, top_k=f.top_k, width=f.width, normalized=f.normalized,
                               scoring=f.scoring, routed_scale=None if f.routed_scale == 1 else f.routed_scale,
@@ -305,10 +382,12 @@ def read(spec: ModelSpec) -> dict:
                               groups=f.groups, keep_groups=f.keep_groups, shared_width=f.shared_width,
                               shared_gate=f.shared_gate)
         else:
-            out["ffn"] = dict(kind="dense", width=f.width, activation=f.activation)
+            out["ffn"] = dict(kind="dense", width=f.width, activation=f.activation, gated=f.gated, fused=f.fused,
+                              bias=f.bias)
         layers.append(out)
     return {"d": spec.d, "vocab": spec.vocab, "layers": len(spec.layers), "tied": spec.tied,
-            "final norm eps": spec.final_norm.eps, "embed scale": spec.embed_scale, "per layer": layers}
+            "final norm eps": spec.final_norm.eps, "final layer norm": spec.final_norm.layer,
+            "final soft cap": spec.final_softcap, "embed scale": spec.embed_scale, "per layer": layers}
 
 
 def _same(a: Any, b: Any) -> bool:

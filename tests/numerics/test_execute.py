@@ -49,7 +49,7 @@ def test_matmul_q8_is_the_product_with_planes_times_block_scales():
 
 
 def test_a_sliced_q8_weight_reads_whole_rows_of_scales_for_a_row_split():
-    w = Weights({"W": np.zeros((64, 8), np.float32)}, {"W": quantize_weight(R.standard_normal((64, 8)))})
+    w = Weights({"W": quantize_weight(R.standard_normal((64, 8)))})
     t = Tensor("W_c1__scales", (1, 8), "f16", "weight", "hbm", 16, chip=1, of="W", part="scales", slice=(0, 32, 64))
     assert np.array_equal(weight_value(t, "W", w), w.planes["W"].scales[1:2])
     t = Tensor("W_c1__q8", (64, 4), "int8", "weight", "hbm", 256, chip=1, of="W", part="planes", slice=(1, 4, 8))
@@ -57,7 +57,7 @@ def test_a_sliced_q8_weight_reads_whole_rows_of_scales_for_a_row_split():
 
 
 def test_planes_of_a_weight_not_stored_q8_are_refused_not_requantised():
-    w = Weights({"W": np.ones((32, 2), np.float32)}, {}, "checkpoint x.gguf")
+    w = Weights({"W": np.ones((32, 2), np.float32)}, "checkpoint x.gguf")
     t = Tensor("W__q8", (32, 2), "int8", "weight", "hbm", 64, of="W", part="planes")
     with pytest.raises(KeyError, match="does not store it Q8_0"):
         weight_value(t, "W", w)

@@ -65,6 +65,21 @@ def test_rmsnorm_divides_each_row_or_head_by_its_root_mean_square(heads, offset,
     close(nx.rmsnorm(x, g, eps, offset, heads), want)
 
 
+@pytest.mark.parametrize("scale,eps", [(1e-4, 1e-6), (1e-3, 1e-5), (3e-3, 1e-6), (30.0, 1e-5)])
+def test_rmsnorm_puts_epsilon_inside_the_square_root_where_the_rms_is_far_from_1(scale, eps):
+    """Issue 21: `x / (√(mean x²) + ε)` passed every numerics test — inputs of rms ≈ 1, where ε's place shifts the
+    result by about ε, under the 2e-5 tolerance. At an rms of 1e-3 with ε 1e-5 the two differ threefold. The formula,
+    written out: y = x / √(mean(x²) + ε) · g."""
+    x = (rng(3).standard_normal((4, 32)) * scale).astype(np.float32)
+    g = rng(4).standard_normal(32).astype(np.float32)
+    want = np.zeros((4, 32))
+    for r in range(4):
+        row = [float(v) for v in x[r]]
+        rms = math.sqrt(sum(v * v for v in row) / len(row) + eps)
+        want[r] = [v / rms * float(gi) for v, gi in zip(row, g)]
+    np.testing.assert_allclose(nx.rmsnorm(x, g, eps), want, rtol=RTOL, atol=ATOL * max(1.0, float(np.abs(want).max())))
+
+
 @pytest.mark.parametrize("heads", [1, 4])
 def test_l2norm_gives_unit_rows_or_heads(heads):
     x = rng().standard_normal((2, 16)).astype(np.float32)
@@ -176,13 +191,56 @@ def test_rotary_frequencies_scale_as_transformers_computes_them(scaling, want):
     np.testing.assert_allclose(nx.rotary_frequencies(500000, 32, **scaling), want(), rtol=1e-12)
 
 
+def test_longrope_divides_each_frequency_by_its_short_factor_within_the_original_context_and_its_long_one_past_it():
+    # transformers' _compute_longrope_parameters: inv_freq = 1 / (ext_factors · base^(2i/dim)), its attention factor on
+    # the cosines; the short factors up to the original context, the long ones past it (llama.cpp: by its context).
+    base, dim, short, long = 10000.0, 8, (1.0, 1.5, 2.0, 4.0), (2.0, 3.0, 5.0, 9.0)
+    fill = ("cosines", base, (("scaling", "longrope"), ("context", 16.0), ("short", short), ("long", long),
+                              ("attention", 1.2)))
+    for ctx, factors in ((16, short), (17, long)):
+        table = nx.fill_table(fill, ctx, dim // 2)
+        for p in (0, 5, ctx - 1):
+            for i in range(dim // 2):
+                theta = 1.0 / (factors[i] * base ** (2 * i / dim))
+                assert math.isclose(float(table[p, i]), 1.2 * math.cos(p * theta), rel_tol=1e-6, abs_tol=1e-7)
+
+
+def test_soft_cap_is_cap_times_tanh_of_x_over_cap():
+    x = rng().standard_normal(40).astype(np.float32) * 60
+    close(nx.soft_cap(x, 30.0), [30.0 * math.tanh(float(v) / 30.0) for v in x])
+    assert np.all(np.abs(nx.soft_cap(x, 30.0)) < 30.0)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_layernorm_centres_each_row_divides_by_its_deviation_then_scales_and_shifts(bias):
+    x = rng(1).standard_normal((3, 16)).astype(np.float32) * 3 + 2
+    g = rng(2).standard_normal(16).astype(np.float32)
+    b = rng(3).standard_normal(16).astype(np.float32) if bias else None
+    want = np.zeros((3, 16))
+    for r in range(3):
+        row = [float(v) for v in x[r]]
+        mean = sum(row) / 16
+        var = sum((v - mean) ** 2 for v in row) / 16
+        for j in range(16):
+            want[r, j] = (row[j] - mean) / math.sqrt(var + 1e-5) * float(g[j]) + (float(b[j]) if bias else 0.0)
+    close(nx.layernorm(x, g, b, 1e-5), want)
+
+
+@pytest.mark.parametrize("start, stop, every", [(0, 6, None), (6, 12, None), (0, 2, 6), (2, 3, 6), (5, 6, 6)])
+def test_columns_take_columns_start_to_stop_of_the_whole_or_of_every_group(start, stop, every):
+    x = rng().standard_normal((2, 24)).astype(np.float32)
+    group = every or 24
+    want = [[float(x[r, g * group + j]) for g in range(24 // group) for j in range(start, stop)] for r in range(2)]
+    np.testing.assert_array_equal(nx.columns(x, start, stop, every), np.asarray(want, dtype=np.float32))
+
+
 def test_a_fill_s_attention_factor_multiplies_its_cosines_and_sines():
     plain = nx.fill_table(("sines", 10000.0), 8, 4)
     scaled = nx.fill_table(("sines", 10000.0, (("attention", 1.25),)), 8, 4)
     np.testing.assert_allclose(scaled, 1.25 * plain.astype(np.float64), rtol=1e-6)
 
 
-def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=None, sinks=None):
+def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=None, sinks=None, softcap=None):
     rows, ctx = q.shape[0], k.shape[0]
     dk = q.shape[1] // heads
     dv = v.shape[1] // groups
@@ -196,6 +254,8 @@ def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=N
             allowed = [j for j in range(ctx) if j <= i and (window is None or j > i - window)
                        and (chunk is None or j // chunk == i // chunk)]
             logits = {j: f * float(qs @ k[j, g * dk:(g + 1) * dk]) for j in allowed}
+            if softcap is not None:  # Gemma 2: cap · tanh(logit / cap), before the softmax
+                logits = {j: softcap * math.tanh(l / softcap) for j, l in logits.items()}
             m = max(list(logits.values()) + ([float(sinks[h])] if sinks is not None else []))
             den = sum(math.exp(l - m) for l in logits.values()) + (math.exp(float(sinks[h]) - m) if sinks is not None else 0)
             for j, l in logits.items():
@@ -203,15 +263,18 @@ def loop_attention(q, k, v, pos, heads, groups, window=None, chunk=None, scale=N
     return out
 
 
-@pytest.mark.parametrize("opts", [{}, {"window": 3}, {"chunk": 4}, {"scale": 0.3}, {"sinks": True}, {"window": 5, "sinks": True}])
+@pytest.mark.parametrize("opts", [{}, {"window": 3}, {"chunk": 4}, {"scale": 0.3}, {"sinks": True}, {"window": 5, "sinks": True},
+                                  {"softcap": 0.7}, {"window": 3, "softcap": 2.0, "scale": 0.9}])
 def test_attention_is_causal_grouped_softmax_over_allowed_positions(opts):
     heads, groups, dk, ctx, rows, pos = 4, 2, 8, 12, 3, 6
     q = rng(1).standard_normal((rows, heads * dk)).astype(np.float32)
     k = rng(2).standard_normal((ctx, groups * dk)).astype(np.float32)
     v = rng(3).standard_normal((ctx, groups * dk)).astype(np.float32)
     sinks = rng(4).standard_normal(heads).astype(np.float32) if opts.get("sinks") else None
-    got = nx.attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks)
-    close(got, loop_attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks))
+    got = nx.attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks,
+                       opts.get("softcap"))
+    close(got, loop_attention(q, k, v, pos, heads, groups, opts.get("window"), opts.get("chunk"), opts.get("scale"), sinks,
+                              opts.get("softcap")))
 
 
 def test_latent_attention_absorbed_equals_attention_over_up_projected_keys_and_values():

@@ -79,8 +79,7 @@ def test_the_running_arg_max_keeps_the_lowest_index_of_equal_maxima_in_different
     # Columns 3 and width + 3 (in the first and second column tiles) the same, and larger than every other.
     out = w.dense["Wout"].copy()
     out[:, 3] = out[:, width + 3] = 10 * np.abs(out).max() * np.sign(out[:, 0] + 1e-9)
-    w.planes["Wout"] = quantize_weight(out)  # read as stored Q8_0, as the checkpoint would store it
-    w.dense["Wout"] = w.planes["Wout"].dense()
+    w.values["Wout"] = quantize_weight(out)  # read as stored Q8_0, as the checkpoint would store it
     step = Executor(w).step(plan_of(model), [5], [0])
     logits = step.values["head"]["logits"][0]
     assert logits[3] == logits[width + 3] == logits.max()

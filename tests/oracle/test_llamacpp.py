@@ -7,17 +7,22 @@ document authored from the file, and the bundle executor on its lowered prefill 
 position's logits are compared relative to the largest logit llama.cpp gives there.
 
 Tolerances, each measured (``docs/oracle.md`` has the figures):
-- F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` in
-  float64 rounded once (and llama.cpp builds its rotation angles by repeated float32 multiplication). Measured: at
-  most 5e-6 over every case (Qwen3.5 with experts); the bound leaves 2× room.
-- GELU (Gemma 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry fp16 table
-  (``GGML_GELU_FP16``). Measured 3e-5; with that table emulated in the reference the case agrees within the F32 bound,
-  which a test here shows.
-- Q8_0 projections: ``Q8_TOLERANCE``. llama.cpp quantises the activations to Q8_0 too (blocks of 32, an fp16 scale)
-  before an int8 dot product; ``streamed`` multiplies float32 activations by the exactly dequantised weights. Measured
-  up to 0.05 for dense models and 0.2 with experts (a quantised router input flips a top-k choice); with llama.cpp's
-  activation quantisation emulated in the reference a dense model agrees within ``Q8_EMULATED_TOLERANCE``, which a
-  test here shows.
+- F32 weights: ``F32_TOLERANCE``. Both compute in float32; llama.cpp sums in its SIMD order, ``streamed`` by its
+  product's rule (blocks of 32 in float32 lanes, float64 between blocks), and llama.cpp builds its rotation angles by
+  repeated float32 multiplication. Measured: at most 5e-6 over every case (Qwen3.5 with experts); 2× room.
+- GELU (Gemma 2 and 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry
+  fp16 table (``GGML_GELU_FP16``). Measured 2.7e-5 (Gemma 3), 1.2e-4 (Gemma 2); StarCoder2, whose GELU is not gated
+  and feeds its down projection alone, ``UNGATED_GELU_TOLERANCE``: measured 3.7e-4. Each bound leaves 2× room. With
+  that table emulated in the reference the typical position agrees within the F32 bound, which a test here shows
+  (StarCoder2's worst stays near 1e-4: an input within float32 rounding of an fp16 boundary takes the next entry).
+- In llama.cpp's arithmetic (``--arithmetic llama.cpp``: Q8_0 activations before a Q8_0 product, fp16 ones before an
+  F16 product, GELU from ggml's fp16 table) Gemma 3's F32 case is held to ``F32_TOLERANCE`` too (3e-5 without: the
+  table; Gemma 2 and StarCoder2 keep their GELU bounds, which a near-boundary input still needs), and Q8_0 and F16 cases to ``Q8_TOLERANCE``: 1e-3. What is left is rounding that float32 cannot decide —
+  an activation whose quantised value sits within a last bit of a rounding boundary goes the other way in
+  llama.cpp, whose sums differ from ours in their last bits. A Q8_0 case whose run leaves llama.cpp beyond the
+  tolerance is held to it after the near-ties at the first position that leaves (``oracle.emulated``) are rounded
+  llama.cpp's way; the rounding each takes is shown to be within ``oracle.NEAR_TIE`` of a half.
+- Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
 ways: every optional key an architecture does not read changes neither llama.cpp's logits nor the document, every
@@ -39,9 +44,17 @@ import oracle
 from repo import CONFIGS
 
 F32_TOLERANCE = 1e-5
-GELU_TOLERANCE = 1e-4
-Q8_TOLERANCE = 0.25
-Q8_EMULATED_TOLERANCE = F32_TOLERANCE
+GELU_TOLERANCE = 2.5e-4
+UNGATED_GELU_TOLERANCE = 7.5e-4
+Q8_TOLERANCE = 1e-3
+#: Qwen3-Next in Q8_0 leaves llama.cpp from its third decode step by up to 1e-2 at positions whose own last layer
+#: differs; no near-tie of an activation's rounding nor of an expert's choice explains it (docs/oracle.md): measured,
+#: not yet explained, and held to twice what was measured so that a change of it is seen.
+UNEXPLAINED = {"qwen3next": 0.025}
+#: Qwen3.5 and Qwen3-Next with F16 projections: 1.3e-3 and 1.1e-3. Far more values sit near an fp16 rounding
+#: boundary than near a Q8_0 one; their gated-delta states carry each that goes the other way to every later position.
+#: Measured, held to twice that.
+F16_CARRIED = {"qwen35": 2.6e-3, "qwen3next": 2.2e-3}
 PREFILL = 16
 WINDOW = 8  # every windowed case's window: 12 decode steps run past it
 TOKENS = 28
@@ -87,6 +100,8 @@ CASES = {
                                                                moe_intermediate_size=32,
                                                                shared_expert_intermediate_size=48),
     "llama, linear rope scaling": lambda: small("llama", rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    # q, k and v stored in one attn_qkv, which llama.cpp loads for any architecture: one product, split by columns.
+    "llama, q k v fused in attn_qkv": lambda: small("llama"),
     "qwen2": lambda: small("qwen2"),
     "qwen3": lambda: small("qwen3"),
     "qwen3, yarn rope scaling": lambda: small("qwen3", rope_scaling={"rope_type": "yarn", "factor": 8.0,
@@ -114,13 +129,33 @@ CASES = {
     "llama4": lambda: cfg("llama-4-scout", hidden_size=64, head_dim=16, num_attention_heads=4, num_key_value_heads=2,
                           intermediate_size=32, intermediate_size_mlp=64, num_hidden_layers=4, num_local_experts=4,
                           vocab_size=256, interleave_moe_layer_step=2),
+    # Gemma 2: windowed and global layers in turn, soft-capped attention and final logits, sandwich norms.
+    "gemma2": lambda: cfg("small-gemma2"),
+    # Phi-3: fused qkv and gate_up; LongRoPE's long factors (the context past the original 16), its short ones (the
+    # context within the original 512: llama.cpp's is 256, its context padded, ours the 28 tokens), and none.
+    "phi3": lambda: cfg("small-phi3"),
+    "phi3, longrope within the original context": lambda: cfg("small-phi3", original_max_position_embeddings=512,
+                                                              max_position_embeddings=2048),
+    "phi3, no rope scaling": lambda: cfg("small-phi3", rope_scaling=None),
+    # StarCoder2: layer norms with biases, an ungated GELU MLP, biased projections (its window, llama.cpp has not).
+    "starcoder2": lambda: cfg("small-starcoder2", sliding_window=None),
+    # OLMo 2: post-norms only, q/k norms over the whole projection.
+    "olmo2": lambda: cfg("small-olmo2"),
+    # InternLM2: the grouped wqkv, split by the converter into q, k and v.
+    "internlm2": lambda: cfg("small-internlm2"),
 }
-GELU = {"gemma3", "gemma3, linear rope scaling"}
+GELU = {"gemma3", "gemma3, linear rope scaling", "gemma2"}
+UNGATED_GELU = {"starcoder2"}
+
+
+def tolerance(name: str) -> float:
+    return UNGATED_GELU_TOLERANCE if name in UNGATED_GELU else GELU_TOLERANCE if name in GELU else F32_TOLERANCE
 #: How a case's GGUF differs from what the converter writes (``oracle.write``'s ``kv`` and ``squeeze``).
 WRITTEN = {
     "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
     "qwen2-moe, a shared-expert gate stored [d]": {"squeeze": ("ffn_gate_inp_shexp.weight",)},
+    "llama, q k v fused in attn_qkv": {"fused": True},
 }
 
 
@@ -145,19 +180,20 @@ def worst(got: np.ndarray, want: np.ndarray) -> tuple[float, int]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_path, name):
     want, ours = evaluate(tmp_path, name)
-    tolerance = GELU_TOLERANCE if name in GELU else F32_TOLERANCE
+    bound = tolerance(name)
     rel, at = worst(ours.reference, want)
-    assert rel <= tolerance, f"{name}: the reference leaves llama.cpp at position {at}: {rel:.3g} relative"
+    assert rel <= bound, f"{name}: the reference leaves llama.cpp at position {at}: {rel:.3g} relative"
     positions = sorted(ours.bundle)
     assert positions == [PREFILL - 1, *range(PREFILL, TOKENS)]
     rel, at = worst(np.stack([ours.bundle[p] for p in positions]), want[positions])
-    assert rel <= tolerance, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
+    assert rel <= bound, f"{name}: the bundle leaves llama.cpp at position {positions[at]}: {rel:.3g} relative"
 
 
 #: One case per architecture, for the metadata-key rule (``streamed.model.gguf_keys``).
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
                  "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
-                 "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss"}
+                 "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss", "gemma2": "gemma2", "phi3": "phi3",
+                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
 #: Optional keys that change a model where an architecture reads them, each set to a value that would show.
 PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
           "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
@@ -213,6 +249,15 @@ READ_KEYS = [
     ("deepseek2", {"{arch}.expert_gating_func": 2}),
     ("deepseek2", {"{arch}.expert_weights_scale": 3.0}),
     ("deepseek2, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.3}),
+    ("gemma3", {"{arch}.final_logit_softcapping": 50.0}),
+    ("gemma2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("gemma2", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("gemma2", {"{arch}.rope.freq_base_swa": 50.0}),
+    ("gemma2", {"{arch}.attn_logit_softcapping": 0.5}),
+    ("gemma2", {"{arch}.final_logit_softcapping": 50.0}),
+    # Olmo 3's converted files: a window on the layers its pattern slides, their rotation unscaled.
+    ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 2}),
 ]
 
 
@@ -226,81 +271,63 @@ def test_a_key_llama_cpp_reads_for_an_architecture_is_read_as_llama_cpp_reads_it
     want = llamacpp.logits(w.path, tokens, PREFILL)
     assert worst(llamacpp.logits(plain.path, tokens, PREFILL), want)[0] > 100 * F32_TOLERANCE, "the key changes nothing"
     rel, at = worst(oracle.ours(w.path, tokens, PREFILL, bundle=False).reference, want)
-    assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
+    assert rel <= tolerance(name), f"{rel:.3g} at position {at}"
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen3-moe", "deepseek2", "qwen35moe", "qwen3next", "gpt-oss"])
-def test_q8_0_checkpoints_agree_within_what_llama_cpp_s_activation_quantisation_explains(tmp_path, name):
-    want, ours = evaluate(tmp_path, name, q8=True, bundle=False)
-    rel, at = worst(ours.reference, want)
-    assert rel <= Q8_TOLERANCE, f"{name}: {rel:.3g} at position {at}"
-
-
-def _q8_activations(monkeypatch, weights) -> None:
-    """Make the reference quantise a product's activations to Q8_0 when the weight is stored Q8_0, as llama.cpp's
-    ``ggml_vec_dot_q8_0_q8_0`` does: per row, blocks of 32 along the reduction, scale ``max|x|/127`` kept as fp16,
-    values rounded half away from zero."""
-    import streamed.numerics.kernels as nx
-
-    plain = nx.matmul
-    stored = [weights.dense[n] for n in weights.planes]
-
-    def matmul(x, w):
-        if any(np.shares_memory(w, s) for s in stored):
-            x = np.asarray(x, dtype=np.float32)
-            blocks = x.reshape(*x.shape[:-1], -1, 32)
-            d = np.abs(blocks).max(axis=-1, keepdims=True) / 127
-            inv = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0)
-            q = np.trunc(blocks * inv + np.copysign(0.5, blocks))
-            x = (q * d.astype(np.float16).astype(np.float32)).reshape(x.shape)
-        return plain(x, w)
-
-    monkeypatch.setattr(nx, "matmul", matmul)
-
-
-def test_q8_0_differences_are_llama_cpp_s_activation_quantisation(tmp_path, monkeypatch):
-    from streamed.analysis.whole import analyze
-    from streamed.model.author import author
-    from streamed.model.gguf import read_gguf
-    from streamed.numerics.run import reference_logits
-    from streamed.numerics.weights import from_gguf
-
-    # Dense, every query head its own KV head: here the emulation accounts for every difference. (With grouped
-    # heads a residual of about 5e-3 remains from the third position on — not yet explained; with experts a
-    # quantised router input can flip a top-k choice.)
-    c = small("llama", num_key_value_heads=4)
-    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_q8_0_checkpoints_agree_in_llama_cpp_s_arithmetic_up_to_roundings_float32_cannot_decide(tmp_path, name):
+    c = CASES[name]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True, **WRITTEN.get(name, {}))
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
-    ck = read_gguf(w.path)
-    a = analyze(author(ck.spec), ck.storage)
-    weights = from_gguf(w.path, a.programs, ck.storage)
-    assert weights.planes, "the projections are read as stored Q8_0"
-    plain, _ = worst(reference_logits(a.programs, weights, tokens, PREFILL).logits, want)
-    _q8_activations(monkeypatch, weights)
-    emulated, at = worst(reference_logits(a.programs, weights, tokens, PREFILL).logits, want)
-    assert emulated <= Q8_EMULATED_TOLERANCE < plain, (plain, emulated, at)
+    exact = oracle.ours(w.path, tokens, PREFILL, bundle=False).reference
+    assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
+    got, flips = oracle.emulated(w.path, tokens, PREFILL, want, UNEXPLAINED.get(name, Q8_TOLERANCE))
+    rel, at = worst(got, want)
+    assert rel <= UNEXPLAINED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}, after {flips}"
+    assert all(f.distance < oracle.NEAR_TIE for f in flips) and len(flips) <= 3, flips
 
 
-def test_gemma3_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, monkeypatch):
-    import streamed.numerics.kernels as nx
+def test_a_q8_0_bundle_in_llama_cpp_s_arithmetic_computes_what_the_reference_computes(tmp_path):
+    c = CASES["qwen3-moe"]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+    tokens = tokens_for(c)
+    ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
+    positions = sorted(ours.bundle)
+    assert np.array_equal(np.stack([ours.bundle[p] for p in positions]), ours.reference[positions])
 
-    want, ours = evaluate(tmp_path, "gemma3", bundle=False)
+
+@pytest.mark.parametrize("name", ["gemma2", "starcoder2"])
+def test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
+    want, ours = evaluate(tmp_path, name, bundle=False)
     plain, _ = worst(ours.reference, want)
-    exact = nx.gelu
-
-    def gelu_fp16(x):  # ggml_vec_gelu_f32 under GGML_GELU_FP16
-        x = np.asarray(x, dtype=np.float32)
-        table = exact(x.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
-        return np.where(x <= -10, 0, np.where(x >= 10, x, table)).astype(np.float32)
-
-    monkeypatch.setattr(nx, "gelu", gelu_fp16)
-    _, ours = evaluate(tmp_path, "gemma3", bundle=False)
-    emulated, at = worst(ours.reference, want)
-    assert emulated <= F32_TOLERANCE < plain, (plain, emulated, at)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
+                           arithmetic="llama.cpp").reference
+    worst_emulated, at = worst(emulated, want)
+    typical = float(np.median(oracle.relative(emulated, want)))
+    assert typical <= F32_TOLERANCE < plain and worst_emulated <= plain / 4, (plain, worst_emulated, typical, at)
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]"])
+@pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
+def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
+    c = CASES[name]()
+    w = oracle.write(tmp_path / "model.gguf", c, f16=True)
+    tokens = tokens_for(c)
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
+    rel, at = worst(ours.reference, want)
+    assert rel <= F16_CARRIED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}"
+
+
+def test_gemma3_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path):
+    want, plain = evaluate(tmp_path, "gemma3", bundle=False)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES["gemma3"]()), PREFILL, bundle=False,
+                           arithmetic="llama.cpp")
+    assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
+                                  "phi3"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
     w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))
@@ -314,4 +341,20 @@ def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_pat
     want = llamacpp.logits(w.path, tokens, PREFILL)
     assert got["positions"] == list(range(TOKENS))
     rel, at = worst(np.asarray(got["logits"], dtype=np.float32), want)
-    assert rel <= (GELU_TOLERANCE if name in GELU else F32_TOLERANCE), f"{rel:.3g} at position {at}"
+    assert rel <= tolerance(name), f"{rel:.3g} at position {at}"
+
+
+def test_streamed_run_in_llama_cpp_s_arithmetic_prints_llama_cpp_s_logits_of_a_q8_0_checkpoint(tmp_path, run):
+    c = CASES["qwen2"]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+    tokens = tokens_for(c)
+    code, _, err = run("author", w.path, "-o", tmp_path / "model.lgm")
+    assert code == 0, err
+    argv = ["run", tmp_path / "model.lgm", "--checkpoint", w.path, "--tokens", ",".join(map(str, tokens)),
+            "--prefill", str(PREFILL), "--json"]
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    code, out, err = run(*argv, "--arithmetic", "llama.cpp")
+    assert code == 0, err
+    assert worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)[0] <= F32_TOLERANCE
+    code, out, err = run(*argv)
+    assert worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)[0] > Q8_TOLERANCE

@@ -5,6 +5,7 @@ stdout — what a buggy or hostile editor sends, which a typed client such as py
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import queue
@@ -117,3 +118,14 @@ class RawClient:
         except Exception:  # noqa: BLE001 — a server that does not stop is stopped
             self.process.kill()
             self.process.wait()
+
+
+@contextlib.contextmanager
+def serving(root: Path, options: dict | None = None):
+    """An initialised server on a workspace folder ``root``, shut down (or killed) after the block."""
+    client = RawClient(root)
+    try:
+        client.initialize(options)
+        yield client
+    finally:
+        client.close()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lsphelp import TINY, deep
-from rawclient import RawClient
+from rawclient import RawClient, serving
 
 POSITION_REQUESTS = ["textDocument/hover", "textDocument/definition", "textDocument/completion",
                      "textDocument/prepareRename"]
@@ -16,10 +16,8 @@ POSITION_REQUESTS = ["textDocument/hover", "textDocument/definition", "textDocum
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    client = RawClient(tmp_path_factory.mktemp("raw"))
-    client.initialize()
-    yield client
-    client.close()
+    with serving(tmp_path_factory.mktemp("raw")) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")

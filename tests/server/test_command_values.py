@@ -80,3 +80,50 @@ def test_open_manifest_reads_only_inside_the_workspace_folders(tmp_path):
     for folders in ([work], [Path("/")], []):
         with pytest.raises(CommandError, match=f"will not read {outside}: manifests are read inside"):
             open_manifest({"bundle": str(outside)}, folders)
+
+
+def _lower(tmp_path, folders, obj, settings=None):
+    from streamed.analysis.incremental import IncrementalAnalyzer
+    from streamed_lsp.commands import lower_bundle
+    from streamed_lsp.scheduler import Snapshot
+    from streamed_lsp.settings import Settings
+
+    doc = tmp_path / "work" / "m.lgm"
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(TINY)
+    snap = Snapshot(doc.as_uri(), 1, 1, IncrementalAnalyzer().analyze(TINY))
+    return lower_bundle(snap, {"uri": doc.as_uri(), "mode": "decode", "ctx": 16, **obj}, settings or Settings(), folders,
+                        lambda m, p: None, lambda: False)
+
+
+@pytest.mark.parametrize("field", ["target", "checkpoint"])
+def test_a_command_reads_a_target_or_checkpoint_only_inside_the_workspace(tmp_path, field):
+    """Issue 21: `lowerBundle {"target": "/etc/shadow"}` opened and parsed any file and described it back, line and
+    column; `checkpoint` read from anywhere. A well-formed file outside the workspace is refused before it is read —
+    with any workspace folder, with `/` as one, and with none (the document's folder)."""
+    from repo import TINY_CHIP
+
+    outside = tmp_path / "outside.toml"
+    outside.write_bytes(TINY_CHIP.read_bytes())
+    work = tmp_path / "work"
+    work.mkdir()
+    for folders in ([work], [Path("/")], []):
+        for value in (str(outside), "../outside.toml", "/etc/shadow"):
+            with pytest.raises(CommandError, match=rf"will not read .* \(`{field}`\): a command reads files inside"):
+                _lower(tmp_path, folders, {field: value})
+    assert not (work / "m.bundle").exists()
+
+
+def test_a_target_inside_the_workspace_or_named_by_the_settings_is_read(tmp_path):
+    from streamed_lsp.settings import Settings
+    from repo import TINY_CHIP
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "chip.toml").write_bytes(TINY_CHIP.read_bytes())
+    assert _lower(tmp_path, [work], {"target": "chip.toml"})["kinds"] >= 1
+    outside = tmp_path / "mine.toml"
+    outside.write_bytes(TINY_CHIP.read_bytes())
+    # The user's own setting is the user's, like a command line: read wherever it is.
+    assert _lower(tmp_path, [work], {"target": str(outside)}, Settings(target=str(outside)))["kinds"] >= 1
+    assert _lower(tmp_path, [work], {"target": "sn40l"})["kinds"] >= 1

@@ -27,12 +27,17 @@ async def send_all(editor, uri, text, new):
     return await editor.analysed(uri)
 
 
-async def test_completion_offers_operations_names_in_scope_and_constants(editor, client):
-    uri = editor.open(TINY)
+async def completions_after(editor, client, text: str, needle: str, after: str | None = None) -> dict:
+    """The completion items, by label, offered just after the first ``needle`` (after ``after``) of ``text``."""
+    uri = editor.open(text)
     await editor.analysed(uri)
-    line, col = position_of(TINY, "Let h1 be ")
-    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, col + len("Let h1 be "))))))
-    labels = {i.label: i for i in got.items}
+    line, col = position_of(text, needle, after=after)
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, col + len(needle))))))
+    return {i.label: i for i in got.items}
+
+
+async def test_completion_offers_operations_names_in_scope_and_constants(editor, client):
+    labels = await completions_after(editor, client, TINY, "Let h1 be ")
     assert "attention" in labels and "latent attention" in labels and "rmsnorm" in labels
     assert labels["rmsnorm"].insert_text.startswith("rmsnorm of ${1:X} with ${2:G}")
     assert "xn1" in labels and "a1" in labels and "h1" not in labels and "hn1" not in labels
@@ -210,3 +215,11 @@ async def test_formatting_keeps_the_alignment_of_be_after_binders(editor, client
     await editor.analysed(uri)
     edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
     assert [e.new_text for e in edits] == ["Let g1    be a weight of d."]
+
+
+async def test_completion_offers_the_new_operations_and_attention_s_soft_cap(editor, client):
+    labels = await completions_after(editor, client, TINY, "Let h1 be ")
+    assert {"layernorm", "soft cap", "columns"} <= set(labels)
+    assert labels["columns"].insert_text == "columns ${1:A} to ${2:B} of ${3:X}"
+    typing = TINY.replace("at pos, heads 4 sharing 2.", "at pos, heads 4 sharing 2, ", 2)
+    assert "soft cap #L" in await completions_after(editor, client, typing, "sharing 2, ", after="Let a1 be attention")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from lsphelp import TINY
 from mutations import mutate
-from rawclient import RawClient
+from rawclient import serving
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**40), max_value=2**40) | st.floats(allow_nan=False)
@@ -61,12 +61,10 @@ NOTIFICATIONS = ["textDocument/didChange", "workspace/didChangeConfiguration", "
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    client = RawClient(tmp_path_factory.mktemp("hostile"))
-    client.initialize()
-    client.uri = client.open("tiny.lgm", TINY)
-    client.published(client.uri)
-    yield client
-    client.close()
+    with serving(tmp_path_factory.mktemp("hostile")) as client:
+        client.uri = client.open("tiny.lgm", TINY)
+        client.published(client.uri)
+        yield client
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

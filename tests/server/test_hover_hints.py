@@ -88,3 +88,17 @@ async def test_inlay_hints_keep_an_aligned_be_column_aligned(editor, client):
     l2, l3 = position_of(text, "## Layer 2"), position_of(text, "## Layer 3")
     plain = await request(client.text_document_inlay_hint_async(lsp.InlayHintParams(doc(uri), lsp.Range(pos(l2), pos(l3)))))
     assert all(h.label == h.label.rstrip() for h in plain) and plain
+
+
+async def test_hover_explains_the_operations_gemma_2_phi_3_and_starcoder2_are_written_with(editor, client):
+    from repo import example
+
+    for name, needle, after, says in (
+            ("small-gemma2", "soft cap", "Let capped be", "C·tanh(x/C)"),
+            ("small-phi3", "columns", "Let qp0", "one part of a fused product"),
+            ("small-starcoder2", "layernorm", "Let xn0", "Layer norm per row")):
+        text = example(name)
+        uri = editor.open(text)
+        await editor.analysed(uri)
+        h = await hover_at(client, uri, position_of(text, needle, after=after))
+        assert h is not None and says in h.contents.value, (name, h)

@@ -56,7 +56,7 @@ def test_a_failed_lowering_writes_no_directory_and_keeps_an_existing_one(tmp_pat
     out = tmp_path / "bundle"
     assert main(["lower", str(doc), "--mode", "tp", "--tp", "3", "-o", str(out)]) == 1
     assert not out.exists()
-    assert capsys.readouterr().err.startswith("the bundle is refused: tensor parallel over 3 chips")
+    assert capsys.readouterr().err.startswith("the bundle program does not lower: tensor parallel over 3 chips")
     assert main(["lower", str(doc), "-o", str(out), "--ctx", "64"]) == 0
     before = {p.name: p.read_bytes() for p in (out / "programs").iterdir()} | {"m": (out / "manifest.json").read_bytes()}
     assert main(["lower", str(doc), "--mode", "batched-tp", "--batch", "2", "--tp", "3", "-o", str(out)]) == 1

@@ -122,7 +122,7 @@ def test_check_puts_kv_caches_that_fit_no_memory_on_the_declaration_of_the_first
     assert capsys.readouterr().out == ""
     assert main(["check", str(doc), "--ctx", "200000", "--target", str(tmp_path / "small.toml")]) == 1
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith(f"{doc}:{_line_of(text, 'Let Kc2 be a state')}:1: error: the bundle is refused: the states "
+    assert line.startswith(f"{doc}:{_line_of(text, 'Let Kc2 be a state')}:1: error: the bundle program does not lower: the states "
                            f"of layer 2 do not fit")
 
 
@@ -135,7 +135,7 @@ def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bun
     assert main(["check", str(doc), "--mode", "tp", "--tp", "2"]) == 0
     assert main(["check", str(doc), "--mode", "tp", "--tp", "3"]) == 1
     out = capsys.readouterr().out
-    assert f"{doc}:{_line_of(text, 'Let a0 be attention')}:1: error: the bundle is refused: tensor parallel over 3 chips" in out
+    assert f"{doc}:{_line_of(text, 'Let a0 be attention')}:1: error: the bundle program does not lower: tensor parallel over 3 chips" in out
     assert main(["check", str(doc), "--mode", "prefill", "--ctx", "8", "--chunk", "16"]) == 2
     assert "--chunk 16 is longer than --ctx 8" in capsys.readouterr().err
 

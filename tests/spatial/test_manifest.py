@@ -80,9 +80,11 @@ def test_a_documents_own_naming_is_kept_with_the_part_of_a_shared_tensor_each_we
     embed, head = m["shared"]["embed"]["weights"], m["shared"]["head"]["weights"]
     assert [(w["name"], w["checkpoint"]) for w in embed] == [("Emb", "model.language_model.embed_tokens.weight")]
     assert ("Wout", "lm_head.weight") in [(w["name"], w["checkpoint"]) for w in head]
-    # norms and the router are weights of their layer like any other: replicated, read whole on every chip
+    # norms and the router are weights of their layer like any other: replicated, read whole on every chip (the
+    # router as it is stored: its Q8_0 planes and scales)
     router = next(w for w in m["kinds"][0]["weights"] if w["name"] == "Wr0")
-    assert [(r["chip"], r["slice"]) for r in router["reads"]] == [(None, None)]
+    assert [(r["encoding"], r["chip"], r["slice"]) for r in router["reads"]] == [("planes", None, None),
+                                                                                 ("scales", None, None)]
     assert m["layers"][0]["checkpoint"][m["layers"][0]["weights"].index("Wr0")] == \
         "model.language_model.layers.0.mlp.gate.weight"
 

@@ -109,6 +109,29 @@ def test_certify_refuses_tiles_that_skip_repeat_or_overrun_rows(broken, why):
         certify(replace(p, tiles=broken(p.tiles)), target)
 
 
+def _overlapping(ts, by: int):
+    """The tiles with the second one starting ``by`` rows inside the first (and its rows moved with it)."""
+    r0, r1 = ts[1].rows
+    return ts[:1] + (replace(ts[1], rows=(r0 - by, r1 - by)),) + ts[2:]
+
+
+@pytest.mark.parametrize("broken,rows", [
+    (lambda ts: _overlapping(ts, 1), "{first_end} to {first_end}"),  # one row computed twice, one never
+    (lambda ts: _overlapping(ts, 2), "{first_end_2} to {first_end}"),
+    (lambda ts: ts[:2] + ts[:1] + ts[2:], "0 to {second_end}"),  # a whole earlier tile again, not beside itself
+])
+def test_certify_refuses_tiles_that_overlap_in_part(broken, rows):
+    """Issue 21: weakening the coverage check to let tiles overlap was caught by nothing — the tests fed repeats (a
+    tile twice in a row, refused by another branch), a skipped tile and an overrun, never a tile starting inside the
+    one before it. Rows covered twice compute a cache row twice and the output's rows twice."""
+    p = tiled_layer()
+    target = load_target(str(TINY_CHIP))
+    first_end, second_end = p.tiles[0].rows[1], p.tiles[1].rows[1]
+    twice = rows.format(first_end=first_end - 1, first_end_2=first_end - 2, second_end=second_end - 1)
+    with pytest.raises(LoweringError, match=f"its tiles cover rows {twice} twice"):
+        certify(replace(p, tiles=broken(p.tiles)), target)
+
+
 def test_a_tile_of_rows_attends_causally_over_the_cache_rows_the_tiles_before_it_wrote():
     model = lower_streamed(analyze(two_kind_document(4)), Deployment("forward", ctx=16), target=str(TINY_CHIP))
     windowed, full = model.kinds[0].program, model.kinds[1].program  # window 8, then global attention

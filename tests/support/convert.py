@@ -6,7 +6,7 @@ back to the raw ``config.json`` when transformers refuses it), moves ``text_conf
 ``TextModel.set_gguf_parameters``'s keys plus its architecture class's own. This module transcribes that, for the
 architectures the oracle uses, from the converter that ``llama-cpp-python`` 0.3.36 vendors
 (``ggml-org/llama.cpp@0c1e57098``: ``conversion/base.py``, ``llama.py``, ``qwen.py``, ``gemma.py``, ``deepseek.py``,
-``gpt_oss.py``) — so a field ``streamed.model.hf`` misreads is not handed to llama.cpp as well: the GGUF says what
+``gpt_oss.py``, ``phi.py``, ``starcoder.py``, ``olmo.py``, ``internlm.py``) — so a field ``streamed.model.hf`` misreads is not handed to llama.cpp as well: the GGUF says what
 transformers says.
 
 ``metadata(cfg)`` gives ``(architecture, kv)`` — ``kv`` keyed like ``ggufs.writer``'s (``{arch}.block_count``) —
@@ -33,6 +33,8 @@ ARCHITECTURE = {
     "gemma3": ("gemma3", "Gemma3Model"), "gemma3_text": ("gemma3", "Gemma3Model"),
     "deepseek_v2": ("deepseek2", "DeepseekV2Model"), "llama4": ("llama4", "Llama4Model"),
     "llama4_text": ("llama4", "Llama4Model"), "gpt_oss": ("gpt-oss", "GptOssModel"),
+    "gemma2": ("gemma2", "Gemma2Model"), "phi3": ("phi3", "Phi3MiniModel"), "starcoder2": ("starcoder2", "StarCoder2Model"),
+    "olmo2": ("olmo2", "Olmo2Model"), "internlm2": ("internlm2", "InternLM2Model"),
 }
 
 
@@ -61,6 +63,8 @@ def _rope_parameters(hp: dict) -> dict:
                                   "rotary_emb_base") if k in hp), None)
     local = next((hp[k] for k in ("local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta",
                                   "rope_local_base_freq") if k in hp), None)
+    partial = _first(hp, ("partial_rotary_factor", "rope_pct", "rope_percent"))
+    original = hp.get("original_max_position_embeddings")
     if "full_attention" not in rp and "sliding_attention" not in rp:
         if local is not None:
             rp["sliding_attention"] = {"rope_theta": local}
@@ -68,6 +72,10 @@ def _rope_parameters(hp: dict) -> dict:
             rp["rope_theta"] = theta
         if "rope_type" not in rp and rp.get("type") is not None:
             rp["rope_type"] = rp["type"]
+        if "partial_rotary_factor" not in rp and partial is not None:
+            rp["partial_rotary_factor"] = partial
+        if "original_max_position_embeddings" not in rp and original is not None:
+            rp["original_max_position_embeddings"] = original
     return rp
 
 
@@ -109,6 +117,8 @@ def _text_model(hp: dict, rp: dict) -> dict:
         kv["{arch}.rope.freq_base_swa"] = float(local)
     if (eps := _first(hp, ("rms_norm_eps", "norm_eps"))) is not None:
         kv["{arch}.attention.layer_norm_rms_epsilon"] = float(eps)
+    if (eps := _first(hp, ("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"))) is not None:
+        kv["{arch}.attention.layer_norm_epsilon"] = float(eps)
     if (n := _first(hp, ("num_local_experts", "num_experts"))) is not None:
         kv["{arch}.expert_count"] = n
     if (n := _first(hp, ("num_experts_per_tok", "num_experts_per_token", "top_k_experts"))) is not None:
@@ -129,10 +139,44 @@ def _head_dim(hp: dict) -> int:
     return hp["head_dim"] if hp.get("head_dim") is not None else hp["hidden_size"] // hp["num_attention_heads"]
 
 
+def _gemma2(hp: dict) -> dict[str, Any]:
+    """``Gemma2Model.set_gguf_parameters``: its own keys only (no rotation base: llama.cpp's 10000)."""
+    return {"{arch}.context_length": hp["max_position_embeddings"], "{arch}.embedding_length": hp["hidden_size"],
+            "{arch}.block_count": hp["num_hidden_layers"], "{arch}.feed_forward_length": hp["intermediate_size"],
+            "{arch}.attention.head_count": hp["num_attention_heads"],
+            "{arch}.attention.head_count_kv": hp.get("num_key_value_heads", hp["num_attention_heads"]),
+            "{arch}.attention.layer_norm_rms_epsilon": float(hp["rms_norm_eps"]),
+            "{arch}.attention.key_length": hp["head_dim"], "{arch}.attention.value_length": hp["head_dim"],
+            "{arch}.attn_logit_softcapping": float(hp["attn_logit_softcapping"]),
+            "{arch}.final_logit_softcapping": float(hp["final_logit_softcapping"]),
+            "{arch}.attention.sliding_window": hp["sliding_window"]}
+
+
+def _phi3(hp: dict, rp: dict) -> dict[str, Any]:
+    """``Phi3MiniModel.set_gguf_parameters`` (its own, not TextModel's) and the attention factor its
+    ``generate_extra_tensors`` writes beside LongRoPE's factors."""
+    n_embd, n_head = hp["hidden_size"], hp["num_attention_heads"]
+    original = rp["original_max_position_embeddings"]
+    kv = {"{arch}.context_length": hp["max_position_embeddings"],
+          "{arch}.rope.scaling.original_context_length": original, "{arch}.embedding_length": n_embd,
+          "{arch}.feed_forward_length": hp["intermediate_size"], "{arch}.block_count": hp["num_hidden_layers"],
+          "{arch}.attention.head_count": n_head, "{arch}.attention.head_count_kv": hp["num_key_value_heads"],
+          "{arch}.attention.layer_norm_rms_epsilon": float(hp["rms_norm_eps"]),
+          "{arch}.rope.dimension_count": int(rp.get("partial_rotary_factor", 1.0) * n_embd) // n_head,
+          "{arch}.rope.freq_base": float(rp.get("full_attention", rp)["rope_theta"]),
+          "{arch}.attention.sliding_window": hp.get("sliding_window") or 0}
+    if rp.get("long_factor"):
+        scale = hp["max_position_embeddings"] / original
+        kv["{arch}.rope.scaling.attn_factor"] = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
+    return kv
+
+
 def metadata(cfg: dict) -> tuple[str, dict[str, Any]]:
     """The GGUF architecture and the metadata the converter writes for ``cfg`` (a parsed ``config.json``)."""
     arch, cls = ARCHITECTURE[cfg["model_type"]]
     hp = hparams(cfg)
+    if cls in ("Gemma2Model", "Phi3MiniModel"):
+        return arch, _gemma2(hp) if cls == "Gemma2Model" else _phi3(hp, _rope_parameters(hp))
     if cls == "Llama4Model":  # Llama4Model.__init__: the dense width is intermediate_size_mlp
         hp["intermediate_size_moe"], hp["intermediate_size"] = hp["intermediate_size"], hp["intermediate_size_mlp"]
     if cls == "DeepseekV2Model":  # latent attention converted as one KV head (MQA)
@@ -203,17 +247,26 @@ def metadata(cfg: dict) -> tuple[str, dict[str, Any]]:
     if cls == "GptOssModel":
         kv["{arch}.attention.sliding_window"] = hp["sliding_window"]
         kv["{arch}.expert_feed_forward_length"] = hp["intermediate_size"]
+    if cls == "Olmo2Model" and "sliding_window" in hp:
+        kv["{arch}.attention.sliding_window"] = hp["sliding_window"]
+        kv["{arch}.attention.sliding_window_pattern"] = [t == "sliding_attention" for t in hp["layer_types"]] \
+            if "layer_types" in hp else [(i + 1) % 4 != 0 for i in range(hp["num_hidden_layers"])]
     return arch, kv
 
 
 def extra_tensors(cfg: dict) -> dict[str, np.ndarray]:
     """``LlamaModel.generate_extra_tensors``: Llama 3's ``rope_freqs``, one divisor per frequency — computed, as the
     converter does, with the pretraining length from the top level of the config (8192 when it is only inside the
-    rope parameters)."""
+    rope parameters); ``Phi3MiniModel.generate_extra_tensors``: LongRoPE's long and short factors as given."""
     arch, cls = ARCHITECTURE[cfg["model_type"]]
     hp = hparams(cfg)
     params = _rope_parameters(hp)
     params = params.get("full_attention", params)
+    if cls == "Phi3MiniModel":
+        if not params.get("long_factor"):
+            return {}
+        return {"rope_factors_long.weight": np.asarray(params["long_factor"], dtype=np.float32),
+                "rope_factors_short.weight": np.asarray(params["short_factor"], dtype=np.float32)}
     if cls not in ("LlamaModel", "Llama4Model") or str(params.get("rope_type", "")).lower() != "llama3":
         return {}
     base = params.get("rope_theta", 10000.0)

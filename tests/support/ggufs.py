@@ -105,19 +105,23 @@ def llama_like(path: Path, layers: int = 4, d: int = 64, heads: int = 4, kv_head
 
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
              "qwen3_5": "qwen35", "qwen3_next": "qwen3next", "deepseek_v2": "deepseek2", "llama4": "llama4",
-             "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe"}
+             "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
+             "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
 
 
 def as_gguf(spec, name: str | None = None):
-    """``spec`` as llama.cpp converts it: its architecture's GGUF name, llama.cpp's tensor names, and DeepSeek's
-    ``kv_b_proj`` split into ``attn_k_b`` and ``attn_v_b`` as current converters write it."""
+    """``spec`` as llama.cpp converts it: its architecture's GGUF name, llama.cpp's tensor names, DeepSeek's
+    ``kv_b_proj`` split into ``attn_k_b`` and ``attn_v_b`` as current converters write it, and InternLM2's grouped
+    ``wqkv`` split into ``attn_q``, ``attn_k`` and ``attn_v`` (Phi-3's ``[q | k | v]`` stays one ``attn_qkv``)."""
     import dataclasses
 
-    from streamed.model.spec import LatentAttention
+    from streamed.model.spec import Attention, LatentAttention
 
     def layer(l):
         if isinstance(l.mixer, LatentAttention):
             return dataclasses.replace(l, mixer=dataclasses.replace(l.mixer, kv_b_packed=False))
+        if isinstance(l.mixer, Attention) and l.mixer.fused == "grouped":
+            return dataclasses.replace(l, mixer=dataclasses.replace(l.mixer, fused=None))
         return l
 
     return dataclasses.replace(spec, architecture=GGUF_ARCH[spec.architecture], naming="gguf",
@@ -162,7 +166,9 @@ def metadata(spec) -> dict:
 
 def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tuple[tuple[int, ...], str]]:
     """Every checkpoint tensor an authored document binds, with its GGUF shape (``ne``) and type: projections the
-    document declares ``q8`` stored Q8_0 (where their rows are whole blocks), the rest F32, ``types`` overriding.
+    document declares ``q8`` stored Q8_0 (where their rows are whole blocks), the rest F32, ``types`` overriding —
+    except the routers and the shared expert's gate (``ffn_gate_inp``, ``ffn_gate_inp_shexp``), which llama.cpp's
+    converter always writes F32, as a checkpoint of it would hold them.
     A tensor several weights carve by columns is as wide as its columns say."""
     from streamed.lang.parser import parse
     from streamed.model.checkpoint import bind
@@ -191,6 +197,7 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
                 axis = 1 if len(ne) >= 2 else 0
                 ne[axis] = max(ne[axis], old[axis])
             out[ref.tensor] = ne
-            q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0
+            router = ".ffn_gate_inp." in ref.tensor or ".ffn_gate_inp_shexp." in ref.tensor
+            q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0 and not router
     types = types or {}
     return {t: (tuple(ne), types.get(t, "Q8_0" if q8[t] else "F32")) for t, ne in out.items()}

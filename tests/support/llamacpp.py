@@ -45,12 +45,13 @@ class LlamaCppError(Exception):
     """llama.cpp refused the file or a batch: what it was given and where it stopped."""
 
 
-def logits(path: str | Path, tokens: list[int], prefill: int | None = None, threads: int = 2) -> np.ndarray:
+def logits(path: str | Path, tokens: list[int], prefill: int | None = None, threads: int = 2,
+           mmap: bool = False) -> np.ndarray:
     _start()
     prefill = len(tokens) if prefill is None else prefill
     mp = lc.llama_model_default_params()
     mp.n_gpu_layers = 0
-    mp.use_mmap = False
+    mp.use_mmap = mmap
     # The plain CPU kernels, never an "extra buffer type" (AMX, repacked Q8_0): on a CPU with AMX, llama.cpp built
     # with -march=native repacks Q8_0 weights for AMX tiles and crashed (SIGSEGV) in the first Q8_0 product on this
     # project's machines; and the oracle's arithmetic (docs/oracle.md) is that of ggml's vec_dot kernels.

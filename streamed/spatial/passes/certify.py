@@ -67,8 +67,9 @@ def _certify_tiles(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
     at = 0
     for (r0, r1), cols in groups:
         if r0 != at or r1 <= r0:
-            raise LoweringError(f"its tiles cover rows {at} to {r0 - 1} {'twice' if r0 < at else 'never'}"
-                                if r0 != at else f"a tile covers the empty rows {r0} to {r1}")
+            raise LoweringError(f"its tiles cover rows {r0} to {at - 1} twice" if r0 < at else
+                                f"its tiles cover rows {at} to {r0 - 1} never" if r0 > at else
+                                f"a tile covers the empty rows {r0} to {r1}")
         if r1 - r0 > body_rows or (r1 - r0 != body_rows and batched(program)):
             raise LoweringError(f"the tile of rows {r0} to {r1 - 1} is {'larger than' if r1 - r0 > body_rows else 'not'}"
                                 f" its body's {body_rows} rows")
@@ -200,4 +201,8 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     if program.tiles:
         certificate.update({"tiles": len(program.tiles), "tile_rows": program.tile_rows, "tile_cols": program.tile_cols,
                             "weights_on_chip": program.weights_on_chip, "tiles_cover_once": True})
+    # What the lowering said of the weights it reads dense though stored Q8_0 (split_tp, fold_q8) is its own, not
+    # certify's to prove: kept as said (a bundle's reader holds it to the layers' storage).
+    if (program.certificate or {}).get("read_dense"):
+        certificate["read_dense"] = program.certificate["read_dense"]
     return replace(program, certificate=certificate)

@@ -9,7 +9,7 @@ its tokens' rows, a windowed cache its window; a tiled program pays for its tili
 
 from __future__ import annotations
 
-from ..ir import Op, SpatialProgram, Tensor, Tile, column_tensors, row_tensors, rows_per_run, runs_in
+from ..ir import Op, SpatialProgram, Tensor, Tile, column_tensors, q8_scales, row_tensors, rows_per_run, runs_in
 from .shapes import flops_of, keys_reached
 
 
@@ -28,7 +28,7 @@ def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
         # A window (or chunk) of W keys: the rows' queries reach the last W + rows − 1 positions of the cache.
         keys, rows = tensors[name].shape[0], tensors[op.inputs[0]].shape[0]
         return min(1.0, (keys_reached(op) + rows - 1) / max(keys, 1))
-    if op.kind != "experts" or name not in op.inputs[2:5] and name not in _expert_biases(op):
+    if op.kind != "experts" or name not in _expert_banks(op) and name not in _expert_biases(op):
         return 1.0
     experts = tensors[op.inputs[2]].shape[0]
     rows = tensors[op.inputs[0]].shape[0]
@@ -42,6 +42,12 @@ def written_bytes(op: Op, name: str, tensors: dict[str, Tensor]) -> int:
     if op.kind == "write_rows":
         return t.bytes * tensors[op.inputs[2]].shape[0] // max(t.shape[0], 1)
     return t.bytes
+
+
+def _expert_banks(op: Op) -> tuple[str, ...]:
+    """An ``experts`` op's banks G, U and D as it reads them: dense, or the planes and scales of each."""
+    scales = q8_scales(op)
+    return tuple(n for i in (2, 3, 4) for n in (op.inputs[i], scales.get(i)) if n is not None)
 
 
 def _expert_biases(op: Op) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...lang.limits import show as show_value
 from ...lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
 from ...model.program import Program
 from ..deployment import Cut
@@ -211,7 +212,7 @@ class _Lifter(_Emitter):
     def tensor_operand(self, e, what: str) -> str:
         v = self.operand(e)
         if not isinstance(v, str):
-            self.fail(f"{what} must be a tensor, not the number {v:g}")
+            self.fail(f"{what} must be a tensor, not the number {show_value(v)}")
         return v
 
     def expr(self, e, dest: str | None) -> str:
@@ -219,7 +220,7 @@ class _Lifter(_Emitter):
             v = self.operand(e)
             if isinstance(v, str):
                 return self.emit("copy", (v,), dest=dest)
-            self.fail(f"`{self.binder}` is bound to the number {v:g}; a constant belongs in `## Model`")
+            self.fail(f"`{self.binder}` is bound to the number {show_value(v)}; a constant belongs in `## Model`")
         if isinstance(e, Binary):
             return self.binary(e, dest)
         return self.call(e, dest)
@@ -260,6 +261,16 @@ class _Lifter(_Emitter):
                 attrs.append(("heads", int(n("H"))))
             ins = (t("X"), t("G")) if op == "rmsnorm" else (t("X"),)
             return self.emit(kind, ins, attrs, dest)
+        if op == "layernorm":
+            ins = (t("X"), t("G")) + ((t("B"),) if "bias" in c.options else ())
+            return self.emit("layernorm", ins, (("epsilon", n("E") if "epsilon" in c.options else 1e-5),), dest)
+        if op == "soft cap":
+            return self.emit("softcap", (t("X"),), (("cap", n("C")),), dest)
+        if op == "columns":
+            attrs = (("start", int(n("A"))), ("stop", int(n("B"))))
+            if "of every" in c.options:
+                attrs += (("every", int(n("N"))),)
+            return self.emit("take_cols", (t("X"),), attrs, dest)
         if op in ("row", "rows"):
             return self.emit("lookup", (t("T"), t("E")), (), dest)
         if op == "rope":
@@ -281,6 +292,8 @@ class _Lifter(_Emitter):
                 attrs.append(("chunk", int(n("C"))))
             if "scale" in c.options:
                 attrs.append(("scale", n("F")))
+            if "soft cap" in c.options:
+                attrs.append(("softcap", n("L")))
             ins = [q, k, v, self.position(c)]
             if "sinks" in c.options:
                 ins.append(t("S"))

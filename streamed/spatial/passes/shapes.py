@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from ..ir import Q8_BLOCK, Op
+from ..ir import Q8_BLOCK, Op, q8_scales
 from .errors import LoweringError
 
 
-ELEMENTWISE = {"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "add", "sub", "mul", "copy"}
+ELEMENTWISE = {"silu", "gelu", "sigmoid", "softplus", "exp", "softcap", "scale", "add", "sub", "mul", "copy"}
 
 
 def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
@@ -23,12 +23,14 @@ def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
     def bad(why):
         raise LoweringError(f"`{op.kind}` of {', '.join(op.inputs)}: {why}", op.statement)
 
+    for i, scales in q8_scales(op).items():  # a weight read as stored Q8_0: its scales, one per block of its planes
+        p = shape(op.inputs[i])
+        if len(p) < 2 or p[-2] % Q8_BLOCK or shape(scales) != (*p[:-2], p[-2] // Q8_BLOCK, p[-1]):
+            bad(f"scales {shape(scales)} for planes {p}")
     if k in ("matmul", "matmul_q8"):
         x, w = ins[0], ins[1]
         if len(x) != 2 or len(w) != 2 or x[1] != w[0]:
             bad(f"{x} times {w}")
-        if k == "matmul_q8" and ins[2] != (w[0] // Q8_BLOCK, w[1]):
-            bad(f"scales {ins[2]} for planes {w}")
         return ((x[0], w[1]),)
     if k in ("add", "sub", "mul"):
         if len(ins) == 1:
@@ -40,6 +42,10 @@ def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
             return (b,)
         bad(f"{a} and {b} do not broadcast")
     if k in ELEMENTWISE or k in ("softmax", "rmsnorm", "l2norm", "rope"):
+        return (ins[0],)
+    if k == "layernorm":
+        if any(s != (ins[0][-1],) for s in ins[1:]):
+            bad(f"gain and bias {ins[1:]} for rows of {ins[0][-1]}")
         return (ins[0],)
     if k == "lookup":
         return ((ins[0][0], ins[1][1]),)
@@ -73,7 +79,10 @@ def infer(op: Op, shape) -> tuple[tuple[int, ...], ...]:
     if k == "stack_rows":
         return ((sum(s[0] for s in ins),) + ins[0][1:],)
     if k == "take_cols":
-        return (ins[0][:-1] + (op.attr("stop") - op.attr("start"),),)
+        every = op.attr("every") or ins[0][-1]
+        if ins[0][-1] % every or not 0 <= op.attr("start") < op.attr("stop") <= every:
+            bad(f"columns {op.attr('start')} to {op.attr('stop')} of every {every} of {ins[0]}")
+        return (ins[0][:-1] + ((op.attr("stop") - op.attr("start")) * (ins[0][-1] // every),),)
     if k == "allreduce":
         return (ins[0],)
     if k == "allgather":
@@ -102,7 +111,8 @@ def flops_of(op: Op, shape) -> int:
         return 2 * ins[0][0] * ins[0][1] * ins[1][1]
     if k == "attention":
         q, kk = ins[0], ins[1]
-        return 4 * q[0] * q[1] * min(kk[0], keys_reached(op))
+        per_key = 4 * q[1] + (3 * op.attr("heads") if op.attr("softcap") else 0)  # a soft cap: 3 per logit
+        return q[0] * per_key * min(kk[0], keys_reached(op))
     if k == "latent_attention":
         q, c, r, a, b = ins[0], ins[1], ins[2], ins[4], ins[5]
         h, n = a[0], a[1]
@@ -121,9 +131,11 @@ def flops_of(op: Op, shape) -> int:
         return f
     if k in ("rmsnorm", "l2norm"):
         return 4 * _size(out)
+    if k == "layernorm":
+        return 6 * _size(out)
     if k == "rope":
         return 6 * _size(out)
-    if k in ("softmax", "gelu", "silu", "sigmoid", "softplus", "exp"):
+    if k in ("softmax", "gelu", "silu", "sigmoid", "softplus", "exp", "softcap"):
         return 4 * _size(out)
     if k in ("add", "sub", "mul", "scale", "argmax", "running_argmax"):
         return _size(ins[0])

@@ -27,7 +27,8 @@ from .shapes import infer
 
 #: Ops that compute each column of their output from the same column of their inputs: a column tile runs them over
 #: its own columns alone (with two inputs, both of the tile).
-COLUMN_LOCAL = frozenset({"silu", "gelu", "sigmoid", "softplus", "exp", "scale", "copy", "add", "sub", "mul"})
+COLUMN_LOCAL = frozenset({"silu", "gelu", "sigmoid", "softplus", "exp", "softcap", "scale", "copy", "add", "sub",
+                          "mul"})
 
 
 def row_blocker(p: SpatialProgram) -> tuple[Op, str] | None:

@@ -1,0 +1,204 @@
+"""``streamed`` at real size, beside llama.cpp, whole processes on the same GGUF, tokens and thread count.
+
+Checkpoints (seeded random weights, written as llama.cpp's converter lays them out, ``tests/support/oracle.write``,
+into a temporary folder that is removed after):
+
+- Llama-3.2-1B-shaped: d 2048, 16 layers, 32 query heads sharing 8, FFN 8192, vocabulary 32000 — F32 (4.4 GB) and
+  with its projections Q8_0 (1.4 GB);
+- Llama-3.1-8B-shaped, Q8_0: d 4096, 32 layers, FFN 14336, vocabulary 32000 (about 8.5 GB; ``--no-8b`` leaves it).
+
+For each: llama.cpp (``llama-cpp-python``, 2 threads, memory-mapped, f32 KV cache), ``streamed run`` on the document
+``streamed author`` writes from the file (the reference interpreter; Q8_0 in ``--arithmetic llama.cpp``) and on a
+lowered decode bundle (``streamed lower --mode decode`` then ``streamed run --bundle``), each a new process: its wall
+time, its peak resident memory (``ru_maxrss``, the mapped file's pages it touched included), and its logits'
+largest difference from llama.cpp's relative to llama.cpp's largest logit at each position. Prefill is every token
+in one step; decode one token a step. Runs alternate (llama.cpp, then streamed) so the machine's other load falls
+on both; the figures are medians of ``--runs``.
+
+    .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--no-8b] [--write]
+
+``--write`` records ``## Real size, beside llama.cpp`` in docs/performance.md. The 8B run needs about 16 GB free at
+its peak (llama.cpp's mapping and ours are one page cache, read one after the other): it is skipped, saying so, when
+the machine has less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "support")]
+
+from common import cpu_model, load_average, publish  # noqa: E402
+
+HEADING = "## Real size, beside llama.cpp"
+PY = sys.executable
+
+ONE_B = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 32000,
+         "rope_theta": 500000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+EIGHT_B = {**ONE_B, "hidden_size": 4096, "num_hidden_layers": 32, "head_dim": 128, "intermediate_size": 14336}
+
+LLAMA = """
+import sys, numpy as np
+sys.path.insert(0, {support!r})
+import llamacpp
+tokens = [int(t) for t in sys.argv[2].split(",")]
+np.save(sys.argv[4], llamacpp.logits(sys.argv[1], tokens, int(sys.argv[3]), threads=2, mmap=True))
+"""
+
+
+def whole(argv: list[str], out: Path | None = None) -> tuple[float, int, str]:
+    """Run ``argv`` to its end: (wall seconds, peak resident bytes, stdout), or raise with its stderr."""
+    start = time.perf_counter()
+    with open(out or os.devnull, "wb") as sink:
+        p = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        err = p.stderr.read().decode(errors="replace")
+    took = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
+    return took, usage.ru_maxrss * 1024, err
+
+
+def relative(got, want) -> float:
+    import numpy as np
+
+    got, want = np.atleast_2d(got), np.atleast_2d(want)
+    return float((np.abs(got - want).max(axis=-1) / np.abs(want).max(axis=-1)).max())
+
+
+def free_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: int, bundle: bool,
+         fast: bool = False) -> list[dict]:
+    """Every row of one checkpoint: prefill and decode, llama.cpp and streamed (reference; bundle for decode)."""
+    import numpy as np
+
+    import oracle
+
+    gguf = folder / f"{name}.gguf"
+    t = time.perf_counter()
+    if not gguf.exists():
+        oracle.write(gguf, cfg, q8=q8, fast=fast)
+    print(f"{name}: wrote {gguf.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s", flush=True)
+    doc = folder / f"{name}.lgm"
+    subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
+    text = ",".join(map(str, tokens))
+    arithmetic = ["--arithmetic", "llama.cpp"] if q8 else []
+    bundle_dir = folder / f"{name}.bundle"
+    if bundle:
+        subprocess.run([PY, "-m", "streamed", "lower", str(doc), "--mode", "decode", "--ctx", str(len(tokens)),
+                        "--checkpoint", str(gguf), "-o", str(bundle_dir)], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+    rows = []
+    for step, prefill in (("prefill", len(tokens)), ("decode", 1)):
+        ours_argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", text,
+                     "--prefill", str(prefill), "--json", *arithmetic]
+        kinds = [("reference", ours_argv)]
+        if bundle and step == "decode":
+            kinds.append(("bundle", [*ours_argv, "--bundle", str(bundle_dir)]))
+        times: dict[str, list[float]] = {"llama.cpp": [], **{k: [] for k, _ in kinds}}
+        peaks: dict[str, int] = {}
+        agree: dict[str, float] = {}
+        want = None
+        for _ in range(runs):
+            npy = folder / "llama.npy"
+            took, peak, _ = whole([PY, "-c", LLAMA.format(support=str(ROOT / "tests" / "support")), str(gguf), text,
+                                   str(prefill), str(npy)])
+            times["llama.cpp"].append(took)
+            peaks["llama.cpp"] = max(peaks.get("llama.cpp", 0), peak)
+            want = np.load(npy)
+            for kind, argv in kinds:
+                out = folder / "ours.json"
+                took, peak, _ = whole(argv, out)
+                times[kind].append(took)
+                peaks[kind] = max(peaks.get(kind, 0), peak)
+                got = json.loads(out.read_text())
+                agree[kind] = relative(np.asarray(got["logits"], dtype=np.float32), want[got["positions"]])
+        base = statistics.median(times["llama.cpp"])
+        for kind in ["llama.cpp"] + [k for k, _ in kinds]:
+            rows.append({"checkpoint": name, "size": gguf.stat().st_size, "step": step, "who": kind,
+                         "seconds": statistics.median(times[kind]), "ratio": statistics.median(times[kind]) / base,
+                         "peak": peaks[kind], "agreement": agree.get(kind)})
+            print(rows[-1], flush=True)
+    gguf.unlink()
+    shutil.rmtree(bundle_dir, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--tokens", type=int, default=40)
+    ap.add_argument("--no-8b", action="store_true", help="leave out the 8B-shaped checkpoint")
+    ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8"), action="append")
+    ap.add_argument("--dir", default=str(ROOT / "build"), help="where the temporary folder is made")
+    ap.add_argument("--into", help="work in this folder instead (a checkpoint already there is used; each is "
+                                   "removed after its runs)")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    import numpy as np
+
+    tokens = [int(t) for t in np.random.default_rng(7).integers(0, 32000, args.tokens)]
+    start_load = load_average()
+    Path(args.dir).mkdir(parents=True, exist_ok=True)
+    # The 8B-shaped checkpoint's Q8_0 blocks are drawn as blocks (``oracle.write(fast=True)``): quantising 8 billion
+    # float values takes longer than the runs.
+    plan = [("1b-f32", ONE_B, False, True), ("1b-q8", ONE_B, True, True), ("8b-q8", EIGHT_B, True, False)]
+    rows, notes = [], []
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-realsize-") as tmp:
+        tmp = args.into or tmp
+        for name, cfg, q8, bundle in plan:
+            if args.only and name not in args.only or name == "8b-q8" and args.no_8b:
+                continue
+            if name == "8b-q8" and free_bytes() < 16e9:
+                notes.append(f"The 8B-shaped run was left out: {free_bytes() / 1e9:.1f} GB free, it needs 16 GB.")
+                continue
+            rows += case(Path(tmp), name, cfg, q8, tokens, args.runs, bundle, fast=name.startswith("8b"))
+    publish(render(rows, notes, args, start_load), args.write)
+
+
+def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
+    when = datetime.date.today().isoformat()
+    lines = [HEADING, "",
+             f"Measured {when} by `benchmarks/bench_realsize.py --runs {args.runs} --tokens {args.tokens}` on "
+             f"{os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}; load average {start_load} at "
+             f"the start, {load_average()} at the end, on a machine shared with other work. Whole processes, "
+             f"{args.tokens} tokens, 2 threads each; medians of {args.runs}. Agreement: the largest difference from "
+             "llama.cpp's logits relative to its largest logit at each position (Q8_0 in `--arithmetic llama.cpp`). "
+             "Peak: the process's largest resident set, the mapped checkpoint's pages included.", "",
+             "| checkpoint | file | steps | who | seconds | × llama.cpp | peak memory | agreement |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        agree = "" if r["agreement"] is None else f"{r['agreement']:.2g}"
+        lines.append(f"| {r['checkpoint']} | {r['size'] / 1e9:.2f} GB | {r['step']} | {r['who']} | "
+                     f"{r['seconds']:.1f} | {r['ratio']:.2f} | {r['peak'] / 1e9:.2f} GB | {agree} |")
+    lines += ["", *notes, "",
+              "What to read in it. Time: the issue's bound is 2× llama.cpp for F32 prefill and decode and for Q8_0 "
+              "prefill, 5× for Q8_0 decode. Peak: the mapped checkpoint's pages count in the resident set (about the "
+              "file), and nothing of it is copied: the bound is 1.5× the file plus 1 GB. Agreement: F32 within 1e-4; "
+              "Q8_0 in llama.cpp's arithmetic differs at these widths by about 1e-2 — at d 1024 and more, llama.cpp's "
+              "Q8_0 K and V projections compute otherwise than at the oracle suite's widths and than its own prefill "
+              "does in decode (docs/oracle.md, 'Not yet explained'), so the 1e-3 this shape should reach is not "
+              "reached yet."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""What a run holds in memory, counted from the document before anything is read or made — so a run that cannot fit
+is refused with the bytes it needs, never stopped by a MemoryError or the kernel's OOM killer halfway.
+
+A run holds (each counted from declared shapes, with ``rows``, ``ctx`` bound):
+
+- **weights**, in their working form (``weights.py``): a checkpoint's float32, float16 and Q8_0 tensors are read
+  where they are mapped, so they occupy their own bytes in the page cache (4, 2 and 34/32 bytes a value); any other
+  quantisation is dequantised (4 bytes a value); seeded weights are made as float32 (a ``q8`` one then kept as its
+  planes, 34/32 bytes a value, after one float32 copy of the largest).
+- **states and tables**: every carried state (KV caches, recurrent states) at ``ctx``, every host table, once per
+  sequence that holds them (``copies``: 2 when ``verify`` runs the reference and the bundle side by side).
+- **one step's tensors**: every name a program binds, at the step's ``rows`` (the reference keeps a step's values
+  until it ends) — and the logits of every position the run returns.
+
+Pure: the counts come from the ``Programs`` and the checkpoint's ``Storage``; what the machine has is the command
+line's to read (``cli/common.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..model.checkpoint import Storage, bind
+from ..model.program import Programs
+from .q8 import BLOCK, BLOCK_BYTES
+
+#: Bytes a value of a weight occupies, by how the checkpoint stores it (anything else is dequantised to float32).
+STORED_BYTES = {"F32": 4.0, "F16": 2.0, "BF16": 4.0, "Q8_0": BLOCK_BYTES / BLOCK}
+
+
+@dataclass(frozen=True)
+class Footprint:
+    weights: int
+    states: int
+    activations: int
+    values: int = 0  # how many weight values the programs declare (Python's integers: exact at any width)
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.states + self.activations
+
+
+def _size(shape, rows: int, ctx: int) -> int:
+    bound = {"rows": rows, "ctx": ctx}
+    return math.prod(int(bound.get(d, 1)) if isinstance(d, str) else int(d) for d in shape)
+
+
+def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, positions: int,
+           copies: int = 1, seeded_q8: frozenset[str] = frozenset(), held_steps: int = 1) -> Footprint:
+    """The memory a run of ``programs`` holds: weights from a checkpoint stored as ``storage`` says (``None``, or a
+    storage without types: seeded, those in ``seeded_q8`` kept as Q8_0 planes), steps of at most ``rows`` rows over caches of ``ctx`` positions,
+    ``positions`` rows of logits returned, ``copies`` sequences holding states, and ``held_steps`` steps' tensors and
+    states kept at once (``verify`` keeps every step of the reference it compares against) (module docstring)."""
+    entries = programs.document.checkpoint
+    weights = 0.0
+    values = 0
+    largest = 0
+    seen: set[str] = set()
+    states = tables = step = 0
+    vocab = 0
+    for p in programs.all():
+        for d in p.decls.values():
+            n = _size(d.shape, rows, ctx)
+            if d.role == "weight":
+                if d.name in seen:
+                    continue
+                seen.add(d.name)
+                values += n
+                largest = max(largest, n)
+                if storage is None or storage.types is None:
+                    weights += n * (BLOCK_BYTES / BLOCK if d.name in seeded_q8 else 4.0)
+                else:
+                    ref = bind(entries, d.name)
+                    kind = storage.types.get(ref.tensor) if ref is not None else None
+                    weights += n * STORED_BYTES.get(kind or "F32", 4.0)
+                if p is programs.embed and len(d.shape) == 2 and isinstance(d.shape[0], int):
+                    vocab = max(vocab, d.shape[0])
+            elif d.role == "state":
+                states += 4 * n
+            elif d.role == "table":
+                tables += 4 * n
+        step += 4 * sum(_size(s, rows, ctx) for name, s in p.shapes.items()
+                        if s is not None and name not in p.decls)
+    if (storage is None or storage.types is None) and seeded_q8:
+        weights += 4 * largest  # a q8 weight is made as float32 first, one at a time
+    logits = 4 * positions * vocab
+    return Footprint(int(weights), (copies + held_steps - 1) * states + copies * tables,
+                     held_steps * int(step) + logits, values)

@@ -1,0 +1,312 @@
+"""The one product every operation computes with: ``Y = X · W`` in float32, in a fixed order of arithmetic that does
+not depend on how many rows are computed together, how the weight is stored, or which kernel runs it.
+
+The rule (docs: ARCHITECTURE.md, numerics). Each element ``Y[r, n] = Σₖ X[r, k]·W[k, n]`` is summed as:
+
+1. the reduction axis is cut into blocks of 32 from ``k = 0`` (the last may be shorter);
+2. within a block, lane ``l = (k − k₀) mod 8`` accumulates its terms in float32 with a fused multiply-add,
+   ``aₗ ← fma(X[r, k], W[k, n], aₗ)`` from ``aₗ = +0``, in increasing ``k``;
+3. the block's partial is ``((a₀+a₁)+(a₂+a₃))+((a₄+a₅)+(a₆+a₇))`` in float32;
+4. the partials are added in float64 in increasing block order from 0, and the sum rounded once to float32.
+
+Why this rule: every element is a function of its own row of ``X`` and its own column of ``W`` alone, so a row
+computes alike in a tile, a batch or alone, and a column tile of the head gives the same logits — by construction,
+not by a library's choice of kernel. A block's 32 terms are few enough that float32 lanes cost nothing in accuracy
+(at most ``7u`` of the block's ``Σ|terms|``), and float64 between blocks keeps a long reduction exact to the last
+rounding — so a tensor-parallel chip whose slice is whole blocks computes exactly the reference's block partials,
+and the all-reduce bound of ``verify`` is the rounding of the partial sums alone. The lanes are 8 float32 wide, which
+one AVX2 register holds, so the kernels below run it at the speed of a float32 product.
+
+A weight is read where it is: float32 or float16 (any row stride, unit stride along the reduction), or Q8_0 as
+GGUF stores it (``q8.Planes``: 34-byte blocks, never densified). A Q8_0 weight's value ``q·d`` is exact in float32,
+so its product is the product of its dequantised weight, bit for bit; likewise float16. Only what enters the
+product changes with the arithmetic (``Arithmetic``): llama.cpp's CPU quantises a Q8_0 product's activations to
+Q8_0 and rounds an F16 product's to fp16 first (``enter``).
+
+The kernels are compiled by numba (LLVM) with each block's arithmetic written as explicit 8-lane vector code, so
+the compiler cannot reorder it; they parallelise over output columns only, so the thread count changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .q8 import BLOCK, BLOCK_BYTES, Planes
+
+LANES = 8
+F32 = np.float32
+#: Below this many multiply-adds a product runs on one thread: starting the pool costs more than it saves.
+PARALLEL_WORK = 1 << 20
+#: Rows of ``X`` kept in cache together while a column of ``W`` is read (a cache tile; it changes no sum's order).
+ROW_TILE = 32
+
+# ---- the block, as vector code ------------------------------------------------------------------------------------
+
+_f32 = ir.FloatType()
+_v8 = ir.VectorType(_f32, LANES)
+_i64 = ir.IntType(64)
+_i32 = ir.IntType(32)
+
+
+def _address(context, builder, aryty, ary, indices, scale_last: int):
+    """The byte address of ``ary[i0, i1, i2 · scale_last]`` (the last index counted in units of ``scale_last``
+    bytes; the last axis has unit stride — the callers check it)."""
+    a = context.make_array(aryty)(context, builder, ary)
+    strides = cgutils.unpack_tuple(builder, a.strides, aryty.ndim)
+    at = builder.ptrtoint(a.data, _i64)
+    for i, (index, stride) in enumerate(zip(indices, strides)):
+        index = builder.sext(index, _i64) if index.type != _i64 else index
+        step = ir.Constant(_i64, scale_last) if i == len(indices) - 1 else stride
+        at = builder.add(at, builder.mul(index, step))
+    return at
+
+
+def _load(builder, at, offset: int, vty):
+    p = builder.inttoptr(builder.add(at, ir.Constant(_i64, offset)), vty.as_pointer())
+    return builder.load(p, align=1)
+
+
+def _tree(builder, acc):
+    """``((a₀+a₁)+(a₂+a₃))+((a₄+a₅)+(a₆+a₇))``."""
+    four = ir.VectorType(_i32, 4)
+    two = ir.VectorType(_i32, 2)
+    pairs = builder.fadd(builder.shuffle_vector(acc, acc, ir.Constant(four, [0, 2, 4, 6])),
+                         builder.shuffle_vector(acc, acc, ir.Constant(four, [1, 3, 5, 7])))
+    quads = builder.fadd(builder.shuffle_vector(pairs, pairs, ir.Constant(two, [0, 2])),
+                         builder.shuffle_vector(pairs, pairs, ir.Constant(two, [1, 3])))
+    return builder.fadd(builder.extract_element(quads, ir.Constant(_i32, 0)),
+                        builder.extract_element(quads, ir.Constant(_i32, 1)))
+
+
+def _weight_values(builder, wty, at):
+    """The 32 weights of a block at byte address ``at`` as four ``<8 x float>``: float32 (as stored), float16 (stored
+    as ``uint16``, widened exactly) or a Q8_0 block (``uint8``: its fp16 scale ``d``, then 32 int8 ``q``; the values
+    ``q·d``, exact in float32)."""
+    if wty.dtype == types.float32:
+        return [_load(builder, at, 32 * s, _v8) for s in range(4)]
+    if wty.dtype == types.uint16:
+        half8 = ir.VectorType(ir.HalfType(), LANES)
+        return [builder.fpext(_load(builder, at, 16 * s, half8), _v8) for s in range(4)]
+    d = builder.fpext(builder.load(builder.inttoptr(at, ir.HalfType().as_pointer()), align=1), _f32)
+    splat = builder.insert_element(ir.Constant(_v8, None), d, ir.Constant(_i32, 0))
+    splat = builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(_i32, LANES), [0] * LANES))
+    i8x8 = ir.VectorType(ir.IntType(8), LANES)
+    return [builder.fmul(builder.sitofp(_load(builder, at, 2 + 8 * s, i8x8), _v8), splat) for s in range(4)]
+
+
+#: Bytes from one block of the reduction to the next, by how the weight is stored.
+_BLOCK_STRIDE = {types.float32: 128, types.uint16: 64, types.uint8: BLOCK_BYTES}
+
+
+@intrinsic
+def _block(typingctx, x, b, r, blk, w, wb, n):
+    """Block ``blk``'s partial of row ``x[b, r]`` with column ``n`` of ``w[wb]``: 4 steps of an 8-lane fma, then the
+    tree — explicit vector code, so the compiler cannot reorder it."""
+
+    def codegen(context, builder, signature, args):
+        x, b, r, blk, w, wb, n = args
+        xty, wty = signature.args[0], signature.args[4]
+        blk64 = builder.sext(blk, _i64) if blk.type != _i64 else blk
+        k0 = builder.mul(blk64, ir.Constant(_i64, BLOCK))
+        xat = _address(context, builder, xty, x, (b, r, k0), 4)
+        wat = _address(context, builder, wty, w, (wb, n, blk64), _BLOCK_STRIDE[wty.dtype])
+        fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
+        acc = ir.Constant(_v8, [0.0] * LANES)
+        for step, wv in enumerate(_weight_values(builder, wty, wat)):
+            acc = builder.call(fma, [_load(builder, xat, 32 * step, _v8), wv, acc])
+        return _tree(builder, acc)
+
+    return types.float32(x, b, r, blk, w, wb, n), codegen
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    def codegen(context, builder, signature, args):
+        f = builder.module.declare_intrinsic("llvm.fma.f32", (), ir.FunctionType(_f32, [_f32] * 3))
+        return builder.call(f, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
+def _element(typingctx, v):
+    """One stored weight as float32: itself, or a float16 held as ``uint16``, widened."""
+
+    def codegen(context, builder, signature, args):
+        if signature.args[0] == types.uint16:
+            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), _f32)
+        if signature.args[0] == types.float32:
+            return args[0]
+        return builder.uitofp(args[0], _f32)  # a Q8_0 byte: compiled, never reached (Q8_0 blocks are whole)
+
+    return types.float32(v), codegen
+
+
+# ---- the kernel ---------------------------------------------------------------------------------------------------
+# One Python source, compiled per storage (float32, float16 as uint16, Q8_0 as uint8) and twice — on one thread, and
+# in parallel over output columns — with one arithmetic.
+
+
+def _kernel(x, w, ratio, out):
+    """``out[b] = x[b] · W[b // ratio]`` where ``w[·, n]`` holds column ``n`` of ``W`` along the reduction (dense
+    float32/float16, or Q8_0 blocks)."""
+    nb_, rows, k = x.shape
+    n_out = w.shape[1]
+    blocks = k // 32
+    rem = k - blocks * 32
+    for i in prange(nb_ * n_out):
+        b = i // n_out
+        n = i - b * n_out
+        wb = b // ratio
+        acc = np.zeros(rows)
+        for r0 in range(0, rows, ROW_TILE):
+            r1 = min(rows, r0 + ROW_TILE)
+            for blk in range(blocks):
+                for r in range(r0, r1):
+                    acc[r] += np.float64(_block(x, b, r, blk, w, wb, n))
+        if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
+            k0 = blocks * 32
+            lanes = np.zeros(LANES, dtype=np.float32)
+            for r in range(rows):
+                lanes[:] = 0
+                for j in range(rem):
+                    lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
+                acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                                     + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
+        for r in range(rows):
+            out[b, r, n] = np.float32(acc[r])
+
+
+_KERNEL = (njit(cache=True)(_kernel), njit(cache=True, parallel=True)(_kernel))
+
+
+# ---- the product --------------------------------------------------------------------------------------------------
+
+
+def _rows_of_reduction(w: np.ndarray) -> np.ndarray:
+    """``w`` (``… × K × N``) as ``… × N × K`` with unit stride along K: a view where it is one (a GGUF tensor read in
+    product orientation), else a copy (an activation, a weight generated ``in × out``)."""
+    t = np.swapaxes(w, -1, -2)
+    if t.strides[-1] != t.itemsize:
+        t = np.ascontiguousarray(t)
+    return t
+
+
+def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
+    """``X · W`` by the rule of the module docstring. ``x`` is ``… × R × K``; ``w`` is ``K × N`` (float32 or float16
+    array, any strides) or a ``q8.Planes``, shared by every leading index of ``x`` — or, with ``batched`` > 0, ``w``
+    is ``B' × K × N`` and ``x``'s ``B = batched`` leading matrices read ``w[b // (B / B')]`` (grouped heads share
+    their key-value head's matrix)."""
+    x = np.asarray(x, dtype=F32)
+    if batched:
+        lead, (rows, k) = x.shape[:-2], x.shape[-2:]
+        x3 = np.ascontiguousarray(x.reshape(-1, rows, k))
+    else:
+        lead, k = x.shape[:-1], x.shape[-1]
+        x3 = np.ascontiguousarray(x.reshape(1, -1, k))
+    planes = isinstance(w, Planes)
+    w_k = w.shape[-2]
+    if w_k != k:
+        raise ValueError(f"a product of {'×'.join(map(str, x.shape))} by {'×'.join(map(str, w.shape))}: "
+                         f"{k} ≠ {w_k}")
+    if planes:
+        raw = w.raw if w.raw.ndim == 3 else w.raw[None]
+        n = raw.shape[1]
+    else:
+        w = np.asarray(w)
+        if w.dtype not in (np.float32, np.float16):
+            w = w.astype(F32)
+        wt = _rows_of_reduction(w)
+        raw = wt if wt.ndim == 3 else wt[None]
+        n = raw.shape[1]
+    if raw.shape[0] not in (1, x3.shape[0]) and x3.shape[0] % raw.shape[0]:
+        raise ValueError(f"{x3.shape[0]} matrices cannot share {raw.shape[0]} weights")
+    ratio = x3.shape[0] // raw.shape[0]
+    out = np.empty((x3.shape[0], x3.shape[1], n), dtype=F32)
+    if out.size == 0:
+        return out.reshape(*lead, *((x3.shape[1],) if batched else ()), n)
+    parallel = int(x3.shape[0] * x3.shape[1] * n * k >= PARALLEL_WORK)
+    _KERNEL[parallel](x3, raw.view(np.uint16) if raw.dtype == np.float16 else raw, ratio, out)
+    if batched:
+        return out.reshape(*lead, x3.shape[1], n)
+    return out.reshape(*lead, n)
+
+
+# ---- what enters a product: the arithmetic ------------------------------------------------------------------------
+
+
+def q8_activations(x: np.ndarray) -> np.ndarray:
+    """``x`` as llama.cpp's CPU quantises a Q8_0 product's activations (``quantize_row_q8_0``, the x86 path the
+    vendored build compiles): per row, blocks of 32 along the reduction; ``d = max|x| / 127`` stored as fp16;
+    ``q = round(x · (127 / max|x|))`` rounding half to even (``_mm256_round_ps``, nearest), 0 where the block is
+    all zeros — returned dequantised, ``q · d`` (exact in float32), so the product that follows is the product of
+    the module docstring over llama.cpp's numbers."""
+    x = np.asarray(x, dtype=F32)
+    k = x.shape[-1]
+    if k % BLOCK:
+        raise ValueError(f"Q8_0 activations need the reduction a multiple of {BLOCK}, not {k}")
+    b = x.reshape(*x.shape[:-1], k // BLOCK, BLOCK)
+    top = np.max(np.abs(b), axis=-1, keepdims=True)
+    d = (top / F32(127)).astype(np.float16).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(top != 0, F32(127) / top, F32(0)).astype(F32)
+    q = np.rint(b * inv)
+    return (q * d).astype(F32).reshape(x.shape)
+
+
+def fp16_activations(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to fp16 (nearest, ties to even) and back: what an F16 product reads in llama.cpp's CPU."""
+    return np.asarray(x, dtype=F32).astype(np.float16).astype(F32)
+
+
+_GELU_TABLE: np.ndarray | None = None
+
+
+def gelu_table() -> np.ndarray:
+    """ggml's ``ggml_table_gelu_f16``: for every fp16 value ``f``, ``fp16(½f(1 + tanh(√(2/π)·f·(1 + 0.044715f²))))``
+    computed in float32 — the GELU llama.cpp's CPU reads (``GGML_GELU_FP16``)."""
+    global _GELU_TABLE
+    if _GELU_TABLE is None:
+        f = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(F32)
+        with np.errstate(all="ignore"):
+            c = F32(0.79788456080286535587989211986876)
+            y = F32(0.5) * f * (F32(1) + np.tanh(c * f * (F32(1) + F32(0.044715) * f * f)))
+        _GELU_TABLE = y.astype(np.float16)
+    return _GELU_TABLE
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """What the operations' float32 arithmetic is made of. ``exact`` (the default): the language's operations as
+    written, every product by the rule above. ``llama.cpp``: where ggml's CPU backend computes otherwise — a
+    product whose weight is stored Q8_0 reads its activations quantised to Q8_0 (the router's too), one whose weight
+    is stored F16 reads them rounded to fp16, and GELU is read from ggml's fp16 table. Nothing else changes."""
+
+    name: str = "exact"
+
+    def enter(self, x: np.ndarray, w) -> np.ndarray:
+        """The activations a product with ``w`` reads."""
+        if self.name == "llama.cpp":
+            if isinstance(w, Planes):
+                return q8_activations(x)
+            if getattr(w, "dtype", None) == np.float16:
+                return fp16_activations(x)
+        return x
+
+    def gelu(self, x: np.ndarray, exact) -> np.ndarray:
+        if self.name != "llama.cpp":
+            return exact(x)
+        x = np.asarray(x, dtype=F32)
+        table = gelu_table()[x.astype(np.float16).view(np.uint16)].astype(F32)
+        return np.where(x <= -10, F32(0), np.where(x >= 10, x, table)).astype(F32)
+
+
+EXACT = Arithmetic("exact")
+LLAMA_CPP = Arithmetic("llama.cpp")
+ARITHMETICS = {"exact": EXACT, "llama.cpp": LLAMA_CPP}
