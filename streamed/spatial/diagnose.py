@@ -93,7 +93,9 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
             message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {e.why}")
                           if isinstance(e, TPError) else StreamedReject(label, e.why))
             if kind is not None and len(kind.layers) > 1:
-                message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
+                others = len(kind.layers) - 1
+                message += (f" (and so does the other layer of `{kind.name}`)" if others == 1 else
+                            f" (and so do the {others} other layers of `{kind.name}`)")
             out.append((program, Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data),
                         sections))
     if not out:

@@ -265,9 +265,14 @@ const quickInputText = () => page.locator('.quick-input-widget input');
  * Ctrl+P pressed while a webview — the walkthrough, the manifest — has the focus go to the webview).
  */
 async function openQuickInput() {
-  if (await quickInput().isVisible()) await page.keyboard.press('Escape');
-  await page.locator('.command-center .command-center-center').first().click();
-  await quickInputText().waitFor({ state: 'visible' });
+  // (a click while the workbench moves the focus — a webview closing, an editor opening — can open the quick input and
+  // see it closed at once: clicked again until it is open)
+  await waitFor('the quick input to open', async () => {
+    if (await quickInput().isVisible()) await page.keyboard.press('Escape');
+    await page.locator('.command-center .command-center-center').first().click({ timeout: 5000 });
+    await quickInputText().waitFor({ state: 'visible', timeout: 3000 });
+    return true;
+  }, 20000);
 }
 /**
  * Runs a command of the palette by its exact title. (A view that takes the focus as it opens — a manifest view a
@@ -989,7 +994,10 @@ try {
     log(`  status bar: ${said.trim()}`);
     // The language status says the deployment with each word once.
     await page.locator('.statusbar-item[id="status.languageStatus"]').first().click();
-    await page.locator('.monaco-hover', { hasText: 'tp 8 · ctx 4096 · SN50' }).first().waitFor({ timeout: 20000 });
+    const deployment = page.locator('.monaco-hover', { hasText: 'tp 8 · ctx 4096 · SN50' }).first();
+    await deployment.waitFor({ timeout: 20000 });
+    const words = (await deployment.innerText()).replace(/\s+/g, ' ');
+    if (/\btp · /.test(words)) throw new Error(`the language status says "${words}"`);
     await page.keyboard.press('Escape');
     const manifest = path.join(bundleDir, 'manifest.json');
     const before = fs.existsSync(manifest) ? fs.statSync(manifest).mtimeMs : undefined;
@@ -1013,6 +1021,23 @@ try {
       return r.length ? r : undefined;
     }, 20000);
     if (!reasons.every(([, text]) => /^Tensor parallel over 8 chips/.test(text))) throw new Error(`reasons: ${JSON.stringify(reasons)}`);
+    // Change Deployment, from the same message: tp over 4 chips (which tiny.lgm's heads split over) ends the refusal.
+    await runCommand('Streamed: Lower SN50 Bundle');
+    await toast.waitFor({ timeout: 20000 });
+    await toast.locator('.monaco-button', { hasText: 'Change Deployment' }).click();
+    const current = page.locator('.quick-input-list .monaco-list-row', { hasText: '(current)' }).first();
+    await current.waitFor({ timeout: 20000 });
+    if (!/^tp\b/.test((await current.innerText()).trim())) throw new Error(`the current deployment is listed as ${await current.innerText()}`);
+    await page.keyboard.press('Enter');
+    await waitFor('the ctx input', async () => /: ctx$/m.test(await quickInput().innerText()));
+    await page.keyboard.press('Enter');
+    await waitFor('the tp input', async () => /: tp$/m.test(await quickInput().innerText()));
+    await quickInputText().fill('4');
+    await page.keyboard.press('Enter');
+    await waitFor('the status bar to say nothing is refused at tp 4', async () => {
+      const t = await statusKinds().innerText().catch(() => '');
+      return /\d+ kinds? · \d+ layers?/.test(t) && !/refused/.test(t);
+    }, 60000);
   });
 
   const authored = path.join(workspace, 'small-gemma3.lgm');

@@ -49,7 +49,7 @@ export function layerRanges(layers: number[]): string {
  */
 export function conciseReason(reject: string): string {
   return reject
-    .replace(/^the bundle is refused: /, '')
+    .replace(/^the bundle is refused: |^the bundle program does not lower: /, '')
     .replace(/(^|: )(the )?layer \d+ \([^)]*(\([^)]*\))?[^)]*\)( program)?(: | does not lower: )/, '$1')
     .replace(/^./, (c) => c.toUpperCase());
 }

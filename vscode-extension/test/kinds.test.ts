@@ -44,6 +44,10 @@ test('a refusal row leaves out what its place in the tree says: refused, and whi
     conciseReason('the layer 2 (attention (layer 2)) program does not lower: needs 537 MB of SRAM; the SN50 has 432 MB'),
     'Needs 537 MB of SRAM; the SN50 has 432 MB',
   );
+  assert.equal(
+    conciseReason('the bundle program does not lower: tensor parallel over 8 chips: layer 2 (attention): the query heads of attention (4) do not split over 8 chips (and so does the other layer of `attention`)'),
+    'Tensor parallel over 8 chips: the query heads of attention (4) do not split over 8 chips (and so does the other layer of `attention`)',
+  );
   assert.equal(conciseReason('layer 3 (gated deltanet): its state needs 3 GB'), 'Its state needs 3 GB');
 });
 
