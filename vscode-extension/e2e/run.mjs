@@ -1027,7 +1027,8 @@ try {
     await toast.locator('.monaco-button', { hasText: 'Change Deployment' }).click();
     const current = page.locator('.quick-input-list .monaco-list-row', { hasText: '(current)' }).first();
     await current.waitFor({ timeout: 20000 });
-    if (!/^tp\b/.test((await current.innerText()).trim())) throw new Error(`the current deployment is listed as ${await current.innerText()}`);
+    const currentMode = (await current.locator('.label-name').first().innerText()).trim();
+    if (currentMode !== 'tp') throw new Error(`the current deployment is listed as ${currentMode}`);
     await page.keyboard.press('Enter');
     await waitFor('the ctx input', async () => /: ctx$/m.test(await quickInput().innerText()));
     await page.keyboard.press('Enter');
