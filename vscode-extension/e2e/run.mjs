@@ -849,11 +849,17 @@ try {
     if (/\(\(|\)\)/.test(rows[0])) throw new Error(`the kind is parenthesised twice: ${rows[0]}`);
     // The Layer Kinds view and the status bar follow the analysis: the edited layer is a kind of its own now.
     await waitFor('the status bar to count one more kind', async () => Number(/(\d+) kinds?/.exec(await statusKinds().innerText())[1]) === kindsBefore + 1, 20000);
-    await focusEditor(); // (VS Code asks for code lenses again only while the editor has the focus: as a user reads them)
-    await waitFor('the code lens of the edited layer to change', async () => {
-      const lenses = await page.locator('.codelens-decoration').allInnerTexts();
-      return lenses.some((t) => /\(layer \d+\)|· 1 layer ·/.test(t));
-    }, 20000);
+    // VS Code asks for code lenses again only while the editor has the focus (a blur cancels the request it had
+    // scheduled): the editor keeps it until the edited layer's lens names the layer's own kind and offers the
+    // comparison — both come in one answer, so neither is read from an older one.
+    await focusEditor();
+    const repIdx = layerHeadings.findIndex((h) => docLines[h].replace(/\d+/, '') === docLines[from].replace(/\d+/, ''));
+    const repLayer = Number(/Layer (\d+)/.exec(docLines[layerHeadings[repIdx]])[1]);
+    const editedLayer = Number(/Layer (\d+)/.exec(docLines[from])[1]);
+    const ownKind = new RegExp(`\\(layer ${editedLayer}\\) · 1 layer · first: layer ${editedLayer}`);
+    const lens = page.locator('.codelens-decoration a', { hasText: `Compare layer ${editedLayer} with layer ${repLayer}` }).first();
+    await waitFor(`the lens of layer ${editedLayer} to name its own kind and offer the comparison`, async () =>
+      (await page.locator('.codelens-decoration', { hasText: ownKind }).count()) > 0 && (await lens.count()) > 0, 30000);
     const pane = await kindsView();
     // (rows are virtualised: a kind row's aria-setsize is the number of kinds)
     const kindCount = async () => Number(await pane.locator('.monaco-list-row[aria-level="1"]').first().getAttribute('aria-setsize'));
@@ -861,11 +867,6 @@ try {
     await shot('divergence-in-problems');
     // The lens on the diverging layer opens the diff with its representative: exactly the edited statement is
     // marked, on the left as the representative has it, on the right in the representative's names.
-    const repIdx = layerHeadings.findIndex((h) => docLines[h].replace(/\d+/, '') === docLines[from].replace(/\d+/, ''));
-    const repLayer = Number(/Layer (\d+)/.exec(docLines[layerHeadings[repIdx]])[1]);
-    const editedLayer = Number(/Layer (\d+)/.exec(docLines[from])[1]);
-    const lens = page.locator('.codelens-decoration a', { hasText: `Compare layer ${editedLayer} with layer ${repLayer}` }).first();
-    await lens.waitFor({ timeout: 20000 });
     await lens.click();
     await page.locator('.monaco-diff-editor').first().waitFor({ timeout: 20000 });
     const repLine = docLines[lineOf(finder, layerHeadings[repIdx])].trim();
