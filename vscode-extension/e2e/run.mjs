@@ -907,6 +907,22 @@ try {
   });
 
   const bundleDir = path.join(workspace, docName.replace(/\.lgm$/, '.bundle'));
+  // (before the context menu's lowering, whose bundle the checks after it read)
+  await check('the lens on ## Model lowers in one step: the current deployment, no question, the manifest view', async () => {
+    await knownState();
+    fs.rmSync(bundleDir, { recursive: true, force: true });
+    await goToLine(lineOf(/^## Model/) + 1, 1); // (the editor shows the lines it showed last)
+    const lens = page.locator('.codelens-decoration a', { hasText: /^\d+ kinds? · Lower SN50 bundle$/ }).first();
+    await lens.waitFor({ timeout: 30000 });
+    await lens.click();
+    await waitFor('the manifest webview', async () => {
+      if (await quickInput().isVisible()) throw Object.assign(new Error(`a question was asked: ${await quickInput().innerText()}`), { fatal: true });
+      return shownManifest(docTitle);
+    }, 120000);
+    const written = JSON.parse(fs.readFileSync(path.join(bundleDir, 'manifest.json'), 'utf8'));
+    if (written.mode !== 'decode' || written.ctx !== 4096) throw new Error(`lowered for ${written.mode}, ctx ${written.ctx}: not the current deployment`);
+  });
+
   await check('Lower SN50 Bundle writes the bundle and opens the manifest view', async () => {
     await knownState();
     fs.rmSync(bundleDir, { recursive: true, force: true });
@@ -937,20 +953,6 @@ try {
       const p = await cursorPosition();
       return p && layerHeadings.includes(p.line - 1);
     }, 20000);
-  });
-
-  await check('the lens on ## Model lowers in one step: the current deployment, no question, the manifest view', async () => {
-    await knownState();
-    fs.rmSync(bundleDir, { recursive: true, force: true });
-    const lens = page.locator('.codelens-decoration a', { hasText: /^\d+ kinds? · Lower SN50 bundle$/ }).first();
-    await lens.waitFor({ timeout: 30000 });
-    await lens.click();
-    await waitFor('the manifest webview', async () => {
-      if (await quickInput().isVisible()) throw Object.assign(new Error(`a question was asked: ${await quickInput().innerText()}`), { fatal: true });
-      return shownManifest(docTitle);
-    }, 120000);
-    const written = JSON.parse(fs.readFileSync(path.join(bundleDir, 'manifest.json'), 'utf8'));
-    if (written.mode !== 'decode' || written.ctx !== 4096) throw new Error(`lowered for ${written.mode}, ctx ${written.ctx}: not the current deployment`);
   });
 
   await check('Streamed: Open Manifest shows the bundle of the document again', async () => {
