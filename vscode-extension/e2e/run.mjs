@@ -1202,7 +1202,10 @@ try {
       if (warned) throw Object.assign(new Error(`the button said: ${warned}`), { fatal: true });
       return fs.existsSync(path.join(bundleDir, 'manifest.json'));
     }, 120000);
-    await manifestFrame(docTitle); // (the lowering ends with its manifest view shown)
+    // The lowering ends with its manifest view opened: its tab, for this document. (What the view draws is the other
+    // checks' to read; here the webview's content is not waited for — code-server's webview service worker now and
+    // then keeps a new webview blank for a minute, "Found unexpected service worker controller".)
+    await page.locator('.tab', { hasText: `Manifest — ${docName}` }).first().waitFor({ timeout: 60000 });
   });
 
   await check('the language status shows the deployment and changes it with a quick pick', async () => {
