@@ -162,7 +162,10 @@ def deployment_args(obj: dict, defaults: dict) -> dict:
 
 
 def deployment_of(dep: dict) -> Deployment:
-    return Deployment(dep["mode"], dep.get("ctx") or 4096, dep.get("chunk") or 0, dep.get("batch") or 1, dep.get("tp") or 1)
+    """The settings' deployment. Their ``chunk`` sizes a prefill; a decode here is one of its own, continuing none
+    (a decode's chunk would size its windowed caches for a prefill's rows: LANGUAGE §8)."""
+    chunk = (dep.get("chunk") or 0) if dep["mode"] == "prefill" else 0
+    return Deployment(dep["mode"], dep.get("ctx") or 4096, chunk, dep.get("batch") or 1, dep.get("tp") or 1)
 
 
 def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], report: Callable[[str, int], None],

@@ -120,7 +120,8 @@ def _num(program_constants: dict[str, float], n) -> str:
 
 def describe(program: Program, constants: dict[str, float]) -> str:
     """What a layer does, as its kind is named: ``attention``, ``attention, window 512``, ``attention, chunks of
-    8192``, ``gated deltanet``, ``latent attention`` — with ``, experts`` when its feed-forward block is a mixture."""
+    8192``, ``gated deltanet``, ``latent attention``, ``feed-forward`` (nothing mixes positions), ``identity`` (nothing
+    at all) — with ``, experts`` when its feed-forward block is a mixture."""
     calls = list(_calls(program))
     ops = {c.op for c in calls}
     if "gated delta" in ops:
@@ -136,6 +137,8 @@ def describe(program: Program, constants: dict[str, float]) -> str:
             name += f", chunks of {_num(constants, att.number('C'))}"
     elif "short convolution" in ops:
         name = "convolution"
+    elif not calls and not program.weights():
+        name = "identity"  # every block removed: the layer returns its input (Nemotron-NAS)
     else:
         name = "feed-forward"
     if "experts" in ops:

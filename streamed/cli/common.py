@@ -28,7 +28,9 @@ def read_document(path: str) -> bytes:
 
 
 #: The sizes only some deployments read, and which.
-SIZED_BY = {"chunk": ("prefill",), "batch": ("batched", "batched-tp"), "tp": ("tp", "batched-tp")}
+SIZED_BY = {"chunk": ("prefill", "decode"), "batch": ("batched", "batched-tp"), "tp": ("tp", "batched-tp")}
+#: The sizes a deployment reads only when given: a decode's chunk is the prefill it continues (none by default).
+OPTIONAL = {("decode", "chunk")}
 
 
 def add_deployment_options(p, *, mode: str | None = "decode", ctx: int | None = 4096, ctx_help: str | None = None,
@@ -39,7 +41,9 @@ def add_deployment_options(p, *, mode: str | None = "decode", ctx: int | None = 
                                                                  f"batched-tp (default {mode or 'decode'})")
     p.add_argument("--ctx", type=int, default=ctx, metavar="N",
                    help=ctx_help or f"KV-cache length; the sequence for forward (default {ctx})")
-    p.add_argument("--chunk", type=int, metavar="N", help=sizes_help.get("chunk", "prefill rows per step"))
+    p.add_argument("--chunk", type=int, metavar="N",
+                   help=sizes_help.get("chunk", "prefill rows per step") + "; with --mode decode, the prefill chunk "
+                   "whose state the decode continues (its windowed caches hold a chunk beyond the window)")
     p.add_argument("--batch", type=int, metavar="N", help=sizes_help.get("batch", "sequences per batched step"))
     p.add_argument("--tp", type=int, metavar="N", help=sizes_help.get("tp", "tensor-parallel chips"))
 
@@ -59,6 +63,8 @@ def deployment_from(args, defaults: dict | None = None):
                 raise UserError(f"--{flag} {value}: --mode {mode} does not read it (it sizes --mode "
                                 f"{' and --mode '.join(readers)})")
             continue
+        if value is None and (mode, flag) in OPTIONAL:
+            continue
         if value is None:
             value = defaults.get(flag)
             if value is None:
@@ -67,7 +73,7 @@ def deployment_from(args, defaults: dict | None = None):
         if why is not None:
             raise UserError(f"--{flag} {value}: {why}")
         sizes[flag] = value
-    if mode == "prefill" and sizes["chunk"] > sizes["ctx"]:
+    if sizes.get("chunk", 0) > sizes["ctx"]:
         raise UserError(f"{given('chunk')} is longer than {given('ctx')}: a prefill chunk is at most its context")
     return Deployment(mode, ctx=sizes["ctx"], chunk=sizes.get("chunk", 0), batch=sizes.get("batch", 1),
                       tp=sizes.get("tp", 1))
@@ -190,7 +196,7 @@ def _cgroup_room() -> int | None:
 
 def add_memory_option(p) -> None:
     p.add_argument("--memory", metavar="BYTES", default=None,
-                   help=f"the memory this run may use (default {MEMORY_SHARE:.0%} of what the machine has available); "
+                   help=f"the memory this run may use (default {MEMORY_SHARE * 100:.0f}%% of what the machine has available); "
                         "a run that needs more is refused before it starts")
 
 

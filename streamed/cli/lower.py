@@ -29,7 +29,7 @@ def _rate(x: float | None) -> str:
 
 def summary(model, out_dir: str) -> str:
     d = model.deployment
-    sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.mode == "prefill" else []) + \
+    sizes = [f"ctx {d.ctx}"] + ([f"chunk {d.chunk}"] if d.chunk else []) + \
             ([f"batch {d.batch}"] if d.batched else []) + ([f"tp {d.tp}"] if d.chips > 1 else [])
     lines = [f"{out_dir}: {d.mode} bundle ({', '.join(sizes)}) for {model.target.name.upper()}"]
     from ..analysis.whole import layers_named
@@ -45,8 +45,10 @@ def summary(model, out_dir: str) -> str:
     r = model.residency
     states = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r["states"].items() if v) or "none carried"
     weights = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r["weights"].items() if v) or "none"
+    tables = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r.get("tables", {}).items() if v)
     lines.append(f"  residency      {f'per chip of {d.chips}: ' if d.chips > 1 else ''}states {states}; weights "
-                 f"{weights}; {size(r['reserved_sram_bytes'])} SRAM reserved for the largest program")
+                 f"{weights}{f'; tables {tables}' if tables else ''}; {size(r['reserved_sram_bytes'])} SRAM reserved "
+                 f"for the largest program")
     e = model.estimate
     moved = ", ".join(f"{size(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
     lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "

@@ -183,7 +183,8 @@ def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=
     plans = {"step": plan_of(model)}
     if dep.mode == "prefill":  # a refused lowering (StreamedReject) is the command's answer: cmd_run says it
         plans["prefill"] = plans["step"]
-        plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
+        continuing = Deployment("decode", ctx=dep.ctx, chunk=dep.chunk)  # the prefill's state, its rings alike
+        plans["step"] = plan_of(lower_streamed(a, continuing, args.target, storage))
     try:
         return run_plans(plans, weights, tokens, prefill, arithmetic, progress)
     except (ExecuteError, ValueError) as e:

@@ -118,9 +118,10 @@ def cmd_verify(args) -> int:
             fits(dep, steps)
             model = lower_streamed(a, dep, args.target, storage)
         plans = {"step": plan_of(model)}
-        if dep.mode == "prefill":  # the prefill's state continues in the decode bundle of the same context
+        if dep.mode == "prefill":  # the prefill's state continues in a decode bundle of its context and chunk
             plans["prefill"] = plans["step"]
-            plans["step"] = plan_of(lower_streamed(a, Deployment("decode", ctx=dep.ctx), args.target, storage))
+            continuing = Deployment("decode", ctx=dep.ctx, chunk=dep.chunk)
+            plans["step"] = plan_of(lower_streamed(a, continuing, args.target, storage))
     except StreamedReject as e:  # a refused lowering is the verification's answer, not bad input
         print(f"streamed verify: {args.doc}: {e}", file=sys.stderr)
         return 1

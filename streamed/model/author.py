@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..lang.limits import MAX_DOCUMENT_BYTES
 from ..lang.ops import KEYWORDS
 from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, SpecError,
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, Linear, ModelSpec, Norm, Rotation, SpecError,
 )
 from .names import gguf_arch, gguf_tensor, hf_tensor
 
@@ -187,7 +187,9 @@ def _atom(expr: str) -> str:
 
 
 def kind_label(layer: LayerSpec) -> str:
-    """What a layer does, as ``streamed.analysis.kinds.describe`` will name its kind — for the layer heading's note."""
+    """What a layer does, as ``streamed.analysis.kinds.describe`` will name its kind — for the layer heading's note.
+    A layer without a mixer that mixes positions (none, or one product in its place) is a ``feed-forward`` layer; one
+    with no block at all, ``identity``."""
     m = layer.mixer
     if isinstance(m, Attention):
         name = "attention"
@@ -197,11 +199,50 @@ def kind_label(layer: LayerSpec) -> str:
             name += f", chunks of {m.chunk}"
         if m.rotation is None:
             name += " (no rotation)"
+    elif m is None or isinstance(m, Linear):
+        name = "identity" if m is None and layer.ffn is None else "feed-forward"
     else:
         name = m.kind
     if isinstance(layer.ffn, Experts):
         name += ", experts"
     return name
+
+
+def blocks_note(layer: LayerSpec) -> str:
+    """A layer's blocks in words, for the heading of a layer meant to differ from its siblings (``distinct — …``):
+    ``attention, 64 heads sharing 8; feed-forward 14336 wide``."""
+    m, f = layer.mixer, layer.ffn
+    if isinstance(m, Attention):
+        mixer = f"attention, {m.heads} heads sharing {m.kv_heads}"
+    elif isinstance(m, Linear):
+        mixer = "one product in place of attention"
+    elif m is None:
+        mixer = "no attention"
+    else:
+        mixer = m.kind
+    if isinstance(f, Dense):
+        ffn = f"feed-forward {f.width} wide"
+    elif isinstance(f, Experts):
+        ffn = f"{f.count} experts of {f.width}"
+    elif isinstance(f, Linear):
+        ffn = "one product in place of the feed-forward block"
+    else:
+        ffn = "no feed-forward block"
+    return f"{mixer}; {ffn}"
+
+
+def distinct_layers(spec: ModelSpec) -> set[int]:
+    """The layers meant to differ from their siblings: those whose spec is not the most common one among the layers
+    their kind is named like (numbers erased: ``attention, window 512`` is named like ``attention, window 1024``).
+    Their headings say ``distinct``, so that the analysis reports no divergence for a difference the source states
+    (a Nemotron-NAS layer's own key/value grouping or feed-forward width, LANGUAGE §7)."""
+    common: dict[str, LayerSpec] = {}
+    counts: dict[LayerSpec, int] = {}
+    for layer in spec.layers:
+        counts[layer] = counts.get(layer, 0) + 1
+    for layer in sorted(counts, key=lambda x: -counts[x]):  # stable: the first of equally common specs
+        common.setdefault(re.sub(r"\d+", "#", kind_label(layer)), layer)
+    return {l for l, layer in enumerate(spec.layers) if common[re.sub(r"\d+", "#", kind_label(layer))] != layer}
 
 
 class _Author:
@@ -217,6 +258,9 @@ class _Author:
         experts = {l.ffn.width for l in spec.layers if isinstance(l.ffn, Experts)}
         if len(experts) == 1:
             self.constants["eff"] = experts.pop()
+        residual = {l.residual_scale for l in spec.layers}
+        if len(residual) == 1 and None not in residual:
+            self.constants["rscale"] = residual.pop()
 
     # -- names --
     def tensor(self, slot: str) -> str:
@@ -267,7 +311,8 @@ class _Author:
         w.declare("tok", "a token")
         w.weight("Emb", "vocab by d", "token_embd")
         if self.spec.embed_scale is not None:
-            w.let("x", "row tok of Emb scaled by escale", "Gemma scales the embedding by √d")
+            why = self.spec.embed_scale_why or "Gemma scales the embedding by √d"
+            w.let("x", "row tok of Emb scaled by escale", why)
         else:
             w.let("x", "row tok of Emb")
         w.ret("x")
@@ -286,8 +331,10 @@ class _Author:
             w.weight("Wout", "d by vocab", "output", q8=True)
         w.let("xf", _norm(last, "gf", spec.final_norm, bias=bias))
         logits = w.let("logits", "xf times Wout")
+        if spec.logit_scale is not None:
+            logits = w.let("lgs", f"{logits} scaled by lscale", spec.logit_scale_why)
         if spec.final_softcap is not None:
-            logits = w.let("capped", f"soft cap of logits at {number(spec.final_softcap)}",
+            logits = w.let("capped", f"soft cap of {logits} at {number(spec.final_softcap)}",
                            f"the logits soft-capped at {number(spec.final_softcap)}")
         w.let("next", f"index of the largest of {logits}")
         w.ret("next")
@@ -301,17 +348,23 @@ class _Author:
         w.input = xin
         w.declare(xin, "an input of rows by d")
         m = layer.mixer
-        if not isinstance(m, GatedDeltaNet):
+        if isinstance(m, (Attention, LatentAttention)):
             w.declare("pos", "a position")
-        g = w.weight("g", "d", "attn_norm") if layer.pre_norm else None
-        if layer.pre_norm and layer.norm.bias:
+        normed = layer.pre_norm and m is not None
+        g = w.weight("g", "d", "attn_norm") if normed else None
+        if normed and layer.norm.bias:
             w.weight("gb", "d", "attn_norm_bias")
         if isinstance(m, Attention):
             o = self.attention(w, m, layer)
         elif isinstance(m, GatedDeltaNet):
             o = self.deltanet(w, m, layer)
-        else:
+        elif isinstance(m, LatentAttention):
             o = self.latent(w, m, layer)
+        elif isinstance(m, Linear):
+            Wl = w.weight("Wlin", "d by d", "attn_linear", q8=True, comment="one product in place of attention")
+            o = w.let("o", f"{self.pre_norm(w, layer)} times {Wl}")
+        else:
+            o = None  # attention removed: the residual passes by
         self.feed_forward(w, layer, xin, g, o)
         return w.text()
 
@@ -525,22 +578,42 @@ class _Author:
         return w.let("o", f"{a} times {Wo}")
 
     # -- feed-forward --
-    def feed_forward(self, w: _Writer, layer: LayerSpec, xin: str, g: str, o: str) -> None:
-        gm = w.weight("gm", "d", "ffn_norm") if layer.pre_norm else None
-        gmb = w.weight("gmb", "d", "ffn_norm_bias") if layer.pre_norm and layer.norm.bias else None
+    def feed_forward(self, w: _Writer, layer: LayerSpec, xin: str, g: str | None, o: str | None) -> None:
+        """The feed-forward block and the residual: ``h = x + o``, ``xo = h + ffn(norm(h))`` — each output scaled by
+        the layer's residual scale first; a parallel layer's block reads the mixer's normed input instead; a removed
+        block adds nothing (a layer with neither returns its input, named as its output)."""
         f = layer.ffn
-        if layer.sandwich:
+        own_norm = layer.pre_norm and not layer.parallel and f is not None
+        gm = w.weight("gm", "d", "ffn_norm") if own_norm else None
+        gmb = w.weight("gmb", "d", "ffn_norm_bias") if own_norm and layer.norm.bias else None
+        if layer.sandwich and f is not None:
             gpf = w.weight("gpf", "d", "ffn_post_norm")
-        h = w.let("h", f"{xin} plus {o}")
-        hn = w.let("hn", _norm(h, gm, layer.norm, bias=gmb)) if layer.pre_norm else h
+        if f is None:
+            w.ret(w.let("xo", xin if o is None else self.residual(xin, o, layer)))
+            return
+        h = xin if o is None else w.let("h", self.residual(xin, o, layer))
+        if layer.parallel:
+            hn = w.n("xn")
+        else:
+            hn = w.let("hn", _norm(h, gm, layer.norm, bias=gmb)) if own_norm else h
         if isinstance(f, Dense):
             fo = self.dense(w, f, hn)
+        elif isinstance(f, Linear):
+            Wl = w.weight("Wlf", "d by d", "ffn_linear", q8=True,
+                          comment="one product in place of the feed-forward block")
+            fo = w.let("fo", f"{hn} times {Wl}")
         else:
             fo = self.experts(w, f, hn)
         if layer.sandwich:
             fo = w.let("fn", _norm(fo, gpf, layer.norm))
-        xo = w.let("xo", f"{h} plus {fo}")
-        w.ret(xo)
+        w.ret(w.let("xo", self.residual(h, fo, layer)))
+
+    def residual(self, h: str, out: str, layer: LayerSpec) -> str:
+        """``h plus out``, the block's output scaled first where the layer scales it (Granite's residual multiplier)."""
+        if layer.residual_scale is None:
+            return f"{h} plus {out}"
+        scale = "rscale" if self.constants.get("rscale") == layer.residual_scale else number(layer.residual_scale)
+        return f"{h} plus ({out} scaled by {scale})"
 
     def dense(self, w: _Writer, f: Dense, hn: str) -> str:
         """A dense block: gated (``act(x·G) ⊙ x·U``, the two products one when the checkpoint fuses them) or not
@@ -548,6 +621,13 @@ class _Author:
         width = self.dim(f.width, "ffn")
         act = "gelu" if f.activation == "gelu" else "silu"
         why = "GELU, tanh approximation" if act == "gelu" else None
+        if f.gated and f.bias and not f.fused:
+            # Granite's `mlp_bias`: each of the three projections biased.
+            Wg, bg = w.weight("Wg", f"d by {width}", "ffn_gate", q8=True), w.weight("bg", width, "ffn_gate_bias")
+            Wu, bu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True), w.weight("bu", width, "ffn_up_bias")
+            Wd, bd = w.weight("Wd", f"{width} by d", "ffn_down", q8=True), w.weight("bd", "d", "ffn_down_bias")
+            fg = w.let("f", f"{act} of ({hn} times {Wg} plus {bg}) multiplied by ({hn} times {Wu} plus {bu})", why)
+            return w.let("fo", f"{fg} times {Wd} plus {bd}")
         if not f.gated:
             Wu = w.weight("Wu", f"d by {width}", "ffn_up", q8=True)
             bu = w.weight("bu", width, "ffn_up_bias") if f.bias else None
@@ -624,11 +704,13 @@ class _Author:
         layers: list[str] = []
         seen: set[LayerSpec] = set()
         size = 0
+        distinct = distinct_layers(spec)
         for l, layer in enumerate(spec.layers):
             first = layer not in seen
             seen.add(layer)
             body = self.layer(l, first)
-            layers.append(f"## Layer {l}: {kind_label(layer)}\n{body}\n")
+            note = f"distinct — {blocks_note(layer)}" if l in distinct else kind_label(layer)
+            layers.append(f"## Layer {l}: {note}\n{body}\n")
             size += len(layers[-1])
             if size > MAX_DOCUMENT_BYTES:  # never write a document streamed would not read
                 raise SpecError(f"{spec.source or spec.name}: its {len(spec.layers):,} layers would make a document "
@@ -640,7 +722,12 @@ class _Author:
             if k in self.constants:
                 consts.append((k, self.constants[k], "the dense feed-forward width" if k == "ffn" else "each expert's width"))
         if spec.embed_scale is not None:
-            consts.append(("escale", spec.embed_scale, f"√{spec.d}"))
+            consts.append(("escale", spec.embed_scale, spec.embed_scale_why or f"√{spec.d}"))
+        if "rscale" in self.constants:
+            consts.append(("rscale", self.constants["rscale"],
+                           "each block's output scaled before it joins the residual"))
+        if spec.logit_scale is not None:
+            consts.append(("lscale", spec.logit_scale, "the logits' scale"))
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))

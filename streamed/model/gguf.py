@@ -34,7 +34,7 @@ from .checkpoint import CheckpointError, Storage
 from .names import gguf_tensor
 from . import gguf_keys
 from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, Rotation, Scaling,
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, Linear, ModelSpec, Norm, Rotation, Scaling,
     SpecError,
 )
 
@@ -42,7 +42,8 @@ __all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "r
 
 #: The architectures whose GGUF metadata this reader turns into a spec (``general.architecture``).
 SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "qwen3next", "qwen35", "qwen35moe", "gemma3",
-             "deepseek2", "llama4", "gpt-oss", "gemma2", "phi3", "starcoder2", "olmo2", "internlm2")
+             "deepseek2", "llama4", "gpt-oss", "gemma2", "phi3", "starcoder2", "olmo2", "internlm2", "granite",
+             "mistral3", "cohere2", "deci")
 
 
 
@@ -214,7 +215,7 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         raise SpecError(f"{path}: architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED)})")
     m = _Meta(path, meta, arch)
     for k, (inert, what) in gguf_keys.UNMODELLED.items():
-        if m.has(k) and m.get(k) != inert:
+        if m.has(k) and not (inert(m.get(k)) if callable(inert) else m.get(k) == inert):
             raise SpecError(f"{path}: metadata `{m.key(k)}` is {_shown(m.get(k))}: llama.cpp {what} for a {arch} model, "
                             f"which the language does not express")
     n = m.int(Keys.LLM.BLOCK_COUNT, required=True, maximum=MAX_LAYER + 1)
@@ -263,26 +264,69 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     if scaling.unmodelled:
         notes.append(f"{scaling.unmodelled} is not modelled: the rotation tables are plain base-{base:g} frequencies.")
 
+    if arch == "granite" and m.get(Keys.Rope.SCALING_FINETUNED, True) is False:
+        notes.append("`rope.scaling.finetuned` is false: llama.cpp's Granite rotates no layer (its rope switch).")
     layers: list[LayerSpec] = []
     swa = _swa_layers(m, n)
+    residual = _scale(m, Keys.LLM.RESIDUAL_SCALE)
+    skipped = []
     for l in range(n):
         mixer = _mixer(path, m, arch, l, d, tensors, need, shape, base, scaling, swa, n)
         ffn = _ffn(path, m, arch, l, d, tensors, need, shape)
+        if ffn is None and mixer is not None:
+            # deci.cpp `continue`s past a layer without a feed-forward block before its attention joins the residual.
+            skipped.append(l)
+            mixer = None
         sandwich = shape(_t("ffn_post_norm", arch, l)) is not None
-        pre_norm = shape(_t("attn_norm", arch, l)) is not None  # OLMo 2 norms only the blocks' outputs
-        layers.append(LayerSpec(mixer, ffn, norm, sandwich, pre_norm))
+        # OLMo 2 norms only the blocks' outputs; a deci layer without attention has only its feed-forward norm.
+        pre_norm = shape(_t("attn_norm", arch, l)) is not None if mixer is not None else \
+            ffn is None or shape(_t("ffn_norm", arch, l)) is not None
+        layers.append(LayerSpec(mixer, ffn, norm, sandwich, pre_norm, parallel=arch in PARALLEL,
+                                residual_scale=residual))
+    if skipped:
+        which = f"layer{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
+        notes.append(f"llama.cpp skips {which} whole, and so does this document: a deci layer without a feed-forward "
+                     f"block `continue`s before its attention joins the residual (transformers adds it).")
     if any(isinstance(l.mixer, LatentAttention) and l.mixer.kv_b_packed for l in layers):
         notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
                      "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
-    tied = shape(_t("output", arch)) is None
-    embed_scale = math.sqrt(d) if arch in ("gemma2", "gemma3") else None
+    tied = shape(_t("output", arch)) is None or arch in ALWAYS_TIED
+    embed_scale = math.sqrt(d) if arch in ("gemma2", "gemma3") else _scale(m, Keys.LLM.EMBEDDING_SCALE)
+    logit_scale, why = _logit_scale(path, m)
     if arch in ("gemma2", "gemma3", "qwen3next", "qwen35", "qwen35moe"):
         notes.append("llama.cpp stores these norms' gains with the +1 already added: no offset.")
     # Gemma 2's graph soft-caps its logits always (30 unless the file says), Gemma 3's when the file gives a cap.
     cap = m.float(Keys.LLM.FINAL_LOGIT_SOFTCAPPING, 30.0 if arch == "gemma2" else 0.0)
     title = name or meta.get(Keys.General.NAME) or os.path.splitext(os.path.basename(path))[0]
     return ModelSpec(str(title), arch, d, vocab, tuple(layers), final_norm, tied=tied, embed_scale=embed_scale,
-                     final_softcap=cap or None, naming="gguf", source=path, notes=tuple(notes))
+                     final_softcap=cap or None, logit_scale=logit_scale, logit_scale_why=why,
+                     embed_scale_why="the checkpoint's embedding_scale" if arch not in ("gemma2", "gemma3") else None,
+                     naming="gguf", source=path, notes=tuple(notes))
+
+
+def _scale(m: _Meta, key: str) -> float | None:
+    """A multiplier llama.cpp applies only when it is not 0 (Granite's ``residual_scale``, ``embedding_scale``): None
+    when absent, 0 or 1 — none of which changes a value."""
+    v = m.float(key, 0.0)
+    return None if v in (0.0, 1.0) else v
+
+
+def _logit_scale(path: str, m: _Meta) -> tuple[float | None, str | None]:
+    """The logits' multiplier: Granite's graph divides by its required ``logit_scale``, Cohere 2's multiplies by it
+    when it is not 0."""
+    if m.arch == "granite":
+        v = m.float(Keys.LLM.LOGIT_SCALE)
+        if v is None:
+            raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.LOGIT_SCALE)}` is missing; a granite GGUF needs it")
+        if v == 0:
+            raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.LOGIT_SCALE)}` is 0; Granite divides its logits by it")
+        return (None, None) if v == 1 else (1 / v, f"1/{v:g}: llama.cpp's Granite divides its logits by logit_scale")
+    if m.arch == "cohere2":
+        v = m.float(Keys.LLM.LOGIT_SCALE)
+        if v is None:
+            raise SpecError(f"{path}: metadata `{m.key(Keys.LLM.LOGIT_SCALE)}` is missing; a cohere2 GGUF needs it")
+        return (None, None) if v in (0.0, 1.0) else (v, "the checkpoint's logit_scale")
+    return None, None
 
 
 def _shown(v: Any) -> str:
@@ -298,25 +342,35 @@ ROPE_FREQS = "rope_freqs.weight"
 ROPE_LONG, ROPE_SHORT = "rope_factors_long.weight", "rope_factors_short.weight"
 ROPE_TENSORS = (ROPE_FREQS, ROPE_LONG, ROPE_SHORT)
 #: The architectures llama.cpp rotates in adjacent pairs (``LLAMA_ROPE_TYPE_NORM`` in ``llama_model_rope_type``;
-#: its converter permutes Llama's and InternLM2's q and k to match); every other one here rotates halves (``NEOX``).
-INTERLEAVED = ("llama", "llama4", "deepseek2", "internlm2")
+#: its converter permutes Llama's, InternLM2's, Granite's, Mistral 3's and deci's q and k to match; Cohere rotates
+#: so in transformers too); every other one here rotates halves (``NEOX``).
+INTERLEAVED = ("llama", "llama4", "deepseek2", "internlm2", "granite", "mistral3", "cohere2", "deci")
+#: The architectures whose graph feeds attention and the feed-forward block from one norm and adds both (Cohere).
+PARALLEL = ("cohere2",)
+#: The architectures whose loader never reads an ``output`` tensor: the head is the embedding.
+ALWAYS_TIED = ("cohere2",)
+#: The architectures whose layers may lack attention (``head_count`` 0), have one product in its place
+#: (``head_count_kv`` 0) or lack a feed-forward block (``feed_forward_length`` 0), layer by layer (Nemotron-NAS).
+NO_OP_BLOCKS = ("deci",)
+#: The architectures whose layers that do not slide do not rotate either (Cohere 2's global layers).
+NOPE_GLOBAL = ("cohere2",)
 #: The architectures whose norms are layer norms (``LLM_NORM``), their epsilon ``attention.layer_norm_epsilon``.
-LAYER_NORMED = ("starcoder2",)
+LAYER_NORMED = ("starcoder2", "cohere2")
 #: The architectures whose feed-forward activation is GELU (``LLM_FFN_GELU``), the others' SiLU.
 GELU = ("gemma2", "gemma3", "starcoder2")
 #: The architectures whose dense block has no ``ffn_gate``: Phi-3's gate is fused into ``ffn_up``, StarCoder2's block
 #: is not gated.
 UP_ONLY = {"phi3": "fused", "starcoder2": "ungated"}
 #: The architectures whose llama.cpp graph divides their frequencies by ``rope_freqs`` (``get_rope_factors``).
-READS_ROPE_FREQS = ("llama", "llama4")
+READS_ROPE_FREQS = ("llama", "llama4", "granite", "mistral3", "deci")
 
 
 class _Rope:
     """A GGUF's rotation as llama.cpp computes it (``llama_context``'s YaRN set-up, ``ggml_rope_ext``): the scaling
     its metadata states (``rope.scaling.type``, ``.factor``, ``.original_context_length``, ``.attn_factor``) or its
     ``rope_freqs`` tensor (Llama 3's, read back into the ``llama3`` parameters that reproduce it), and the attention
-    factor the cosines and sines carry. llama.cpp reads YaRN's betas from the metadata of none of these
-    architectures: they are its defaults, 32 and 1."""
+    factor the cosines and sines carry. llama.cpp reads YaRN's betas from the metadata of Mistral 3 alone: for the
+    others they are its defaults, 32 and 1."""
 
     def __init__(self, path: str, m: _Meta, arch: str, base: float, rope: Mapping[str, list[float]]):
         self.arch, self.base, self.unmodelled = arch, base, None
@@ -329,9 +383,16 @@ class _Rope:
         self.stated_attention = self.attention = attn
         if kind == "yarn" and factor != 1:
             context = m.int(Keys.Rope.SCALING_ORIG_CTX_LEN) or m.int(Keys.LLM.CONTEXT_LENGTH, required=True)
-            self.scaling = Scaling("yarn", factor, float(context), fast=32.0, slow=1.0)
-            # DeepSeek-V2's ratio get_mscale(F, m)/get_mscale(F, m) is 1; every other architecture's is 1 + 0.1 ln F.
-            mine = 1.0 if arch == "deepseek2" and m.has(Keys.Rope.SCALING_YARN_LOG_MUL) else 0.1 * math.log(factor) + 1.0
+            self.scaling = Scaling("yarn", factor, float(context), fast=m.float(Keys.Rope.SCALING_YARN_BETA_FAST, 32.0),
+                                   slow=m.float(Keys.Rope.SCALING_YARN_BETA_SLOW, 1.0))
+            # llama_context: get_mscale(F, m)/get_mscale(F, log_mul) with m = log_mul for DeepSeek-V2 (whose ratio is so
+            # 1), else 1; without a log_mul, get_mscale(F, 1) = 1 + 0.1 ln F.
+            log_mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL, 0.0)
+            if log_mul:
+                own = log_mul if arch == "deepseek2" and log_mul != 1 else 1.0
+                mine = (0.1 * own * math.log(factor) + 1.0) / (0.1 * log_mul * math.log(factor) + 1.0)
+            else:
+                mine = 0.1 * math.log(factor) + 1.0
             self.attention = mine * attn
         elif kind == "linear" and factor != 1:
             self.scaling = Scaling("linear", factor)
@@ -470,7 +531,10 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         # Qwen3-Next's stay grouped (its graph repeats each key head in place).
         return GatedDeltaNet(nk, nv, dk, inner // nv, kernel, Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)),
                              in_turn=arch in ("qwen35", "qwen35moe"))
-    heads = m.int(Keys.Attention.HEAD_COUNT, required=True, layer=l)
+    removable = arch in NO_OP_BLOCKS
+    heads = m.int(Keys.Attention.HEAD_COUNT, required=True, layer=l, minimum=0 if removable else 1)
+    if heads == 0:
+        return None  # deci: an attention-free layer
     if shape(T("attn_kv_a_mqa")) is not None:
         kv_rank = m.int(Keys.Attention.KV_LORA_RANK, required=True)
         q_rank = m.int(Keys.Attention.Q_LORA_RANK, 0, minimum=0) or None
@@ -494,7 +558,14 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
             why = f"1/√{qk} × {ms:.4f}²: yarn's attention scale"
         return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, rotation,
                                scale, why, kv_b_packed=shape(T("attn_k_b")) is None)
-    kv = m.int(Keys.Attention.HEAD_COUNT_KV, heads, layer=l)
+    kv = m.int(Keys.Attention.HEAD_COUNT_KV, heads, layer=l, minimum=0 if removable else 1)
+    if kv == 0:
+        # deci's "linear attention": the normed input times attn_output, a d by d product.
+        wo = need(T("attn_output"), f"layer {l} has one product in place of attention")
+        if wo[:2] != (d, d):
+            raise SpecError(f"{path}: tensor {T('attn_output')} is {wo[0]} by {wo[1]}, but layer {l}'s product in "
+                            f"place of attention is {d} by {d}")
+        return Linear()
     hd = m.int(Keys.Attention.KEY_LENGTH, d // heads if d % heads == 0 else None)
     if hd is None:
         raise SpecError(f"{path}: metadata `{m.key(Keys.Attention.KEY_LENGTH)}` is missing and {d} is not a multiple of {heads} heads")
@@ -541,8 +612,11 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         else:
             # gpt-oss, Gemma 2: at their own base when stated, scaled as every layer.
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
+    rope_off = arch == "granite" and m.get(Keys.Rope.SCALING_FINETUNED, True) is False  # Granite's rope switch
+    if (arch in NOPE_GLOBAL and not swa[l]) or rope_off:
+        rotation = None
     scale, why = None, None
-    if m.has(Keys.Attention.SCALE):
+    if m.float(Keys.Attention.SCALE, 0.0):  # 0: the graph's default, 1/√head width
         scale = m.float(Keys.Attention.SCALE)
         why = "the checkpoint's attention scale"
     elif (arch, n) in (("gemma3", 62), ("gemma2", 46)) and d // heads != hd:
@@ -574,6 +648,9 @@ def _normalized(m: _Meta) -> bool:
 
 def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
     T = lambda slot: _t(slot, arch, l)  # noqa: E731
+    width = m.int(Keys.LLM.FEED_FORWARD_LENGTH, 0, layer=l, minimum=0) if arch in NO_OP_BLOCKS else None
+    if width == 0:
+        return None  # deci: a layer without a feed-forward block
     gate_exps = shape(T("ffn_gate_exps")) or shape(T("ffn_up_exps"))
     if gate_exps is not None:
         if arch not in gguf_keys.TOPK_NORMALIZED:
@@ -616,4 +693,12 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
     gate = need(T("ffn_gate"), f"layer {l} has a feed-forward block")
     if gate[0] != d:
         raise SpecError(f"{path}: tensor {T('ffn_gate')} reads {gate[0]} inputs, but the model is {d} wide")
-    return Dense(gate[1], activation)
+    if width is not None and gate[1] != width:
+        raise SpecError(f"{path}: tensor {T('ffn_gate')} has {gate[1]} outputs, but "
+                        f"`{m.key(Keys.LLM.FEED_FORWARD_LENGTH)}` says layer {l}'s block is {width} wide")
+    # Granite's (and any graph's) optional biases on the three projections: the language's biased block has all three.
+    biases = [shape(T(f"ffn_{p}_bias")) is not None for p in ("gate", "up", "down")]
+    if any(biases) and not all(biases):
+        raise SpecError(f"{path}: layer {l} biases only some of ffn_gate, ffn_up and ffn_down; the language's biased "
+                        f"block biases all three")
+    return Dense(gate[1], activation, bias=all(biases))

@@ -12,7 +12,8 @@ any layer. This module is that rule as data, transcribed from the llama.cpp that
 - what an architecture fixes rather than reads: the sliding-window pattern it defaults to (``SWA_PATTERN``, with the
   window itself where the loader has one, ``SWA_DEFAULT``) and whether its graph renormalises the chosen experts'
   weights (``TOPK_NORMALIZED``; DeepSeek-V2 alone reads ``expert_weights_norm``);
-- ``UNMODELLED``: keys llama.cpp reads whose effect the language does not express — a GGUF that sets one is refused.
+- ``UNMODELLED``: keys llama.cpp reads whose effect the language does not express — a GGUF that sets one (to anything
+  but the value, or a value the predicate accepts, that changes nothing) is refused.
 
 ``reads(arch, metadata)`` is the set the reader may consult (``model.gguf._Meta`` consults no other key);
 ``ignored(arch, metadata)`` the architecture's keys present in a file that llama.cpp passes over — the author says
@@ -30,6 +31,7 @@ __all__ = ["COMMON", "READS", "SWA_PATTERN", "SWA_DEFAULT", "SWA_IF_POSITIVE", "
 
 _A, _L, _R, _S = Keys.Attention, Keys.LLM, Keys.Rope, Keys.SSM
 _RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"  # LLM_KV_ATTENTION_RECURRENT_LAYERS (not in gguf-py 0.19)
+_DEEPSTACK = "{arch}.deepstack_mapping"  # LLM_KV_DEEPSTACK_MAPPING (not in gguf-py 0.19)
 
 #: ``llama_model_base::load_hparams``: read for every architecture before its own keys (and ``vocab_size``, which the
 #: vocabulary loader reads for a file without a tokenizer).
@@ -74,11 +76,22 @@ READS: dict[str, frozenset[str]] = {
     # rotates every layer at the global base: a key that changes nothing, said as ignored.
     "olmo2": frozenset({_A.LAYERNORM_RMS_EPS, _A.SLIDING_WINDOW, _A.SLIDING_WINDOW_PATTERN}),
     "internlm2": frozenset({_A.LAYERNORM_RMS_EPS}),
+    # Granite's four multipliers (each 0 when absent: then none applies, but the logit scale, which it requires);
+    # Granite Vision's deepstack mapping; Granite-MoE-shared's width.
+    "granite": frozenset({_A.LAYERNORM_RMS_EPS, _L.LOGIT_SCALE, _L.RESIDUAL_SCALE, _L.EMBEDDING_SCALE, _A.SCALE,
+                          _DEEPSTACK, _L.EXPERT_SHARED_FEED_FORWARD_LENGTH}),
+    "mistral3": frozenset({_A.LAYERNORM_RMS_EPS, _A.TEMPERATURE_SCALE, _R.SCALING_YARN_BETA_FAST,
+                           _R.SCALING_YARN_BETA_SLOW, _R.SCALING_YARN_LOG_MUL}),
+    # Its loader also reads `rope.freq_base_swa`, but cohere2.cpp rotates its sliding layers at the global base: a key
+    # that changes nothing, said as ignored.
+    "cohere2": frozenset({_A.SLIDING_WINDOW, _A.SLIDING_WINDOW_PATTERN, _L.LOGIT_SCALE, _A.LAYERNORM_EPS}),
+    # Per-layer head counts, key/value head counts and feed-forward widths are the common keys, read as arrays.
+    "deci": frozenset({_A.LAYERNORM_RMS_EPS}),
 }
 
 #: The sliding-window pattern an architecture's layers follow when the file states none (``load_swa_pattern(ml, N)``:
 #: of every N layers the last attends globally); an architecture not listed has no windowed layer at all.
-SWA_PATTERN: dict[str, int] = {"gemma3": 6, "llama4": 4, "gpt-oss": 2, "gemma2": 2, "olmo2": 4}
+SWA_PATTERN: dict[str, int] = {"gemma3": 6, "llama4": 4, "gpt-oss": 2, "gemma2": 2, "olmo2": 4, "cohere2": 4}
 #: The window an architecture's windowed layers have when the file states none (``hparams.n_swa``'s default there).
 SWA_DEFAULT: dict[str, int] = {"gemma2": 4096}
 #: The architectures whose layers slide only when the file's window is positive (``found_swa && n_swa > 0``): they
@@ -97,6 +110,8 @@ TOPK_NORMALIZED: dict[str, bool | None] = {
 #: that changes nothing) is refused, naming it, rather than read as a different model.
 UNMODELLED: dict[str, tuple[Any, str]] = {
     _A.TEMPERATURE_SCALE: (0.0, "tunes the queries' temperature by position"),
+    _DEEPSTACK: (lambda v: isinstance(v, list) and all(isinstance(x, int) and x < 0 for x in v),
+                 "adds vision projections to layers (Granite Vision's deepstack)"),
 }
 
 

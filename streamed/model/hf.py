@@ -35,6 +35,7 @@ from .hf_config import (
     _yarn_mscale,
 )
 from .hf_defaults import DEFAULTS
+from .hf_blocks import BUILDERS as BLOCK_BUILDERS
 from .hf_families import BUILDERS
 from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, SpecError
 
@@ -45,6 +46,7 @@ SUPPORTED = (
     "qwen3_5_moe", "qwen3_5_moe_text", "gemma3", "gemma3_text", "deepseek_v2", "deepseek_v3", "llama4",
     "llama4_text", "gpt_oss", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl",
     "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma2", "phi3", "starcoder2", "olmo2", "internlm2",
+    "granite", "cohere2", "nemotron-nas",
 )
 
 #: The fields that size a whole model: one left to its class default is said in the document (``ModelSpec.assumed``).
@@ -103,6 +105,9 @@ def derive_layer_types(c: _Config, n: int, family: str) -> list[str]:
         return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if family in ("gpt_oss", "gemma2"):
         return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    if family == "cohere2":  # Cohere2Config: the last of every `sliding_window_pattern` layers is global
+        pattern = c.int("sliding_window_pattern", 4)
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
     if family == "llama4":
         return ["chunked_attention" if r else "full_attention" for r in _llama4_rope_layers(c, n)]
     if family in ("qwen2", "qwen3", "qwen_moe"):
@@ -179,6 +184,7 @@ _TYPES = {
     "qwen3_vl_moe_text": ("qwen_moe", "Qwen3VLMoe"),
     "gemma2": ("gemma2", "Gemma2"), "phi3": ("phi3", "Phi3"), "starcoder2": ("starcoder2", "Starcoder2"),
     "olmo2": ("olmo2", "Olmo2"), "internlm2": ("internlm2", "InternLM2"),
+    "granite": ("granite", "Granite"), "cohere2": ("cohere2", "Cohere2"), "nemotron-nas": ("nemotron_nas", "DeciLM"),
 }
 _FAMILY = {t: family for t, (family, _) in _TYPES.items()}
 _ARCH_STEM = {t: stem for t, (_, stem) in _TYPES.items()}
@@ -220,6 +226,12 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         wrapper, model_type = model_type, inner
     if model_type in WRAPPERS and wrapper is None and not isinstance(text, dict):
         raise SpecError(f"{where}: a {model_type} config describes its text model in `text_config`, which is missing")
+    if model_type in WRAPPERS and wrapper is None and isinstance(inner, str):
+        # A wrapper this tool reads, around a text model it does not (Ministral 3's `ministral3`, whose queries'
+        # temperature grows with the position): the text model is what is not supported.
+        raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported with a "
+                        f"`text_config.model_type` {json.dumps(inner)} (its text model is one of: "
+                        f"{', '.join(t for t in SUPPORTED if t not in TEXT_MODEL)})")
     if model_type not in _FAMILY:
         raise SpecError(f"{where}: `model_type` {json.dumps(model_type)} is not supported (supported: {', '.join(SUPPORTED)})")
     _check_architectures(config if wrapper is None else text, where, model_type)
@@ -253,7 +265,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     build = {
         "llama": _llama, "mistral": _llama, "mixtral": _llama, "qwen2": _llama, "qwen3": _llama, "qwen_moe": _llama,
         "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_next, "qwen3_5_moe": _qwen3_next,
-        "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss, **BUILDERS,
+        "deepseek": _deepseek, "llama4": _llama4, "gpt_oss": _gpt_oss, **BUILDERS, **BLOCK_BUILDERS,
     }[family]
     layers, extra = build(c, model_type, family, d, eps, layer_types, moe)
     for layer in layers:
@@ -277,7 +289,8 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
-        final_softcap=extra.get("final_softcap"),
+        final_softcap=extra.get("final_softcap"), logit_scale=extra.get("logit_scale"),
+        logit_scale_why=extra.get("logit_scale_why"), embed_scale_why=extra.get("embed_scale_why"),
         naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
     )
 

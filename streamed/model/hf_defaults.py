@@ -103,6 +103,20 @@ DEFAULTS.update({
                   "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
                   "bias": True, "rope_theta": 10000.0},
 })
+# GraniteConfig and Cohere2Config of transformers 5; Nemotron-NAS's DeciLMConfig of the published remote code, a
+# LlamaConfig of transformers 4.44.2 (``transformers_4_44_2__configuration_llama.py``) with its ``block_configs``.
+DEFAULTS.update({
+    "granite": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+                "rope_theta": 10000.0, "attention_bias": False, "mlp_bias": False, "embedding_multiplier": 1.0,
+                "logits_scaling": 1.0, "residual_multiplier": 1.0, "attention_multiplier": 1.0},
+    "cohere2": {"vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528, "logit_scale": 0.0625,
+                "num_hidden_layers": 40, "num_attention_heads": 64, "hidden_act": "silu", "layer_norm_eps": 1e-5,
+                "tie_word_embeddings": True, "rope_theta": 10000.0, "attention_bias": False, "sliding_window": 4096,
+                "sliding_window_pattern": 4},
+    "nemotron-nas": {**_LLAMA_LIKE, "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+                     "num_attention_heads": 32, "mlp_bias": False},
+})
 _QWEN_VL = {**_LLAMA_LIKE, **_QWEN_WINDOW, "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568,
             "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
             "rope_theta": 1_000_000.0, "max_window_layers": 80}

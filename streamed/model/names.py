@@ -69,6 +69,8 @@ _GGUF_SLOTS: dict[str, tuple[str, str]] = {
     "ffn_up_bias": ("FFN_UP", "bias"),
     "ffn_down_bias": ("FFN_DOWN", "bias"),
     "ffn_gate_up": ("FFN_UP", "weight"),  # llama.cpp keeps Phi-3's fused gate and up in ffn_up
+    "ffn_gate_bias": ("FFN_GATE", "bias"),
+    "attn_linear": ("ATTN_OUT", "weight"),  # llama.cpp keeps Nemotron-NAS's linear replacement of attention as wo
 }
 
 
@@ -149,7 +151,7 @@ def hf_tensor(slot: str, architecture: str, prefix: str = "model.") -> str:
         "ssm_z": "in_proj_qkvz.weight" if fam == "qwen3_next" else "in_proj_z.weight",
         "ssm_ba": "in_proj_ba.weight", "ssm_beta": "in_proj_b.weight", "ssm_alpha": "in_proj_a.weight",
         "ssm_conv1d": "conv1d.weight", "ssm_dt": "dt_bias", "ssm_a": "A_log", "ssm_norm": "norm.weight",
-        "ssm_out": "out_proj.weight",
+        "ssm_out": "out_proj.weight", "attn_linear": "linear_attn.weight",
     }
     if slot in names:
         if slot == "attn_norm":
@@ -172,6 +174,8 @@ def hf_tensor(slot: str, architecture: str, prefix: str = "model.") -> str:
         "ffn_down_exps": "experts.down_proj",
         "ffn_gate_exps_bias": "experts.gate_up_proj_bias", "ffn_up_exps_bias": "experts.gate_up_proj_bias",
         "ffn_down_exps_bias": "experts.down_proj_bias",
+        "ffn_gate_bias": "gate_proj.bias", "ffn_up_bias": "up_proj.bias", "ffn_down_bias": "down_proj.bias",
+        "ffn_linear": "linear_mlp.weight",
         "ffn_gate_shexp": f"{shared}.gate_proj.weight", "ffn_up_shexp": f"{shared}.up_proj.weight",
         "ffn_down_shexp": f"{shared}.down_proj.weight", "ffn_gate_inp_shexp": "shared_expert_gate.weight",
     }

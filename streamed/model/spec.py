@@ -141,7 +141,15 @@ class LatentAttention:
     kind = "latent attention"
 
 
-Mixer = Union[Attention, GatedDeltaNet, LatentAttention]
+@dataclass(frozen=True)
+class Linear:
+    """One ``d by d`` product in place of a block (Nemotron-NAS's ``replace_with_linear``): as a mixer it reads the
+    layer's normed input and joins the residual as attention would; as a feed-forward block, the normed residual."""
+
+    kind = "linear"
+
+
+Mixer = Union[Attention, GatedDeltaNet, LatentAttention, Linear]
 
 
 @dataclass(frozen=True)
@@ -183,20 +191,27 @@ class Experts:
     shared_gate: bool = False
 
 
-FeedForward = Union[Dense, Experts]
+FeedForward = Union[Dense, Experts, Linear]
 
 
 @dataclass(frozen=True)
 class LayerSpec:
     """One layer: its mixer, its feed-forward block, its norms. ``sandwich`` is Gemma's post-norms: the mixer's and
     the feed-forward block's outputs are normed before they join the residual. Without ``pre_norm`` the mixer and the
-    feed-forward block read the residual stream itself (OLMo 2, whose only norms are the post-norms)."""
+    feed-forward block read the residual stream itself (OLMo 2, whose only norms are the post-norms).
 
-    mixer: Mixer
-    ffn: FeedForward
+    A block that is ``None`` is removed (Nemotron-NAS's ``no_op``): the residual passes it by, with no norm and no
+    weight of its own — a layer with neither is its input. ``parallel``: the feed-forward block reads the mixer's
+    normed input, and both outputs join the residual at once (Cohere's one LayerNorm). ``residual_scale`` multiplies
+    each block's output before it joins the residual (Granite's ``residual_multiplier``)."""
+
+    mixer: Mixer | None
+    ffn: FeedForward | None
     norm: Norm
     sandwich: bool = False
     pre_norm: bool = True
+    parallel: bool = False
+    residual_scale: float | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +220,9 @@ class ModelSpec:
     comment); ``tied`` means the output projection is the embedding; ``source`` names where the spec came from (for
     the document's title comment); ``notes`` are facts of the source the language does not model, said in comments.
 
-    ``final_softcap`` soft-caps the logits (Gemma 2).
+    ``final_softcap`` soft-caps the logits (Gemma 2). ``logit_scale`` multiplies them (Cohere's ``logit_scale``,
+    Granite's ``1/logits_scaling``), with its reason in ``logit_scale_why``; ``embed_scale_why`` is the embedding
+    scale's reason where it is not Gemma's √d.
 
     ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers').
     ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
@@ -221,6 +238,9 @@ class ModelSpec:
     tied: bool = False
     embed_scale: float | None = None
     final_softcap: float | None = None
+    logit_scale: float | None = None
+    logit_scale_why: str | None = None
+    embed_scale_why: str | None = None
     naming: str = "hf"
     hf_prefix: str = "model."
     source: str = ""

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -202,7 +203,11 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
     if k == "rope":
         return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
     if k == "attention":
-        return (nx.attention(v[0], v[1], v[2], int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
+        keys, values = v[1], v[2]
+        if a("ring"):  # keys and values held as rings: read in the positions' frame (ir.py)
+            rows, reach = np.shape(v[0])[0], min(a("window") or math.inf, a("chunk") or math.inf)
+            keys, values = (nx.ring_read(x, int(v[3]), rows, a("ring"), reach) for x in (keys, values))
+        return (nx.attention(v[0], keys, values, int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
                              a("scale"), v[4] if len(v) > 4 else None, a("softcap")),)
     if k == "latent_attention":
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
@@ -225,6 +230,8 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
                            expert_biases=biases, clamp=a("clamp"), weighting_inputs=bool(a("weighting_inputs", False)),
                            shared=shared, shared_gate=get("shared_gate"), arithmetic=arithmetic),)
     if k == "write_rows":
+        if a("ring"):  # a ring of the state's rows over the context's positions (ir.py)
+            return (nx.ring_write(v[0], int(v[1]), v[2], a("ring")),)
         s, p, x = nx.f32(v[0]).copy(), int(v[1]), nx.f32(v[2])
         if p < 0 or p + x.shape[0] > s.shape[0]:
             raise ValueError(f"rows {p}…{p + x.shape[0] - 1} are past the state's {s.shape[0]} rows")

@@ -7,8 +7,10 @@ A run holds (each counted from declared shapes, with ``rows``, ``ctx`` bound):
   where they are mapped, so they occupy their own bytes in the page cache (4, 2 and 34/32 bytes a value); any other
   quantisation is dequantised (4 bytes a value); seeded weights are made as float32 (a ``q8`` one then kept as its
   planes, 34/32 bytes a value, after one float32 copy of the largest).
-- **states and tables**: every carried state (KV caches, recurrent states) at ``ctx``, every host table, once per
-  sequence that holds them (``copies``: 2 when ``verify`` runs the reference and the bundle side by side).
+- **states and tables**: every carried state (KV caches, recurrent states) at ``ctx`` — a windowed cache as its ring
+  (LANGUAGE §8), beside the one frame of ``ctx`` positions its attention reads it into while it runs — every host
+  table, once per sequence that holds them (``copies``: 2 when ``verify`` runs the reference and the bundle side by
+  side).
 - **one step's tensors**: every name a program binds, at the step's ``rows`` (the reference keeps a step's values
   until it ends) — and the logits of every position the run returns.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..model.caches import ring_lengths
 from ..model.checkpoint import Storage, bind
 from ..model.program import Programs
 from .q8 import BLOCK, BLOCK_BYTES
@@ -57,11 +60,15 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
     values = 0
     largest = 0
     seen: set[str] = set()
-    states = tables = step = 0
+    states = tables = step = frame = 0
     vocab = 0
     for p in programs.all():
+        rings = ring_lengths(p, programs.constants, ctx, rows)
         for d in p.decls.values():
             n = _size(d.shape, rows, ctx)
+            if d.name in rings:  # a ring of its window and a step's rows; attention reads keys and values at ctx
+                frame = max(frame, 2 * 4 * n)
+                n = n // ctx * rings[d.name]
             if d.role == "weight":
                 if d.name in seen:
                     continue
@@ -86,4 +93,4 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
         weights += 4 * largest  # a q8 weight is made as float32 first, one at a time
     logits = 4 * positions * vocab
     return Footprint(int(weights), (copies + held_steps - 1) * states + copies * tables,
-                     held_steps * int(step) + logits, values)
+                     held_steps * int(step) + frame + logits, values)

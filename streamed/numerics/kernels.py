@@ -267,6 +267,38 @@ def causal_mask(pos: int, rows: int, ctx: int, window: int | None = None, chunk:
     return keep
 
 
+def ring_write(ring: np.ndarray, pos: int, value: np.ndarray, ctx: int) -> np.ndarray:
+    """``Set row P of S to V`` on a state held as a ring of ``L`` rows (LANGUAGE §8): position ``P + r`` is written
+    to row ``(P + r) mod L``; positions past the context's ``ctx`` are refused, as a plain cache refuses them."""
+    value = f32(value)
+    rows = value.shape[0]
+    if pos < 0 or pos + rows > ctx:
+        raise ValueError(f"positions {pos}…{pos + rows - 1} are past the context's {ctx}")
+    out = f32(ring).copy()
+    out[(pos + np.arange(rows)) % out.shape[0]] = value
+    return out
+
+
+def ring_read(ring: np.ndarray, pos: int, rows: int, ctx: int, reach: int | float) -> np.ndarray:
+    """What a ring of ``L`` rows holds, as attention of ``rows`` rows at ``pos`` reads it: positions ``0 … ctx−1``,
+    each of ``P + rows − L … P + rows − 1`` from its row ``p mod L`` and zero elsewhere. Attention keeps no other
+    position of the step (``reach`` back, its window or chunk) — the ring must hold ``reach + rows − 1`` positions,
+    or all ``ctx`` — and weighs the positions it does not keep by exactly 0, so over this frame it computes what it
+    computes over a plain cache of ``ctx`` rows, bit for bit (tests/numerics/test_rings.py)."""
+    ring = f32(ring)
+    length = ring.shape[0]
+    if length < min(ctx, reach + rows - 1):
+        if reach == np.inf:
+            raise ValueError(f"it reads a ring of {length} rows but keeps every position before its rows (it has no "
+                             f"window or chunk)")
+        raise ValueError(f"a ring of {length} rows cannot hold the {reach + rows - 1} positions {rows} rows read "
+                         f"{reach} back")
+    out = np.zeros((ctx,) + ring.shape[1:], dtype=F32)
+    held = np.arange(max(0, pos + rows - length), pos + rows)
+    out[held] = ring[held % length]
+    return out
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
               sinks: np.ndarray | None = None, softcap: float | None = None) -> np.ndarray:

@@ -27,6 +27,7 @@ from . import kernels as nx
 from .product import EXACT, Arithmetic
 from ..lang import ops as ops_table
 from ..lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
+from ..model.caches import ring_lengths
 from ..model.program import Program, Programs
 from .weights import Weights, concrete, tables as host_tables
 
@@ -95,20 +96,28 @@ class Step:
 
 
 class Reference:
-    """One sequence of one document: its weights, host tables for ``ctx`` positions, its carried states, and the
-    arithmetic its operations compute in (``product.Arithmetic``: exact float32 unless told)."""
+    """One sequence of one document: its weights, host tables for ``ctx`` positions, its carried states — a windowed
+    cache as the ring LANGUAGE §8 says it is (``model.caches``), sized for steps of at most ``rows`` rows (a prefill's
+    chunk; 1 for decode) — and the arithmetic its operations compute in (``product.Arithmetic``: exact float32 unless
+    told)."""
 
-    def __init__(self, programs: Programs, weights: Weights, ctx: int, arithmetic: Arithmetic = EXACT):
+    def __init__(self, programs: Programs, weights: Weights, ctx: int, arithmetic: Arithmetic = EXACT, *,
+                 rows: int = 1):
         self.programs = programs
         self.weights = weights
         self.ctx = ctx
         self.arithmetic = arithmetic
         self.tables = host_tables(programs, ctx)
         self.states: dict[str, np.ndarray] = {}
+        self.rings: dict[str, int] = {}
         for p in programs.all():
+            rings = ring_lengths(p, programs.constants, ctx, rows)
+            self.rings.update(rings)
             for d in p.decls.values():
                 if d.role == "state" and d.name not in self.states:
-                    self.states[d.name] = np.zeros(concrete(d.shape, ctx=ctx), dtype=np.float32)
+                    shape = concrete(d.shape, ctx=ctx)
+                    self.states[d.name] = np.zeros((rings[d.name], *shape[1:]) if d.name in rings else shape,
+                                                   dtype=np.float32)
 
     # ---- one program ----
     def run(self, program: Program, tokens: np.ndarray, pos: int, x: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -128,6 +137,8 @@ class Reference:
                     new = self.states[name].copy()
                     if st.row is None:
                         new[...] = value
+                    elif name in self.rings:
+                        new = nx.ring_write(new, int(self.eval(st.row, env)), value, self.ctx)
                     else:
                         p = int(self.eval(st.row, env))
                         if p < 0 or p + value.shape[0] > new.shape[0]:
@@ -219,7 +230,12 @@ class Reference:
             return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0),
                            "interleaved" in c.options)
         if op == "attention":
-            return nx.attention(v["Q"], v["K"], v["V"], int(v["P"]), i("heads:H"), i("heads:G"),
+            keys, values = v["K"], v["V"]
+            if getattr(args["K"], "text", None) in self.rings:  # a windowed cache: read from its ring (§8)
+                reach = min(i("window:W") or np.inf, i("chunks of:C") or np.inf)
+                rows = np.shape(v["Q"])[0]
+                keys, values = (nx.ring_read(x, int(v["P"]), rows, self.ctx, reach) for x in (keys, values))
+            return nx.attention(v["Q"], keys, values, int(v["P"]), i("heads:H"), i("heads:G"),
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"),
                                 n.get("soft cap:L"))
         if op == "latent attention":

@@ -47,9 +47,9 @@ def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
 def reference_logits(programs: Programs, weights: Weights, tokens: list[int], prefill: int,
                      ctx: int | None = None, arithmetic: Arithmetic = EXACT, progress=None) -> Logits:
     """The document's logits at every position (its head's argmax operand), run by the reference interpreter with
-    KV caches of ``ctx`` rows (default: just the tokens), in ``arithmetic``; ``progress(done, total)`` after each
-    step when given."""
-    ref = Reference(programs, weights, ctx or len(tokens), arithmetic)
+    KV caches of ``ctx`` positions (default: just the tokens; a windowed cache a ring for steps of ``prefill`` rows,
+    LANGUAGE §8), in ``arithmetic``; ``progress(done, total)`` after each step when given."""
+    ref = Reference(programs, weights, ctx or len(tokens), arithmetic, rows=prefill)
     rows = []
     plan = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(plan, 1):
@@ -85,9 +85,10 @@ def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefi
 def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, storage: Storage = ALL_Q8,
                   target: str | None = None, ctx: int | None = None, arithmetic: Arithmetic = EXACT) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
-    1) and a decode bundle, both with KV caches of ``ctx`` rows (default: just the tokens)."""
+    1) and a decode bundle continuing it, both with KV caches of ``ctx`` positions (default: just the tokens)."""
     ctx = ctx or len(tokens)
-    plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx), target, storage))}
+    chunk = prefill if prefill > 1 else 0  # the decode continues the prefill's state: its rings sized alike
+    plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx, chunk=chunk), target, storage))}
     if prefill > 1:
         plans["prefill"] = plan_of(lower_streamed(analysis, Deployment("prefill", ctx=ctx, chunk=prefill), target,
                                                   storage))

@@ -34,7 +34,8 @@ what may differ is only what the lowering changed about the order of the arithme
 ``run`` drives both for one deployment over N steps — decode, prefill of at least ``PREFILL_CHUNKS`` chunks then
 decode, batched (each sequence its own reference: the batch must equal its sequences run one by one), tensor
 parallel, forward — feeding both the reference's greedy tokens, so the two never see different inputs. Its default
-steps cover the document: decode runs past every attention window and chunk it declares (``covering``).
+steps cover the document: decode runs past every attention window and chunk it declares (``covering``), so every
+windowed cache's ring (LANGUAGE §8) wraps round before the certification ends.
 """
 
 from __future__ import annotations
@@ -471,12 +472,12 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     elif dep.mode == "forward":
         for _ in range(steps):
             tokens = rng.integers(0, vocab, dep.ctx)
-            out.append(ReferenceStep(tokens, [0], "step",
-                                     Reference(programs, weights, dep.ctx, arithmetic).step(tokens, 0), {}))
+            ref = Reference(programs, weights, dep.ctx, arithmetic, rows=dep.ctx)
+            out.append(ReferenceStep(tokens, [0], "step", ref.step(tokens, 0), {}))
     else:
-        r = Reference(programs, weights, dep.ctx, arithmetic)
-        pos = 0
         prefill = dep.mode == "prefill"
+        r = Reference(programs, weights, dep.ctx, arithmetic, rows=max(dep.chunk, 1))  # rings as the bundle's (§8)
+        pos = 0
         tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
         for s in range(steps):
             if pos + len(tokens) > dep.ctx:

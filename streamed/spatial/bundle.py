@@ -9,7 +9,8 @@ Layout::
 
 The manifest (``streamed-bundle/2``) is what a runtime loads without the document: the step's programs in order;
 each program's weights — every declared weight, its declared shape and the tensors a chip loads it as (Q8_0 planes
-and scales, each tensor-parallel chip's slice) — its carried states and its tables (with their fill rules); and, one
+and scales, each tensor-parallel chip's slice) — its carried states (each with its shape, and whether it is a windowed
+cache's ring, written at ``pos mod`` its rows: LANGUAGE §8) and its tables (with their fill rules); and, one
 row per layer, that layer's own names for its kind's weights and states, the checkpoint tensor each weight reads
 and how it is stored. Per-layer data is a table — a kind's columns are written once, a layer is a row of names — so
 the manifest grows by one short row per layer, whatever the deployment.
@@ -74,8 +75,8 @@ from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tp_su
 #: Bundles an older streamed wrote: replaced by a new bundle like any bundle, but not read (lower them again).
 OLDER_FORMATS = ("streamed-bundle/1",)
 
-#: How long a writer waits for another writing beside the same folder before it gives up (a bundle takes well under a
-#: second to write; a writer that holds the lock longer is stuck).
+#: How long a writer waits while another writing beside the same folder changes nothing in it before it gives up (a
+#: bundle takes well under a second to write; a writer that holds the lock longer is stuck).
 LOCK_WAIT_SECONDS = 60.0
 
 
@@ -137,18 +138,25 @@ def _remove(path: Path) -> None:
 @contextlib.contextmanager
 def _folder_lock(parent: Path, shown: str):
     """Hold the lock of the folder bundles are written in: writers take turns, and the kernel releases a dead
-    writer's lock. A writer that waits longer than ``LOCK_WAIT_SECONDS`` gives up with a ``BundleError``."""
+    writer's lock. A writer gives up with a ``BundleError`` when the folder has not changed for ``LOCK_WAIT_SECONDS``
+    while it waited: the writer holding the lock is stuck. Writers that finish in turn change the folder (each
+    renames its bundle into it), so a writer queued behind many others that all progress keeps waiting: flock is not
+    fair, and a loaded machine must not turn a long queue into a failed write."""
     fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        deadline, seen = time.monotonic() + LOCK_WAIT_SECONDS, os.fstat(fd).st_mtime_ns
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BundleError(f"{shown}: another lowering has been writing in {parent} for "
-                                      f"{LOCK_WAIT_SECONDS:.0f} s; try again when it is done") from None
+                changed = os.fstat(fd).st_mtime_ns
+                if changed != seen:
+                    deadline, seen = time.monotonic() + LOCK_WAIT_SECONDS, changed
+                elif time.monotonic() > deadline:
+                    raise BundleError(f"{shown}: another lowering has held {parent} for "
+                                      f"{LOCK_WAIT_SECONDS:.0f} s without writing anything; try again when it is "
+                                      "done") from None
                 time.sleep(0.02)
         yield
     finally:

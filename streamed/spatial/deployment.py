@@ -16,7 +16,9 @@ from ..lang.limits import MAX_BATCH, MAX_CONTEXT, MAX_UNITS, beyond
 class Cut:
     """How one program is lowered in a deployment: ``rows`` and ``ctx`` bound; ``batched``: per-sequence state and
     positions for ``batch`` sequences (row b is sequence b); ``tp`` chips; ``forward``: no state carried;
-    ``last_row``: the head reads only its input's last row (prefill)."""
+    ``last_row``: the head reads only its input's last row (prefill); ``step_rows``: the most rows one step writes
+    into a sequence's state (0: ``rows``) — what a windowed cache's ring holds beyond its window
+    (``model.caches``): a prefill's chunk, also in the decode that continues it; 1 for each sequence of a batch."""
 
     rows: int
     ctx: int
@@ -25,7 +27,12 @@ class Cut:
     tp: int = 1
     forward: bool = False
     last_row: bool = False
+    step_rows: int = 0
 
+    @property
+    def written(self) -> int:
+        """The most rows one step writes into a sequence's state (``step_rows``, or ``rows``)."""
+        return self.step_rows or self.rows
 
 
 MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
@@ -44,7 +51,9 @@ def size_problem(size: str, value, say_value: bool = True) -> str | None:
 @dataclass(frozen=True)
 class Deployment:
     """What the bundle serves: ``mode`` and its sizes. ``ctx`` is the KV-cache length (the sequence, for
-    ``forward``); ``chunk`` the prefill rows; ``batch`` the sequences of a batched step; ``tp`` the chips."""
+    ``forward``); ``chunk`` the prefill rows — for ``decode``, the prefill chunk whose state the decode continues
+    (its windowed caches' rings hold a chunk's rows beyond the window: LANGUAGE §8), 0 when it continues none;
+    ``batch`` the sequences of a batched step; ``tp`` the chips."""
 
     mode: str = "decode"
     ctx: int = 4096
@@ -87,6 +96,8 @@ class Deployment:
             return f"a batched decode bundle serving no sequence (batch {self.batch})"
         if self.mode == "prefill" and (self.chunk <= 0 or self.chunk > self.ctx):
             return f"a prefill chunk of {self.chunk} tokens in a context of {self.ctx}"
+        if self.mode == "decode" and (self.chunk < 0 or self.chunk > self.ctx):
+            return f"a decode continuing a prefill chunk of {self.chunk} tokens in a context of {self.ctx}"
         if self.mode in ("tp", "batched-tp") and self.tp <= 0:
             return f"tensor parallel over {self.tp} chips"
         return None
@@ -95,13 +106,14 @@ class Deployment:
         """The cut each program of the deployment is lowered at: ``embed``, ``layer`` or ``head``."""
         rows, ctx = self.rows, self.ctx
         if program == "layer":
+            written = self.chunk if self.mode in ("prefill", "decode") and self.chunk else 1 if self.batched else rows
             return Cut(rows, ctx, batch=self.batch if self.batched else 1, batched=self.batched, tp=self.chips,
-                       forward=self.mode == "forward")
+                       forward=self.mode == "forward", step_rows=written)
         return Cut(rows, ctx, forward=self.mode == "forward", last_row=program == "head" and self.mode == "prefill")
 
     def normal(self) -> "Deployment":
         """The same deployment with the sizes its mode does not read at their defaults (one key per bundle)."""
-        return Deployment(self.mode, self.ctx, self.chunk if self.mode == "prefill" else 0,
+        return Deployment(self.mode, self.ctx, self.chunk if self.mode in ("prefill", "decode") else 0,
                           self.batch if self.batched else 1, self.tp if self.mode in ("tp", "batched-tp") else 1)
 
     def to_json(self) -> dict:

@@ -118,10 +118,10 @@ def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, 
     """The reject no single kind shows: every layer's states (and weights) together not fitting the target's SRAM,
     HBM and DDR — on the declaration of the state of the first layer that does not fit.
 
-    The plan reads of each program only its sizes, and of the layers only which kind each is: so its answer is
-    remembered with the per-layer sizes it was given, and a keystroke that leaves the kinds (or only their sizes)
-    as they were costs a comparison of two lists. Only a new size sequence is planned, and only a plan that does
-    not fit is lowered in full (``lower_streamed``), for the exact reject and its statement."""
+    The plan reads of each program only its sizes (and the tables held off chip), and of the layers only which kind each
+    is: so its answer is remembered with the per-layer sizes it was given, and a keystroke that leaves the kinds (or
+    only their sizes) as they were costs a comparison of two lists. Only a new size sequence is planned, and only a plan
+    that does not fit is lowered in full (``lower_streamed``), for the exact reject and its statement."""
     kinds = analysis.kinds
     offset = len(lowered) - len(kinds) - (1 if analysis.programs.head is not None else 0)
     memo_key = ("residency", deployment, target)
@@ -137,7 +137,8 @@ def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, 
     key = (max(s[0] for s in sizes) if sizes else 0,
            [s[1] for i, s in enumerate(sizes) if not offset <= i < offset + len(kinds)],
            list(map(itemgetter(1), map(sizes.__getitem__, layer_kinds))),
-           list(map(itemgetter(2), map(sizes.__getitem__, layer_kinds))))
+           list(map(itemgetter(2), map(sizes.__getitem__, layer_kinds))),
+           sorted({(t.name, t.bytes) for p in lowered for t in p.tensors if t.role == "table" and t.tier != "sram"}))
     if memo is not None and memo[2] == key:
         found = memo[3]
     else:

@@ -106,7 +106,11 @@ attention      Q, K, V, P [, sinks] → Y         causal grouped-query attention
                                                 head) the sink joins each softmax's denominator as ``exp(sink)``
                                                 and contributes no value; with ``softcap`` C each scaled logit is
                                                 ``C · tanh(logit / C)`` before the mask. Y is ``rows by H·(V width
-                                                / G)``.
+                                                / G)``. With ``ring`` = ctx, K and V are rings (see
+                                                ``write_rows``): position j of the context is row ``j mod L`` of
+                                                them, which hold positions ``P + rows − L … P + rows − 1``; they
+                                                hold at least every position the rows keep (``L ≥ min(ctx, W +
+                                                rows − 1)``, W the window or chunk).
 latent_attention Q, C, R, P, A, B → Y           DeepSeek-V2 MLA, absorbed: ``heads`` H, ``nope`` N, ``rope`` M;
                                                 for head h, ``qn = Q[r, h(N+M) : h(N+M)+N]``, ``qr`` the next M;
                                                 logit_j = ``(qn·A[h]) · C[j] + qr · R[j]``, times ``scale``
@@ -143,6 +147,9 @@ running_argmax X → Y, M                         ``argmax`` over column tiles (
                                                 largest of X's columns seen so far in this row tile; a tie keeps the
                                                 lowest index. Untiled, ``Y = argmax(X)``, ``M = max(X)``.
 write_rows     S, P, V → S                      ``S[P + r] = V[r]`` for each row r of V (``Set row P of S``).
+                                                With ``ring`` = ctx, S is a ring of its L rows over the context's
+                                                positions (a windowed cache, LANGUAGE §8): ``S[(P + r) mod L] =
+                                                V[r]``, positions past ctx refused.
 assign         V → S                            ``S = V`` (``Set S to V``).
 copy           X → Y                            ``Y = X``.
 take_rows      X → Y                            ``Y = X[start : start + count]`` (attrs ``start``, ``count``).
@@ -236,6 +243,7 @@ of a KV cache and its attention reads rows ``[0, P + r1)`` (with a window W, fro
 and values it needs, causally — every earlier tile's rows and its own.
 
 ``from_position`` counts from the position of the tensor's own sequence in a batched program (``pos_s{b}``).
+Positions of a ring (a windowed cache, ``write_rows``'s ``ring``) are its rows modulo its length.
 
 ``weights_on_chip``: the body's weights stay in SRAM across the tiles (they fit beside a tile's footprint), so a
 step reads each from its tier once; otherwise every tile reads the weights it uses.

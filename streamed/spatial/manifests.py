@@ -90,8 +90,9 @@ def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
             ref = naming.ref(w["name"])
             w.update(checkpoint=ref.tensor, storage=naming.stored(w["name"], ref), **_part(ref))
     carried = set(p.carried)
+    rings = {op.outputs[0] for op in p.ops if op.kind == "write_rows" and op.attr("ring")}
     states = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes, "chip": t.chip,
-               **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
+               "ring": t.name in rings, **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
               for t in p.tensors if t.name in carried]
     tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
                "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
@@ -157,7 +158,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "ctx": d.ctx,
         "rows": d.rows,
         "batch": d.batch if d.batched else 1,
-        "chunk": d.chunk if d.mode == "prefill" else None,
+        "chunk": d.chunk or None,  # a prefill's rows; a decode's, the prefill it continues (0: none)
         "tp": d.chips,
         "checkpoint": {"naming": naming.kind, "file": naming.file},
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,

@@ -38,7 +38,7 @@ ROOF_COLOURS = ["#8c564b", "#b279a2", "#1f9e89"]
 #: Colours of the memory's parts, by what they are: weights blue, states orange, the working set green.
 PART_COLOURS = {"weights": ("#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#bdd7ee"),
                 "states": ("#c55a11", "#ed7d31", "#f4b183", "#f8cbad"),
-                "working set": ("#385723", "#70ad47", "#a9d18e"), "free": ("#e7e6e6",)}
+                "working set": ("#385723", "#70ad47", "#a9d18e"), "tables": ("#7030a0",), "free": ("#e7e6e6",)}
 
 
 def _fixed(model: StreamedModel) -> list[tuple[str, object]]:
@@ -77,6 +77,9 @@ def memory(model: StreamedModel) -> dict:
     for tier in ("sram", "hbm", "ddr"):
         tiers[tier] += kinds("states", tier)
     for tier in OFF_CHIP:
+        if r.get("tables", {}).get(tier):  # the rotations' tables, one copy a chip for every program (residency)
+            tiers[tier].append({"group": "tables", "part": "tables: rotations", "bytes": r["tables"][tier],
+                                "detail": "read a row per position, by every program that rotates"})
         for name, p in _fixed(model):
             wt = next((t.tier for t in p.tensors if t.role == "weight"), None)
             if wt == tier and weight_bytes(p):

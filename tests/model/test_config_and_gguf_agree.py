@@ -87,10 +87,19 @@ EXPECTED = {
     "starcoder2-7b": {"no window in llama.cpp's graph"},
     "olmo-2-1124-7b": set(),
     "internlm2-chat-7b": {"q and k permuted for interleaved pairs", "wqkv split into q, k and v"},
+    "small-granite": {"q and k permuted for interleaved pairs"},
+    "small-mistral3": {"q and k permuted for interleaved pairs"},
+    "small-cohere2": set(),  # transformers' Cohere rotates adjacent pairs too: nothing to permute
+    "small-nemotron-nas": {"q and k permuted for interleaved pairs"},
+    "granite-3.3-8b-instruct": {"q and k permuted for interleaved pairs"},
+    "mistral-small-3.1-24b-instruct-2503": {"q and k permuted for interleaved pairs"},
+    "c4ai-command-r7b-12-2024": set(),
+    "llama-3_1-nemotron-51b-instruct": {"q and k permuted for interleaved pairs"},
+    "llama-3_3-nemotron-super-49b-v1": {"q and k permuted for interleaved pairs"},
 }
 #: The model types whose llama.cpp tensors take the hidden width as heads × head width (``{n_embd, n_embd}``): they
 #: shrink to heads of their real width.
-WHOLE_HEADS = ("phi3", "starcoder2", "olmo2", "internlm2")
+WHOLE_HEADS = ("phi3", "starcoder2", "olmo2", "internlm2", "cohere2", "granite")
 
 GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32)
 
@@ -123,6 +132,15 @@ def shrunk(name: str) -> dict:
         small.update(kv_lora_rank=32, q_lora_rank=None)
     if "linear_num_value_heads" in t or t.get("model_type", c.get("model_type", "")).startswith("qwen3_"):
         small.update(GDN)
+    if "block_configs" in t:
+        # Nemotron-NAS: 8 heads of 16 (its heads are d / heads wide: 16 pairs' worth of Llama 3's frequency factors to
+        # read the scaling back from), each layer's key/value heads kept (its group scaled by 8 / heads), its
+        # feed-forward multiplier kept.
+        for b in t["block_configs"]:
+            if b["attention"].get("n_heads_in_group"):
+                b["attention"]["n_heads_in_group"] = max(1, b["attention"]["n_heads_in_group"] * 8 // t["num_attention_heads"])
+        small.update(num_attention_heads=8, hidden_size=128)
+        small.pop("head_dim", None)
     t.update(small)
     if "experts_per_token" in t:
         t["experts_per_token"] = small.get("num_experts_per_tok", 2)

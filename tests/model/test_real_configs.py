@@ -11,6 +11,7 @@ from typing import Callable
 
 import pytest
 
+import nas
 from streamed.model.hf import spec_from_config
 from streamed.model.spec import SpecError
 
@@ -73,6 +74,12 @@ class Case:
 def every(n: int, label: str, other: str) -> Callable[[int], str]:
     """``label`` on every n-th layer (1-based: layers n-1, 2n-1, …), ``other`` elsewhere."""
     return lambda i: label if (i + 1) % n == 0 else other
+
+
+def block_kinds(name: str) -> Callable[[int], str]:
+    """A Nemotron-NAS config's kinds by its own rule (``nas.block_kinds``: equal ``block_configs`` entries are one)."""
+    of = nas.kind_of_layer(config(name))
+    return lambda i: of[i][0]
 
 
 CASES = {
@@ -179,6 +186,30 @@ CASES = {
         "columns 0 to 512 of qkv0, of every 768.", "columns 512 to 640 of qkv0, of every 768.",
         "columns 640 to 768 of qkv0, of every 768.", "heads 32 sharing 8.", "attention.wqkv.weight",
         "feed_forward.w1.weight", "rope scaling `dynamic` (factor 2) is not modelled")),
+    # Granite: the embedding, the attention logits, each block's output and the logits scaled by its multipliers.
+    "granite-3.3-8b-instruct": Case(40, lambda i: "attention", (
+        "Let escale be 12.", "Let rscale be 0.22.", "Let lscale be 0.0625.", "row tok of Emb scaled by escale",
+        "heads 32 sharing 8, scale 0.0078125.", "Let h0    be x plus (o0 scaled by rscale).",
+        "Let xo0   be h0 plus (fo0 scaled by rscale).", "logits scaled by lscale", "cosines of base 10000000.",
+        'Wout  is "model.embed_tokens.weight"')),
+    # Command R7B: three windowed layers that rotate in adjacent pairs, a fourth global one that does not rotate;
+    # attention and the MLP read one LayerNorm; the logits scaled by 0.25.
+    "c4ai-command-r7b-12-2024": Case(32, every(4, "attention", "attention, window 4096"), (
+        "layernorm of x with g0, epsilon 1e-5.", "heads 8, interleaved", "heads 32 sharing 8, window 4096.",
+        "Let f0    be silu of (xn0 times Wg0) multiplied by (xn0 times Wu0).", "Let xo0   be h0 plus fo0.",
+        "Let a3  be attention of qp3 over Kc3 and Vc3 at pos, heads 32 sharing 8.", "Let lscale be 0.25.",
+        "cosines of base 50000.", 'Wout  is "model.embed_tokens.weight"')),
+    # Nemotron-NAS: every layer its own block_configs entry — its own key/value grouping and feed-forward width,
+    # attention replaced by one product or removed.
+    "llama-3_1-nemotron-51b-instruct": Case(80, block_kinds("llama-3_1-nemotron-51b-instruct"), (
+        "## Layer 0: distinct — attention, 64 heads sharing 8; feed-forward 7168 wide",
+        "## Layer 11: distinct — one product in place of attention; feed-forward 14336 wide",
+        "## Layer 43: distinct — no attention; feed-forward 7168 wide", "heads 64 sharing 1.",
+        "Let o11    be xn11 times Wlin11.", "self_attn.linear_attn.weight", "Let xo43 be xo42 plus fo43.",
+        "llama3 scaling by 8 from 8192 with low 1 and high 4")),
+    "llama-3_3-nemotron-super-49b-v1": Case(80, block_kinds("llama-3_3-nemotron-super-49b-v1"), (
+        "## Layer 6: distinct — no attention; feed-forward 14336 wide", "a q8 weight of d by 2816.",
+        "heads 64 sharing 8.", "a q8 weight of d by 17920.")),
 }
 
 
@@ -414,3 +445,12 @@ def test_legacy_layer_type_names_are_read_as_transformers_remaps_them():
     t = cfg["text_config"]
     t["layer_types"] = ["attention" if x == "full_attention" else "mamba" for x in t["layer_types"]]
     assert spec_from_config(cfg).layers == spec_from_config(config("qwen3.5-35b-a3b")).layers
+
+
+def test_a_mistral3_wrapper_around_ministral3_is_refused_naming_its_text_model():
+    # Ministral 3's text model scales its queries' temperature by position (llama_4_scaling_beta): not a mistral.
+    cfg = config("mistral-small-3.1-24b-instruct-2503")
+    cfg["text_config"]["model_type"] = "ministral3"
+    with pytest.raises(SpecError, match='`model_type` "mistral3" is not supported with a `text_config.model_type` '
+                                        '"ministral3"'):
+        spec_from_config(cfg)

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 from repo import CONFIGS, ROOT
 from streamed.model.hf import SUPPORTED, spec_from_config
-from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention, ModelSpec
+from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention, Linear, ModelSpec
 
 transformers.logging.set_verbosity_error()
 
@@ -83,6 +83,18 @@ VARIANTS = {
     "olmo-2-1124-7b, attention_bias": ("olmo-2-1124-7b.json", {"attention_bias": True}),
     "internlm2-chat-7b, bias and linear scaling": ("internlm2-chat-7b.json",
                                                    {"bias": True, "rope_scaling": {"type": "linear", "factor": 2.0}}),
+    "granite-3.3-8b, attention_bias and mlp_bias": ("granite-3.3-8b-instruct.json",
+                                                    {"attention_bias": True, "mlp_bias": True}),
+    "granite-3.3-8b, multipliers of 1": ("granite-3.3-8b-instruct.json",
+                                         {"embedding_multiplier": 1.0, "residual_multiplier": 1.0, "logits_scaling": 1.0}),
+    "command-r7b, sliding_window null": ("c4ai-command-r7b-12-2024.json", {"sliding_window": None}),
+    "command-r7b, sliding_window_pattern 2": ("c4ai-command-r7b-12-2024.json", {"sliding_window_pattern": 2}),
+    "command-r7b, attention_bias": ("c4ai-command-r7b-12-2024.json", {"attention_bias": True}),
+    "nemotron-51b, a feed-forward block linear and one removed": (
+        "llama-3_1-nemotron-51b-instruct.json",
+        {"block_configs": [*json.loads((ROOT / "tests/model/configs/llama-3_1-nemotron-51b-instruct.json").read_text())[
+            "block_configs"][:78], {"attention": {"n_heads_in_group": 8}, "ffn": {"replace_with_linear": True}},
+            {"attention": {"no_op": True}, "ffn": {"no_op": True}}], "mlp_bias": True}),
 }
 
 #: Published configs transformers refuses as they are: the fields given it instead, and why.
@@ -128,11 +140,31 @@ def _internlm2(fields: dict) -> SimpleNamespace:
     return tc
 
 
+#: Nemotron-NAS's DeciLMConfig as the published remote code defines it (``configuration_decilm.py`` of the nvidia
+#: repositories, a LlamaConfig of transformers 4.44.2): LlamaConfig's defaults, ``intermediate_size`` and
+#: ``num_key_value_heads`` set to None (each block says its own), ``head_dim`` hidden / heads, its ``block_configs``
+#: kept per layer; its ``rope_scaling`` standardised as the vendored ``modeling_rope_utils`` reads it.
+DECI_DEFAULTS = dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                     hidden_act="silu", max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                     rope_theta=10000.0, rope_scaling=None, attention_bias=False, mlp_bias=False, block_configs=None)
+
+
+def _deci(fields: dict) -> SimpleNamespace:
+    c = {**DECI_DEFAULTS, **fields, "model_type": "nemotron-nas", "intermediate_size": None,
+         "num_key_value_heads": None}
+    rp = dict(c["rope_scaling"] or {})
+    rp = {"rope_type": rp.get("rope_type", rp.get("type", "default")), "rope_theta": c["rope_theta"],
+          **{k: v for k, v in rp.items() if k not in ("type", "rope_type")}}
+    tc = SimpleNamespace(**c, rope_parameters=rp, head_dim=c["hidden_size"] // c["num_attention_heads"])
+    tc.get_text_config = lambda: tc
+    return tc
+
+
 def tc_of(cfg: dict, name: str) -> tuple[Any, Any]:
     """transformers' configuration of ``cfg``: the whole (its outer ``tie_word_embeddings``) and its text model."""
     fields = json.loads(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
-    if cfg["model_type"] == "internlm2":
-        tc = _internlm2(fields)
+    if cfg["model_type"] in ("internlm2", "nemotron-nas"):
+        tc = _internlm2(fields) if cfg["model_type"] == "internlm2" else _deci(fields)
         return tc, tc
     coerced = COERCED.get(name, ({}, ""))[0]
     if coerced:
@@ -164,6 +196,15 @@ class Modelling:
     fused: str | None = None  # q, k and v one projection: "qkv" in turn (Phi-3), "grouped" per KV head (InternLM2)
     mlp: str = "gated"  # "gated", "fused" (gate_up_proj), "ungated" (c_fc, c_proj: StarCoder2)
     softcap: bool = False  # Gemma 2: attn_logit_softcapping and final_logit_softcapping
+    norm_eps: str = "rms_norm_eps"  # the field the norms' epsilon is
+    scale: str | None = None  # the field the attention logits are scaled by, in place of 1/√head width (Granite)
+    residual: str | None = None  # the field each block's output is multiplied by before the residual (Granite)
+    mlp_bias: str | None = None  # the field that biases a gated MLP's three projections (Granite)
+    parallel: bool = False  # attention and the MLP read one norm and both join the residual (Cohere)
+    rope: Callable[[Any, str], bool] = lambda tc, t: True  # noqa: E731 — whether a layer of that type rotates
+    logits: Callable[[Any], float | None] = lambda tc: None  # noqa: E731 — what the logits are multiplied by
+    embed: Callable[[Any], float | None] = lambda tc: None  # noqa: E731 — what the embedding is multiplied by
+    blocks: Callable[[Any, int], dict] | None = None  # a layer's own blocks (Nemotron-NAS)
 
 
 def _qwen_moe(normalized: Callable[[Any], bool], shared: bool, every: bool = False):
@@ -228,6 +269,35 @@ MODELLING: dict[str, Modelling] = {
     "internlm2": Modelling(bias="bias", fused="grouped"),
 }
 MODELLING["gemma3_text"] = replace(MODELLING["gemma3_text"], sandwich=True, softcap=True)
+MODELLING["starcoder2"] = replace(MODELLING["starcoder2"], norm_eps="norm_epsilon")
+
+
+def _unless_one(v: float) -> float | None:
+    return None if v == 1 else v
+
+
+def _deci_blocks(tc, i: int) -> dict:
+    """``modeling_decilm.py``'s layer ``i``: attention removed (``no_op``), ``DeciLMLinearAttention`` (one
+    ``hidden × hidden`` product) or ``num_attention_heads / n_heads_in_group`` key/value heads; the MLP removed, one
+    product (``DeciLMLinearMLP``) or ``_ffn_mult_to_intermediate_size(ffn_mult, hidden)`` wide."""
+    att, ffn = tc.block_configs[i]["attention"], tc.block_configs[i]["ffn"]
+    mixer = "none" if att.get("no_op") else "linear" if att.get("replace_with_linear") else "attention"
+    width = int(2 * (ffn.get("ffn_mult") or 0) * tc.hidden_size / 3)
+    width = width if width % 256 == 0 else width + 256 - width % 256
+    return dict(mixer=mixer, kv_heads=tc.num_attention_heads // att["n_heads_in_group"] if mixer == "attention" else None,
+                ffn="none" if ffn.get("no_op") else "linear" if ffn.get("replace_with_linear") else "dense", width=width)
+
+
+MODELLING.update({
+    "granite": Modelling(scale="attention_multiplier", residual="residual_multiplier", mlp_bias="mlp_bias",
+                         logits=lambda tc: _unless_one(1 / tc.logits_scaling),
+                         embed=lambda tc: _unless_one(tc.embedding_multiplier)),
+    # Cohere2Attention rotates (and slides) only where the layer has a window.
+    "cohere2": Modelling(window="layer_types", norm="layer", norm_eps="layer_norm_eps", parallel=True,
+                         interleaved=lambda tc: True, logits=lambda tc: _unless_one(tc.logit_scale),
+                         rope=lambda tc, t: t == "sliding_attention" and tc.sliding_window is not None),
+    "nemotron-nas": Modelling(mlp_bias="mlp_bias", blocks=_deci_blocks),
+})
 
 
 def _mscale(factor: float, m: float = 1.0) -> float:
@@ -273,11 +343,13 @@ def expected(whole, tc) -> dict:
     head_dim = getattr(tc, "head_dim", None) or d // tc.num_attention_heads
     types = getattr(tc, "layer_types", None) or ["full_attention"] * n
     layers = []
-    eps = tc.norm_epsilon if mod.norm == "layer" else tc.rms_norm_eps
+    eps = getattr(tc, mod.norm_eps)
+    residual = _unless_one(getattr(tc, mod.residual)) if mod.residual else None
     for i in range(n):
         t = types[i]
         layer: dict[str, Any] = {"norm eps": eps, "layer norm": mod.norm == "layer", "sandwich": mod.sandwich,
-                                 "pre norm": mod.pre_norm}
+                                 "pre norm": mod.pre_norm, "parallel": mod.parallel, "residual scale": residual}
+        block = mod.blocks(tc, i) if mod.blocks else {"mixer": "attention", "ffn": "dense"}
         if t == "linear_attention":
             layer.update(mixer="gated deltanet", key_heads=tc.linear_num_key_heads,
                          value_heads=tc.linear_num_value_heads, key_dim=tc.linear_key_head_dim,
@@ -290,8 +362,10 @@ def expected(whole, tc) -> dict:
             layer.update(mixer="latent attention", heads=tc.num_attention_heads, q_rank=tc.q_lora_rank,
                          kv_rank=tc.kv_lora_rank, nope=tc.qk_nope_head_dim, rope=tc.qk_rope_head_dim,
                          v=tc.v_head_dim, rotation=rot, interleaved=mod.interleaved(tc), scale=scale)
+        elif block["mixer"] != "attention":
+            layer["mixer"] = block["mixer"]
         else:
-            rope = tc.no_rope_layers[i] if tc.model_type == "llama4_text" else True
+            rope = tc.no_rope_layers[i] if tc.model_type == "llama4_text" else mod.rope(tc, t)
             window = None
             if mod.window == "every" or (mod.window == "layer_types" and t == "sliding_attention"):
                 window = tc.sliding_window
@@ -303,7 +377,10 @@ def expected(whole, tc) -> dict:
             scale = head_dim ** -0.5
             if tc.model_type in ("gemma3_text", "gemma2"):
                 scale = tc.query_pre_attn_scalar ** -0.5
-            layer.update(mixer="attention", heads=tc.num_attention_heads, kv_heads=tc.num_key_value_heads,
+            if mod.scale:
+                scale = getattr(tc, mod.scale)
+            layer.update(mixer="attention", heads=tc.num_attention_heads,
+                         kv_heads=block.get("kv_heads") or tc.num_key_value_heads,
                          head_dim=head_dim, rotation=_rotation(tc, t, head_dim) if rope else None,
                          interleaved=mod.interleaved(tc) if rope else None, window=window,
                          chunk=tc.attention_chunk_size if t == "chunked_attention" else None, bias=bias,
@@ -316,16 +393,19 @@ def expected(whole, tc) -> dict:
                             "keep_groups": None, "shared_width": None, "shared_gate": False, **experts}
             if layer["ffn"]["routed_scale"] == 1:
                 layer["ffn"]["routed_scale"] = None
+        elif block["ffn"] != "dense":
+            layer["ffn"] = {"kind": block["ffn"]}
         else:
-            width = tc.intermediate_size_mlp if tc.model_type == "llama4_text" else tc.intermediate_size
+            width = tc.intermediate_size_mlp if tc.model_type == "llama4_text" else block.get("width") or tc.intermediate_size
             layer["ffn"] = {"kind": "dense", "width": width, "activation": getattr(tc, mod.activation),
                             "gated": mod.mlp != "ungated", "fused": mod.mlp == "fused",
-                            "bias": mod.mlp == "ungated" and tc.use_bias}
+                            "bias": (mod.mlp == "ungated" and tc.use_bias) or bool(mod.mlp_bias and getattr(tc, mod.mlp_bias))}
         layers.append(layer)
     return {"d": d, "vocab": tc.vocab_size, "layers": n, "tied": bool(getattr(whole, "tie_word_embeddings", False)),
             "final norm eps": eps, "final layer norm": mod.norm == "layer",
-            "final soft cap": tc.final_logit_softcapping if mod.softcap else None,
-            "embed scale": math.sqrt(d) if tc.model_type in ("gemma3_text", "gemma2") else None, "per layer": layers}
+            "final soft cap": tc.final_logit_softcapping if mod.softcap else None, "logit scale": mod.logits(tc),
+            "embed scale": math.sqrt(d) if tc.model_type in ("gemma3_text", "gemma2") else mod.embed(tc),
+            "per layer": layers}
 
 
 # ---- the same fields of the spec streamed reads --------------------------------------------------------------------
@@ -358,8 +438,11 @@ def read(spec: ModelSpec) -> dict:
     for layer in spec.layers:
         m, f = layer.mixer, layer.ffn
         out: dict[str, Any] = {"norm eps": layer.norm.eps, "layer norm": layer.norm.layer, "sandwich": layer.sandwich,
-                               "pre norm": layer.pre_norm}
-        if isinstance(m, GatedDeltaNet):
+                               "pre norm": layer.pre_norm, "parallel": layer.parallel,
+                               "residual scale": layer.residual_scale}
+        if m is None or isinstance(m, Linear):
+            out["mixer"] = "none" if m is None else "linear"
+        elif isinstance(m, GatedDeltaNet):
             out.update(mixer="gated deltanet", key_heads=m.key_heads, value_heads=m.value_heads, key_dim=m.key_dim,
                        value_dim=m.value_dim, conv_kernel=m.conv_kernel)
         elif isinstance(m, LatentAttention):
@@ -375,7 +458,9 @@ def read(spec: ModelSpec) -> dict:
                        qk_norm=m.qk_norm.eps if m.qk_norm else None, qk_l2=m.qk_l2, gated=m.gated,
                        scale=m.scale if m.scale is not None else m.head_dim ** -0.5, fused=m.fused,
                        qk_whole=m.qk_norm_whole, softcap=m.softcap)
-        if isinstance(f, Experts):
+        if f is None or isinstance(f, Linear):
+            out["ffn"] = {"kind": "none" if f is None else "linear"}
+        elif isinstance(f, Experts):
             out["ffn"] = dict(kind="experts", count=f.count, top_k=f.top_k, width=f.width, normalized=f.normalized,
                               scoring=f.scoring, routed_scale=None if f.routed_scale == 1 else f.routed_scale,
                               selection_bias=f.selection_bias,
@@ -387,7 +472,8 @@ def read(spec: ModelSpec) -> dict:
         layers.append(out)
     return {"d": spec.d, "vocab": spec.vocab, "layers": len(spec.layers), "tied": spec.tied,
             "final norm eps": spec.final_norm.eps, "final layer norm": spec.final_norm.layer,
-            "final soft cap": spec.final_softcap, "embed scale": spec.embed_scale, "per layer": layers}
+            "final soft cap": spec.final_softcap, "logit scale": spec.logit_scale, "embed scale": spec.embed_scale,
+            "per layer": layers}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -433,8 +519,9 @@ CASES.update({name: (next(p for p in FILES if p.name == file), fields) for name,
 
 #: A config that says only its model type: every field is its class's default. (DeepSeek-V2's class has no default
 #: for `num_experts_per_tok`, so transformers' model cannot route and `streamed author` refuses it, naming the field —
-#: the test of that is `test_a_deepseek_v2_config_without_its_top_k_is_refused_as_transformers_cannot_route_it`.)
-DEFAULT_ONLY = [t for t in SUPPORTED if t != "deepseek_v2"]
+#: the test of that is `test_a_deepseek_v2_config_without_its_top_k_is_refused_as_transformers_cannot_route_it`;
+#: Nemotron-NAS's has none for `block_configs`, without which its model has no layers to build.)
+DEFAULT_ONLY = [t for t in SUPPORTED if t not in ("deepseek_v2", "nemotron-nas")]
 CASES.update({f"{t}, every field its class's default": (None, {"model_type": t}) for t in DEFAULT_ONLY})
 
 
@@ -468,3 +555,11 @@ def test_a_deepseek_v2_config_without_its_top_k_is_refused_as_transformers_canno
     assert tc.num_experts_per_tok is None
     with pytest.raises(SpecError, match="num_experts_per_tok"):
         spec_from_config({"model_type": "deepseek_v2"})
+
+
+def test_a_nemotron_nas_config_without_block_configs_is_refused_as_its_model_cannot_build_a_layer():
+    from streamed.model.spec import SpecError
+
+    assert _deci({}).block_configs is None
+    with pytest.raises(SpecError, match="`block_configs`"):
+        spec_from_config({"model_type": "nemotron-nas"})

@@ -107,6 +107,16 @@ def rope_position_off_by_one_in_prefill(monkeypatch):
     monkeypatch.setattr(lift._Lifter, "call", call)
 
 
+def ring_one_row_short(monkeypatch):
+    """The lowering holds every windowed cache in a ring one row shorter than its window and its step's rows."""
+    real = lift.ring_lengths
+
+    def ring_lengths(program, constants, ctx, rows):
+        return {name: length - 1 for name, length in real(program, constants, ctx, rows).items()}
+
+    monkeypatch.setattr(lift, "ring_lengths", ring_lengths)
+
+
 def allreduce_before_its_partial_sums(monkeypatch):
     """Tensor parallel: the all-reduce is scheduled (listed and phased) ahead of the partial products it sums."""
     real = split_tp._Splitter.allreduce
@@ -155,6 +165,9 @@ MUTATIONS = [
     Mutation("the attention window dropped from the program file", (WINDOWED,),
              "programs/layer-0.json: not a program a lowering wrote", in_bundle=window_dropped_from_the_program_file,
              lower_argv=(WINDOWED, "--mode", "decode", "--ctx", "16"), status=2),
+    Mutation("a windowed cache's ring one row short", (WINDOWED,),
+             "does not lower: attention reads `Kc0` as a ring of 4 rows, which does not hold the 5 positions its row "
+             "reads", plant=ring_one_row_short),
     Mutation("a rope position off by one in prefill only", (TINY, "--mode", "prefill", "--steps", "2"),
              "FAIL: layer 0, tensor `q0` differs at step 0", plant=rope_position_off_by_one_in_prefill),
     Mutation("an all-reduce before its partial sums", (TINY, "--mode", "tp", "--tp", "2", "--steps", "2"),

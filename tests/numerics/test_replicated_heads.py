@@ -71,3 +71,21 @@ def test_value_heads_that_read_their_key_heads_in_turn_hold_the_key_heads_they_r
     assert shares["Wlk0"] == ([[0, 2], [1, 3]] if tp == 4 else [[0, 1]])
     report = certify(a, dep, model)
     assert report.ok, report.error or report.first_failure.describe()
+
+
+def test_a_windowed_layers_ring_copied_on_every_chip_agrees_with_the_reference_past_its_wrap_around():
+    """Rings and replicas together: one key/value head over 4 chips, layers with a window of 8 carry on every chip a
+    ring copy of it; 14 steps at ctx 20 write past the ring's end and wrap around, and each chip's ring is measured
+    against the reference's cache on its own chip."""
+    from streamed.spatial.synth import two_kind_document
+
+    a = analyze(two_kind_document(4, heads=4, kv=1, hd=16, window=8))
+    dep = Deployment("tp", CTX, tp=4)
+    model = lower_streamed(a, dep)
+    windowed = next(k for k in model.kinds if "window" in k.name)
+    rings = {t.name: t.shape for t in windowed.program.tensors if t.of == f"Kc{windowed.representative}"}
+    assert rings == {f"Kc{windowed.representative}_c{c}": (8, 16) for c in range(4)}  # a ring of the window a chip
+    report = certify(a, dep, model, steps=14)
+    assert report.ok, report.error or report.first_failure.describe()
+    measured = {m.tensor for m in report.measures if m.program == f"layer {windowed.representative}"}
+    assert {f"{n}{windowed.representative}_c{c}" for n in ("Kc", "Vc") for c in range(4)} <= measured

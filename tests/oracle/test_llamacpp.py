@@ -12,16 +12,16 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
   repeated float32 multiplication. Measured: at most 5e-6 over every case (Qwen3.5 with experts); 2× room.
 - GELU (Gemma 2 and 3): ``GELU_TOLERANCE``. llama.cpp's CPU GELU rounds its input to fp16 and reads a 65536-entry
   fp16 table (``GGML_GELU_FP16``). Measured 2.7e-5 (Gemma 3), 1.2e-4 (Gemma 2); StarCoder2, whose GELU is not gated
-  and feeds its down projection alone, ``UNGATED_GELU_TOLERANCE``: measured 3.7e-4. Each bound leaves 2× room. With
-  that table emulated in the reference the typical position agrees within the F32 bound, which a test here shows
-  (StarCoder2's worst stays near 1e-4: an input within float32 rounding of an fp16 boundary takes the next entry).
+  and feeds its down projection alone, ``UNGATED_GELU_TOLERANCE``: measured 3.7e-4. Each bound leaves 2× room. In
+  llama.cpp's arithmetic (that table) Gemma 2 and 3 are held to the F32 bound, and StarCoder2's typical position
+  (its worst stays near 1e-4: an input within float32 rounding of an fp16 boundary takes the next entry).
 - In llama.cpp's arithmetic (``--arithmetic llama.cpp``: Q8_0 activations before a Q8_0 product, fp16 ones before an
-  F16 product, GELU from ggml's fp16 table) Gemma 3's F32 case is held to ``F32_TOLERANCE`` too (3e-5 without: the
-  table; Gemma 2 and StarCoder2 keep their GELU bounds, which a near-boundary input still needs), and Q8_0 and F16 cases to ``Q8_TOLERANCE``: 1e-3. What is left is rounding that float32 cannot decide —
-  an activation whose quantised value sits within a last bit of a rounding boundary goes the other way in
-  llama.cpp, whose sums differ from ours in their last bits. A Q8_0 case whose run leaves llama.cpp beyond the
-  tolerance is held to it after the near-ties at the first position that leaves (``oracle.emulated``) are rounded
-  llama.cpp's way; the rounding each takes is shown to be within ``oracle.NEAR_TIE`` of a half.
+  F16 product, GELU from ggml's fp16 table) Q8_0 and F16 cases are held to ``Q8_TOLERANCE``: 1e-3. What is left is
+  rounding that float32 cannot decide — an activation whose quantised value sits within a last bit of a rounding
+  boundary goes the other way in llama.cpp, whose sums differ from ours in their last bits. A Q8_0 case whose run
+  leaves llama.cpp beyond the tolerance is held to it after the near-ties at the first position that leaves
+  (``oracle.emulated``) are rounded llama.cpp's way; the rounding each takes is shown to be within ``oracle.NEAR_TIE``
+  of a half.
 - Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
@@ -55,6 +55,9 @@ UNEXPLAINED = {"qwen3next": 0.025}
 #: boundary than near a Q8_0 one; their gated-delta states carry each that goes the other way to every later position.
 #: Measured, held to twice that.
 F16_CARRIED = {"qwen35": 2.6e-3, "qwen3next": 2.2e-3}
+#: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
+#: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
+QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}
 PREFILL = 16
 WINDOW = 8  # every windowed case's window: 12 decode steps run past it
 TOKENS = 28
@@ -143,13 +146,40 @@ CASES = {
     "olmo2": lambda: cfg("small-olmo2"),
     # InternLM2: the grouped wqkv, split by the converter into q, k and v.
     "internlm2": lambda: cfg("small-internlm2"),
+    # Granite: the embedding, the attention logits, each block's output and the logits scaled by its multipliers.
+    "granite": lambda: cfg("small-granite"),
+    "granite, biased attention and MLP": lambda: cfg("small-granite", attention_bias=True, mlp_bias=True),
+    # Mistral 3: the wrapper's Mistral text model, which the converter writes as architecture mistral3.
+    "mistral3": lambda: cfg("small-mistral3"),
+    # (an original context of 4096 puts YaRN's ramp inside the 8 rotated pairs, where its betas show)
+    "mistral3, yarn rope scaling": lambda: cfg("small-mistral3", max_position_embeddings=32768, rope_theta=10000.0,
+                                               rope_scaling={"rope_type": "yarn", "factor": 8.0,
+                                                             "original_max_position_embeddings": 4096}),
+    # Cohere 2: one LayerNorm feeding attention and the MLP side by side; window 8 and rotation on three layers of
+    # four, the fourth global without rotation; scaled logits; the head tied.
+    "cohere2": lambda: cfg("small-cohere2"),
+    # Nemotron-NAS (deci): per-layer key/value grouping and feed-forward widths, attention replaced by one product or
+    # removed, a layer with neither block; Llama 3's rope_freqs from the rope parameters' original length.
+    "deci": lambda: cfg("small-nemotron-nas"),
+    # A deci layer whose attention is kept and whose feed-forward block is removed: llama.cpp skips it whole.
+    "deci, attention without a feed-forward block": lambda: _deci_attention_only(),
 }
+
+
+def _deci_attention_only() -> dict:
+    c = cfg("small-nemotron-nas")
+    c["block_configs"][2]["ffn"] = {"ffn_mult": None, "no_op": True, "replace_with_linear": False}
+    return c
+
+
 GELU = {"gemma3", "gemma3, linear rope scaling", "gemma2"}
 UNGATED_GELU = {"starcoder2"}
 
 
 def tolerance(name: str) -> float:
     return UNGATED_GELU_TOLERANCE if name in UNGATED_GELU else GELU_TOLERANCE if name in GELU else F32_TOLERANCE
+
+
 #: How a case's GGUF differs from what the converter writes (``oracle.write``'s ``kv`` and ``squeeze``).
 WRITTEN = {
     "llama, a sliding_window key it ignores": {"kv": {"{arch}.attention.sliding_window": WINDOW // 2}},
@@ -193,7 +223,8 @@ def test_the_authored_program_computes_llama_cpp_s_logits_at_every_position(tmp_
 ARCHITECTURES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2-moe", "qwen3moe": "qwen3-moe",
                  "qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "gemma3": "gemma3",
                  "deepseek2": "deepseek2", "llama4": "llama4", "gpt-oss": "gpt-oss", "gemma2": "gemma2", "phi3": "phi3",
-                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
+                 "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2", "granite": "granite",
+                 "mistral3": "mistral3", "cohere2": "cohere2", "deci": "deci"}
 #: Optional keys that change a model where an architecture reads them, each set to a value that would show.
 PROBES = {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 3,
           "{arch}.attention.scale": 0.05, "{arch}.rope.freq_base_swa": 50.0, "{arch}.expert_weights_norm": True,
@@ -258,6 +289,19 @@ READ_KEYS = [
     # Olmo 3's converted files: a window on the layers its pattern slides, their rotation unscaled.
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2}),
     ("olmo2", {"{arch}.attention.sliding_window": WINDOW // 2, "{arch}.attention.sliding_window_pattern": 2}),
+    # Granite's multipliers, each applied where it is not 0 (the logit scale divides), and its rope switch.
+    ("granite", {"{arch}.attention.scale": 0.05}),
+    ("granite", {"{arch}.residual_scale": 0.5}),
+    ("granite", {"{arch}.embedding_scale": 3.0}),
+    ("granite", {"{arch}.logit_scale": 2.0}),
+    ("granite", {"{arch}.rope.scaling.finetuned": False}),
+    ("cohere2", {"{arch}.attention.sliding_window": WINDOW // 2}),
+    ("cohere2", {"{arch}.attention.sliding_window_pattern": 3}),
+    ("cohere2", {"{arch}.logit_scale": 1.5}),
+    # Mistral 3 reads YaRN's betas and its log multiplier (an attention factor of get_mscale(F)/get_mscale(F, m)).
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_fast": 8.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_beta_slow": 4.0}),
+    ("mistral3, yarn rope scaling", {"{arch}.rope.scaling.yarn_log_multiplier": 0.5}),
 ]
 
 
@@ -281,7 +325,10 @@ def test_q8_0_checkpoints_agree_in_llama_cpp_s_arithmetic_up_to_roundings_float3
     tokens = tokens_for(c)
     want = llamacpp.logits(w.path, tokens, PREFILL)
     exact = oracle.ours(w.path, tokens, PREFILL, bundle=False).reference
-    assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
+    if name in QUANTISATION_DAMPED:
+        assert worst(exact, want)[0] <= Q8_TOLERANCE, "the quantisation now shows: drop it from QUANTISATION_DAMPED"
+    else:
+        assert worst(exact, want)[0] > Q8_TOLERANCE, "llama.cpp quantises its activations; exact float32 does not"
     got, flips = oracle.emulated(w.path, tokens, PREFILL, want, UNEXPLAINED.get(name, Q8_TOLERANCE))
     rel, at = worst(got, want)
     assert rel <= UNEXPLAINED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}, after {flips}"
@@ -297,17 +344,6 @@ def test_a_q8_0_bundle_in_llama_cpp_s_arithmetic_computes_what_the_reference_com
     assert np.array_equal(np.stack([ours.bundle[p] for p in positions]), ours.reference[positions])
 
 
-@pytest.mark.parametrize("name", ["gemma2", "starcoder2"])
-def test_a_gelu_model_s_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
-    want, ours = evaluate(tmp_path, name, bundle=False)
-    plain, _ = worst(ours.reference, want)
-    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
-                           arithmetic="llama.cpp").reference
-    worst_emulated, at = worst(emulated, want)
-    typical = float(np.median(oracle.relative(emulated, want)))
-    assert typical <= F32_TOLERANCE < plain and worst_emulated <= plain / 4, (plain, worst_emulated, typical, at)
-
-
 @pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-moe", "deepseek2", "qwen35", "qwen3next"])
 def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
     c = CASES[name]()
@@ -319,15 +355,21 @@ def test_f16_checkpoints_agree_in_llama_cpp_s_arithmetic(tmp_path, name):
     assert rel <= F16_CARRIED.get(name, Q8_TOLERANCE), f"{name}: {rel:.3g} at position {at}"
 
 
-def test_gemma3_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path):
-    want, plain = evaluate(tmp_path, "gemma3", bundle=False)
-    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES["gemma3"]()), PREFILL, bundle=False,
+@pytest.mark.parametrize("name", sorted(GELU | UNGATED_GELU))
+def test_a_gelu_model_s_f32_differences_are_llama_cpp_s_fp16_gelu_table(tmp_path, name):
+    want, plain = evaluate(tmp_path, name, bundle=False)
+    emulated = oracle.ours(tmp_path / "model.gguf", tokens_for(CASES[name]()), PREFILL, bundle=False,
                            arithmetic="llama.cpp")
-    assert worst(emulated.reference, want)[0] <= F32_TOLERANCE < worst(plain.reference, want)[0]
+    rel = oracle.relative(emulated.reference, want)
+    # StarCoder2's ungated GELU feeds its down projection alone: its typical position is held to the bound, its worst
+    # to a quarter of what it is without the table.
+    held = float(np.median(rel)) if name in UNGATED_GELU else float(rel.max())
+    assert held <= F32_TOLERANCE < worst(plain.reference, want)[0]
+    assert float(rel.max()) <= worst(plain.reference, want)[0] / 4
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "deepseek2", "qwen35moe", "qwen2-moe, a shared-expert gate stored [d]",
-                                  "phi3"])
+                                  "phi3", "deci"])
 def test_streamed_run_on_the_authored_document_prints_llama_cpp_s_logits(tmp_path, run, name):
     c = CASES[name]()
     w = oracle.write(tmp_path / "model.gguf", c, **WRITTEN.get(name, {}))

@@ -232,6 +232,22 @@ def test_writers_racing_in_threads_take_turns_and_every_write_succeeds(tmp_path,
     assert errors == [] and manifest(read_bundle(out)) == manifest(model) and beside(out) == []
 
 
+def test_a_writer_behind_a_stuck_one_gives_up_naming_the_folder_and_writes_nothing(tmp_path, model, monkeypatch):
+    """A lowering that holds the folder's lock and changes nothing in it is stuck: the next writer says so in one
+    line instead of waiting forever (the wait is shortened here; it is a minute for a user)."""
+    import fcntl
+
+    monkeypatch.setattr(bundle_module, "LOCK_WAIT_SECONDS", 0.3)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(BundleError, match=r"another lowering has held .* without writing anything"):
+            write_bundle(model, tmp_path / "b")
+    finally:
+        os.close(fd)
+    assert not (tmp_path / "b").exists() and beside(tmp_path / "b") == []
+
+
 # ---- nothing trusted --------------------------------------------------------------------------------------------
 
 

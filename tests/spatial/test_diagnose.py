@@ -112,9 +112,9 @@ def test_check_puts_kv_caches_that_fit_no_memory_on_the_declaration_of_the_first
         tmp_path, capsys):
     from streamed.cli import main
 
-    # Eight KV heads of 128 at ctx 200,000: 819 MB of caches a layer, streamed from HBM on an SN50 — but a chip with
-    # 2 GB of HBM and 0.5 GB of DDR holds two layers' caches beside the weights, not three.
-    text = two_kind_document(4, kv=8, heads=8, hd=128, d=256)
+    # Eight KV heads of 128 at ctx 200,000: 819 MB of caches a (global) layer, streamed from HBM on an SN50 — but a
+    # chip with 2 GB of HBM and 0.5 GB of DDR holds two layers' caches beside the weights, not three.
+    text = two_kind_document(4, kv=8, heads=8, hd=128, d=256, every=1)
     doc = tmp_path / "big.lgm"
     doc.write_text(text)
     (tmp_path / "small.toml").write_text(SMALL_CHIP)
@@ -122,8 +122,9 @@ def test_check_puts_kv_caches_that_fit_no_memory_on_the_declaration_of_the_first
     assert capsys.readouterr().out == ""
     assert main(["check", str(doc), "--ctx", "200000", "--target", str(tmp_path / "small.toml")]) == 1
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith(f"{doc}:{_line_of(text, 'Let Kc2 be a state')}:1: error: the bundle program does not lower: the states "
-                           f"of layer 2 do not fit")
+    assert line.startswith(f"{doc}:{_line_of(text, 'Let Kc2 be a state')}:1: error: the bundle program does not lower: "
+                           f"the KV caches need 3.28 GB per chip")
+    assert "the states of layer 2 do not fit" in line
 
 
 def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bundle(tmp_path, capsys):
@@ -142,12 +143,13 @@ def test_check_takes_the_deployment_of_lower_and_says_a_tp_width_refuses_the_bun
 
 def test_a_batched_steps_caches_are_summed_under_the_authored_name(tmp_path):
     (tmp_path / "small.toml").write_text(SMALL_CHIP)
-    a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256))
+    a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256, every=1))
     with pytest.raises(StreamedReject) as e:
         lower_streamed(a, Deployment("batched", ctx=8192, batch=64), target=str(tmp_path / "small.toml"))
-    # 64 sequences × 8192 positions × 1024 values × 2 bytes × K and V: 2.15 GB for layer 0 alone.
+    # 64 sequences × 8192 positions × 1024 values × 2 bytes × K and V: 2.15 GB for layer 0 alone, 8.59 GB for four.
     assert e.value.layer == 0 and e.value.binder in ("Kc0", "Vc0")
-    assert "layer 0 carries 2.15 GB of state per chip" in e.value.why
+    assert e.value.why.startswith("the KV caches need 8.59 GB per chip")
+    assert "(layer 0 carries 2.15 GB)" in e.value.why
     assert a.programs.layer(0).statements[e.value.statement].name.text == e.value.binder
 
 

@@ -175,7 +175,7 @@ def test_residency_puts_states_in_sram_while_they_fit_then_hbm_then_ddr(tmp_path
     # 1 MB of SRAM: one layer's KV caches at ctx 2048 (2·2048·32·2 B = 256 KB) fit three times beside the reserve.
     f = tmp_path / "t.toml"
     f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.0007"))
-    model = lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=2048), target=str(f))
+    model = lower_streamed(analyze(two_kind_document(8, every=1)), Deployment("decode", ctx=2048), target=str(f))
     tiers = {}
     for group in model.residency["layers"]:
         for l in group["layers"]:
@@ -203,7 +203,7 @@ def test_states_that_fit_nowhere_refuse_the_bundle(tmp_path):
     f = tmp_path / "t.toml"
     f.write_text(GOOD.replace("hbm_gb = 1", "hbm_gb = 0.001").replace("ddr_gb = 4", "ddr_gb = 0.001"))
     with pytest.raises(StreamedReject) as e:
-        lower_streamed(analyze(two_kind_document(8)), Deployment("decode", ctx=4096), target=str(f))
+        lower_streamed(analyze(two_kind_document(8, every=1)), Deployment("decode", ctx=4096), target=str(f))
     assert e.value.program == "bundle" and "do not fit" in e.value.why
 
 
@@ -248,9 +248,11 @@ def test_place_lays_each_chips_ops_end_to_end_on_its_pcus_and_its_buffers_on_its
         assert [i for i, _, _ in ops] == runs
         assert [b - a for _, a, b in ops] == [p.ops[i].pcus for i in runs]
         assert all(b0 == a1 for (_, _, b0), (_, a1, _) in zip(ops, ops[1:])) and ops[0][1] == 0
-        # every on-chip tensor of the chip once: a state its ops read one PMU, any other the PMUs its bytes fill
-        want = {t.name: 1 if t.role == "state" else -(-t.bytes // pmu) for t in p.tensors
-                if t.chip in (None, c) and t.role != "weight" and (t.tier == "sram" or t.role == "state")}
+        # every on-chip tensor of the chip once: a state its ops read one PMU, any other the PMUs its bytes fill — a
+        # rotation table held in HBM the one row a decode step stages (its width × 2 bytes)
+        staged = lambda t: t.shape[1] * 2 if t.role == "table" and t.tier != "sram" else t.bytes  # noqa: E731
+        want = {t.name: 1 if t.role == "state" else -(-staged(t) // pmu) for t in p.tensors
+                if t.chip in (None, c) and t.role != "weight" and (t.tier == "sram" or t.role in ("state", "table"))}
         assert {n: b - a for n, a, b in bufs} == want
         assert sum(b - a for _, a, b in bufs) == (p.certificate["pmus"] if c in (None, 0) else sum(want.values()))
 

@@ -72,6 +72,27 @@ def test_qwen3_next_carries_on_each_chip_its_copy_of_a_kv_head_and_its_share_of_
     assert sum(model.residency["states"].values()) == 36 * gated + 12 * attention
 
 
+@pytest.mark.parametrize("tp", [4, 8])
+def test_qwen3_next_from_its_config_over_more_chips_than_kv_heads_holds_the_weights_counted_by_hand(tp):
+    """Qwen3-Next 80B authored from examples/configs/qwen3-next-80b-a3b.json, over 4 and 8 chips: every chip its
+    query heads (with their output gate), its copy of one of the 2 key/value heads, its gated-delta heads, its
+    columns of every expert and of the shared expert; the router, the shared expert's gate, the norms, the embedding
+    and the head whole on every chip. Projections Q8_0 (34 bytes per 32 values), the rest bf16."""
+    model = lower_streamed(authored(CONFIGS / "qwen3-next-80b-a3b.json"), Deployment("tp", ctx=4096, tp=tp))
+    d, vocab, heads, hd, kh, vh, lhd, conv, experts, eff = 2048, 151936, 16, 256, 16, 32, 128, 4, 512, 512
+    moe = (d * experts + 3 * experts * d * eff // tp + 3 * d * eff // tp + d) * Q8
+    attention = ((2 * d * heads * hd // tp + 2 * d * hd + heads * hd // tp * d) * Q8  # Wq, Wqg; one KV head; Wo
+                 + (2 * d + 2 * hd) * BF16 + moe)
+    qk, v = kh * lhd // tp, vh * lhd // tp
+    gated = ((2 * d * qk + 2 * d * v + 2 * d * vh // tp + v * d) * Q8  # q, k; v, z; beta, decay; out
+             + (2 * d + conv * (2 * qk + v) + vh // tp + vh + lhd) * BF16  # norms, conv, dt bias, A (whole), gate norm
+             + moe)
+    per_layer = {g["kind"]: g["weight_bytes_per_layer"] for g in model.residency["layers"]}
+    assert per_layer == {"attention, experts": attention, "gated deltanet, experts": gated}
+    shared = vocab * d * BF16 + d * BF16 + d * vocab * Q8
+    assert sum(model.residency["weights"].values()) == 12 * attention + 36 * gated + shared
+
+
 def test_gemma_3_1b_over_four_chips_gives_each_chip_its_copy_of_the_one_kv_head_counted_in_residency():
     model = lower_streamed(authored(TEST_CONFIGS / "gemma-3-1b-it.json"), Deployment("tp", ctx=512, tp=4))
     # the config: d 1152, 4 query heads sharing 1 key/value head of 256, FFN 6912, vocabulary 262144, 26 layers,
@@ -91,6 +112,25 @@ def test_gemma_3_1b_over_four_chips_gives_each_chip_its_copy_of_the_one_kv_head_
         replicas = {r["of"]: r["shares"] for r in k["tp"]["replicas"]}
         for name in (f"Kc{rep}", f"Vc{rep}", f"Wk{rep}", f"Wv{rep}"):
             assert replicas[name] == [{"start": 0, "stop": hd, "chips": [0, 1, 2, 3]}]
+
+
+def test_gemma_3_1b_over_four_chips_past_its_window_holds_on_every_chip_a_ring_copy_of_the_kv_head():
+    """Rings and replicas together: at ctx 4096 each of the 22 sliding layers (window 512) carries on every chip its
+    copy of the one key/value head as a ring of the window, and each of the 4 global layers its copy as long as the
+    context — the manifest says both (ring, of, slice) for every chip's share."""
+    model = lower_streamed(authored(TEST_CONFIGS / "gemma-3-1b-it.json"), Deployment("tp", ctx=4096, tp=4))
+    hd, window, ctx, sliding, full, tp = 256, 512, 4096, 22, 4, 4  # sliding_window_pattern 6: every sixth is global
+    ring, cache = 2 * window * hd * BF16, 2 * ctx * hd * BF16  # keys and values, one head
+    per_layer = {g["kind"]: g["state_bytes_per_layer"] for g in model.residency["layers"]}
+    assert per_layer == {"attention, window 512": ring, "attention": cache}
+    assert sum(model.residency["states"].values()) == sliding * ring + full * cache == 28_311_552
+    m = manifest(model)
+    for k in m["kinds"]:
+        rep, rows = k["representative"], (window if k["name"] == "attention, window 512" else ctx)
+        want = [{"name": f"{c}c{rep}_c{chip}", "shape": [rows, hd], "dtype": "bf16", "bytes": rows * hd * BF16,
+                 "chip": chip, "ring": rows == window, "of": f"{c}c{rep}", "slice": [1, 0, hd]}
+                for c in "KV" for chip in range(tp)]
+        assert k["states"] == want
 
 
 def test_the_qwen3_5_and_3_6_27b_shape_lowers_over_eight_chips():

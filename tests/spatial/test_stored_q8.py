@@ -80,6 +80,68 @@ def test_deepseek_v2s_weights_are_their_q8_0_bytes_by_an_independent_count_in_re
     assert programs["head"]["weight_bytes"] == want["head"]
 
 
+def gpt_oss_20b_count():
+    """gpt-oss 20B from examples/configs/gpt-oss-20b.json: 24 layers of d 2880, 64 query heads and 8 key/value heads
+    of 64 (with biases, and a sink per head), 32 experts of 2880 (with biases) behind a router with a bias."""
+    d, vocab, layers, heads, kv, hd, experts, eff = 2880, 201088, 24, 64, 8, 64, 32, 2880
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + d * experts + 3 * experts * d * eff
+    bf16 = 2 * d + (heads * hd + 2 * kv * hd + d) + heads + experts + 3 * experts * eff
+    layer = q8 * Q8 + bf16 * BF16
+    return {"layers": {"attention, window 128, experts": layer, "attention, experts": layer},
+            "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
+            "total": layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8}
+
+
+def llama_4_scout_count():
+    """Llama 4 Scout from examples/configs/llama-4-scout.json: 48 layers of d 5120, 40 query heads and 8 key/value
+    heads of 128 (their norms without weights), every layer 16 experts of 8192 and a shared expert of 8192."""
+    d, vocab, layers, heads, kv, hd, experts, eff = 5120, 202048, 48, 40, 8, 128, 16, 8192
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + d * experts + 3 * experts * d * eff + 3 * d * eff
+    layer = q8 * Q8 + 2 * d * BF16
+    return {"layers": {"attention, chunks of 8192, experts": layer, "attention, experts": layer},
+            "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
+            "total": layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8}
+
+
+def qwen3_next_count():
+    """Qwen3-Next 80B from examples/configs/qwen3-next-80b-a3b.json: 48 layers of d 2048, every fourth attention (16
+    query heads with their output gate, 2 key/value heads of 256, a norm per head), the rest gated delta (16 key and
+    32 value heads of 128, a convolution over 4 rows, a gate per value head); every layer 512 experts of 512 and a
+    shared expert of 512 behind its one-column gate."""
+    d, vocab, layers, every = 2048, 151936, 48, 4
+    heads, kv, hd, kh, vh, lhd, conv = 16, 2, 256, 16, 32, 128, 4
+    experts, eff = 512, 512
+    moe_q8 = d * experts + 3 * experts * d * eff + 3 * d * eff + d
+    attention = (2 * d * heads * hd + 2 * d * kv * hd + heads * hd * d + moe_q8) * Q8 + (2 * d + 2 * hd) * BF16
+    qk, v = kh * lhd, vh * lhd
+    gated = ((2 * d * qk + 2 * d * v + 2 * d * vh + v * d + moe_q8) * Q8
+             + (2 * d + conv * (2 * qk + v) + 2 * vh + lhd) * BF16)
+    n_attention = layers // every
+    return {"layers": {"attention, experts": attention, "gated deltanet, experts": gated},
+            "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
+            "total": n_attention * attention + (layers - n_attention) * gated + vocab * d * BF16 + d * BF16
+            + d * vocab * Q8}
+
+
+@pytest.mark.parametrize("config, count", [(CONFIGS / "gpt-oss-20b.json", gpt_oss_20b_count),
+                                           (CONFIGS / "llama-4-scout.json", llama_4_scout_count),
+                                           (CONFIGS / "qwen3-next-80b-a3b.json", qwen3_next_count)],
+                         ids=["gpt-oss-20b", "llama-4-scout", "qwen3-next-80b"])
+def test_a_real_moe_models_weights_are_their_q8_0_bytes_by_an_independent_count_in_residency_and_manifest(
+        config, count):
+    """Expert banks, routers and shared experts counted at 34 bytes per 32 values: were any read dense (2 bytes a
+    value) the totals would be nearly twice these."""
+    want = count()
+    model = lower_streamed(authored(config), Deployment("decode", ctx=4096))
+    assert sum(model.residency["weights"].values()) == want["total"]
+    per_layer = {g["kind"]: g["weight_bytes_per_layer"] for g in model.residency["layers"]}
+    assert per_layer == want["layers"]
+    m = manifest(model)
+    loads = lambda program: sum(r["bytes"] for w in program["weights"] for r in w["reads"])  # noqa: E731
+    assert {k["name"]: loads(k) for k in m["kinds"]} == want["layers"]
+    assert loads(m["shared"]["embed"]) == want["embed"] and loads(m["shared"]["head"]) == want["head"]
+
+
 REAL = {"deepseek-v2": TEST_CONFIGS / "deepseek-v2-chat.json", "gpt-oss-20b": CONFIGS / "gpt-oss-20b.json",
         "llama-4-scout": CONFIGS / "llama-4-scout.json", "qwen3-next-80b": CONFIGS / "qwen3-next-80b-a3b.json",
         "deepseek-v2-lite": CONFIGS / "deepseek-v2-lite.json"}

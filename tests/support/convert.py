@@ -6,7 +6,8 @@ back to the raw ``config.json`` when transformers refuses it), moves ``text_conf
 ``TextModel.set_gguf_parameters``'s keys plus its architecture class's own. This module transcribes that, for the
 architectures the oracle uses, from the converter that ``llama-cpp-python`` 0.3.36 vendors
 (``ggml-org/llama.cpp@0c1e57098``: ``conversion/base.py``, ``llama.py``, ``qwen.py``, ``gemma.py``, ``deepseek.py``,
-``gpt_oss.py``, ``phi.py``, ``starcoder.py``, ``olmo.py``, ``internlm.py``) — so a field ``streamed.model.hf`` misreads is not handed to llama.cpp as well: the GGUF says what
+``gpt_oss.py``, ``phi.py``, ``starcoder.py``, ``olmo.py``, ``internlm.py``, ``granite.py``, ``mistral3.py``,
+``command_r.py``, ``deci.py``) — so a field ``streamed.model.hf`` misreads is not handed to llama.cpp as well: the GGUF says what
 transformers says.
 
 ``metadata(cfg)`` gives ``(architecture, kv)`` — ``kv`` keyed like ``ggufs.writer``'s (``{arch}.block_count``) —
@@ -35,6 +36,9 @@ ARCHITECTURE = {
     "llama4_text": ("llama4", "Llama4Model"), "gpt_oss": ("gpt-oss", "GptOssModel"),
     "gemma2": ("gemma2", "Gemma2Model"), "phi3": ("phi3", "Phi3MiniModel"), "starcoder2": ("starcoder2", "StarCoder2Model"),
     "olmo2": ("olmo2", "Olmo2Model"), "internlm2": ("internlm2", "InternLM2Model"),
+    # Mistral3ForConditionalGeneration converts through Ministral3Model, a LlamaModel writing architecture mistral3.
+    "granite": ("granite", "GraniteModel"), "mistral3": ("mistral3", "LlamaModel"), "cohere2": ("cohere2", "Cohere2Model"),
+    "nemotron-nas": ("deci", "DeciModel"),
 }
 
 
@@ -171,12 +175,49 @@ def _phi3(hp: dict, rp: dict) -> dict[str, Any]:
     return kv
 
 
+def _ffn_width(mult: float | None, d: int) -> int:
+    """``DeciModel._ffn_mult_to_intermediate_size`` (0 for a block without ``ffn_mult``)."""
+    width = int(2 * (mult or 0.0) * d / 3)
+    return width if width % 256 == 0 else width + 256 - width % 256
+
+
+def _deci(hp: dict, rp: dict) -> dict[str, Any]:
+    """``DeciModel.set_gguf_parameters`` for a config with ``block_configs`` (its own keys, not TextModel's): per layer
+    the head count (0 without attention), the key/value head count (0 without attention or for its linear
+    replacement) and the feed-forward width from ``ffn_mult``."""
+    heads, d = hp["num_attention_heads"], hp["hidden_size"]
+    n_kv, n_head, n_ff = [], [], []
+    for b in hp["block_configs"]:
+        att = b["attention"]
+        if att.get("n_heads_in_group") is None:
+            n_kv.append(0)
+            n_head.append(heads if att.get("replace_with_linear") is True else 0)
+        else:
+            n_kv.append(heads // att["n_heads_in_group"])
+            n_head.append(heads)
+        n_ff.append(_ffn_width(b["ffn"].get("ffn_mult"), d))
+    kv: dict[str, Any] = {}
+    if rp.get("rope_theta") is not None:
+        kv["{arch}.rope.freq_base"] = float(rp["rope_theta"])
+    kv.update({"{arch}.attention.head_count_kv": n_kv, "{arch}.attention.head_count": n_head,
+               "{arch}.feed_forward_length": n_ff, "{arch}.block_count": hp["num_hidden_layers"],
+               "{arch}.context_length": hp["max_position_embeddings"], "{arch}.embedding_length": d,
+               "{arch}.attention.layer_norm_rms_epsilon": float(hp["rms_norm_eps"]),
+               "{arch}.attention.key_length": d // heads, "{arch}.attention.value_length": d // heads,
+               "{arch}.vocab_size": hp["vocab_size"], "{arch}.rope.dimension_count": d // heads})
+    return kv
+
+
 def metadata(cfg: dict) -> tuple[str, dict[str, Any]]:
     """The GGUF architecture and the metadata the converter writes for ``cfg`` (a parsed ``config.json``)."""
     arch, cls = ARCHITECTURE[cfg["model_type"]]
     hp = hparams(cfg)
     if cls in ("Gemma2Model", "Phi3MiniModel"):
         return arch, _gemma2(hp) if cls == "Gemma2Model" else _phi3(hp, _rope_parameters(hp))
+    if cls == "DeciModel":
+        return arch, _deci(hp, _rope_parameters(hp))
+    if cls == "GraniteModel":  # GraniteModel.set_gguf_parameters: no head_dim (llama.cpp's is hidden / heads)
+        hp.pop("head_dim", None)
     if cls == "Llama4Model":  # Llama4Model.__init__: the dense width is intermediate_size_mlp
         hp["intermediate_size_moe"], hp["intermediate_size"] = hp["intermediate_size"], hp["intermediate_size_mlp"]
     if cls == "DeepseekV2Model":  # latent attention converted as one KV head (MQA)
@@ -184,9 +225,20 @@ def metadata(cfg: dict) -> tuple[str, dict[str, Any]]:
         hp["rms_norm_eps"] = hp.get("rms_norm_eps", 1e-6)
     rp = _rope_parameters(hp)
     kv = _text_model(hp, rp)
-    if cls in ("LlamaModel", "Llama4Model"):
+    if cls in ("LlamaModel", "Llama4Model", "GraniteModel"):
         kv["{arch}.vocab_size"] = hp["vocab_size"]
         kv["{arch}.rope.dimension_count"] = _head_dim(hp)
+    if cls == "GraniteModel":  # each written only when truthy
+        for key, name in (("attention.scale", "attention_multiplier"), ("embedding_scale", "embedding_multiplier"),
+                          ("residual_scale", "residual_multiplier"), ("logit_scale", "logits_scaling")):
+            if hp.get(name):
+                kv["{arch}." + key] = float(hp[name])
+    if cls == "Cohere2Model":
+        kv["{arch}.logit_scale"] = float(hp["logit_scale"])
+        kv["{arch}.attention.sliding_window"] = hp["sliding_window"]
+        kv["{arch}.vocab_size"] = hp["vocab_size"]
+        kv["{arch}.rope.dimension_count"] = int(hp["rotary_pct"] * (hp["hidden_size"] // hp["num_attention_heads"]))
+        kv["{arch}.rope.scaling.type"] = "none"
     if cls == "Llama4Model":
         kv["{arch}.interleave_moe_layer_step"] = hp["interleave_moe_layer_step"]
         kv["{arch}.expert_feed_forward_length"] = hp["intermediate_size_moe"]
@@ -267,14 +319,16 @@ def extra_tensors(cfg: dict) -> dict[str, np.ndarray]:
             return {}
         return {"rope_factors_long.weight": np.asarray(params["long_factor"], dtype=np.float32),
                 "rope_factors_short.weight": np.asarray(params["short_factor"], dtype=np.float32)}
-    if cls not in ("LlamaModel", "Llama4Model") or str(params.get("rope_type", "")).lower() != "llama3":
+    if cls not in ("LlamaModel", "Llama4Model", "GraniteModel", "DeciModel") \
+            or str(params.get("rope_type", "")).lower() != "llama3":
         return {}
     base = params.get("rope_theta", 10000.0)
-    dim = _head_dim(hp)
+    dim = _head_dim(hp) if cls != "DeciModel" else hp["hidden_size"] // hp["num_attention_heads"]
     freqs = 1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
     factor, low = params.get("factor", 8.0), params.get("low_freq_factor", 1.0)
     high = params.get("high_freq_factor", 4.0)
-    old = hp.get("original_max_position_embeddings", 8192)
+    # LlamaModel reads the pretraining length from the top level of the config, DeciModel from the rope parameters.
+    old = (params if cls == "DeciModel" else hp).get("original_max_position_embeddings", 8192)
     out = []
     for freq in freqs:
         wavelen = 2 * math.pi / float(freq)

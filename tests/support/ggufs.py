@@ -106,11 +106,13 @@ def llama_like(path: Path, layers: int = 4, d: int = 64, heads: int = 4, kv_head
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "gemma3_text": "gemma3", "gemma3": "gemma3", "qwen3_5_moe": "qwen35moe",
              "qwen3_5": "qwen35", "qwen3_next": "qwen3next", "deepseek_v2": "deepseek2", "llama4": "llama4",
              "llama4_text": "llama4", "gpt_oss": "gpt-oss", "qwen3": "qwen3", "qwen2": "qwen2", "qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe",
-             "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2"}
+             "gemma2": "gemma2", "phi3": "phi3", "starcoder2": "starcoder2", "olmo2": "olmo2", "internlm2": "internlm2",
+             "granite": "granite", "cohere2": "cohere2", "nemotron-nas": "deci"}
 
 
-def as_gguf(spec, name: str | None = None):
-    """``spec`` as llama.cpp converts it: its architecture's GGUF name, llama.cpp's tensor names, DeepSeek's
+def as_gguf(spec, name: str | None = None, arch: str | None = None):
+    """``spec`` as llama.cpp converts it: its architecture's GGUF name (``arch`` where the converter names it other than
+    by the text model's type: a Mistral 3 wrapper's Mistral writes ``mistral3``), llama.cpp's tensor names, DeepSeek's
     ``kv_b_proj`` split into ``attn_k_b`` and ``attn_v_b`` as current converters write it, and InternLM2's grouped
     ``wqkv`` split into ``attn_q``, ``attn_k`` and ``attn_v`` (Phi-3's ``[q | k | v]`` stays one ``attn_qkv``)."""
     import dataclasses
@@ -124,7 +126,7 @@ def as_gguf(spec, name: str | None = None):
             return dataclasses.replace(l, mixer=dataclasses.replace(l.mixer, fused=None))
         return l
 
-    return dataclasses.replace(spec, architecture=GGUF_ARCH[spec.architecture], naming="gguf",
+    return dataclasses.replace(spec, architecture=arch or GGUF_ARCH[spec.architecture], naming="gguf",
                                name=name or spec.name, layers=tuple(layer(l) for l in spec.layers))
 
 

@@ -84,9 +84,10 @@ def _shape(tname: str, ne: tuple[int, ...], squeeze: tuple[str, ...]) -> tuple[i
 
 
 def write(path: Path, cfg: dict, *, q8: bool = False, f16: bool = False, seed: int = 0, name: str = "oracle",
-          kv: dict | None = None, squeeze: tuple[str, ...] = (), fast: bool = False, fused: bool = False) -> Written:
+          kv: dict | None = None, squeeze: tuple[str, ...] = (), fast: bool = False,
+          fused: bool = False) -> Written:
     arch, meta = convert.metadata(cfg)
-    g = ggufs.as_gguf(spec_from_config(cfg), name)  # the tensors' layout: the authored document's names and shapes
+    g = ggufs.as_gguf(spec_from_config(cfg), name, arch)  # the tensors' layout: the authored document's names and shapes
     if fused:  # q, k and v in one attn_qkv, as llama.cpp's create_tensor_qkv also loads them for any architecture
         g = replace(g, layers=tuple(replace(l, mixer=replace(l.mixer, fused="qkv")) for l in g.layers))
     assert g.architecture == arch, (g.architecture, arch)

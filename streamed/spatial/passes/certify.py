@@ -1,12 +1,12 @@
 """``certify``: the proof a program is what the IR says it is, and fits the target — or a refusal with numbers.
 
-In: a placed program, the target, and the names its document declares. Out: the program with its
-``certificate``. Every tensor bound exactly once, every value written in a phase before the one that reads it (the
-schedule is the phases), shapes re-inferred op by op and equal to the declared ones, tiles that cover every row
-once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
-intermediates, per chip) within the target's SRAM, PMUs and PCUs, and its placement on each chip's units as long
-as each op's PCUs and each buffer's PMUs, no unit given twice. Refused with numbers otherwise — for every
-limit exceeded, each on the statement that takes most of it.
+In: a placed program, the target, and the names its document declares. Out: the program with its ``certificate``. Every
+tensor bound exactly once, every value written in a phase before the one that reads it (the schedule is the phases),
+shapes re-inferred op by op and equal to the declared ones, rings that hold what their step reads, tiles that cover
+every row once and compute on their own rows, the program's own footprint (one tile's: its tables, inputs and
+intermediates, per chip) within the target's SRAM, PMUs and PCUs, and its placement on each chip's units as long as
+each op's PCUs and each buffer's PMUs, no unit given twice. Refused with numbers otherwise — for every limit exceeded,
+each on the statement that takes most of it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..ir import COLLECTIVES, Access, Op, SpatialProgram, Tensor, batched, colum
 from ..target import SpatialTarget
 from .errors import LoweringError
 from .footprint import buffers, ops_per_chip, over_limits, own_bytes, pmus_needed, sram_footprint
-from .shapes import infer
+from .shapes import infer, keys_reached
 from .tile import COLUMN_LOCAL, row_blocker
 
 
@@ -108,6 +108,27 @@ def _certify_tiles(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
             raise LoweringError(f"the tile of rows {t.rows[0]} to {t.rows[1] - 1} does not write its rows of `{out}`")
 
 
+def _certify_rings(program: SpatialProgram, tensors: dict[str, Tensor]) -> None:
+    """★ A RING HOLDS WHAT ITS STEP READS (LANGUAGE §8). A state written as a ring is read only as a ring, by an
+    attention over the same context; each such attention's keys and values hold at least the ``reach + rows − 1``
+    positions one run of its rows reads (``reach`` its window or chunk), or the whole context."""
+    written = {op.outputs[0]: op.attr("ring") for op in program.ops if op.kind == "write_rows" and op.attr("ring")}
+    for op in program.ops:
+        for i, n in enumerate(op.inputs):
+            if n not in written or op.kind == "write_rows" and i == 0:
+                continue
+            if op.kind != "attention" or i not in (1, 2) or op.attr("ring") != written[n]:
+                raise LoweringError(f"`{op.kind}` reads the ring `{n}` as a cache of every position", op.statement)
+        if op.kind == "attention" and op.attr("ring"):
+            reach, rows = keys_reached(op), tensors[op.inputs[0]].shape[0]  # one run's queries: a tile's, a sequence's
+            reads = "its row reads" if rows == 1 else f"its {rows} rows read"
+            for n in op.inputs[1:3]:
+                need = min(op.attr("ring"), reach + rows - 1)
+                if n not in written or tensors[n].shape[0] < need:
+                    raise LoweringError(f"attention reads `{n}` as a ring of {tensors[n].shape[0]} rows, which does "
+                                        f"not hold the {need} positions {reads}", op.statement)
+
+
 def _certify_placement(program: SpatialProgram, target: SpatialTarget) -> None:
     """Where ``place`` put the program is where it fits (ir.py, Placement): on each chip every op that runs there has
     one range of PCUs as long as its ``pcus``, the buffers are exactly ``footprint.buffers``'s, each with its PMUs,
@@ -177,6 +198,7 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
         missing = sorted(n for n in declared if n not in held)
         if missing:
             raise LoweringError(f"the declared `{missing[0]}` is not bound in the lowered program")
+    _certify_rings(program, tensors)
     if program.tiles:
         _certify_tiles(program, tensors)
     # ★ A PROGRAM'S OWN FOOTPRINT IS WHAT MUST BE ON CHIP: its activations, tables and inputs (one tile's, when

@@ -18,8 +18,11 @@ def read_fraction(op: Op, name: str, tensors: dict[str, Tensor]) -> float:
     - an expert's weights, of which a step reads the experts its rows choose (at most ``rows · top`` of E);
     - an embedding table, of which a lookup reads the rows of its tokens (``rows`` of ``vocab``);
     - the state a ``write_rows`` updates in place: it reads none of it (the new rows are its write);
-    - the keys and values of a windowed (or chunked) attention: the last ``W + rows − 1`` positions.
+    - the keys and values of a windowed (or chunked) attention: the last ``W + rows − 1`` positions;
+    - a rotation's tables: the rows of its positions (``rows`` of ``ctx``).
     An estimate that charged the whole table or cache would bound decode below what the weights allow."""
+    if op.kind == "rope" and name in op.inputs[2:4]:
+        return min(1.0, tensors[op.inputs[0]].shape[0] / max(tensors[name].shape[0], 1))
     if op.kind == "lookup" and name in op.inputs[1:]:
         return min(1.0, tensors[op.outputs[0]].shape[0] / max(tensors[op.inputs[1]].shape[0], 1))
     if op.kind == "write_rows" and name == op.inputs[0]:
@@ -70,7 +73,8 @@ def traffic(op: Op, tensors: dict[str, Tensor]) -> dict[str, int]:
 
 def step_cost(p: SpatialProgram) -> dict:
     """One step of a program on its fullest chip: FLOPs, and bytes moved by what they are — ``weights``, carried
-    ``states``, the rest on chip (``sram``) and all-reduced over the link (``link``) — summed over its tiles.
+    ``states``, rows of ``tables`` held off chip, the rest on chip (``sram``) and all-reduced over the link
+    (``link``) — summed over its tiles.
 
     Each tile does its rows' (and columns') share of the work; it reads the weights it uses (a column tile its
     columns; nothing after the first tile when they stay on chip); its attention reads the cache rows it needs,
@@ -86,7 +90,7 @@ def step_cost(p: SpatialProgram) -> dict:
     best = None
     for c in chips:
         mine = [op for op in p.ops if c is None or op.chip in (None, c)]
-        cost = {"flops": 0, "weights": 0, "states": 0, "sram": 0, "link": 0}
+        cost = {"flops": 0, "weights": 0, "states": 0, "tables": 0, "sram": 0, "link": 0}
         for i, t in enumerate(tiles):
             n = t.rows[1] - t.rows[0]
             share = n / body_rows
@@ -115,7 +119,7 @@ def step_cost(p: SpatialProgram) -> dict:
                             else t.rows[1] + keys - p.rows
                         cost["states" if name in carried else "sram"] += tensor.bytes * min(1.0, reach / keys)
                     elif tensor.role == "table":
-                        cost["sram"] += moved * share
+                        cost["sram" if tensor.tier == "sram" else "tables"] += moved * share
                     else:
                         cost["states" if name in carried else "sram"] += moved
                 for name in op.outputs:

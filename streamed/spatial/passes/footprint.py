@@ -13,24 +13,38 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..ir import Op, SpatialProgram, Tensor, authored, column_tensors
+from ..ir import Op, SpatialProgram, Tensor, authored, column_tensors, rows_per_run
 from ..target import SpatialTarget
 from ..units import beside, size
 from .errors import LoweringError
 
 
+def on_chip(program: SpatialProgram, t: Tensor) -> int:
+    """The SRAM bytes tensor ``t`` takes while ``program`` runs (weights aside: they stream, or ``weights_on_chip``
+    says they stay): all of it when it lives in SRAM; of a table held off chip, the rows one run reads — a rotation
+    reads the rows of its positions, never the whole context's (ir.py, ``table``); nothing of an off-chip state."""
+    if t.role == "weight":
+        return 0
+    if t.tier == "sram":
+        return t.bytes
+    if t.role == "table":
+        return min(t.shape[0], rows_per_run(program)) * t.bytes // max(t.shape[0], 1)
+    return 0
+
+
 def sram_footprint(program: SpatialProgram) -> dict[str, int]:
-    """A program's own on-chip bytes per kind of tensor, on its fullest chip: its states, tables, inputs and
-    intermediates (weights stream from HBM or DDR)."""
+    """A program's own on-chip bytes per kind of tensor, on its fullest chip: its states, tables (the rows a run reads
+    of one held off chip), inputs and intermediates (weights stream from HBM or DDR)."""
     chips = range(program.tp) if program.tp > 1 else (None,)
     best = None
     for c in chips:
         use = {"states": 0, "tables": 0, "activations": 0}
         for t in program.tensors:
-            if t.role == "weight" or t.tier != "sram" or (c is not None and t.chip not in (None, c)):
+            held = on_chip(program, t)
+            if not held or (c is not None and t.chip not in (None, c)):
                 continue
             key = "states" if t.role == "state" else "tables" if t.role == "table" else "activations"
-            use[key] += t.bytes
+            use[key] += held
         if best is None or sum(use.values()) > sum(best.values()):
             best = use
     return best
@@ -43,12 +57,13 @@ def _largest_on_chip(program: SpatialProgram, group: str) -> tuple[str, int, int
     role = {"states": ("state",), "tables": ("table",)}.get(group)
     by_name: dict[str, list[Tensor]] = {}
     for t in program.tensors:  # a batched step's 64 caches ``Kc3_s0`` … are one authored ``Kc3``
-        if t.role != "weight" and t.tier == "sram" and (t.role in role if role else t.role not in ("state", "table")):
+        if on_chip(program, t) and (t.role in role if role else t.role not in ("state", "table")):
             by_name.setdefault(authored(t.name), []).append(t)
-    name, parts = max(by_name.items(), key=lambda kv: sum(t.bytes for t in kv[1]))
+    held = lambda parts: sum(on_chip(program, t) for t in parts)  # noqa: E731
+    name, parts = max(by_name.items(), key=lambda kv: held(kv[1]))
     names = {t.name for t in parts}
     statement = next((op.statement for op in program.ops if names & {*op.outputs, *op.inputs}), None)
-    return name, sum(t.bytes for t in parts), statement
+    return name, held(parts), statement
 
 
 def weight_bytes(program: SpatialProgram) -> int:
@@ -70,11 +85,12 @@ def own_bytes(program: SpatialProgram) -> int:
 
 
 def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0) -> list[tuple[str, int]]:
-    """A chip's on-chip buffers and the PMUs each fills, in the order the chip's ops first use them (then the inputs
-    and tables no op reads): a tensor in SRAM takes the PMUs its bytes fill; a state its ops read, one — the buffer
-    it streams through from wherever residency puts it (a tile streams its own sequences'), so the buffers are the
-    same before and after residency; weights kept on chip across tiles their own. ``chip`` 0 (or ``None``) holds the
-    replicated tensors too."""
+    """A chip's on-chip buffers and the PMUs each fills, in the order the chip's ops first use them: a tensor its ops
+    touch takes the PMUs its bytes on chip fill (``on_chip``: a table held off chip, the rows a run stages); a state
+    its ops read, one — the buffer it streams through from wherever residency puts it (a tile streams its own
+    sequences'), so the buffers are the same before and after residency; weights kept on chip across tiles their
+    own. A tensor no op touches — a batched tile's other sequences' positions and states — takes none. ``chip`` 0
+    (or ``None``) holds the replicated tensors too."""
     held = [t for t in program.tensors if t.chip in (None, chip)]
     used = [n for _, op in program.schedule() if op.chip in (None, chip) for n in (*op.inputs, *op.outputs)]
     first = {n: k for k, n in reversed(list(enumerate(used)))}
@@ -84,8 +100,8 @@ def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0
         if t.role == "weight":
             if program.weights_on_chip:
                 out.append((t.name, math.ceil(t.bytes / target.pmu_bytes)))
-        elif t.role == "state" and t.name in touched or t.role not in ("state", "weight") and t.tier == "sram":
-            out.append((t.name, 1 if t.role == "state" else math.ceil(t.bytes / target.pmu_bytes)))
+        elif t.name in touched and (t.role == "state" or on_chip(program, t)):
+            out.append((t.name, 1 if t.role == "state" else math.ceil(on_chip(program, t) / target.pmu_bytes)))
     return out
 
 
@@ -120,8 +136,8 @@ def over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list
     if pmus > target.pmus:
         tensors = {t.name: t for t in p.tensors}
         statement, binder = _heaviest_statement(p, lambda op: sum(
-            math.ceil(tensors[o].bytes / target.pmu_bytes) for o in op.outputs
-            if tensors[o].tier == "sram" and tensors[o].role not in ("state", "weight")))
+            math.ceil(on_chip(p, tensors[o]) / target.pmu_bytes) for o in op.outputs
+            if tensors[o].role not in ("state", "weight")))
         where = f" {how}" if how else ""
         out.append(LoweringError(
             f"needs {pmus:,} PMUs for its on-chip buffers{where} (each PMU holds {size(target.pmu_bytes)}); the "

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from ...lang.limits import show as show_value
 from ...lang.syntax import Binary, Call, Declaration, Let, Name, Number, Return, Set
+from ...model.caches import ring_lengths
 from ...model.program import Program
 from ..deployment import Cut
 from ..ir import Op, Tensor, nbytes
@@ -66,6 +67,8 @@ class _Emitter:
         self.counter = 0
         self.stem = ""
         self.carried: list[str] = []
+        #: The states held as rings (``model.caches``), each with its rows.
+        self.rings: dict[str, int] = {}
 
     # -- tensors --
     def shape(self, name: str) -> tuple[int, ...]:
@@ -98,8 +101,11 @@ class _Emitter:
             self.add(d.name, _resolve(d.shape, c), "bf16", "input")
         elif d.role == "state":
             names = [f"{d.name}_s{b}" for b in range(c.batch)] if c.batched else [d.name]
+            shape = _resolve(d.shape, c)
+            if d.name in self.rings:
+                shape = (self.rings[d.name],) + shape[1:]
             for n in names:
-                self.add(n, _resolve(d.shape, c), "bf16", "state")
+                self.add(n, shape, "bf16", "state")
                 if not c.forward:
                     self.carried.append(n)
         elif d.role == "table":
@@ -285,7 +291,7 @@ class _Lifter(_Emitter):
             q, k, v = t("Q"), t("K"), t("V")
             self.cache(k, "keys")
             self.cache(v, "values")
-            attrs = [("heads", int(n("H"))), ("groups", int(n("G")))]
+            attrs = [("heads", int(n("H"))), ("groups", int(n("G")))] + self.ring(c.arg("K"), c.arg("V"))
             if "window" in c.options:
                 attrs.append(("window", int(n("W"))))
             if "chunks of" in c.options:
@@ -337,6 +343,11 @@ class _Lifter(_Emitter):
             return self.emit("experts", ins, attrs, dest)
         self.fail(f"`{op}` has no spatial lowering")
 
+    def ring(self, *names) -> list[tuple[str, int]]:
+        """``[("ring", ctx)]`` when the states named are rings (ir.py: ``write_rows``, ``attention``), else ``[]``."""
+        held = [isinstance(n, Name) and n.text in self.rings for n in names]
+        return [("ring", self.cut.ctx)] if any(held) else []
+
     def position(self, c: Call) -> str:
         p = c.arg("P")
         if not isinstance(p, Name) or self.role(p.text) != "position":
@@ -378,7 +389,7 @@ class _Lifter(_Emitter):
             else:
                 if not isinstance(st.row, Name) or self.role(st.row.text) != "position":
                     self.fail("`Set row P of …` writes from a declared position")
-                self.emit("write_rows", (target, st.row.text, value), (), target, outputs=(target,))
+                self.emit("write_rows", (target, st.row.text, value), self.ring(st.target), target, outputs=(target,))
         elif isinstance(st, Return):
             self.binder = st.name.text
             if st.name.text in self.poisoned:
@@ -397,6 +408,7 @@ class _Lifter(_Emitter):
 def lift(program: Program, constants: dict[str, float], cut: Cut):
     """The program's tensors (by name, declared first) and ops in statement order, and the states it carries."""
     lf = _Lifter(program, constants, cut)
+    lf.rings = ring_lengths(program, constants, cut.ctx, cut.written)
     for d in sorted(program.decls.values(), key=lambda d: d.statement):
         lf.decl(d)
     if cut.last_row and program.input is not None:
@@ -423,4 +435,14 @@ def lift(program: Program, constants: dict[str, float], cut: Cut):
         raise LoweringError.of(errors)
     if not any(t.role == "output" for t in lf.tensors.values()):
         raise LoweringError(f"{program.label} returns nothing")
-    return lf.tensors, lf.ops, tuple(lf.carried)
+    return _tables_by_position(lf.tensors, lf.ops), lf.ops, tuple(lf.carried)
+
+
+def _tables_by_position(tensors: dict[str, Tensor], ops: list[Op]) -> dict[str, Tensor]:
+    """★ NO TABLE AS LONG AS THE CONTEXT IS HELD ON CHIP. A table that only rotations read is read a row per
+    position: it lives off chip (HBM, where residency places it, beside the weights; DDR past HBM) and a run stages
+    the rows of its positions (``footprint.on_chip``; ``cost`` charges their bytes). A table any other op reads
+    stays in SRAM, whole."""
+    whole = {n for op in ops for i, n in enumerate(op.inputs)
+             if tensors[n].role == "table" and not (op.kind == "rope" and i in (2, 3))}
+    return {n: replace(t, tier="hbm") if t.role == "table" and n not in whole else t for n, t in tensors.items()}

@@ -263,9 +263,10 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
 
 
 def _seconds(p: SpatialProgram, target: SpatialTarget) -> tuple[float, float]:
-    """A step's roofline time, then its memory time, for comparing tilings of one program: its weights and carried
-    states read from HBM (where residency usually puts them), the rest from SRAM. A compute-bound step's tilings
-    tie on time; the one that moves less then wins."""
+    """A step's roofline time, then its memory time, for comparing tilings of one program: its weights, carried states and
+    off-chip tables' rows read from HBM (where residency usually puts them), the rest from SRAM. A compute-bound step's
+    tilings tie on time; the one that moves less then wins."""
     cost = step_cost(p)
-    memory = (cost["weights"] + cost["states"]) / target.hbm_bandwidth + cost["sram"] / target.sram_bandwidth
+    memory = (cost["weights"] + cost["states"] + cost["tables"]) / target.hbm_bandwidth \
+        + cost["sram"] / target.sram_bandwidth
     return max(memory, cost["flops"] / target.peak_bf16), memory
