@@ -124,8 +124,12 @@ function cleanup() {
   else if (tmp) console.log(`kept ${tmp}`);
 }
 process.on('exit', cleanup);
+// The exit status a signal asked for: once set, the run ends with it — the checks that fail as the browser closes
+// under them reach the end of the run before the handler's own exit, and must not end it with 1 (or 0).
+let signalled;
 for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]]) {
   process.once(signal, async () => {
+    signalled = code;
     log(`${signal}: closing the browser, stopping code-server and removing ${tmp ?? 'nothing'}`);
     await Promise.race([browser?.close().catch(() => undefined), new Promise((r) => setTimeout(r, 5000))]);
     cleanup();
@@ -231,6 +235,7 @@ async function shot(name) {
   return file;
 }
 async function check(name, fn) {
+  if (signalled !== undefined) return; // the run is being ended: no check starts
   const started = Date.now();
   try {
     await fn();
@@ -1426,4 +1431,4 @@ const failed = results.filter((r) => !r.ok);
 console.log(`\ne2e: ${((Date.now() - t0) / 1000).toFixed(0)}s, artifacts in ${path.relative(process.cwd(), artifacts) || '.'}`);
 for (const r of results) console.log(`  ${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.ok ? '' : ` — ${r.error?.message ?? r.error}`}`);
 console.log(`e2e: ${results.length - failed.length} passed, ${failed.length} failed`);
-process.exit(failed.length ? 1 : 0);
+process.exit(signalled ?? (failed.length ? 1 : 0));
