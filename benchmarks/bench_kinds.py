@@ -133,12 +133,13 @@ def report(texts, inner, outer, runs: int, load: tuple[str, str]) -> str:
         "",
         f"**`analyze` of the {top}-layer document: {ms(inner[(top, stages[-1])])} ms, {ratio:.2f}× the floor** "
         f"(target ≤ {TARGET:g}×: {verdict}). Each layer past the eighth adds {per_layer * 1e3:.3f} ms to `analyze` "
-        f"and {floor_per_layer * 1e3:.3f} ms to the floor. Only the first layer of each shape is parsed and checked; "
-        "every other layer is lexed (one compiled `re.split`), its shape compared, and its tree and program given "
-        "by renaming when first read. A layer that is parsed costs about "
+        f"and {floor_per_layer * 1e3:.3f} ms to the floor. Only the first layer of each frame (its text up to names and "
+        "numbers) is parsed and of each shape (up to names) checked; every other layer is lexed (one compiled "
+        "`re.split`), its shape and frame compared, and its tree and program given by renaming when first read. A "
+        "layer that is parsed costs about "
         f"{(inner[(top, stages[3])] - inner[(DEPTHS[0], stages[3])]) / (inner[(top, stages[0])] - inner[(DEPTHS[0], stages[0])]):.0f}× "
         "its share of the floor (the `share=False` row): the recursive-descent parser in Python, not the lexer, "
-        "and the reason the fast path parses one layer per shape. The other stages are timed as called alone (the "
+        "and the reason the fast path parses one layer per frame. The other stages are timed as called alone (the "
         "collector at its default pace); `analyze` paces the collector while it runs, which is why it can cost less "
         "than `parse` alone.",
         "",

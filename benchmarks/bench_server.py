@@ -72,7 +72,10 @@ server.start_io()
 
 
 class Session:
-    """One server process and a client that records when each version's diagnostics arrive."""
+    """One server process and a client that records when each version's diagnostics arrive. ``env``: the
+    environment every server starts in (``None``: this process's)."""
+
+    env: dict | None = None
 
     def __init__(self):
         self.client = LanguageClient("bench", "1")
@@ -98,7 +101,8 @@ class Session:
     async def start(self, root: Path, *command: str) -> float:
         """Start the server and initialise it; the wall seconds from process start to ``initialize`` answered."""
         t = time.perf_counter()
-        await self.client.start_io(*(command or (sys.executable, "-m", "streamed_lsp")))
+        await self.client.start_io(*(command or (sys.executable, "-m", "streamed_lsp")),
+                                   **({"env": self.env} if self.env else {}))
         await self.client.initialize_async(lsp.InitializeParams(
             capabilities=lsp.ClientCapabilities(), root_uri=root.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(root.as_uri(), "bench")],
@@ -170,49 +174,54 @@ async def cold_opens(texts: dict[int, str], root: Path, runs: int) -> dict:
 
 def rounds(text: str, layers: int, keys: int) -> list[list[tuple[str, list]]]:
     """``keys`` rounds of 7 keystrokes, each round in one layer: 3 typing in a comment, 2 renaming a name throughout
-    the layer (there and back), 2 editing a number (the layer leaves its kind and returns)."""
+    the layer (there and back), 2 editing a number — the last digit of its first epsilon (the layer leaves its kind
+    and returns)."""
     lines = text.split("\n")
     out = []
     for i in range(keys):
         l = 5 + (i * 37) % (layers - 10) if layers > 12 else 1 + i % (layers - 2)
-        head = next(n for n, ln in enumerate(lines) if ln.startswith(f"## Layer {l}:") or ln == f"## Layer {l}")
-        end = next(n for n in range(head + 1, len(lines)) if lines[n].startswith("## ") or n == len(lines) - 1)
+        while True:  # a layer with a norm's output to rename (a generated NAS layer may have neither block)
+            head = next(n for n, ln in enumerate(lines) if ln.startswith(f"## Layer {l}:") or ln == f"## Layer {l}")
+            end = next(n for n in range(head + 1, len(lines)) if lines[n].startswith("## ") or n == len(lines) - 1)
+            body = "\n".join(lines[head:end])
+            name = next((f"{stem}{l}" for stem in ("xn", "hn") if re.search(rf"\bLet {stem}{l}\b", body)), None)
+            if name is not None and "epsilon " in body:
+                break
+            l += 1
         line = head + 1
         w = len(lines[line])
         r = [("comment", [((line, w), (line, w), " ")]), ("comment", [((line, w + 1), (line, w + 1), "--")]),
              ("comment", [((line, w), (line, w + 3), "")])]
-        name = f"xn{l}"
         uses = [(n, m.start()) for n in range(head, end) for m in re.finditer(rf"\b{name}\b", lines[n])]
-        for old_, new_ in ((name, f"zn{l}"), (f"zn{l}", name)):
+        for old_, new_ in ((name, f"z{name[1:]}"), (f"z{name[1:]}", name)):
             r.append(("rename", [((n, c), (n, c + len(old_)), new_) for n, c in reversed(uses)]))
-        line = next(n for n in range(head, end) if "epsilon 1e-6" in lines[n])
-        col = lines[line].index("epsilon 1e-6") + len("epsilon 1e-")
-        r += [("number", [((line, col), (line, col + 1), "5")]), ("number", [((line, col), (line, col + 1), "6")])]
+        line = next(n for n in range(head, end) if "epsilon " in lines[n])
+        col = re.search(r"epsilon [0-9.e-]*[0-9]", lines[line]).end() - 1  # the number's last digit
+        digit = lines[line][col]
+        other = "5" if digit != "5" else "6"
+        r += [("number", [((line, col), (line, col + 1), other)]), ("number", [((line, col), (line, col + 1), digit)])]
         out.append(r)
     return out
 
 
-async def keystrokes(texts: dict[int, str], root: Path, bare: Path, keys: int) -> dict:
+async def keystrokes(docs: dict, root: Path, keys: int) -> dict:
+    """``keys`` rounds of keystrokes into each document of ``docs`` (label → (text, layers, the server's command or
+    ``()`` for streamed's)), each in a server of its own, all open at once, the rounds round-robin over them: each
+    keystroke's latency to its diagnostics, the server's CPU per round, its memory at the end."""
     sessions: dict = {}
-    for n in KEY_DEPTHS:
-        s = Session()
-        await s.start(root)
-        sessions[n] = s
-    floor = Session()
-    await floor.start(root, sys.executable, str(bare))
-    sessions["floor"] = floor
-    docs = {n: texts[n] for n in KEY_DEPTHS}
-    docs["floor"] = texts[KEY_DEPTHS[-1]]
     state: dict = {}
-    for n, s in sessions.items():
-        uri = (root / f"warm{n}.lgm").as_uri()
-        s.open(uri, docs[n])
+    for label, (text, layers, command) in docs.items():
+        s = Session()
+        await s.start(root, *command)
+        sessions[label] = s
+        uri = (root / f"warm-{re.sub(r'[^A-Za-z0-9]+', '-', str(label))}.lgm").as_uri()
+        s.open(uri, text)
         await s.wait(uri, 1)
-        state[n] = {"uri": uri, "version": 1, "samples": {"comment": [], "rename": [], "number": []}, "cpu": 0.0,
-                    "rounds": rounds(docs[n], KEY_DEPTHS[-1] if n == "floor" else n, keys)}
+        state[label] = {"uri": uri, "version": 1, "samples": {"comment": [], "rename": [], "number": []}, "cpu": 0.0,
+                        "rounds": rounds(text, layers, keys)}
     for i in range(keys):
-        for n, s in sessions.items():
-            st = state[n]
+        for label, s in sessions.items():
+            st = state[label]
             cpu0 = cpu_seconds(s.pid)
             for kind, changes in st["rounds"][i]:
                 st["version"] += 1
@@ -223,8 +232,9 @@ async def keystrokes(texts: dict[int, str], root: Path, bare: Path, keys: int) -
                      for a, b, new in changes]))
                 st["samples"][kind].append(await s.wait(st["uri"], st["version"]) - t)
             st["cpu"] += cpu_seconds(s.pid) - cpu0
-    for n, s in sessions.items():
-        state[n]["memory"] = memory(s.pid)
+    for label, s in sessions.items():
+        state[label]["memory"] = memory(s.pid)
+        state[label]["diagnostics"] = len(s.diagnostics[state[label]["uri"]])
         await s.stop()
     return state
 
@@ -310,7 +320,8 @@ def report(m: dict) -> str:
         f"{verdict(cpu_top / base <= TARGETS['cpu_ratio'], cpu_top / base / TARGETS['cpu_ratio'])}).\n\n"
         "An edit re-cuts only the chunks it touches (the document is kept as its sections), and one that changes only "
         "layers' text updates the last analysis at those layers alone: the layer is lexed, then renamed from a layer "
-        "of its shape (a rename: no parse, no check) or parsed and checked (a comment, a number); its links are "
+        "of its shape (a rename: no parse, no check), renamed and renumbered from a layer of its frame and checked (a "
+        "number: no parse), or parsed and checked (a comment); its links are "
         "rechecked with its neighbours, its digest looked up, and the kinds regrouped only when the digest changed. "
         "The residency check is remembered with the per-layer sizes it was given, so only a new sequence of sizes is "
         "planned. Typing in a comment or renaming lowers nothing; editing a number makes a new kind, lowered once "
@@ -334,7 +345,9 @@ async def run(args) -> dict:
         m = {"texts": texts, "kinds": kinds}
         m["starts"] = await starts(root, bare, args.cold)
         m["cold"] = await cold_opens(texts, root, args.cold)
-        m["keys"] = await keystrokes(texts, root, bare, args.keys)
+        docs = {n: (texts[n], n, ()) for n in KEY_DEPTHS}
+        docs["floor"] = (texts[KEY_DEPTHS[-1]], KEY_DEPTHS[-1], (sys.executable, str(bare)))
+        m["keys"] = await keystrokes(docs, root, args.keys)
         m["load"] = (load_start, load_average())
         return m
 

@@ -99,6 +99,18 @@ def authored(config: str, layers: int) -> str:
     return author(spec_from_config(data))
 
 
+def every_layer_its_own(text: str) -> str:
+    """``text`` with every layer its own kind and nothing else changed: layer l's first epsilon written as
+    ``{l + 1}e-7`` — the heterogeneous document of issue #23, a model whose layers differ only in their epsilon."""
+    import re
+
+    def own(m: re.Match) -> str:
+        layer = int(m.group(1))
+        return re.sub(r"epsilon [0-9.e-]*[0-9]", f"epsilon {layer + 1}e-7", m.group(0), count=1)
+
+    return re.sub(r"(?ms)^## Layer (\d+)\b.*?(?=^## |\Z)", own, text)
+
+
 def run_process(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, int]:
     """Run ``cmd`` to its end: (CPU seconds it used — user and system, its own and its children's —, wall seconds,
     exit status). CPU time is what the machine's other load does not change."""

@@ -17,6 +17,7 @@ BENCHMARKS = [
     ("bench_manifest.py", ["--write"]),
     ("bench_verify.py", ["--write"]),
     ("bench_server.py", ["--write"]),
+    ("bench_heterogeneous.py", ["--write"]),
     ("bench_bundle.py", ["--write"]),
     ("bench_pictures.py", ["--write"]),
     # Real size beside llama.cpp: writes 4.4, 1.4 and 8.5 GB checkpoints into a temporary folder under build/ (removed

@@ -4,6 +4,7 @@ module and converting back. Started by ``streamed serve`` and ``python -m stream
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import sys
@@ -111,6 +112,20 @@ class Protocol(LanguageServerProtocol):
             log.warning("refused %s: %s", str(method)[:60], why)
             return REFUSED
 
+    def send_text(self, body: str) -> None:
+        """A message already written as JSON (ASCII), framed and written as ``_send_data`` frames one."""
+        if self.writer is None:
+            log.error("Unable to send data, no available transport!")
+            return
+        header = f"Content-Length: {len(body)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+        try:
+            res = self.writer.write((header + body).encode(self.CHARSET))
+            if inspect.isawaitable(res):
+                asyncio.ensure_future(res)
+        except BrokenPipeError:
+            log.error("sending a message: the client closed the connection")
+            raise
+
     def handle_message(self, message):
         if message is REFUSED:
             return None
@@ -178,6 +193,7 @@ class StreamedServer(LanguageServer):
         self.settings = Settings()
         self.scheduler: Scheduler | None = None
         self.tokens = semantic_tokens.TokenHistory()
+        self.published: dict[str, diagnostics.Published] = {}  # by document: what its last notifications sent
         self.folders: list[Path] = []
 
     def sched(self) -> Scheduler:
@@ -185,14 +201,14 @@ class StreamedServer(LanguageServer):
             self.scheduler = Scheduler(self.on_snapshot, debounce_ms=self.settings.debounce_ms, prepare=self.prepare)
         return self.scheduler
 
-    def prepare(self, snap: Snapshot) -> dict:
-        """On the analysis thread: the publishDiagnostics notification, already unstructured to JSON values."""
-        return self.protocol._converter.unstructure(diagnostics.publish_params(snap))
+    def prepare(self, snap: Snapshot) -> str:
+        """On the analysis thread: the publishDiagnostics notification, already written as JSON (each diagnostic
+        once, ``diagnostics.Published``)."""
+        return self.published.setdefault(snap.uri, diagnostics.Published()).message(snap)
 
-    def on_snapshot(self, snap: Snapshot, published: dict) -> None:
-        # Sent as the JSON values ``prepare`` made (pygls's typed ``notify`` would convert it again on this loop).
-        message = {"jsonrpc": "2.0", "method": lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "params": published}
-        self.protocol._send_data(message)
+    def on_snapshot(self, snap: Snapshot, published: str) -> None:
+        # Sent as the text ``prepare`` wrote (pygls's typed ``notify`` would convert it again on this loop).
+        self.protocol.send_text(published)
         a = snap.analysis
         self.protocol.notify("streamed/analysisDone", {
             "uri": snap.uri, "version": snap.version, "kinds": len(a.kinds), "layers": len(a.programs.layers),
@@ -203,6 +219,7 @@ class StreamedServer(LanguageServer):
         """Forget ``uri``'s text (the editor's is no longer known) and show ``why`` as its one diagnostic."""
         self.sched().close(uri)
         self.tokens.forget(uri)
+        self.published.pop(uri, None)
         origin = lsp.Range(lsp.Position(0, 0), lsp.Position(0, 0))
         self.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri, [
             lsp.Diagnostic(origin, why, severity=lsp.DiagnosticSeverity.Error, source="streamed")]))
@@ -314,6 +331,7 @@ def did_change(ls: StreamedServer, params: lsp.DidChangeTextDocumentParams):
 def did_close(ls: StreamedServer, params: lsp.DidCloseTextDocumentParams):
     ls.sched().close(params.text_document.uri)
     ls.tokens.forget(params.text_document.uri)
+    ls.published.pop(params.text_document.uri, None)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(params.text_document.uri, []))
 
 

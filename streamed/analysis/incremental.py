@@ -18,24 +18,25 @@ Invariant (tested against ``analyze`` on every example and on random edits): ``I
 has exactly the diagnostics, kinds and divergences of ``analyze(text)``, in document coordinates. Section-relative
 values (``document.sections``, ``programs``) are mapped with ``to_document``.
 
-The editor's text, ``Text``, and the LSP edit rule, ``apply_change``, are ``analysis.text``'s.
+The editor's text, ``Text``, and the LSP edit rule, ``apply_change``, are ``analysis.text``'s; placing a chunk's
+ranges in the document, and what is at an editor position, ``analysis.places``'s.
 """
 
 from __future__ import annotations
 
 import bisect
-import re
 from dataclasses import dataclass, replace
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import attrgetter, eq, is_, is_not, ne
 
 from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
-from .kinds import Divergence, LayerKind, describe, digest_of, divergences
+from .kinds import Divergence, LayerKind, describe, digest_of, divergences, named_kinds
+from .places import Base, Spot, Where, placed, spot, token_at
 from ..lang.lexer import Pos, Range, utf8_length
 from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
 from ..lang.chunks import Chunk
 from ..lang.parser import ChunkParse, parse_chunk
-from ..lang.syntax import Diagnostic, Document, Related, Section, SectionKind, Severity
+from ..lang.syntax import Diagnostic, Document, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.links import chain_link, link_programs, section_links
 from ..model.program import Program, Programs, checked_program
@@ -45,41 +46,6 @@ __all__ = [
     "Base", "Chunk", "ChunkParse", "IncrementalAnalysis", "IncrementalAnalyzer", "Spot", "as_analysis", "parse_chunk",
     "spot", "token_at", "unanalysed",
 ]
-
-# ---- moving ranges between a chunk and the document ----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Base:
-    line: int
-    offset: int
-
-    def pos(self, p: Pos) -> Pos:
-        return Pos(p.line + self.line, p.character, p.offset + self.offset)
-
-    def range(self, r: Range) -> Range:
-        return Range(self.pos(r.start), self.pos(r.end))
-
-    def diagnostic(self, d: Diagnostic, related: "Base | None" = None) -> Diagnostic:
-        rb = related or self
-        return replace(d, range=self.range(d.range), related=tuple(Related(rb.range(x.range), x.message) for x in d.related))
-
-
-_BOUND_AT_LINE = re.compile(r"(is already bound at line )(\d+)(;)")
-
-
-def _relocated(d: Diagnostic, base: Base) -> Diagnostic:
-    """The one checker message that names a line (``already bound at line N``) computed on a chunk-relative section,
-    with N made a document line."""
-    if d.code != "rebound" or base.line == 0:
-        return d
-    msg = _BOUND_AT_LINE.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + base.line}{m.group(3)}", d.message)
-    return replace(d, message=msg)
-
-
-def _placed(diags, base: Base) -> tuple[Diagnostic, ...]:
-    return tuple(_relocated(base.diagnostic(d), base) for d in diags) if diags else ()
-
 
 # ---- the analysis ---------------------------------------------------------------------------------------------------
 
@@ -136,7 +102,7 @@ class IncrementalAnalysis:
 
     def __init__(self, text_of, document: Document, programs: Programs, kinds: tuple[LayerKind, ...],
                  divergences: tuple[Divergence, ...], diagnostics: tuple[Diagnostic, ...], storage: Storage,
-                 state: _State, where: "_Where"):
+                 state: _State, where: "Where"):
         self._text_of = text_of
         self._text: str | None = None
         self.document = document
@@ -307,9 +273,11 @@ class IncrementalAnalyzer:
         self._shared = _ShapeCache()
         self._checked = _Generations()
         self._by_shape: dict[tuple, _ShapeCache] = {}
-        self._uses: dict[tuple, int] = {}  # how many layers of the current text have each shape
+        self._uses: dict[tuple, int] = {}  # how many layers of the current text have each shape (and frame)
         self._digests = _Generations()
         self._names = _Generations()
+        self._parted = _Generations()  # where a layer parts from a representative, by the two programs
+        self._placed = _Generations()  # each divergence's diagnostic, by the divergence and where its sections are
         self._last: IncrementalAnalysis | None = None
         self._last_text: Text | None = None
         self.parsed = 0  # chunks parsed (a cache miss) — for tests and benchmarks
@@ -390,7 +358,7 @@ class IncrementalAnalyzer:
                 shapes.live.clear()
             raise
         finally:
-            for cache in (self._parsed, self._shared, self._checked, self._digests, self._names,
+            for cache in (self._parsed, self._shared, self._checked, self._digests,
                           *self._by_shape.values()):
                 cache.turn()
         self._last, self._last_text = a, text
@@ -400,25 +368,26 @@ class IncrementalAnalyzer:
         return a
 
     def _count(self, gone, came) -> None:
-        """The shapes of the layers an edit removed (``gone``) and added (``came``): a shape no layer has any more
-        ages in the shape caches, one a layer has again is kept."""
+        """The shapes (and frames) of the layers an edit removed (``gone``) and added (``came``): a shape no layer has
+        any more ages in the checked-program caches, a frame no layer has any more in the parse cache; one a layer
+        has again is kept."""
         uses = self._uses
-        caches = (self._shared, *self._by_shape.values())
+        checked = tuple(self._by_shape.values())
         for s in came:
             if s is not None and s.shape is not None and s.shape.key is not None:
-                k = s.shape.key
-                uses[k] = uses.get(k, 0) + 1
-                if uses[k] == 1:
-                    for c in caches:
-                        c.revive(k)
+                for k, caches in ((("shape", s.shape.key), checked), (("frame", s.shape.frame), (self._shared,))):
+                    uses[k] = uses.get(k, 0) + 1
+                    if uses[k] == 1:
+                        for c in caches:
+                            c.revive(k[1])
         for s in gone:
             if s is not None and s.shape is not None and s.shape.key is not None:
-                k = s.shape.key
-                uses[k] -= 1
-                if uses[k] == 0:
-                    del uses[k]
-                    for c in caches:
-                        c.retire(k)
+                for k, caches in ((("shape", s.shape.key), checked), (("frame", s.shape.frame), (self._shared,))):
+                    uses[k] -= 1
+                    if uses[k] == 0:
+                        del uses[k]
+                        for c in caches:
+                            c.retire(k[1])
 
     def _digest(self, programs: Programs, program: Program) -> str:
         shape = program.section.shape
@@ -471,23 +440,23 @@ class IncrementalAnalyzer:
             layer_sections[k] = sections_col[i]
         by_kind[SectionKind.LAYER] = layer_sections
         document = Document(text.__str__, last.document.title, tuple(sections_col[st.first:]), (), by_kind)
-        where = _Where(sections_col, line0, byte0, st.layer_at, st.special)
+        where = Where(sections_col, line0, byte0, st.layer_at, st.special)
 
         # Diagnostics of each chunk: the edited chunks' anew, those after them moved by the lines they gained.
         parse_placed, check_placed = dict(st.parse_placed), dict(st.check_placed)
         for i in window:
             base = Base(line0[i], byte0[i])
-            for placed, diags in ((parse_placed, parses[i].diagnostics), (check_placed, checks_col[i])):
+            for into, diags in ((parse_placed, parses[i].diagnostics), (check_placed, checks_col[i])):
                 if diags:
-                    placed[i] = _placed(diags, base)
+                    into[i] = placed(diags, base)
                 else:
-                    placed.pop(i, None)
+                    into.pop(i, None)
         doc_diags = st.doc_diags
         if shift != (0, 0):
-            for placed, column in ((parse_placed, parses), (check_placed, None)):
-                for i in [i for i in placed if i >= hi]:
+            for into, column in ((parse_placed, parses), (check_placed, None)):
+                for i in [i for i in into if i >= hi]:
                     diags = column[i].diagnostics if column is not None else checks_col[i]
-                    placed[i] = _placed(diags, Base(line0[i], byte0[i]))
+                    into[i] = placed(diags, Base(line0[i], byte0[i]))
             if any(i >= hi for i in st.titles):
                 doc_diags = _document_diagnostics(parses, sections_col, st.first, line0, byte0)[0]
 
@@ -566,7 +535,7 @@ class IncrementalAnalyzer:
         # The document: its title, and what the parser says about the whole (text before any heading, titles).
         doc_diags, title, titles = _document_diagnostics(parses, sections_col, first, line0, byte0)
         document = Document(text.__str__, title, sections, (), by_kind)
-        where = _Where(sections_col, line0, byte0, layer_at, special)
+        where = Where(sections_col, line0, byte0, layer_at, special)
 
         # Constants (and, under a checkpoint's storage, its entries): when they change, every program again.
         constants = document.constants
@@ -587,7 +556,7 @@ class IncrementalAnalyzer:
                 programs_col[i], checks_col[i] = self._check(s, texts[i], constants, constants_key)
 
         # What the parser says in each chunk, in document coordinates (only chunks that say something are read).
-        parse_placed = {i: _placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
+        parse_placed = {i: placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
                         for i in compress(range(first, n), map(_diagnostics, islice(parses, first, None)))}
 
         # Links between programs: the usual document (layers numbered 0, 1, 2… in order, one embed, one head) is
@@ -604,7 +573,7 @@ class IncrementalAnalyzer:
             head = programs_col[heads[0]] if heads else None
             checked_at = embeds + layer_at + heads
             for i in compress(checked_at, map(checks_col.__getitem__, checked_at)):
-                check_placed[i] = _placed(checks_col[i], Base(line0[i], byte0[i]))
+                check_placed[i] = placed(checks_col[i], Base(line0[i], byte0[i]))
             chain_ = ([embed] if embed is not None else []) + layer_programs + ([head] if head is not None else [])
             odd = set(compress(range(len(chain_) - 1), map(ne, map(_output, chain_[:-1]), map(_input, chain_[1:]))))
             odd.update(compress(range(len(chain_) - 1), map(ne, map(_out_shape, chain_[:-1]), map(_in_shape, chain_[1:]))))
@@ -614,7 +583,7 @@ class IncrementalAnalyzer:
         else:
             def check(section: Section):
                 i = where.chunk(section)
-                return programs_col[i], _placed(checks_col[i], Base(line0[i], byte0[i]))
+                return programs_col[i], placed(checks_col[i], Base(line0[i], byte0[i]))
 
             programs = link_programs(document, check, where.at)
             layer_programs = list(programs.layers)
@@ -657,27 +626,46 @@ class IncrementalAnalyzer:
                 name = describe(programs.layer(layers[0]), programs.constants)
                 self._names.put((digest, constants), name)
             names.append(name)
-        return tuple(LayerKind(name if names.count(name) == 1 else f"{name} (layer {layers[0]})", tuple(layers), digest)
-                     for (digest, layers), name in zip(ordered, names))
+        self._names.turn()  # every kind's name was read: the names of kinds no layer has any more age
+        return tuple(named_kinds([(digest, tuple(layers)) for digest, layers in ordered], names))
 
-    def _finish(self, text: Text, document: Document, programs: Programs, kinds, state: _State, where: "_Where",
+    def _finish(self, text: Text, document: Document, programs: Programs, kinds, state: _State, where: "Where",
                 changed: set, recheck: bool) -> IncrementalAnalysis:
         """Divergences (the last analysis's unless a kind, or a layer one names, changed), and every diagnostic
-        in document coordinates, in order."""
+        in document coordinates, in order.
+
+        Divergences are found again from the kinds (``divergences``, linear in them), but where each layer parts
+        from its representative is compared only for the layers the edit touched and the layers of a kind whose
+        representative it touched (``_parted``, by the two programs), and each divergence's diagnostic is placed
+        again only when it or its sections moved (``_placed``): a model whose every layer is its own kind — every
+        layer a divergence — is compared once, not at every keystroke."""
         storage, last = self.storage, self._last
         if last is not None and kinds is last.kinds and not recheck and not any(
                 d.layer in changed or d.representative in changed for d in last._state.relative_divergences):
             divs_rel = last._state.relative_divergences
         else:
-            divs_rel = tuple(divergences(programs, list(kinds), storage)) if len(kinds) > 1 else ()
+            if recheck:  # another checkpoint or constants: a weight may be read otherwise
+                self._parted = _Generations()
+            divs_rel = tuple(divergences(programs, list(kinds), storage, self._parted)) if len(kinds) > 1 else ()
+            self._parted.turn()
         state.relative_divergences = divs_rel
         divs: list[Divergence] = []
         div_diags: list[Diagnostic] = []
+        kept, layer, chunk, line0, byte0 = self._placed, programs.layer, where.chunk, where.line0, where.byte0
         for d in divs_rel:
-            lb = where.base(programs.layer(d.layer).section)
-            rb = where.base(programs.layer(d.representative).section)
-            div_diags.append(lb.diagnostic(divergence_diagnostic(programs, d), related=rb))
-            divs.append(replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
+            rep = layer(d.representative).section
+            i, r = chunk(layer(d.layer).section), chunk(rep)
+            at = (line0[i], byte0[i], line0[r], byte0[r], rep.heading)
+            hit = kept.get(id(d))  # by the divergence itself (``divergences`` keeps it while nothing it says moved)
+            if hit is None or hit[0] is not d or hit[1] != at:
+                lb, rb = Base(at[0], at[1]), Base(at[2], at[3])
+                rel = hit[2] if hit is not None and hit[0] is d and hit[1][4] == at[4] else divergence_diagnostic(programs, d)
+                hit = (d, at, rel, lb.diagnostic(rel, related=rb),
+                       replace(d, range=lb.range(d.range), representative_range=rb.range(d.representative_range)))
+            kept.put(id(d), hit)
+            div_diags.append(hit[3])
+            divs.append(hit[4])
+        kept.turn()
         ckpt = checkpoint_diagnostics(programs, storage, lambda prog, r: where.base(prog.section).range(r))
         all_diags = (state.doc_diags + list(chain.from_iterable(state.parse_placed.values())) + list(programs.diagnostics)
                      + ckpt + div_diags)
@@ -693,7 +681,7 @@ def unanalysed(text: str, why: Diagnostic, storage: Storage = ALL_Q8) -> Increme
     state = _State([], [], [], [], [], [], [], [], [], 0, [], [], (), False, [], [], None, None, [], [why], {}, {},
                    set(), [], [], {}, ())
     return IncrementalAnalysis(lambda: text, doc, Programs(doc, None, (), None, {}), (), (), (why,), storage, state,
-                               _Where([], [], [], [], []))
+                               Where([], [], [], [], []))
 
 
 def _document_diagnostics(parses, sections_col, first: int, line0, byte0):
@@ -701,7 +689,7 @@ def _document_diagnostics(parses, sections_col, first: int, line0, byte0):
     not the first, no title — its title, and the chunks whose heading is a `# Title`."""
     diags: list[Diagnostic] = []
     if first:
-        diags += _placed(parses[0].diagnostics, Base(0, 0))
+        diags += placed(parses[0].diagnostics, Base(0, 0))
     title = None
     titles = list(compress(range(len(parses)), map(eq, map(_level, parses), repeat(1))))
     for i in titles:
@@ -715,7 +703,7 @@ def _document_diagnostics(parses, sections_col, first: int, line0, byte0):
     return diags, title, titles
 
 
-def _links(document: Document, chain_: list, odd: set, where: "_Where", check_placed: dict) -> list[Diagnostic]:
+def _links(document: Document, chain_: list, odd: set, where: "Where", check_placed: dict) -> list[Diagnostic]:
     """The diagnostics ``link_programs`` gives a document whose layers are numbered in order: constants and single
     sections, each program's own check, no layers at all, and each input that is not the previous output."""
     out = section_links(document, where.at)
@@ -726,87 +714,6 @@ def _links(document: Document, chain_: list, odd: set, where: "_Where", check_pl
     for k in sorted(odd):
         out.append(chain_link(chain_[k], chain_[k + 1], where.at))
     return out
-
-
-class _Where:
-    """Where each section's chunk starts, for placing its ranges in the document."""
-
-    def __init__(self, sections_col, line0, byte0, layer_at, special):
-        self.sections_col = sections_col
-        self.line0 = line0
-        self.byte0 = byte0
-        self.layer_at = layer_at
-        self.special = special
-        self._chunk: dict[int, int] | None = None
-
-    def chunk(self, section: Section) -> int:
-        """The chunk of ``section`` (``KeyError`` for a section not of this document)."""
-        layer_at, i = self.layer_at, section.index
-        if i is not None and i < len(layer_at) and self.sections_col[layer_at[i]] is section:
-            return layer_at[i]  # layers numbered in order: layer i is the i-th layer chunk
-        for k in self.special:  # the model, checkpoint, embed and head: a handful
-            if self.sections_col[k] is section:
-                return k
-        if self._chunk is None:
-            self._chunk = {id(s): k for k, s in enumerate(self.sections_col) if s is not None}
-        k = self._chunk[id(section)]
-        if self.sections_col[k] is not section:
-            raise KeyError(section)
-        return k
-
-    def base(self, section: Section) -> Base:
-        i = self.chunk(section)
-        return Base(self.line0[i], self.byte0[i])
-
-    def at(self, section: Section, r: Range) -> Range:
-        return self.base(section).range(r)
-
-
-# ---- what is at an editor position ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spot:
-    """What an editor position falls on: its section (chunk-relative), the section's base, the program (for
-    embed, layers and head), and the token under the position (``token_index`` into ``section.tokens``) or the
-    heading."""
-
-    section: Section
-    base: Base
-    program: Program | None
-    token_index: int | None
-    on_heading: bool
-
-    @property
-    def token(self):
-        return None if self.token_index is None else self.section.tokens[self.token_index]
-
-    def to_document(self, r: Range) -> Range:
-        return self.base.range(r)
-
-
-def token_at(section: Section, line: int, character: int) -> int | None:
-    """The index of the token of ``section`` at a chunk-relative position: the token that contains it, else one that
-    ends exactly there (the cursor just after a word)."""
-    toks = section.tokens
-    keys = [(t.line, t.start_character) for t in toks]
-    i = bisect.bisect_right(keys, (line, character)) - 1
-    if i < 0:
-        return None
-    r = toks[i].range
-    if (line, character) <= (r.end.line, r.end.character):
-        return i
-    return None
-
-
-def spot(a: IncrementalAnalysis, line: int, character: int) -> Spot | None:
-    i = a.section_at(line)
-    if i is None:
-        return None
-    section, base = a.document.sections[i], a.base_of(a.document.sections[i])
-    rel = line - base.line
-    on_heading = rel == section.heading.start.line
-    return Spot(section, base, a.program_of(section), None if on_heading else token_at(section, rel, character), on_heading)
 
 
 # ---- the analysis as the whole-document analysis -------------------------------------------------------------------

@@ -19,10 +19,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable, Iterable, Sequence
 
 from ..lang.lexer import Range, tokens as _lex_tokens
+from ..lang.shapes import let_binders
 from ..lang.syntax import Call, Binary, Let, SectionKind, Set
 from ..model.checkpoint import ALL_Q8, Storage, bind
 from ..model.program import Program, Programs, unparsed_statements
@@ -40,12 +43,14 @@ def tokens(text: str) -> list[str]:
 
 def binders(toks: Sequence[str]) -> set[str]:
     """The names a program binds: every token that follows ``Let``."""
-    return {toks[i + 1] for i in range(len(toks) - 1) if toks[i] == "Let"}
+    return set(let_binders(toks if isinstance(toks, (list, tuple)) else list(toks)))
 
 
 def _texts(program: str | Sequence[str]) -> list[str]:
     if isinstance(program, str):
         return tokens(program)
+    if isinstance(program, list) and (not program or isinstance(program[0], str)):
+        return program  # a table's token texts, as the parser keeps them
     return [t if isinstance(t, str) else t.text for t in program]
 
 
@@ -55,15 +60,9 @@ def shape_digest(program: str | Sequence, stored: Iterable[str] = ()) -> str:
     toks = _texts(program)
     names = binders(toks)
     stored = set(stored)
-    order: dict[str, int] = {}
-    parts: list[str] = []
-    for t in toks:
-        if t in names:
-            n = order.setdefault(t, len(order))
-            parts.append(f"\x01{n}\x02" if t in stored else f"\x01{n}")
-        else:
-            parts.append(t)
-    return hashlib.sha256(" ".join(parts).encode("utf-8")).hexdigest()
+    first = dict.fromkeys(filter(names.__contains__, toks))  # the binders in the order they first appear
+    mark = {t: f"\x01{n}\x02" if t in stored else f"\x01{n}" for n, t in enumerate(first)}
+    return hashlib.sha256(" ".join(map(mark.get, toks, toks)).encode("utf-8")).hexdigest()
 
 
 def renaming(a: str | Sequence, b: str | Sequence) -> dict[str, str] | None:
@@ -100,7 +99,7 @@ def _calls(program: Program):
             yield from walk(e.left)
             yield from walk(e.right)
 
-    for st in program.statements:
+    for st in program.section.framed:  # its operations and numbers: no name or place is read
         value = getattr(st, "value", None)
         if value is not None and not hasattr(value, "role"):
             yield from walk(value)
@@ -211,12 +210,15 @@ def layer_kinds(programs: Programs, storage: Storage = ALL_Q8, cache: dict | Non
     for p in programs.layers:
         groups.setdefault(digest_of(programs, p, storage, cache), []).append(p)
     names = [describe(members[0], programs.constants) for members in groups.values()]
-    out = []
-    for (digest, members), name in zip(groups.items(), names):
-        unique = names.count(name) == 1
-        layers = tuple(m.section.index for m in members)
-        out.append(LayerKind(name if unique else f"{name} (layer {layers[0]})", layers, digest))
-    return out
+    return named_kinds([(digest, tuple(m.section.index for m in members)) for digest, members in groups.items()], names)
+
+
+def named_kinds(groups: Sequence[tuple[str, tuple[int, ...]]], names: Sequence[str]) -> list[LayerKind]:
+    """The kinds of ``groups`` (digest, layers) in that order, each called by its name in ``names``, told apart by
+    its first layer when another kind has that name too — counted once, so naming is linear in the kinds."""
+    count = Counter(names)
+    return [LayerKind(name if count[name] == 1 else f"{name} (layer {layers[0]})", layers, digest)
+            for (digest, layers), name in zip(groups, names)]
 
 
 # ---- rebind ---------------------------------------------------------------------------------------------------
@@ -289,8 +291,8 @@ class Divergence:
     representative_statement: int | None
 
 
-def _canon(toks: Sequence[str]) -> list[str]:
-    names = binders(toks)
+def _canon(toks: Sequence[str], names: set | None = None) -> list[str]:
+    names = binders(toks) if names is None else names
     return ["\x01" if t in names else t for t in toks]
 
 
@@ -361,14 +363,34 @@ def _op_name(texts, k: int) -> str | None:
     return None
 
 
-def _operands(program: Program, k: int) -> tuple[str, list[tuple[int, int]]] | None:
-    """The innermost operation of ``program`` applied over token ``k``: its name and its operands' token spans."""
-    t = program.section.table
-    starts = {r: i for i, r in enumerate(t.starts)}
-    ends = {r: i for i, r in enumerate(t.ends)}
-    pos = t.source.pos
-    at_start = {pos(c).offset: i for c, i in starts.items()}
-    at_end = {pos(c).offset: i for c, i in ends.items()}
+def _operands(program: Program, k: int, reads: dict | None = None) -> tuple[str, list[tuple[int, int]]] | None:
+    """The innermost operation of ``program`` applied over token ``k``: its name and its operands' token spans. Only
+    the statement holding token ``k`` is read (an expression lies within its statement's tokens), and only its
+    tokens are placed — in the tree the layer shares (its shape's or frame's first layer: token for token the same
+    operations over the same spans), so that ``reads`` (kept by the caller) answers every layer of a frame at once."""
+    section = program.section.shared_from or program.section
+    key = ("operands", id(section), k)
+    hit = reads.get(key) if reads is not None else None
+    if hit is None or hit[0] is not section:
+        hit = (section, _operands_of(section, k))
+        if reads is not None:
+            reads[key] = hit
+    return hit[1]
+
+
+def _operands_of(section, k: int):
+    n = section.statement_at(k)
+    if n is None:
+        return None
+    t = section.table
+    first, end = section.spans[n]
+    src, starts, ends = t.source, t.starts, t.ends
+    if src.ascii:  # a character is a byte: no position to compute
+        at_start = {src.offset + starts[i]: i for i in range(first, end)}
+        at_end = {src.offset + ends[i]: i for i in range(first, end)}
+    else:
+        at_start = {src.pos(starts[i]).offset: i for i in range(first, end)}
+        at_end = {src.pos(ends[i]).offset: i for i in range(first, end)}
 
     def span(e) -> tuple[int, int] | None:
         a, b = at_start.get(e.range.start.offset), at_end.get(e.range.end.offset)
@@ -393,30 +415,53 @@ def _operands(program: Program, k: int) -> tuple[str, list[tuple[int, int]]] | N
         for x in kids:
             walk(x)
 
-    for st in program.statements:
-        value = getattr(st, "value", None)
-        if value is not None and not hasattr(value, "role"):
-            walk(value)
-        if isinstance(st, Set) and st.row is not None:
-            walk(st.row)
+    st = section.statements[n]
+    value = getattr(st, "value", None)
+    if value is not None and not hasattr(value, "role"):
+        walk(value)
+    if isinstance(st, Set) and st.row is not None:
+        walk(st.row)
     return best
 
 
+class _Side:
+    """What ``first_difference`` reads of one program — its tokens, binders, tokens with binders alike, sentences
+    (each as a number, one per sentence text: compared as numbers, not tuples of tokens) — computed once: a
+    representative is compared with every layer that diverges from it. ``reads``: what several programs share (a
+    frame's sentences are one: ``lang.shapes``), kept by the caller."""
+
+    __slots__ = ("table", "texts", "names", "canon", "units", "keys", "reads")
+
+    def __init__(self, program: Program, reads: dict):
+        section = program.section
+        self.table = t = section.table
+        self.texts = t.texts
+        self.names = set(section.shape.names) if section.shape is not None else binders(self.texts)
+        self.canon = canon = _canon(self.texts, self.names)
+        parsed = section.shared_from or section
+        hit = reads.get(("units", id(parsed)))
+        if hit is None or hit[0] is not parsed:
+            hit = reads[("units", id(parsed))] = (parsed, _units(parsed))
+        self.units = hit[1]
+        known = reads.setdefault("sentences", {})
+        self.keys = [known.setdefault(tuple(canon[a:b]), len(known)) for a, b in self.units]
+        self.reads = reads
+
+
 def first_difference(
-    programs: Programs, layer: Program, rep: Program, storage: Storage = ALL_Q8
+    programs: Programs, layer: Program, rep: Program, storage: Storage = ALL_Q8, rep_side: _Side | None = None
 ) -> tuple[tuple[int, int] | None, tuple[int, int] | None, str, bool]:
     """Where ``layer`` stops being ``rep`` renamed, and why: the tokens (first, last) in ``layer`` and in ``rep``,
     the sentence, and whether the two spans are counterparts (not when one program has a statement the other
     lacks). In whole statements when a statement is extra or missing, and in whole tokens otherwise: a number as
     written with the words that say what it is, an operation by both its names, reordered operands by both lists, a
     weight stored differently by both storages."""
-    ta, tb = rep.section.table, layer.section.table
-    xa, xb = ta.texts, tb.texts
-    na, nb = binders(xa), binders(xb)
-    ca, cb = _canon(xa), _canon(xb)
+    ra = rep_side or _Side(rep, {})
+    lb = _Side(layer, ra.reads)
+    ta, tb, xa, xb, na, nb = ra.table, lb.table, ra.texts, lb.texts, ra.names, lb.names
+    ca, cb, ua, ub = ra.canon, lb.canon, ra.units, lb.units
     L, R = layer.section.index, rep.section.index
-    ua, ub = _units(rep.section), _units(layer.section)
-    sm = difflib.SequenceMatcher(None, [tuple(ca[a:b]) for a, b in ua], [tuple(cb[a:b]) for a, b in ub], autojunk=False)
+    sm = difflib.SequenceMatcher(None, ra.keys, lb.keys, autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
             continue
@@ -436,11 +481,12 @@ def first_difference(
             missing = _span_text(ta, ua[i1][0], ua[i1][1] - 1, mine)
             count = f"the statement `{missing}`" if i2 - i1 == 1 else f"{i2 - i1} statements, the first `{missing}`,"
             return before_b, (ua[i1][0], ua[i1][1] - 1), f"layer {L} lacks {count} that layer {R} has {where}", False
-        return _statement_difference(layer, rep, ua[i1], ub[j1], ca, cb, na, nb, L, R, j1)
-    return _binding_difference(programs, layer, rep, storage, na, nb, L, R)
+        return _statement_difference(layer, rep, ua[i1], ub[j1], ca, cb, na, nb, L, R, j1, ra.reads)
+    return _binding_difference(programs, layer, rep, storage, na, nb, L, R, ra.reads)
 
 
-def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set, nb: set, L: int, R: int, n: int):
+def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set, nb: set, L: int, R: int, n: int,
+                          reads: dict):
     """Where statement ``ub`` of ``layer`` parts from statement ``ua`` of ``rep`` (not one up to names); ``ca``,
     ``cb``: the programs' tokens with binders alike."""
     ta, tb = rep.section.table, layer.section.table
@@ -461,7 +507,7 @@ def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set,
         if y in nb:
             return (i, i), (j, j), f"layer {L} binds `{y}` where layer {R} has `{x}`, a word of the language or a shared name", True
         return (i, i), (j, j), f"layer {L} has `{y}` where layer {R} binds the name `{x}`", True
-    swapped = _swap(layer, rep, i, j, na, nb)
+    swapped = _swap(layer, rep, i, j, reads)
     if swapped is not None:
         return swapped
     opa, opb = _op_name(xa, j), _op_name(xb, i)
@@ -474,20 +520,33 @@ def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set,
 def _forward(xa, xb) -> dict[str, str]:
     """Each binder of one program to the other's at the same ``Let`` (the programs read alike up to names)."""
     out: dict[str, str] = {}
-    for k, t in enumerate(xa[:-1]):
-        if t == "Let" and xb[k] == "Let":
-            out.setdefault(xa[k + 1], xb[k + 1])
-    return out
+    k, last, index = -1, min(len(xa), len(xb)) - 1, xa.index
+    try:
+        while True:
+            k = index("Let", k + 1, last)
+            if xb[k] == "Let":
+                out.setdefault(xa[k + 1], xb[k + 1])
+    except ValueError:
+        return out
 
 
-def _swap(layer: Program, rep: Program, i: int, j: int, na: set, nb: set):
+def _aligned(a: Program, b: Program) -> dict[str, str]:
+    """``_forward`` of two programs — read off their binders in the order of their ``Let`` when they are one frame
+    (``lang.shapes``: token for token the same but for names and numbers, so their ``Let`` are at the same places)."""
+    fa, fb = a.section.shape, b.section.shape
+    if fa is not None and fb is not None and fa.frame is not None and fa.frame == fb.frame:
+        return dict(zip(fa.names, fb.names))
+    return _forward(a.section.texts, b.section.texts)
+
+
+def _swap(layer: Program, rep: Program, i: int, j: int, reads: dict | None = None):
     """When the operation over token ``i`` of ``layer`` (``j`` of ``rep``) takes the same operands in another
     order: the operands' spans in both and a sentence naming both lists."""
-    found_a, found_b = _operands(rep, j), _operands(layer, i)
+    found_a, found_b = _operands(rep, j, reads), _operands(layer, i, reads)
     if found_a is None or found_b is None or found_a[0] != found_b[0]:
         return None
     ta, tb = rep.section.table, layer.section.table
-    forward = _forward(ta.texts, tb.texts)
+    forward = _aligned(rep, layer)
     canon = lambda t, span, rename: " ".join(rename(w) for w in t.texts[span[0]:span[1] + 1])  # noqa: E731
     mine = [canon(tb, sp, lambda w: w) for sp in found_b[1]]
     theirs = [canon(ta, sp, lambda w: forward.get(w, w)) for sp in found_a[1]]
@@ -502,15 +561,15 @@ def _swap(layer: Program, rep: Program, i: int, j: int, na: set, nb: set):
 
 
 def _binding_difference(programs: Programs, layer: Program, rep: Program, storage: Storage, na: set, nb: set,
-                        L: int, R: int):
+                        L: int, R: int, reads: dict):
     """Two programs that read alike token for token with binders alike: where the renaming stops being one to one
     (a name read where another is bound alike), or where a weight is stored differently."""
     xa, xb = rep.section.table.texts, layer.section.table.texts
-    forward = _forward(xa, xb)
+    forward = _aligned(rep, layer)
     back = {y: x for x, y in forward.items()}
     for k, (x, y) in enumerate(zip(xa, xb)):
         if x in na and y in nb and (forward.get(x, y) != y or back.get(y, x) != x):
-            swapped = _swap(layer, rep, k, k, na, nb)
+            swapped = _swap(layer, rep, k, k, reads)
             if swapped is not None:
                 return swapped
             if forward.get(x, y) != y:
@@ -543,35 +602,70 @@ def _in_unparsed(section, mine: tuple[int, int] | None) -> bool:
     return bool(bad) and (mine is None or mine[0] >= bad[0][0])
 
 
-def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = ALL_Q8) -> list[Divergence]:
+_OWN_LAYER = re.compile(r" \(layer \d+\)$")
+
+
+def meant(kinds: Sequence[LayerKind], close: Callable[[LayerKind, LayerKind], bool]) -> list[LayerKind | None]:
+    """For each kind, the kind it was evidently meant to be, or ``None``: of the kinds larger than it (more layers,
+    or as many and earlier) that have its name up to the ``(layer N)`` that tells them apart — or, for a kind of one
+    or two layers, that have at least three, its name once numbers are erased, and are ``close`` to it — the first
+    with the most layers.
+
+    Linear in the kinds (plus ``close`` for the few kinds of three or more layers that would win): the kinds of
+    each name are ranked once, not every kind against every other — a model whose every layer is its own kind
+    has as many kinds as layers."""
+    base = [_OWN_LAYER.sub("", k.name) for k in kinds]
+    top: dict[str, int] = {}  # each name's first kind with the most layers
+    for i, k in enumerate(kinds):
+        j = top.get(base[i])
+        if j is None or len(k.layers) > len(kinds[j].layers):
+            top[base[i]] = i
+    large: dict[str, list[int]] = {}  # kinds of three or more layers by family, the most layers (then the first) first
+    for i in sorted((i for i, k in enumerate(kinds) if len(k.layers) >= 3), key=lambda i: (-len(kinds[i].layers), i)):
+        large.setdefault(family(kinds[i].name), []).append(i)
+    out: list[LayerKind | None] = []
+    for i, k in enumerate(kinds):
+        best = top[base[i]]
+        best = None if best == i else best
+        if large and len(k.layers) <= 2:
+            for t in large.get(family(k.name), ()):
+                if best is not None and (len(kinds[t].layers), -t) <= (len(kinds[best].layers), -best):
+                    break  # neither this kind nor any after it has more layers than the best, or as many and earlier
+                if base[t] != base[i] and close(k, kinds[t]):
+                    best = t
+                    break
+        out.append(None if best is None else kinds[best])
+    return out
+
+
+def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = ALL_Q8,
+                memo=None) -> list[Divergence]:
     """The layers that were evidently meant to be one kind with another kind's layers, and where they part.
 
     A kind K diverges from a kind T when K has the same name as T up to the ``(layer N)`` that tells them apart (T
     being the larger), or when K has one or two layers, T at least three, their names agree once numbers are erased,
-    and their programs differ in at most ``MAX_DIFFERENCE`` tokens. Kinds whose names say they do different things
-    are different by design. A layer whose heading note begins with ``distinct`` is never reported, nor a difference
-    that starts at a statement that did not parse (one mistake, one diagnostic: the syntax error)."""
+    and their programs differ in at most ``MAX_DIFFERENCE`` tokens (``meant``). Kinds whose names say they do
+    different things are different by design. A layer whose heading note begins with ``distinct`` is never reported,
+    nor a difference that starts at a statement that did not parse (one mistake, one diagnostic: the syntax error).
+
+    ``memo`` (a mapping the editor keeps for one storage and checkpoint): where a layer parts from a representative,
+    by the two programs — an edit compares again only the layers it touched and the layers of a kind whose
+    representative it touched."""
     by_index = _ByIndex(programs)
+    memo = {} if memo is None else memo
+
+    def close(k: LayerKind, t: LayerKind) -> bool:
+        rk, rt = by_index[k.representative], by_index[t.representative]
+        key = ("difference", id(rk), id(rt))
+        hit = memo.get(key)
+        if hit is None or hit[0] is not rk or hit[1] is not rt:
+            hit = memo[key] = (rk, rt, _difference(rk.section.texts, rt.section.texts) <= MAX_DIFFERENCE)
+        return hit[2]
+
     out: list[Divergence] = []
-    order = {k.name: i for i, k in enumerate(kinds)}
-    for k in kinds:
-        best = None
-        for t in kinds:
-            if t is k:
-                continue
-            same_name = re.sub(r" \(layer \d+\)$", "", t.name) == re.sub(r" \(layer \d+\)$", "", k.name)
-            larger = len(t.layers) > len(k.layers) or (len(t.layers) == len(k.layers) and order[t.name] < order[k.name])
-            if not larger:
-                continue
-            rk, rt = by_index[k.representative], by_index[t.representative]
-            if same_name:
-                close = True
-            elif len(k.layers) <= 2 and len(t.layers) >= 3 and family(k.name) == family(t.name):
-                close = _difference([x.text for x in rk.tokens], [x.text for x in rt.tokens]) <= MAX_DIFFERENCE
-            else:
-                close = False
-            if close and (best is None or len(t.layers) > len(best.layers)):
-                best = t
+    sides: dict[int, _Side] = {}
+    reads: dict = {}
+    for k, best in zip(kinds, meant(kinds, close)):
         if best is None:
             continue
         rep = by_index[best.representative]
@@ -579,14 +673,37 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
             layer = by_index[layer_index]
             if layer.section.distinct:
                 continue
-            mine, theirs, why, paired = first_difference(programs, layer, rep, storage)
-            if _in_unparsed(layer.section, mine):
+            key = (id(layer), id(rep))
+            hit = memo.get(key)
+            if hit is None or hit[0] is not layer or hit[1] is not rep:
+                side = sides.get(id(rep))
+                if side is None:
+                    side = sides[id(rep)] = _Side(rep, reads)
+                hit = (layer, rep, _parting(programs, layer, rep, storage, side), None)
+            if hit[2] is None:
+                memo[key] = hit
                 continue  # the line does not parse: its syntax error is the one diagnostic
-            lr = layer.section.table.range(*mine) if mine is not None else layer.section.heading
-            rr = rep.section.table.range(*theirs) if theirs is not None else rep.section.heading
-            statement = layer.section.statement_at(mine[0]) if mine is not None else None
-            rep_statement = rep.section.statement_at(theirs[0]) if theirs is not None and paired else None
-            out.append(Divergence(layer_index, best.representative, best.name, k.name, lr, rr, why,
-                                  statement, rep_statement))
-    out.sort(key=lambda d: d.layer)
+            d = hit[3]  # the divergence itself, the same value as long as the kinds' names are (kept as such)
+            if d is None or d.layer != layer_index or d.kind != best.name or d.own_kind != k.name:
+                d = Divergence(layer_index, best.representative, best.name, k.name, *hit[2])
+                hit = (*hit[:3], d)
+            memo[key] = hit
+            out.append(d)
+    out.sort(key=_LAYER)
     return out
+
+
+_LAYER = attrgetter("layer")
+
+
+def _parting(programs: Programs, layer: Program, rep: Program, storage: Storage, side: _Side) -> tuple | None:
+    """``first_difference`` as a divergence places it: the range in each (section-relative), the sentence, and the
+    statement of each — or ``None`` where the difference starts at a statement of the layer that did not parse."""
+    mine, theirs, why, paired = first_difference(programs, layer, rep, storage, side)
+    if _in_unparsed(layer.section, mine):
+        return None
+    lr = layer.section.table.range(*mine) if mine is not None else layer.section.heading
+    rr = rep.section.table.range(*theirs) if theirs is not None else rep.section.heading
+    statement = layer.section.statement_at(mine[0]) if mine is not None else None
+    rep_statement = rep.section.statement_at(theirs[0]) if theirs is not None and paired else None
+    return lr, rr, why, statement, rep_statement

@@ -5,8 +5,9 @@ sections and statements as a frozen syntax tree whose every node carries its ran
 Modules: ``lexer`` (token tables; positions — (line, UTF-16 column) and byte offset — made when asked for),
 ``ops`` (the operation table: every spelling, slot and option, written once), ``chunks`` (the document cut at
 its headings; where a heading is), ``syntax`` (the tree and ``Diagnostic``; a shared layer's tree renamed),
-``parser`` (layer shapes, statements, sentence-level recovery; one parse per shape), ``limits`` (the accepted
-sizes). Imports nothing else of the project.
+``shapes`` (a layer's shape and frame: its text up to names, and up to names and numbers), ``parser`` (statements,
+sentence-level recovery; one parse per frame), ``limits`` (the accepted sizes). Imports nothing else of the
+project.
 """
 
 from .lexer import Pos, Range, Token, tokens

@@ -17,8 +17,9 @@ and its UTF-16 columns address the same characters. Lexing is linear in the text
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
-from itertools import accumulate
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, islice
+from operator import add, sub
 from typing import NamedTuple
 
 #: The seed's token rule, as a pattern (what ``tokens`` means; ``_PIECES`` is the same rule with comments kept whole).
@@ -26,6 +27,9 @@ TOKEN = re.compile(r"[A-Za-z0-9_]+|\S")
 #: Whitespace, then a comment or a token, then whitespace…: ``split`` keeps the comments and tokens at odd indices.
 _PIECES = re.compile(r"(--[^\r\n]*|[A-Za-z0-9_]+|\S)")
 _LINE_END = re.compile(r"\r\n?|\n")
+#: A token that can be a piece of a number (``4096``, the ``1e`` and ``5`` of ``1e-5``, ``1e5``): digits, then an
+#: exponent's mark and its digits, if any. The number rule asks of such a piece only which of these it is.
+NUMERAL = re.compile(r"[0-9]+(?:[eE][0-9]*)?")
 COMMENT = "--"
 BOM = "\ufeff"
 
@@ -166,13 +170,17 @@ class Table:
     where its comments are. What the parser walks; ``Token`` objects are made from it only on request, and the
     character indices only when first read (a layer that is not parsed may never need them)."""
 
-    __slots__ = ("source", "texts", "first", "stop", "_parts", "_starts", "_ends", "_comments", "_tokens")
+    __slots__ = ("source", "texts", "first", "stop", "like", "_parts", "_starts", "_ends", "_comments", "_tokens")
 
-    def __init__(self, source: Source, texts, first: int = 0, stop: int | None = None, parts: list[str] | None = None):
+    def __init__(self, source: Source, texts, first: int = 0, stop: int | None = None, parts: list[str] | None = None,
+                 like: "Table | None" = None):
         self.source = source
         self.texts = texts
         self.first = first  # where in ``source.text`` the stretch starts, and where it stops (``None``: the end)
         self.stop = stop
+        # A table whose stretch is this one's but for the spelling of its tokens — the same whitespace and comments
+        # between as many tokens (a layer of the same shape or frame): this one is placed from it.
+        self.like = like
         self._parts = parts
         self._starts = self._ends = self._comments = None
         self._tokens: tuple[Token, ...] | None = None
@@ -181,6 +189,16 @@ class Table:
         return len(self.texts)
 
     def _place(self) -> None:
+        like = self.like
+        if self._parts is None and like is not None:
+            # Placed from a table of the same pieces but for its tokens' spelling: each token moved by how much longer
+            # the tokens before it are here, at C speed (no second split of the text).
+            self.like = None
+            ls, le = like.starts, like.ends
+            grow = list(accumulate(map(sub, map(len, self.texts), map(len, like.texts)), initial=self.first - like.first))
+            self._starts, self._ends = list(map(add, ls, grow)), list(map(add, le, islice(grow, 1, None)))
+            self._comments = tuple((a + grow[c], b + grow[c]) for a, b in like.comments for c in (bisect_left(ls, a),))
+            return
         parts = self._parts if self._parts is not None else _PIECES.split(self.source.text[self.first:self.stop])
         cum = list(accumulate(map(len, parts), initial=self.first))
         n = len(parts) // 2
@@ -252,13 +270,14 @@ def texts_of(parts: list[str], text: str) -> list[str]:
 
 
 def table(source: Source, start: int = 0, end: int | None = None, parts: list[str] | None = None,
-          placed: bool = True, texts: list[str] | None = None) -> Table:
+          placed: bool = True, texts: list[str] | None = None, like: Table | None = None) -> Table:
     """The tokens of ``source.text[start:end]`` (``parts``: its ``pieces``, when the caller has them). ``placed``:
-    compute the character indices now (the parser needs them) rather than on first read."""
+    compute the character indices now (the parser needs them) rather than on first read; ``like``: a table of the
+    same pieces but for its tokens' spelling, to place this one from (``Table.like``)."""
     text = source.text[start:end] if start or end is not None else source.text
     if parts is None:
         parts = _PIECES.split(text)
-    t = Table(source, texts_of(parts, text) if texts is None else texts, start, end, parts)
+    t = Table(source, texts_of(parts, text) if texts is None else texts, start, end, parts, like)
     if placed:
         t._place()
     else:

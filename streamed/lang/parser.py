@@ -6,12 +6,14 @@ the same way. Recovery is by sentence: a program section is cut into statements 
 anything is parsed, so a malformed statement yields exactly one diagnostic and the statements after it are parsed as
 if it were not there. Nothing here raises on any input: the internal ``_Fail`` never escapes ``parse``.
 
-**One parse per program up to names.** A layer's text is lexed, and its *shape* — the text with every name it binds
-replaced by the order of its first appearance, whitespace and comments kept — is its identity up to names. The
-first layer of each shape is parsed; a later layer of the same shape (``shared``) takes that tree, renamed into its
-own names and ranges when first read, instead of a parse. That is exact, not a guess: the parser reads a binder's
-spelling only to ask whether it is a name and no word of the language, so it shares only when every binder of the
-layer is such a plain name, and only a parse without diagnostics (whose messages quote the text).
+**One parse per program up to names and numbers.** A layer's text is lexed, and its *shape* — the text with every
+name it binds replaced by the order of its first appearance, whitespace and comments kept — is its identity up to
+names; its *frame* is that with the digits of its numbers left out too (``shapes``). The first layer of each frame
+is parsed; a later layer of the same frame (``shared``) takes that tree, renamed into its own names, numbers and
+ranges when first read, instead of a parse. That is exact, not a guess: the parser reads a binder's spelling only to
+ask whether it is a name and no word of the language, and a run of digits only as a piece of a number, so it shares
+only when every binder of the layer is such a plain name and every number it writes one the parser accepts, and
+only a parse without diagnostics (whose messages quote the text).
 
 Invariant: every diagnostic's range lies inside the text, and every node's range covers exactly its tokens; a
 shared layer's statements equal those a parse of its own text gives. No expression nests deeper than
@@ -30,6 +32,7 @@ from . import ops as ops_table
 from .limits import MAX_LAYER, MAX_NESTING, document_too_large
 from .chunks import cut, first_line, heading_line, heading_ranges
 from .lexer import BOM, COMMENT, Pos, Range, Source, Table, decode, pieces, table, texts_of, utf8_length
+from .shapes import LARGEST, same_numerals, shape_of
 from .syntax import (
     Binary,
     Call,
@@ -66,8 +69,6 @@ _SECTIONS = {
     "notes": SectionKind.NOTE,
 }
 PROGRAM_SECTIONS = (SectionKind.EMBED, SectionKind.LAYER, SectionKind.HEAD)
-#: Binders the parser reads exactly as it reads any other: names (a letter first) that are no word of the language.
-_PLAIN_NAMES = re.compile(r"(?:[A-Za-z][A-Za-z0-9_]*(?: |\Z))*")
 
 
 class _Fail(Exception):
@@ -100,52 +101,6 @@ def nearest(word: str, choices) -> str | None:
 
 def _is_name(text: str | None) -> bool:
     return text is not None and text[0].isascii() and text[0].isalpha()
-
-
-# ---- a layer's shape: its text up to the names it binds ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """A program's text up to the names it binds. ``names``: its binders (every token after ``Let``) in the order of
-    their first ``Let``. ``key``: its tokens (comments included) with each binder replaced by its index in ``names``,
-    and the whitespace between them — two programs with equal keys are one text up to a one-to-one renaming of
-    binders (the binder at each index of one to the binder at that index of the other), token for token, space for
-    space; ``None`` when a binder is not a plain name (a word of the language, a number, a character), whose
-    spelling the parser reads, so that the layer is parsed on its own."""
-
-    names: tuple[str, ...]
-    key: tuple[str, str] | None
-
-
-def let_binders(texts) -> tuple[str, ...]:
-    """Every token that follows a ``Let`` token (LANGUAGE §7), once each, in the order of their first ``Let``."""
-    out: list[str] = []
-    i = -1
-    index = texts.index
-    try:
-        while True:
-            i = index("Let", i + 1)
-            out.append(texts[i + 1])
-    except (ValueError, IndexError):
-        pass
-    return tuple(dict.fromkeys(out))
-
-
-#: A binder's mark in a shape's key: tokens and comments hold no line end, so ``\r`` never starts one of them.
-_MARKS = tuple(f"\r{i}" for i in range(512))
-
-
-def shape_of(texts, parts) -> Shape:
-    """The shape of a program whose ``pieces`` are ``parts`` and token texts ``texts``."""
-    names = let_binders(texts)
-    key = None
-    if ops_table.KEYWORDS.isdisjoint(names) and _PLAIN_NAMES.fullmatch(" ".join(names)) is not None:
-        marks = dict(zip(names, _MARKS if len(names) <= len(_MARKS) else (f"\r{i}" for i in range(len(names)))))
-        odd = parts[1::2]
-        # Tokens joined by a line end (none holds one); the whitespace between them joined by NUL (none is one).
-        key = ("\n".join(map(marks.get, odd, odd)), "\x00".join(parts[::2]))
-    return Shape(names, key)
 
 
 # ---- statements --------------------------------------------------------------------------------------------------
@@ -223,7 +178,7 @@ def _number(s: _Statement) -> Number | None:
         return None
     rng = s.range(first, j - 1)
     value = float(text)
-    if not math.isfinite(value) or abs(value) > 1e30:
+    if not math.isfinite(value) or abs(value) > LARGEST:
         raise _Fail(rng, f"`{text[:40]}` is too large a number")
     s.i = j
     return Number(value, text, rng)
@@ -644,7 +599,7 @@ class ChunkParse:
 
 def parse_chunk(text: str, line: int = 0, offset: int = 0, shared: dict | None = None) -> ChunkParse:
     """Parse one chunk placed at document ``line`` and byte ``offset``, exactly as ``parse`` parses it within a whole
-    document. ``shared``: shapes already parsed (``Shape.key`` → section), so a layer of a known shape is renamed,
+    document. ``shared``: frames already parsed (``Shape.frame`` → section), so a layer of a known frame is renamed,
     not parsed; this parse adds its own when it is clean."""
     src = Source(text, line, offset)
     first_stop, body_start = first_line(text)
@@ -695,10 +650,13 @@ def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Dia
         parts = pieces(body_text)
         texts = texts_of(parts, body_text)
         shape = shape_of(texts, parts)
-        rep = shared.get(shape.key) if shared is not None and shape.key is not None else None
+        rep = shared.get(shape.frame) if shared is not None and shape.key is not None else None
+        if rep is not None and rep.shape.key != shape.key and not same_numerals(rep, texts):
+            rep = None  # a number this layer writes is one the parser refuses: its own parse says so
         if rep is not None:
-            # One program up to names with a layer already parsed cleanly: its tree, renamed when first read.
-            body = table(src, body_start, parts=parts, placed=False, texts=texts)
+            # One program up to names (and numbers) with a layer already parsed cleanly: its tree, renamed when first
+            # read.
+            body = table(src, body_start, parts=parts, placed=False, texts=texts, like=rep.table)
             heading, full, index_range = placed or (None, None, None)
             return Section(SectionKind.LAYER, heading, head_text, index, note, full, body, None, None,
                            index_range=index_range, shape=shape, diagnostics=tuple(diagnostics), shared_from=rep)
@@ -710,7 +668,7 @@ def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Dia
         section = Section(SectionKind.LAYER, heading, head_text, index, note, full, body, statements, spans,
                           index_range=index_range, shape=shape, diagnostics=tuple(diagnostics))
         if shared is not None and shape.key is not None and not mine:
-            shared[shape.key] = section
+            shared[shape.frame] = section
         return section
     heading, full, _ = heading_ranges(src)
     body = table(src, body_start)

@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Union
 
 from .chunks import heading_ranges
-from .lexer import Range, Token
+from .lexer import NUMERAL, Range, Token
 
 
 class Severity(Enum):
@@ -181,7 +181,7 @@ class Section:
 
     __slots__ = ("kind", "title", "index", "note", "constants", "entries", "table", "shape", "diagnostics",
                  "shared_from", "_heading", "_range", "_index_range", "_statements", "_spans", "_tokens",
-                 "token_at", "__weakref__")
+                 "token_at", "_numerals", "_framed", "__weakref__")
 
     def __init__(self, kind: SectionKind, heading: Range | None, title: str, index: int | None, note: str | None,
                  range: Range | None, table=None, statements: tuple | None = (), spans: tuple | None = (),
@@ -205,6 +205,8 @@ class Section:
         self._spans = spans
         self._tokens = tokens
         self.token_at = None  # (start offset → token, end offset → token), made by the first renaming from it
+        self._numerals = None  # its numbers' tokens (``number_tokens``)
+        self._framed = None
 
     def _place(self) -> None:
         self._heading, self._range, self._index_range = heading_ranges(self.table.source)
@@ -240,10 +242,45 @@ class Section:
         return self._tokens
 
     @property
+    def token_index(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Each token's index by its start byte offset and by its end byte offset (made once)."""
+        if self.token_at is None:
+            toks = self.tokens
+            self.token_at = ({t.start_offset: k for k, t in enumerate(toks)}, {t.end_offset: k for k, t in enumerate(toks)})
+        return self.token_at
+
+    @property
     def statements(self) -> tuple["Statement", ...]:
         if self._statements is None:
             self._statements = renamed_statements(self.shared_from, self)
         return self._statements
+
+    @property
+    def framed(self) -> tuple["Statement", ...]:
+        """What this layer computes, up to the names it gives and where it writes them: the statements of the layer
+        whose tree it shares (``shared_from``: one of its shape or frame), with this layer's numbers — its own
+        statements when it shares none. For readers that ask which operations on which numbers (the check of a layer
+        of a known frame, a kind's name), without renaming every statement into its names and places."""
+        if self._framed is None:
+            frm = self.shared_from
+            self._framed = self.statements if frm is None else renumbered(frm, self.texts)
+        return self._framed
+
+    @property
+    def number_tokens(self) -> tuple[tuple[tuple[int, int, str], ...], tuple[int, ...]]:
+        """Every number of this (parsed) program as ``(first token, last token, text)``, in the order written, and
+        the numeral pieces (``lang.shapes``) that lie in none — none, in a clean parse: a piece is read only as part
+        of a number. Made once: a frame's first layer is read against every layer of its frame."""
+        if self._numerals is None:
+            starts, ends = self.token_index
+            out: list[tuple[int, int, str]] = []
+            for st in self.statements:
+                for e in _numbers(st):
+                    out.append((starts[e.range.start.offset], ends[e.range.end.offset], e.text))
+            covered = {k for a, b, _ in out for k in range(a, b + 1)}
+            loose = tuple(k for k, t in enumerate(self.texts) if k not in covered and NUMERAL.fullmatch(t))
+            self._numerals = (tuple(out), loose)
+        return self._numerals
 
     @property
     def spans(self) -> tuple[tuple[int, int], ...]:
@@ -363,20 +400,15 @@ class Document:
 
 
 class Renaming:
-    """From one section to another of the same shape: each binder of ``frm`` to the binder of ``to`` at the same
-    place, and each range of ``frm`` (which starts and ends at token boundaries) to the range of the same tokens in
-    ``to``."""
+    """From one section to another of the same shape (or frame: ``lang.shapes``): each binder of ``frm`` to the
+    binder of ``to`` at the same place, each range of ``frm`` (which starts and ends at token boundaries) to the range
+    of the same tokens in ``to``, and each number to the number ``to`` writes with those tokens."""
 
     __slots__ = ("names", "_starts", "_ends", "_table")
 
     def __init__(self, frm: Section, to: Section):
         self.names = dict(zip(frm.shape.names, to.shape.names))
-        index = frm.token_at
-        if index is None:
-            toks = frm.tokens
-            index = frm.token_at = ({t.start_offset: k for k, t in enumerate(toks)},
-                                    {t.end_offset: k for k, t in enumerate(toks)})
-        self._starts, self._ends = index
+        self._starts, self._ends = frm.token_index
         self._table = to.table
 
     def name(self, text: str) -> str:
@@ -392,7 +424,10 @@ class Renaming:
         if isinstance(e, Name):
             return Name(self.names.get(e.text, e.text), rng(e.range))
         if isinstance(e, Number):
-            return Number(e.value, e.text, rng(e.range))
+            a, b = self._starts[e.range.start.offset], self._ends[e.range.end.offset]
+            texts = self._table.texts
+            text = texts[a] if a == b else "".join(texts[a:b + 1])
+            return Number(e.value if text == e.text else float(text), text, rng(e.range))
         if isinstance(e, Binary):
             right = self.expr(e.right)
             return Binary(e.op, self.expr(e.left), right, rng(e.range), rng(e.op_range))
@@ -411,6 +446,71 @@ class Renaming:
             row = self.expr(st.row) if st.row is not None else None
             return Set(self.expr(st.target), row, self.expr(st.value), self.range(st.range), st.index)
         return Return(self.expr(st.name), self.range(st.range), st.index)
+
+
+def _numbers(e):
+    """Every ``Number`` of a statement or expression, in the order written."""
+    if isinstance(e, Number):
+        yield e
+    elif isinstance(e, Binary):
+        yield from _numbers(e.left)
+        yield from _numbers(e.right)
+    elif isinstance(e, Call):
+        for _, x in e.args:
+            yield from _numbers(x)
+        for _, x in e.numbers:
+            yield from _numbers(x)
+    elif isinstance(e, Declaration):
+        for x in e.dims:
+            yield from _numbers(x)
+        if e.fill is not None:
+            yield from _numbers(e.fill)
+    elif isinstance(e, Let):
+        yield from _numbers(e.value)
+    elif isinstance(e, Set):
+        if e.row is not None:
+            yield from _numbers(e.row)
+        yield from _numbers(e.value)
+
+
+def renumbered(frm: Section, texts) -> tuple[Statement, ...]:
+    """``frm``'s statements with the numbers a layer of its frame, whose token texts are ``texts``, writes in their
+    place — names and ranges ``frm``'s. Only the statements whose numbers differ are made anew."""
+    changed: dict[int, str] = {}
+    for a, b, text in frm.number_tokens[0]:
+        new = texts[a] if a == b else "".join(texts[a:b + 1])
+        if new != text:
+            changed[a] = new
+    statements = frm.statements
+    if not changed:
+        return statements
+    starts = frm.token_index[0]
+
+    def number(e):
+        if isinstance(e, Number):
+            new = changed.get(starts[e.range.start.offset])
+            return e if new is None else Number(float(new), new, e.range)
+        if isinstance(e, Binary):
+            return Binary(e.op, number(e.left), number(e.right), e.range, e.op_range)
+        if isinstance(e, Call):
+            return Call(e.op, tuple((s, number(a)) for s, a in e.args), tuple((s, number(n)) for s, n in e.numbers),
+                        e.options, e.range, e.op_range)
+        if isinstance(e, Declaration):
+            return Declaration(e.role, e.q8, tuple(number(d) for d in e.dims),
+                               number(e.fill) if e.fill is not None else None, e.range)
+        return e
+
+    out = list(statements)
+    spans = frm.spans
+    for k, (a, b) in enumerate(spans):
+        if any(a <= t < b for t in changed):
+            st = statements[k]
+            if isinstance(st, Let):
+                out[k] = Let(st.name, number(st.value), st.range, st.index)
+            elif isinstance(st, Set):
+                out[k] = Set(st.target, number(st.row) if st.row is not None else None, number(st.value), st.range,
+                             st.index)
+    return tuple(out)
 
 
 def renamed_statements(frm: Section, to: Section) -> tuple[Statement, ...]:

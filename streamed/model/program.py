@@ -219,8 +219,9 @@ class Programs:
 class _Checker:
     """Checks one program statement by statement; every finding is a diagnostic, never an exception."""
 
-    def __init__(self, section: Section, constants: dict[str, float], text: bytes | None = None):
+    def __init__(self, section: Section, constants: dict[str, float], text: bytes | None = None, statements=None):
         self.section = section
+        self.statements = section.statements if statements is None else statements
         self.constants = constants
         self.text = text  # the bytes a range's byte offsets index (``None``: the section's own source, at its base)
         self.base = 0
@@ -231,7 +232,7 @@ class _Checker:
         self.carried: list[str] = []
         self.output: str | None = None
         self.input: str | None = None
-        self.binders = {st.name.text for st in section.statements if isinstance(st, Let)}
+        self.binders = {st.name.text for st in self.statements if isinstance(st, Let)}
         self.reported: set[str] = set()  # constants already reported as no dimension
         # One mistake, one diagnostic: a name a statement that did not parse would have bound has no known shape,
         # so its uses are not reported as unbound (the syntax error is the one diagnostic).
@@ -761,13 +762,15 @@ def unparsed_binders(section: Section) -> set[str]:
     return out
 
 
-def check_program(section: Section, constants: dict[str, float], text: bytes | None = None) -> tuple[Program, list[Diagnostic]]:
+def check_program(section: Section, constants: dict[str, float], text: bytes | None = None,
+                  statements=None) -> tuple[Program, list[Diagnostic]]:
     """``section``'s program checked under ``constants``, and every finding. ``text``: the bytes its ranges' byte
-    offsets index (by default the section's own source)."""
-    c = _Checker(section, constants, text)
-    for st in section.statements:
+    offsets index (by default the section's own source); ``statements``: the statements to check in its place (by
+    default its own)."""
+    c = _Checker(section, constants, text, statements)
+    for st in c.statements:
         c.statement(st)
-    if c.output is None and section.statements is not None and not unparsed_statements(section):
+    if c.output is None and c.statements is not None and not unparsed_statements(section):
         end = section.heading
         c.error(end, f"{section.label} never returns: end it with `Return NAME.`", "return")
     errors = sum(1 for d in c.diagnostics if d.severity is Severity.ERROR)
@@ -780,13 +783,24 @@ def checked_program(section: Section, constants: dict[str, float], checked: dict
     (``checked``: shape key → program, kept by the caller for one set of constants) gets that program renamed.
 
     Exact, because a clean check reads a binder only as the name it is — never its spelling, except to ask whether it
-    is a constant, which is asked here — and a section shares its shape only when its binders are plain names."""
+    is a constant, which is asked here — and a section shares its shape only when its binders are plain names.
+
+    A layer of a new shape whose tree is another layer's (of its frame: one text up to names and numbers,
+    ``lang.shapes``) is checked as that layer's statements with its own numbers (``Section.framed``) and, when that
+    is clean, gets that program renamed: its statements are never renamed into its names and places for the check.
+    The same exactness: a clean check reads ranges and the spelling of numbers only to report."""
     shape = section.shape
     key = shape.key if shape is not None else None
     if key is not None and constants.keys().isdisjoint(shape.names):
         rep = checked.get(key)
         if rep is not None:
             return Program.renamed(rep, section), []
+        frm = section.shared_from
+        if frm is not None and constants.keys().isdisjoint(frm.shape.names):
+            p, d = check_program(frm, constants, statements=section.framed)
+            if not d:
+                checked[key] = p
+                return Program.renamed(p, section), []
         p, d = check_program(section, constants)
         if not d:
             checked[key] = p

@@ -19,7 +19,7 @@ from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from .deployment import Deployment
-from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_tables
+from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_part, shared_tables
 from .lower import LoweringError, TPError
 from .passes.footprint import sram_footprint
 from .residency import ResidencyError, plan, state_bytes, weight_bytes
@@ -58,27 +58,46 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     constants = tuple(sorted(progs.constants.items()))
     out: list = []
     chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
+    layer_cut = deployment.cut("layer")
     for k in analysis.kinds:
-        chain.append((layer_of_kind(k.representative, k.name), progs.layer(k.representative), deployment.cut("layer"), k))
+        chain.append((layer_of_kind(k.representative, k.name), progs.layer(k.representative), layer_cut, k))
     if progs.head is not None:
         chain.append(("head", progs.head, deployment.cut("head"), None))
+    memo_key = ("outcomes", deployment, target)
+    memo = cache.get(memo_key)
+    tables = {} if memo is None else memo[4]  # each program's tables, by the program (carried from the last check)
     try:
-        shared = shared_tables(analysis, [(label, p) for label, p, _, _ in chain])
+        shared = shared_tables(analysis, [(label, p) for label, p, _, _ in chain], tables)
     except StreamedReject as r:
         where = next((p for label, p, _, _ in chain if label == r.program), None)
         if where is not None:
             out.append((where, Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"), ()))
         return out
+    # Each program's outcome, as the last check found it while its program, its kind's digest, its part of the shared
+    # tables, the constants, the storage and the checkpoint's bindings are the same: a keystroke asks the kind cache
+    # only for what it changed.
+    stored = (analysis.storage, progs.document.checkpoint)
+    if memo is None or memo[1] != constants or memo[2][0] is not stored[0] or memo[2][1] != stored[1]:
+        memo = (shared, constants, stored, {}, tables)
+    known, outcomes, moved = memo[3], {}, memo[0] != shared
     lowered = []
     for label, program, cut, kind in chain:
-        try:
-            if kind is not None:
-                lowered.append(lower_kind(progs, kind, label, program, cut, target, analysis.storage, constants, shared, cache))
-            else:
-                lowered.append(lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache))
+        entry = (label, id(program), kind.digest if kind is not None else None)
+        hit = known.get(entry)
+        if hit is None or hit[0] is not program or (moved and hit[1] != shared_part(program, shared)):
+            try:
+                if kind is not None:
+                    found = lower_kind(progs, kind, label, program, cut, target, analysis.storage, constants, shared, cache)
+                else:
+                    found = lower_whole(progs, label, program, cut, target, analysis.storage, constants, shared, cache)
+            except LoweringError as e:
+                found = e
+            hit = (program, shared_part(program, shared), found)
+        outcomes[entry] = hit
+        if not isinstance(hit[2], LoweringError):
+            lowered.append(hit[2])
             continue
-        except LoweringError as e:
-            found = e.every
+        found = hit[2].every
         members = [m for m in (progs.layer(l) for l in kind.layers) if m is not None] if kind is not None else []
         for e in found:
             related, sections = (), ()
@@ -98,19 +117,21 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
                             f" (and so do the {others} other layers of `{kind.name}`)")
             out.append((program, Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data),
                         sections))
+    current = {("tables", id(p)) for _, p, _, _ in chain} | {"last"}
+    cache[memo_key] = (shared, constants, stored, outcomes, {k: v for k, v in tables.items() if k in current})
     if not out:
         out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
     return out
 
 
-def _sizes(program, cache: dict) -> tuple[int, int, int]:
+def _sizes(program, known: dict) -> tuple[int, int, int]:
     """A lowered program's own SRAM (activations and tables), weight bytes and state bytes per chip — what the
-    residency plan reads of it — computed once per program."""
-    key = ("sizes", id(program))
-    hit = cache.get(key)
+    residency plan reads of it — computed once per program (``known``, carried from check to check)."""
+    key = id(program)
+    hit = known.get(key)
     if hit is None or hit[0] is not program:
         use = sram_footprint(program)
-        hit = cache[key] = (program, (use["activations"] + use["tables"], weight_bytes(program), state_bytes(program)))
+        hit = known[key] = (program, (use["activations"] + use["tables"], weight_bytes(program), state_bytes(program)))
     return hit[1]
 
 
@@ -129,7 +150,8 @@ def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, 
     programs = tuple(map(id, lowered))
     if memo is not None and memo[0] is kinds and memo[1] == programs:
         return memo[3]
-    sizes = [_sizes(p, cache) for p in lowered]
+    known = memo[4] if memo is not None else {}
+    sizes = [_sizes(p, known) for p in lowered]
     layer_kinds = [0] * sum(len(k.layers) for k in kinds)
     for i, k in enumerate(kinds):
         for l in k.layers:
@@ -150,7 +172,7 @@ def _residency(analysis: Analysis, deployment: Deployment, target, cache: dict, 
             found = []
         except ResidencyError:
             found = _full_residency(analysis, deployment, target, cache)
-    cache[memo_key] = (kinds, programs, key, found)
+    cache[memo_key] = (kinds, programs, key, found, {id(p): known[id(p)] for p in lowered})
     return found
 
 

@@ -335,30 +335,59 @@ def _reject(program: str, e: LoweringError, layer: int | None = None) -> Streame
     return StreamedReject(program, e.why, e.statement, e.binder, layer)
 
 
-def shared_tables(analysis: Analysis, programs) -> frozenset[str]:
+def shared_tables(analysis: Analysis, programs, memo: dict | None = None) -> frozenset[str]:
     """★ THE PROGRAMS AGREE ON EVERY TABLE THEY SHARE. A host table (``Rcos1``) is every program's that reads it,
     and the hidden state one program writes is the next one's input: the embedding writes the first hidden state
     and never reads it, so the deployment — not any one program — decides their layout, over all programs. Each
-    shared table must be declared alike (shape and fill) everywhere; returns the shared names."""
+    shared table must be declared alike (shape and fill) everywhere; returns the shared names. ``memo`` (kept by
+    the caller): each program's tables, read once per program, and the last answer — the same while the programs
+    that changed since declare the same tables and read and write the same names."""
+    last = memo.get("last") if memo is not None else None
+    chain = [p for _, p in programs]
+    if last is not None and len(last[0]) == len(chain) and all(
+            _tables(a, memo) == _tables(b, memo) and (a.input, a.output) == (b.input, b.output)
+            for a, b in zip(chain, last[0]) if a is not b):
+        memo["last"] = (chain, last[1])
+        return last[1]
     seen: dict[str, tuple] = {}
     where: dict[str, str] = {}
     for label, p in programs:
-        for d in p.decls.values():
-            if d.role != "table":
-                continue
-            spec = (d.shape, d.fill)
-            if d.name in seen and seen[d.name] != spec:
-                raise StreamedReject(label, f"`{d.name}` is {_table(spec)} here but {_table(seen[d.name])} in "
-                                            f"{where[d.name]}: programs share a table, so they declare it alike",
-                                     d.statement, d.name)
-            seen.setdefault(d.name, spec)
-            where.setdefault(d.name, label)
+        for name, spec, statement in _tables(p, memo):
+            if name in seen and seen[name] != spec:
+                raise StreamedReject(label, f"`{name}` is {_table(spec)} here but {_table(seen[name])} in "
+                                            f"{where[name]}: programs share a table, so they declare it alike",
+                                     statement, name)
+            seen.setdefault(name, spec)
+            where.setdefault(name, label)
     boundary = set()
-    chain = [p for _, p in programs]
     for a, b in zip(chain, chain[1:]):
         if a.output and b.input:
             boundary.add(b.input)
-    return frozenset(seen) | frozenset(boundary)
+    shared = frozenset(seen) | frozenset(boundary)
+    if memo is not None:
+        memo["last"] = (chain, shared)
+    return shared
+
+
+def _tables(p, memo: dict | None) -> list[tuple[str, tuple, int]]:
+    """``p``'s tables as ``(name, (shape, fill), statement)``, kept in ``memo`` by the program."""
+    hit = memo.get(("tables", id(p))) if memo is not None else None
+    if hit is None or hit[0] is not p:
+        hit = (p, [(d.name, (d.shape, d.fill), d.statement) for d in p.decls.values() if d.role == "table"])
+        if memo is not None:
+            memo[("tables", id(p))] = hit
+    return hit[1]
+
+
+def shared_part(program, shared: frozenset[str]) -> tuple:
+    """What of ``shared`` a program names — the part of the deployment's shared tables its cache entry depends on,
+    so that a kind joining or leaving elsewhere does not make every other kind's entry new: a layer's binders in it,
+    each by its place among the layer's binders (so a kind's programs under any names agree); the embed's or the
+    head's names in it."""
+    section = program.section
+    if section.shape is not None:
+        return tuple(i for i, n in enumerate(section.shape.names) if n in shared)
+    return tuple(sorted(n for n in (*program.decls, program.input) if n in shared))
 
 
 def _table(spec) -> str:
@@ -398,7 +427,7 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
     and raised again as the same ``LoweringError``."""
     q8 = q8_weights(progs, program, storage)
-    key = ("program", label, tuple(program.section.texts), q8, cut, target, constants, shared)
+    key = ("program", label, tuple(program.section.texts), q8, cut, target, constants, shared_part(program, shared))
     if key not in cache:
         try:
             cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
@@ -416,7 +445,7 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
     kind's digest (its program up to names), the cut, the target, the constants and the shared tables. A program
     cached under another representative's names is renamed to ``rep``'s (names only: nothing is lowered again); a
     refusal is cached too, its binder renamed likewise."""
-    key = ("kind", kind.digest, cut, target, constants, shared)
+    key = ("kind", kind.digest, cut, target, constants, shared_part(rep, shared))
     hit = cache.get(key)
     if hit is None:
         try:

@@ -3,7 +3,11 @@ layer differs by design."""
 
 from __future__ import annotations
 
+import re
+
+import hypothesis.strategies as st
 from builders import document, line_of
+from hypothesis import given, settings
 from repo import example
 
 from streamed.analysis.whole import analyze
@@ -204,3 +208,56 @@ def test_a_kind_told_apart_by_its_first_layer_is_named_in_parentheses_once():
     (diag,) = [d for d in a.diagnostics if d.code == "divergence"]
     assert diag.message.startswith("layer 2 is not one program with layer 0 (attention): ")
     assert "((" not in diag.message and "))" not in diag.message
+
+
+# ---- which kind each kind was meant to be, among many kinds ---------------------------------------------------------
+
+
+def _meant_pairwise(kinds, close):
+    """The definition, kind against kind: of the kinds larger than K (more layers, or as many and earlier) whose name
+    is K's up to ``(layer N)`` — or, for K of one or two layers, that have three or more, K's name with numbers
+    erased, and are close to K — the first with the most layers."""
+    strip = lambda name: re.sub(r" \(layer \d+\)$", "", name)  # noqa: E731
+    erase = lambda name: re.sub(r"\d+", "#", strip(name))  # noqa: E731
+    out = []
+    for i, k in enumerate(kinds):
+        best = None
+        for j, t in enumerate(kinds):
+            if t is k or not (len(t.layers) > len(k.layers) or (len(t.layers) == len(k.layers) and j < i)):
+                continue
+            if strip(t.name) == strip(k.name) or (len(k.layers) <= 2 and len(t.layers) >= 3
+                                                  and erase(k.name) == erase(t.name) and close(k, t)):
+                if best is None or len(t.layers) > len(best.layers):
+                    best = t
+        out.append(best)
+    return out
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(["attention", "attention, window 512", "attention, window 1024",
+                                           "gated deltanet", "feed-forward"]), st.integers(1, 5)), min_size=1, max_size=14),
+       st.sets(st.tuples(st.integers(0, 13), st.integers(0, 13))))
+def test_each_kind_is_meant_to_be_the_first_larger_kind_of_its_name_however_many_kinds(spec, near):
+    from streamed.analysis.kinds import meant, named_kinds
+
+    groups, first = [], 0
+    for _, size in spec:
+        groups.append((f"digest{first}", tuple(range(first, first + size))))
+        first += size
+    kinds = named_kinds(groups, [name for name, _ in spec])
+    index = {k.name: i for i, k in enumerate(kinds)}
+    close = lambda k, t: (index[k.name], index[t.name]) in near  # noqa: E731
+    assert meant(kinds, close) == _meant_pairwise(kinds, close)
+
+
+def test_a_model_whose_every_layer_is_its_own_kind_has_each_layer_diverge_from_the_first():
+    from streamed.spatial.synth import NAS_BLOCKS, nas_document
+
+    text = document([dict(eps=f"{l + 1}e-6") for l in range(40)])
+    a = analyze(text)
+    assert len(a.kinds) == 40 and [(d.layer, d.representative) for d in a.divergences] == [(l, 0) for l in range(1, 40)]
+    assert a.divergences[6].why == "layer 7 says `epsilon 8e-6` where layer 0 says `epsilon 1e-6`"
+    # Nemotron-NAS's way: every layer its own attention block and FFN width.
+    nas = analyze(nas_document(48, blocks=[(NAS_BLOCKS[l % 16][0], 32 * (4 + l)) for l in range(48)]))
+    assert len(nas.kinds) == 48 and not nas.errors
+    assert {k.name.split(" (")[0] for k in nas.kinds} == {"attention", "feed-forward"}

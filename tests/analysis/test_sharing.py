@@ -25,17 +25,21 @@ from streamed.model.links import programs_of
 SPEC = st.fixed_dictionaries({
     "mixer": st.sampled_from(["attention", "attention", "deltanet", "latent"]),
     "ffn": st.sampled_from(["dense", "dense", "experts"]),
+    # Heterogeneous layers: one program but for a number — each its own kind, parsed once per frame (``lang.shapes``).
+    "eps": st.sampled_from([None, None, "1e-5", "2e-5", "3e-6", "0.00001", "0.00002", "1E-5"]),
 }).flatmap(lambda d: st.just(d) if d["mixer"] != "attention" else st.fixed_dictionaries(
-    {**{k: st.just(v) for k, v in d.items()}, "window": st.sampled_from([None, None, 512, 1024])}))
+    {**{k: st.just(v) for k, v in d.items()}, "window": st.sampled_from([None, None, 512, 1024, 4096])}))
 
 #: What a person types: pieces of statements, names, numbers, headings, line ends of every kind, comments.
 PIECES = ["", " ", "x", ".", "(", ")", ",", "0.5", "1e-6", "-", "times", " plus ", "silu of ", "Let q9 be xo1.",
-          "Let ", "\n", "\r", "\r\n", "\n## Layer 2\n", "## Layer 3", "# ", "--", " -- note", "é", "😀", "a", "q8"]
+          "Let ", "\n", "\r", "\r\n", "\n## Layer 2\n", "## Layer 3", "# ", "--", " -- note", "é", "😀", "a", "q8",
+          "7", "0", "e", "e+", "99999999999999999999999999999999", ", epsilon 4e-5"]
 
 
 def _texts_agree(layer_fast, layer_ref) -> None:
     assert layer_fast.texts == layer_ref.texts
     assert layer_fast.tokens == layer_ref.tokens
+    assert layer_fast.table.comments == layer_ref.table.comments
     assert layer_fast.spans == layer_ref.spans
     assert layer_fast.statements == layer_ref.statements  # names and ranges exactly the layer's own
 
@@ -102,7 +106,8 @@ def edits(draw, text: str):
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(specs=st.lists(SPEC, min_size=2, max_size=9), data=st.data())
 def test_the_shared_parse_agrees_with_a_full_parse_of_every_layer_through_random_edits(specs, data):
     text = document(specs)
@@ -133,4 +138,16 @@ def test_a_deep_model_parses_and_checks_each_shape_once():
     layers = a.document.layers
     assert sum(s.shared_from is None for s in layers) == 1  # one parse for 24 layers of one shape
     assert sum(p._rep is None for p in a.programs.layers) == 1  # one check
+    agree(text, a)
+
+
+def test_layers_differing_only_in_numbers_are_parsed_once_and_checked_as_their_own_texts():
+    # Every layer its own kind — each its own epsilon — and one of them a width the check refuses: the frame's tree
+    # is parsed once, each layer checked with its own numbers, the refused one reported as its own check reports it.
+    text = document([dict(eps=f"{l + 1}e-6") for l in range(10)])
+    text = text.replace("Let Wk6 be a q8 weight of d by 32.", "Let Wk6 be a q8 weight of d by 0.")
+    a = analyze(text)
+    assert sum(s.shared_from is None for s in a.document.layers) == 1
+    assert len(a.kinds) == 10
+    assert any("a dimension is a whole number" in d.message for d in a.errors)
     agree(text, a)

@@ -205,3 +205,58 @@ def test_a_layer_binding_a_word_of_the_language_is_parsed_on_its_own():
     doc = parse(clash)
     assert doc.layers[2].shared_from is None
     assert any("`silu` is a word of the language" in d.message for d in doc.diagnostics)
+
+
+# ---- a layer of a frame already parsed: one text up to names and numbers ---------------------------------------------
+
+
+def _layers_but_for_numbers(values: list[str], option: str = "epsilon") -> str:
+    """Layers whose texts differ only in their names and in the number written after ``option``."""
+    from builders import document
+
+    return document([dict(eps=v) for v in values]) if option == "epsilon" else document([dict(window=v) for v in values])
+
+
+def test_a_layer_differing_only_in_its_numbers_takes_its_frames_tree_and_equals_its_own_parse():
+    text = _layers_but_for_numbers(["1e-5", "2e-5", "0.00003", "4E-5", "1e-5", "15e-7"])
+    doc, alone = parse(text), parse(text, share=False)
+    layers = doc.layers
+    # `0.00003` is written in another form (digits, a point, digits), so its layer is parsed on its own.
+    assert [s.shared_from for s in layers] == [None, layers[0], None, layers[0], layers[0], layers[0]]
+    assert [s.statements for s in layers] == [s.statements for s in alone.layers]
+    # Each reads its own number: the value of `epsilon` in its first norm.
+    eps = [next(st.value.number("E") for st in s.statements if isinstance(st, Let) and isinstance(st.value, Call)
+                and st.value.op == "rmsnorm") for s in layers]
+    assert [(e.text, e.value) for e in eps] == [("1e-5", 1e-5), ("2e-5", 2e-5), ("0.00003", 3e-5), ("4E-5", 4e-5),
+                                                ("1e-5", 1e-5), ("15e-7", 15e-7)]
+    assert doc.diagnostics == alone.diagnostics == ()
+
+
+def test_a_number_the_parser_refuses_is_not_read_through_another_layers_tree():
+    # `1e+5` and `1e+99` are one frame, but the second is past the largest number a document may write.
+    text = _layers_but_for_numbers(["1e+5", "2e+5", "1e+99"])
+    doc, alone = parse(text), parse(text, share=False)
+    assert doc.layers[1].shared_from is doc.layers[0] and doc.layers[2].shared_from is None
+    assert doc.diagnostics == alone.diagnostics and len(doc.diagnostics) == 1
+    assert "`1e+99` is too large a number" in doc.diagnostics[0].message
+
+
+def test_a_number_written_in_another_form_is_another_frame():
+    # `15` is a run of digits, `1e5` digits and an exponent: the number rule reads them otherwise, so the layers are
+    # parsed apart — and both as their own texts say.
+    text = _layers_but_for_numbers(["15", "1e5", "16"])
+    doc, alone = parse(text), parse(text, share=False)
+    assert doc.layers[1].shared_from is None and doc.layers[2].shared_from is doc.layers[0]
+    assert [s.statements for s in doc.layers] == [s.statements for s in alone.layers]
+
+
+def test_a_layer_read_through_another_is_placed_token_for_token_as_its_own_text_is():
+    from builders import document
+
+    text = document([dict(eps=f"{l + 1}e-6", window=512 + l) for l in range(12)])
+    text = "\n".join(line + ("  -- a note" if line.startswith("Let h") else "") for line in text.split("\n"))
+    doc, alone = parse(text), parse(text, share=False)
+    assert sum(s.shared_from is not None for s in doc.layers) == 11
+    for a, b in zip(doc.layers, alone.layers):
+        assert (a.table.starts, a.table.ends, a.table.comments) == (b.table.starts, b.table.ends, b.table.comments)
+        assert a.tokens == b.tokens

@@ -107,10 +107,13 @@ Return xo{l}.
 """
 
 
-def layer(l: int, mixer: str = "attention", ffn: str = "dense", note: str | None = None, **kw) -> str:
+def layer(l: int, mixer: str = "attention", ffn: str = "dense", note: str | None = None, eps: str | None = None,
+          **kw) -> str:
+    """Layer ``l``; ``eps``: its first norm's epsilon as written (none by default) — layers alike but for it are one
+    program but for a number."""
     head = f"\n## Layer {l}" + (f": {note}" if note else "") + "\n"
     decl = f"Let {_input(l)} be an input of rows by d.\nLet pos be a position.\nLet g{l} be a weight of d.\n"
-    norm = f"Let xn{l} be rmsnorm of {_input(l)} with g{l}.\n"
+    norm = f"Let xn{l} be rmsnorm of {_input(l)} with g{l}{f', epsilon {eps}' if eps else ''}.\n"
     mix = {"attention": attention, "deltanet": deltanet, "latent": latent}[mixer](l, **kw)
     f = dense_ffn(l) if ffn == "dense" else experts_ffn(l)
     return head + decl + norm + mix + f

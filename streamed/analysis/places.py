@@ -1,0 +1,137 @@
+"""Where a section of the editor's document is: the incremental analysis parses each chunk on its own, as if it began
+at line 0, byte 0, so a section's ranges are relative to its chunk; ``Base`` — where the chunk starts — places them in
+the document, and ``Where`` finds each section's chunk. And what an editor position falls on (``spot``): its section,
+the program, the token under it.
+
+Invariant: a chunk starts at a line start, so a relative range and its document range differ only in line and byte
+offset, never in UTF-16 column.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, replace
+
+from ..lang.lexer import Pos, Range
+from ..lang.syntax import Diagnostic, Related, Section
+from ..model.program import Program
+
+__all__ = ["Base", "Where", "Spot", "placed", "spot", "token_at"]
+
+# ---- moving ranges between a chunk and the document ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    line: int
+    offset: int
+
+    def pos(self, p: Pos) -> Pos:
+        return Pos(p.line + self.line, p.character, p.offset + self.offset)
+
+    def range(self, r: Range) -> Range:
+        return Range(self.pos(r.start), self.pos(r.end))
+
+    def diagnostic(self, d: Diagnostic, related: "Base | None" = None) -> Diagnostic:
+        rb = related or self
+        return Diagnostic(self.range(d.range), d.severity, d.message, d.code,
+                          tuple(Related(rb.range(x.range), x.message) for x in d.related) if d.related else (), d.data)
+
+
+_BOUND_AT_LINE = re.compile(r"(is already bound at line )(\d+)(;)")
+
+
+def _relocated(d: Diagnostic, base: Base) -> Diagnostic:
+    """The one checker message that names a line (``already bound at line N``) computed on a chunk-relative section,
+    with N made a document line."""
+    if d.code != "rebound" or base.line == 0:
+        return d
+    msg = _BOUND_AT_LINE.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + base.line}{m.group(3)}", d.message)
+    return replace(d, message=msg)
+
+
+def placed(diags, base: Base) -> tuple[Diagnostic, ...]:
+    return tuple(_relocated(base.diagnostic(d), base) for d in diags) if diags else ()
+
+
+class Where:
+    """Where each section's chunk starts, for placing its ranges in the document."""
+
+    def __init__(self, sections_col, line0, byte0, layer_at, special):
+        self.sections_col = sections_col
+        self.line0 = line0
+        self.byte0 = byte0
+        self.layer_at = layer_at
+        self.special = special
+        self._chunk: dict[int, int] | None = None
+
+    def chunk(self, section: Section) -> int:
+        """The chunk of ``section`` (``KeyError`` for a section not of this document)."""
+        layer_at, i = self.layer_at, section.index
+        if i is not None and i < len(layer_at) and self.sections_col[layer_at[i]] is section:
+            return layer_at[i]  # layers numbered in order: layer i is the i-th layer chunk
+        for k in self.special:  # the model, checkpoint, embed and head: a handful
+            if self.sections_col[k] is section:
+                return k
+        if self._chunk is None:
+            self._chunk = {id(s): k for k, s in enumerate(self.sections_col) if s is not None}
+        k = self._chunk[id(section)]
+        if self.sections_col[k] is not section:
+            raise KeyError(section)
+        return k
+
+    def base(self, section: Section) -> Base:
+        i = self.chunk(section)
+        return Base(self.line0[i], self.byte0[i])
+
+    def at(self, section: Section, r: Range) -> Range:
+        return self.base(section).range(r)
+
+
+# ---- what is at an editor position ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spot:
+    """What an editor position falls on: its section (chunk-relative), the section's base, the program (for
+    embed, layers and head), and the token under the position (``token_index`` into ``section.tokens``) or the
+    heading."""
+
+    section: Section
+    base: Base
+    program: Program | None
+    token_index: int | None
+    on_heading: bool
+
+    @property
+    def token(self):
+        return None if self.token_index is None else self.section.tokens[self.token_index]
+
+    def to_document(self, r: Range) -> Range:
+        return self.base.range(r)
+
+
+def token_at(section: Section, line: int, character: int) -> int | None:
+    """The index of the token of ``section`` at a chunk-relative position: the token that contains it, else one that
+    ends exactly there (the cursor just after a word)."""
+    toks = section.tokens
+    keys = [(t.line, t.start_character) for t in toks]
+    i = bisect.bisect_right(keys, (line, character)) - 1
+    if i < 0:
+        return None
+    r = toks[i].range
+    if (line, character) <= (r.end.line, r.end.character):
+        return i
+    return None
+
+
+def spot(a, line: int, character: int) -> Spot | None:
+    """What document position (``line``, UTF-16 ``character``) of the incremental analysis ``a`` falls on."""
+    i = a.section_at(line)
+    if i is None:
+        return None
+    section, base = a.document.sections[i], a.base_of(a.document.sections[i])
+    rel = line - base.line
+    on_heading = rel == section.heading.start.line
+    return Spot(section, base, a.program_of(section), None if on_heading else token_at(section, rel, character), on_heading)

@@ -1,0 +1,42 @@
+"""What the server pushes is what lsprotocol's converter makes of the core's diagnostics: the notification it writes
+itself — each diagnostic written once and kept while nothing the client reads of it changed — is, message for
+message, the converter's ``publishDiagnostics`` of the same snapshot, through edits that move diagnostics by bytes,
+by lines, or not at all."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from builders import document
+from pygls.protocol import default_converter
+from streamed_lsp.diagnostics import Published, publish_params
+from streamed_lsp.scheduler import Snapshot
+
+from streamed.analysis.incremental import IncrementalAnalyzer
+from streamed.spatial.deployment import Deployment
+from streamed.spatial.diagnose import reject_diagnostics_of
+
+
+def test_the_pushed_diagnostics_are_the_converters_through_edits():
+    converter = default_converter()
+    # Every layer its own kind (each its own epsilon: a divergence each), and layers whose FFN does not lower.
+    text = document([dict(eps=f"{l + 1}e-6") for l in range(12)]).replace("Let ffn be 96.", "Let ffn be 80.")
+    edits = [("Let hn5 be", "Let  hn5 be"),  # moves what follows by a byte, not a line
+             ("Let hn5 be", "Let\nhn5 be"),  # and by a line
+             ("Let\nhn5 be", "Let hn5 be"),
+             ("epsilon 8e-6", "epsilon 2e-6"),  # layer 7 joins layer 1's kind, which every other layer now diverges from
+             ("Return xo0.", "Return xo0.\n-- a note"),  # layer 0's divergence stays, what it points at moves a line
+             ("hn9", "norm9")]  # a rename: nothing moves
+    analyzer, published, cache = IncrementalAnalyzer(), Published(), {}
+    for version, (old, new) in enumerate([("", "")] + edits, start=1):
+        text = text.replace(old, new) if old else text
+        a = analyzer.analyze(text)
+        rejects = reject_diagnostics_of(a, Deployment("decode", 4096), None, cache) if not a.errors else ()
+        snap = Snapshot("file:///tmp/model.lgm", version, version, a, rejects)
+        sent = json.loads(published.message(snap))
+        assert sent == {"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics",
+                        "params": converter.unstructure(publish_params(snap))}
+        codes = [d["code"] for d in sent["params"]["diagnostics"]]
+        assert codes.count("divergence") >= 10 and ("reject" in codes) == (not a.errors)
+    assert re.search(r'"version":\s*7', published.message(snap))
