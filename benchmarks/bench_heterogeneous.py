@@ -195,7 +195,10 @@ def report(docs: dict, runs: dict, args, load: tuple[str, str]) -> str:
             "JSON of the diagnostics that changed and joins the rest. What stays proportional to the kinds is a pass "
             "over lists (the kinds, the divergences, the diagnostics in order), at a few microseconds a kind. The "
             "whole analysis parses once per frame (the layers' text up to names and numbers: one, here, for every "
-            "layer but the first, whose comments differ) and checks each layer with its own numbers.", ""]
+            "layer but the first, whose comments differ) and checks each layer with its own numbers; where a layer that "
+            "differs from its representative only in numbers parts from it is read off the differing numbers (its "
+            "sentences are the representative's with those numbers put in), not compared token by token through "
+            "`difflib`.", ""]
     return "\n".join(out)
 
 

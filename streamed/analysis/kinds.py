@@ -16,6 +16,7 @@ linear in the document, whatever the depth.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import hashlib
 import re
@@ -424,6 +425,15 @@ def _operands_of(section, k: int):
     return best
 
 
+def _units_read(section, reads: dict) -> list[tuple[int, int]]:
+    """``_units`` of the tree ``section`` reads (its own, or the one it shares), once per tree in ``reads``."""
+    parsed = section.shared_from or section
+    hit = reads.get(("units", id(parsed)))
+    if hit is None or hit[0] is not parsed:
+        hit = reads[("units", id(parsed))] = (parsed, _units(parsed))
+    return hit[1]
+
+
 class _Side:
     """What ``first_difference`` reads of one program — its tokens, binders, tokens with binders alike, sentences
     (each as a number, one per sentence text: compared as numbers, not tuples of tokens) — computed once: a
@@ -438,11 +448,7 @@ class _Side:
         self.texts = t.texts
         self.names = set(section.shape.names) if section.shape is not None else binders(self.texts)
         self.canon = canon = _canon(self.texts, self.names)
-        parsed = section.shared_from or section
-        hit = reads.get(("units", id(parsed)))
-        if hit is None or hit[0] is not parsed:
-            hit = reads[("units", id(parsed))] = (parsed, _units(parsed))
-        self.units = hit[1]
+        self.units = _units_read(section, reads)
         known = reads.setdefault("sentences", {})
         self.keys = [known.setdefault(tuple(canon[a:b]), len(known)) for a, b in self.units]
         self.reads = reads
@@ -457,6 +463,9 @@ def first_difference(
     written with the words that say what it is, an operation by both its names, reordered operands by both lists, a
     weight stored differently by both storages."""
     ra = rep_side or _Side(rep, {})
+    framed = _framed_difference(programs, layer, rep, storage, ra)
+    if framed is not None:
+        return framed
     lb = _Side(layer, ra.reads)
     ta, tb, xa, xb, na, nb = ra.table, lb.table, ra.texts, lb.texts, ra.names, lb.names
     ca, cb, ua, ub = ra.canon, lb.canon, ra.units, lb.units
@@ -515,6 +524,73 @@ def _statement_difference(layer: Program, rep: Program, ua, ub, ca, cb, na: set,
         return (i, i), (j, j), f"layer {L} uses `{opb}` where layer {R} uses `{opa}`", True
     wa, wb = _whole(ta, j, na), _whole(tb, i, nb)
     return wb, wa, f"layer {L} says `{_span_text(tb, *wb)}` where layer {R} says `{_span_text(ta, *wa)}`", True
+
+
+def _unique_differences(a: Sequence, b: Sequence, differ: Iterable[int]) -> bool:
+    """Whether no value ``a`` or ``b`` holds at a position where they differ (``differ``) is held anywhere by the
+    other. Then ``difflib.SequenceMatcher`` (no junk) of two sequences of one length matches exactly their equal runs
+    in place, so its first change is a ``replace`` at their first difference:
+
+    No matching block can hold a differing position, so a block lies within one region between differing positions
+    in each. A block shifted within one region is shorter than that region; a block from region ``Ri`` of ``a`` to
+    region ``Rj`` of ``b`` is at most as long as either. So the longest is a whole region in place, and one of equal
+    length that starts as early in ``a`` (the same region) starts later in ``b``, since the first longest region
+    comes first — SequenceMatcher takes the block earliest in ``a``, then in ``b``. Each side of it is again two
+    windows of one length, and so on down."""
+    seen_a = seen_b = None
+    for k in differ:
+        if seen_a is None:
+            seen_a, seen_b = set(a), set(b)
+        if a[k] in seen_b or b[k] in seen_a:
+            return False
+    return True
+
+
+def _framed_difference(programs: Programs, layer: Program, rep: Program, storage: Storage, ra: _Side):
+    """``first_difference`` of a layer that differs from its representative only in numbers (with binders alike: as
+    many tokens, in the same sentences, each the same but for the numerals — a layer in its representative's frame,
+    ``lang.shapes``, or one whose comments differ), without comparing every token: the layer's tokens with binders
+    alike and its sentences are the representative's with the differing numbers put in, and the first differing
+    sentence is the first that holds one (``_unique_differences``; ``difflib`` over the sentences only when a
+    differing sentence is one the other program also has). ``None`` when the two are not so alike (a word differs,
+    a statement is extra or missing): then the general comparison answers. Either way the answer is the general one:
+    the same sentences and tokens reach the same ``_statement_difference``."""
+    xa, xb, ca = ra.texts, layer.section.table.texts, ra.canon
+    if len(xa) != len(xb):
+        return None
+    reads, units = ra.reads, ra.units
+    mine = _units_read(layer.section, reads)
+    if mine is not units and mine != units:
+        return None
+    shape = layer.section.shape
+    na, nb = ra.names, set(shape.names) if shape is not None else binders(xb)
+    # Where ``_canon`` of the two differs: a token written otherwise, unless both are binders; a binder of one only.
+    differ = [k for k, y, c in zip(range(len(xb)), xb, ca) if c != ("\x01" if y in nb else y)]
+    numeric = _NUMERIC.match
+    if not all(numeric(xa[k]) and numeric(xb[k]) for k in differ):
+        return None  # a word differs, not only numbers: the general comparison
+    L, R = layer.section.index, rep.section.index
+    if not differ:
+        return _binding_difference(programs, layer, rep, storage, na, nb, L, R, reads)
+    cb = list(ca)  # the layer's ``_canon``: the representative's, its numbers put in
+    for k in differ:
+        cb[k] = xb[k]
+    firsts = [a for a, _ in units]
+    statements = sorted({bisect.bisect_right(firsts, k) - 1 for k in differ})
+    if statements[0] < 0 or any(k >= units[bisect.bisect_right(firsts, k) - 1][1] for k in differ):
+        return None  # a number outside every sentence: the general comparison says where
+    known, keys = reads.setdefault("sentences", {}), list(ra.keys)
+    for n in statements:
+        a, b = units[n]
+        keys[n] = known.setdefault(tuple(cb[a:b]), len(known))
+    if _unique_differences(ra.keys, keys, statements):
+        n = m = statements[0]
+    else:
+        tag, n, _, m, _ = next(op for op in difflib.SequenceMatcher(None, ra.keys, keys, autojunk=False).get_opcodes()
+                               if op[0] != "equal")
+        if tag != "replace":
+            return None  # a statement taken for extra or missing: the general comparison words it
+    return _statement_difference(layer, rep, units[n], units[m], ca, cb, na, nb, L, R, m, reads)
 
 
 def _forward(xa, xb) -> dict[str, str]:

@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from ..lang.files import FileProblem, display, problem, read_file, size_of
-from ..lang.jsontext import JsonError, loads
 from ..lang.limits import MAX_CONFIG_BYTES
 from .common import UserError
 
@@ -61,6 +59,8 @@ def spec_of(source: str, name: str | None = None):
             return read_gguf(source, name=name).spec
         except CheckpointError as e:
             raise UserError(str(e)) from None
+    from ..lang.jsontext import JsonError, loads  # here, not at the top: ``streamed kinds`` imports this module
+
     try:
         cfg = loads(read_file(p, MAX_CONFIG_BYTES, "a config.json"))
     except (FileProblem, JsonError):
@@ -83,6 +83,8 @@ def write_atomically(path: str, text: str) -> None:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
+    import tempfile  # here, not at the top: every command imports this module to list its options
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:

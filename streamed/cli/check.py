@@ -4,8 +4,6 @@ caused it — as ``path:line:col: severity: message`` or JSON. Exit status 1 whe
 
 from __future__ import annotations
 
-import json
-
 from .common import add_deployment_options, deployment_from, load_storage, load_target_or_fail, read_document
 
 
@@ -27,6 +25,8 @@ def cmd_check(args) -> int:
     diagnostics += lowering_diagnostics(a, args)
     diagnostics.sort(key=lambda d: (d.range.start.offset, d.severity.value))
     if args.json:
+        import json  # only for --json: not imported by every command's start
+
         print(json.dumps([{
             "line": d.range.start.line + 1, "column": d.range.start.character + 1,
             "end_line": d.range.end.line + 1, "end_column": d.range.end.character + 1,

@@ -4,8 +4,6 @@ reports those); 2 for bad input."""
 
 from __future__ import annotations
 
-import json
-
 from .common import load_storage, plural, read_document, table
 
 
@@ -32,6 +30,8 @@ def cmd_kinds(args) -> int:
 
     a = analyze(read_document(args.doc), load_storage(args.checkpoint))
     if args.json:
+        import json  # only for --json: not imported by every command's start
+
         print(json.dumps(kinds_json(a), indent=2))
         return 0
     rows = [[k.name, str(len(k.layers)), layer_ranges(k.layers), str(k.representative)] for k in a.kinds]

@@ -11,7 +11,6 @@ row, so positions before it have no logits (``positions`` says which do). JSON: 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -119,6 +118,8 @@ def cmd_run(args) -> int:
         if progress is not None:
             progress.done()
     if args.json:
+        import json  # only for --json: not imported by every command's start
+
         print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next}))
     else:
         print(render(result, tokens))

@@ -11,7 +11,6 @@ what is wrong), an output path that cannot be written, or vl-convert missing.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -64,6 +63,8 @@ def cmd_show(args) -> int:
     model = _read(args.bundle)
     drawn = pictures(model)
     if args.json:
+        import json  # only for --json: not imported by every command's start
+
         print(json.dumps(drawn, indent=1))
         return 0
     if args.svg is None:

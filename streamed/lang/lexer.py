@@ -234,11 +234,23 @@ class Table:
         return self._comments
 
     def adjacent(self, i: int) -> bool:
-        """Whether token ``i`` ends exactly where token ``i + 1`` starts (no space, no comment between)."""
+        """Whether token ``i`` ends exactly where token ``i + 1`` starts (no space, no comment between). Not yet
+        placed from a ``like`` table: that table's answer — the pieces between tokens are the same."""
+        if self._ends is None and self.like is not None and self._parts is None:
+            return self.like.adjacent(i)
         return self.ends[i] == self.starts[i + 1]
+
+    def _grow(self, i: int) -> int:
+        """How far token ``i`` (and the whitespace before it) is moved from its place in ``like``: ``_place``'s
+        ``grow[i]``, for one token — a layer that reads one or two places never places its every token."""
+        like = self.like
+        return self.first - like.first + sum(map(len, self.texts[:i])) - sum(map(len, like.texts[:i]))
 
     def range(self, i: int, j: int) -> Range:
         """From the start of token ``i`` to the end of token ``j`` (inclusive)."""
+        if self._starts is None and self.like is not None and self._parts is None:
+            like = self.like
+            return Range(self.source.pos(like.starts[i] + self._grow(i)), self.source.pos(like.ends[j] + self._grow(j + 1)))
         return Range(self.source.pos(self.starts[i]), self.source.pos(self.ends[j]))
 
     def token_range(self, i: int) -> Range:

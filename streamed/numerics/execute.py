@@ -27,7 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 import numpy as np
@@ -37,7 +37,7 @@ from ..analysis.kinds import rebind
 from .product import EXACT, Arithmetic
 from .q8 import BLOCK, Planes
 from ..spatial.ir import (
-    COLLECTIVES, Op, SpatialProgram, Tensor, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
+    COLLECTIVES, Op, SpatialProgram, Tensor, batched, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
 )
 from .weights import Weights
 
@@ -184,31 +184,36 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
     if k == "scale":
         return ((nx.f32(v[0]) * np.float32(a("factor"))).astype(np.float32),)
     if k == "rmsnorm":
-        return (nx.rmsnorm(v[0], v[1], a("epsilon", 1e-6), a("offset", 0.0), a("heads", 1)),)
+        return (nx.rmsnorm(v[0], v[1], a("epsilon", 1e-6), a("offset", 0.0), a("heads", 1), arithmetic),)
     if k == "l2norm":
-        return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1)),)
+        return (nx.l2norm(v[0], a("epsilon", 1e-6), a("heads", 1), arithmetic),)
     if k == "gelu":
         return (nx.gelu(v[0], arithmetic),)
     if k == "layernorm":
-        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5)),)
+        return (nx.layernorm(v[0], v[1], v[2] if len(v) > 2 else None, a("epsilon", 1e-5), arithmetic),)
     if k == "softcap":
-        return (nx.soft_cap(v[0], a("cap")),)
-    if k in ("silu", "sigmoid", "softplus", "exp", "softmax", "argmax"):
-        return (getattr(nx, k)(v[0]),)
+        return (nx.soft_cap(v[0], a("cap"), arithmetic),)
+    if k in ("silu", "sigmoid", "softplus", "exp"):
+        return (getattr(nx, k)(v[0], arithmetic),)
+    if k == "softmax":
+        return (nx.softmax(v[0], arithmetic=arithmetic),)
+    if k == "argmax":
+        return (nx.argmax(v[0]),)
     if k == "running_argmax":  # one column tile's own: ``run_tiles`` folds it into the row tile's
         x = nx.f32(v[0])
         return (nx.argmax(x), np.max(x, axis=-1))
     if k == "lookup":
         return (nx.lookup(v[0], v[1]),)
     if k == "rope":
-        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False)),)
+        return (nx.rope(v[0], int(v[1]), v[2], v[3], a("heads"), a("rotating"), a("after", 0), a("interleaved", False),
+                        arithmetic),)
     if k == "attention":
         keys, values = v[1], v[2]
         if a("ring"):  # keys and values held as rings: read in the positions' frame (ir.py)
             rows, reach = np.shape(v[0])[0], min(a("window") or math.inf, a("chunk") or math.inf)
             keys, values = (nx.ring_read(x, int(v[3]), rows, a("ring"), reach) for x in (keys, values))
         return (nx.attention(v[0], keys, values, int(v[3]), a("heads"), a("groups"), a("window"), a("chunk"),
-                             a("scale"), v[4] if len(v) > 4 else None, a("softcap")),)
+                             a("scale"), v[4] if len(v) > 4 else None, a("softcap"), arithmetic),)
     if k == "latent_attention":
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale"), arithmetic),)
@@ -286,6 +291,8 @@ def run_program(program: SpatialProgram, given: Mapping[str, np.ndarray],
             if t.name not in given:
                 raise ExecuteError(program.name, None, f"no value for its {t.role} `{t.name}`")
             env[t.name] = given[t.name]
+    if arithmetic.ggml:  # ggml picks a float product's kernel by the rows of the step, not of a tile or a sequence's
+        arithmetic = replace(arithmetic, rows=1 if batched(program) else program.rows)
     if program.tiles:
         return run_tiles(program, env, arithmetic)
     return _run_ops(program, program.ops, env, arithmetic=arithmetic)
@@ -448,7 +455,7 @@ def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], sess
             elif t.role == "weight":
                 given[t.name] = weight_value(t, b.bound(t.of or t.name), weights)
             elif t.role == "table":
-                given[t.name] = _table(t)
+                given[t.name] = _table(t, arithmetic)
             elif t.role == "state":
                 name = b.bound(t.name)
                 if t.name not in p.carried:
@@ -468,12 +475,12 @@ def run_bound(b: Bound, weights: Weights, inputs: Mapping[str, np.ndarray], sess
     return env
 
 
-def _table(t: Tensor) -> np.ndarray:
+def _table(t: Tensor, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     if t.fill is None:
         raise KeyError(f"the bundle gives table `{t.name}` no fill rule")
     if len(t.shape) != 2:
         raise ValueError(f"table `{t.name}` is {t.shape}, not rows by width")
-    return nx.fill_table(t.fill, t.shape[0], t.shape[1])
+    return nx.fill_table(t.fill, t.shape[0], t.shape[1], arithmetic)
 
 
 # ---- a bundle, step by step ----------------------------------------------------------------------------------------

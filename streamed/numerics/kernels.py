@@ -16,8 +16,11 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from . import ggml
 from .product import EXACT, Arithmetic, product
 
 F32 = np.float32
@@ -30,14 +33,20 @@ def f32(x) -> np.ndarray:
 # ---- elementwise ---------------------------------------------------------------------------------------------------
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017)."""
+def silu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017); in llama.cpp's, ggml's
+    ``x / (1 + e⁻ˣ)`` (``ggml.silu``)."""
+    if arithmetic.ggml:
+        return ggml.silu(x)
     x = f32(x)
     return x * sigmoid(x)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Logistic ``σ(x) = 1/(1+e⁻ˣ)``, evaluated without overflow for large |x|."""
+def sigmoid(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """Logistic ``σ(x) = 1/(1+e⁻ˣ)``, evaluated without overflow for large |x| (in llama.cpp's arithmetic, as ggml's
+    scalar op: ``ggml.unary``)."""
+    if arithmetic.ggml:
+        return ggml.unary(x, "sigmoid")
     x = f32(x)
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(F32)
@@ -45,8 +54,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def gelu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """GELU, tanh approximation: ``½x(1+tanh(√(2/π)(x+0.044715x³)))`` (Hendrycks & Gimpel 2016; GPT-2, Gemma) — or,
-    in llama.cpp's arithmetic, read from ggml's fp16 table (``Arithmetic.gelu``)."""
-    return arithmetic.gelu(x, _gelu)
+    in llama.cpp's arithmetic, read from ggml's fp16 table (``ggml.gelu``)."""
+    return ggml.gelu(x) if arithmetic.ggml else _gelu(x)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -55,17 +64,23 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return (F32(0.5) * x * (1 + np.tanh(c * (x + F32(0.044715) * x * x * x)))).astype(F32)
 
 
-def softplus(x: np.ndarray) -> np.ndarray:
-    """``log(1+eˣ)``, computed as ``logaddexp(0, x)`` so large x neither overflows nor loses the linear tail."""
+def softplus(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """``log(1+eˣ)``, computed as ``logaddexp(0, x)`` so large x neither overflows nor loses the linear tail (in
+    llama.cpp's arithmetic, ggml's: ``x`` above 20, else ``logf(1 + expf(x))``)."""
+    if arithmetic.ggml:
+        return ggml.unary(x, "softplus")
     return np.logaddexp(F32(0), f32(x)).astype(F32)
 
 
-def exp(x: np.ndarray) -> np.ndarray:
-    return np.exp(f32(x))
+def exp(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    return ggml.unary(x, "exp") if arithmetic.ggml else np.exp(f32(x))
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range)."""
+def softmax(x: np.ndarray, axis: int = -1, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range); in llama.cpp's
+    arithmetic along the last axis as ``ggml.soft_max``."""
+    if arithmetic.ggml and axis in (-1, np.ndim(x) - 1):
+        return ggml.soft_max(x)
     x = f32(x)
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(F32)
@@ -78,8 +93,10 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``; float32, float16, or Q8_0 planes,
     read where they are). Every product is ``product.product``'s, whose fixed order of arithmetic makes a row's
     result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
-    rows alone, bit for bit. The arithmetic decides what enters it (llama.cpp's: Q8_0 or fp16 activations)."""
-    return product(arithmetic.enter(x, w), w)
+    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``)."""
+    if arithmetic.ggml:
+        return ggml.mul_mat(x, w, arithmetic.rows)
+    return product(x, w)
 
 
 def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
@@ -87,9 +104,13 @@ def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
     return x.reshape(rows, heads, n // heads)
 
 
-def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: float = 0.0, heads: int = 1) -> np.ndarray:
+def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: float = 0.0, heads: int = 1,
+            arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """RMS norm per row, or per head when ``heads > 1`` (QK-norm): ``x / √(mean x² + ε) · (G + O)``
-    (Zhang & Sennrich 2019; Gemma writes its ``1 + g`` gain as offset 1)."""
+    (Zhang & Sennrich 2019; Gemma writes its ``1 + g`` gain as offset 1). In llama.cpp's arithmetic, ggml's
+    ``rms_norm`` then ``mul`` by ``G + O`` (``ggml.rms_norm``)."""
+    if arithmetic.ggml:
+        return ggml.rms_norm(x, f32(gain) + F32(offset) if offset else gain, epsilon, heads)
     x = f32(x)
     h = _per_head(x, heads)
     ms = np.mean(h * h, axis=-1, keepdims=True)
@@ -97,9 +118,13 @@ def rmsnorm(x: np.ndarray, gain: np.ndarray, epsilon: float = 1e-6, offset: floa
     return out.reshape(x.shape).astype(F32)
 
 
-def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5) -> np.ndarray:
+def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5,
+              arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Layer norm per row (Ba, Kiros & Hinton 2016): ``(x − mean x) / √(var x + ε) · G + B``, the variance the mean
-    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none."""
+    of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none. In
+    llama.cpp's arithmetic, ``ggml.layer_norm``."""
+    if arithmetic.ggml:
+        return ggml.layer_norm(x, gain, bias, epsilon)
     x = f32(x)
     centred = x - np.mean(x, axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
@@ -107,9 +132,11 @@ def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, e
     return (out if bias is None else out + f32(bias)).astype(F32)
 
 
-def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+def soft_cap(x: np.ndarray, cap: float, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Soft-capping ``C·tanh(x/C)`` (Gemma 2's attention and final logits): about ``x`` for ``|x| ≪ C``, never past
-    ``±C``."""
+    ``±C`` (in llama.cpp's arithmetic, ``ggml.soft_cap``)."""
+    if arithmetic.ggml:
+        return ggml.soft_cap(x, cap)
     c = F32(cap)
     return (c * np.tanh(f32(x) / c)).astype(F32)
 
@@ -124,8 +151,11 @@ def columns(x: np.ndarray, start: int, stop: int, every: int | None = None) -> n
     return np.array(groups[..., start:stop].reshape(*x.shape[:-1], -1))
 
 
-def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1) -> np.ndarray:
-    """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so)."""
+def l2norm(x: np.ndarray, epsilon: float = 1e-6, heads: int = 1, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+    """L2 norm per row or per head: ``x / √(Σ x² + ε)`` (Gated DeltaNet normalises its q and k so); in llama.cpp's
+    arithmetic as llama.cpp computes Gated DeltaNet's (``ggml.l2_norm``: an RMS norm of ``ε/n``, scaled by ``1/√n``)."""
+    if arithmetic.ggml:
+        return ggml.l2_norm(x, epsilon, heads)
     x = f32(x)
     h = _per_head(x, heads)
     out = h / np.sqrt(np.sum(h * h, axis=-1, keepdims=True) + F32(epsilon))
@@ -216,10 +246,34 @@ def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.
     raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill}`")
 
 
-def fill_table(fill, ctx: int, width: int) -> np.ndarray:
+def _llama3_factors(base: float, width: int, scaling: str, factor: float, context: float, low: float,
+                   high: float) -> np.ndarray:
+    """Llama 3's divisors as llama.cpp's converter stores them (``rope_freqs``, float32): frequencies
+    ``1/base^(2i/R)`` in float32, their wavelengths in float64, ``F`` past ``N/L``, 1 short of ``N/H``, between them
+    ``1/((1−s)/F + s)``."""
+    freqs = np.float32(1) / (np.float32(base) ** (np.arange(0, 2 * width, 2, dtype=F32) / np.float32(2 * width)))
+    wavelength = 2 * np.pi / freqs.astype(np.float64)
+    smooth = (context / wavelength - low) / (high - low) if high > low else np.ones_like(wavelength)
+    mixed = 1 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, mixed)).astype(F32)
+
+
+def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
-    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else."""
+    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else. In llama.cpp's
+    arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
+    (none, ``linear``, ``llama3`` — its divisors as the converter stores them, ``rope_freqs``); YaRN's ramp and
+    LongRoPE's factors keep the table above (float64, rounded once)."""
     params = dict(fill[2]) if len(fill) > 2 else {}
+    llama3 = params.get("scaling") == "llama3" and set(params) <= {"scaling", "factor", "context", "low", "high"}
+    plain = params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}
+    if arithmetic.ggml and (llama3 or plain):
+        scale = 1.0 / float(params.get("factor", 1.0)) if params.get("scaling") == "linear" else 1.0
+        factors = _llama3_factors(fill[1], width, **params) if llama3 else None
+        cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale, factors=factors)
+        if fill[0] not in ("cosines", "sines"):
+            raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
+        return cos if fill[0] == "cosines" else sin
     return rotary_table(fill[0], fill[1], ctx, width, **params)
 
 
@@ -227,18 +281,21 @@ def fill_table(fill, ctx: int, width: int) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: int, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int | None = None,
-         after: int = 0, interleaved: bool = False) -> np.ndarray:
+         after: int = 0, interleaved: bool = False, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Rotary position embedding (Su et al. 2021, RoFormer): within each head, the ``R`` dims starting at ``after``
     (0 unless DeepSeek's ``[nope | rope]`` heads) form ``R/2`` pairs ``(a_i, b_i)`` and row ``r`` (position ``pos +
     r``) turns pair ``i`` by its angle: ``(a·cos − b·sin, b·cos + a·sin)`` with the tables' column ``i``. The pairs
     are the halves, ``(i, i + R/2)`` (GPT-NeoX; transformers' Llama, Qwen, Gemma), or ``interleaved`` adjacent dims
     ``(2i, 2i+1)`` (GPT-J; DeepSeek, Llama 4, and llama.cpp's permuted Llama q/k). Every other dim passes through
     (partial rotary: Qwen3-Next, GLM). ``R`` defaults to the rest of the head. ``cos``/``sin`` are the host tables,
-    ``ctx × R/2``."""
+    ``ctx × R/2``. In llama.cpp's arithmetic each pair is turned as ggml's compiled ``rotate_pairs`` turns it
+    (``ggml.rotate``)."""
     x = f32(x)
     rows, n = x.shape
     width = n // heads
     r = width - after if rotating is None else rotating
+    if arithmetic.ggml:
+        return ggml.rotate(x, f32(cos)[pos:pos + rows], f32(sin)[pos:pos + rows], heads, r, after, interleaved)
     half = r // 2
     h = x.reshape(rows, heads, width)
     c = f32(cos)[pos:pos + rows, :half][:, None, :]
@@ -301,17 +358,23 @@ def ring_read(ring: np.ndarray, pos: int, rows: int, ctx: int, reach: int | floa
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
-              sinks: np.ndarray | None = None, softcap: float | None = None) -> np.ndarray:
+              sinks: np.ndarray | None = None, softcap: float | None = None,
+              arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """Causal grouped-query attention (Vaswani et al. 2017; GQA, Ainslie et al. 2023) of ``rows`` queries over a
     cache of ``ctx`` keys and values: for query head ``h`` reading KV head ``g = h // (H/G)``,
     ``pᵢⱼ = softmax_j(F · qᵢ·kⱼ)`` over the masked positions (``causal_mask``), output ``Σⱼ pᵢⱼ vⱼ``. ``F`` defaults
     to ``1/√(head width)``. Sinks (gpt-oss) add one learned logit per head to the softmax's denominator only — a
     place attention may go that returns no value. ``softcap`` C soft-caps the scaled logits, ``C·tanh(F·q·k/C)``,
-    before the mask (Gemma 2)."""
+    before the mask (Gemma 2). In llama.cpp's arithmetic, ggml's (``ggml.attention``), whose default ``F`` is
+    ``1/sqrtf(width)`` in float32."""
     q, k, v = f32(q), f32(k), f32(v)
     rows = q.shape[0]
     ctx = k.shape[0]
     dk = q.shape[1] // heads
+    if arithmetic.ggml:
+        f = F32(1) / np.sqrt(F32(dk)) if scale is None else F32(scale)
+        return ggml.attention(q, k, v, causal_mask(pos, rows, ctx, window, chunks), heads, sharing, f, sinks,
+                              arithmetic.rows, softcap)
     dv = v.shape[1] // sharing
     f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk
@@ -419,12 +482,12 @@ def swiglu(x: np.ndarray, g, u, d, bg=None, bu=None, bd=None, clamp: float | Non
     gx = matmul(x, g, arithmetic) if bg is None else matmul(x, g, arithmetic) + f32(bg)
     ux = matmul(x, u, arithmetic) if bu is None else matmul(x, u, arithmetic) + f32(bu)
     if clamp is None:
-        h = silu(gx) * ux
+        h = silu(gx, arithmetic) * ux
     else:
         lim = F32(clamp)
         gx = np.minimum(gx, lim)
         ux = np.clip(ux, -lim, lim)
-        h = (ux + 1) * gx * sigmoid(F32(1.702) * gx)
+        h = (ux + 1) * gx * sigmoid(F32(1.702) * gx, arithmetic)
     out = matmul(h, d, arithmetic)
     return out if bd is None else (out + f32(bd)).astype(F32)
 
@@ -435,16 +498,18 @@ def _column(w, n: int):
 
 
 def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: bool = False,
-          selection_bias: np.ndarray | None = None, groups: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+          selection_bias: np.ndarray | None = None, groups: tuple[int, int] | None = None,
+          arithmetic: Arithmetic = EXACT) -> tuple[np.ndarray, np.ndarray]:
     """Which experts each row goes to, and with what weight. Scores are ``softmax`` over all experts (Switch,
     Mixtral, Qwen-MoE) or ``sigmoid`` per expert (DeepSeek-V3, Llama 4). Selection ranks ``score + bias``
     (DeepSeek-V3's auxiliary-loss-free bias — choosing only, never weighting); with ``groups (N, M)`` experts form N
     groups, a group's rank being the sum of its two best biased scores (its best alone when it holds one expert), and
     only the M best groups are eligible (DeepSeek-V3 §2.1.2). The weights are the unbiased scores of the chosen K,
-    divided by their sum when ``normalized``. Returns (indices ``rows × K`` best first, weights ``rows × K``); ties
-    go to the lower expert index."""
+    divided by their sum when ``normalized`` (in llama.cpp's arithmetic as ``build_moe_ffn`` does: ``ggml.soft_max``
+    or ggml's sigmoid, the sum ``ggml.weights_sum``). Returns (indices ``rows × K`` best first, weights ``rows × K``);
+    ties go to the lower expert index."""
     logits = f32(logits)
-    scores = softmax(logits) if scored_by == "softmax" else sigmoid(logits)
+    scores = softmax(logits, arithmetic=arithmetic) if scored_by == "softmax" else sigmoid(logits, arithmetic)
     choose = scores if selection_bias is None else scores + f32(selection_bias)
     rows, n = scores.shape
     if groups is not None:
@@ -459,7 +524,7 @@ def route(logits: np.ndarray, top: int, scored_by: str = "softmax", normalized: 
     idx = np.argsort(-choose, axis=-1, kind="stable")[:, :top]
     w = np.take_along_axis(scores, idx, axis=-1)
     if normalized:
-        w = w / np.sum(w, axis=-1, keepdims=True)
+        w = ggml.weights_sum(w) if arithmetic.ggml else w / np.sum(w, axis=-1, keepdims=True)
     return idx, w.astype(F32)
 
 
@@ -473,30 +538,44 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
     the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
     routed scaling factor); plus an always-on shared expert, gated by ``σ(X·S)`` when ``shared_gate`` (Qwen2-MoE,
     Qwen3-Next). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
-    whose partial must not add the down bias again."""
+    whose partial must not add the down bias again.
+
+    In llama.cpp's arithmetic, as ``build_moe_ffn`` computes: the routed scale multiplies the weights, an expert's
+    products are ``ggml_mul_mat_id``'s (one row at a time: ``ggml_vec_dot``), and the K chosen outputs are added in
+    the order of their rank (``ggml_add`` of the views), best first."""
     x = f32(x)
     logits = matmul(x, router, arithmetic)
     if router_bias is not None:
         logits = logits + f32(router_bias)
-    idx, w = route(logits, top, scored_by, normalized, selection_bias, groups)
-    out = np.zeros_like(x)
+    idx, w = route(logits, top, scored_by, normalized, selection_bias, groups, arithmetic)
+    if arithmetic.ggml:
+        if routed_scale is not None:
+            w, routed_scale = w * F32(routed_scale), None
+        ranks = [idx[:, k:k + 1] for k in range(idx.shape[1])]
+        each = replace(arithmetic, rows=1)
+    else:
+        ranks, each = [idx], arithmetic
+    out = None
     bg = bu = bd = None
-    for e in np.unique(idx):
-        sel_rows, sel_k = np.nonzero(idx == e)
-        we = w[sel_rows, sel_k][:, None]
-        xe = x[sel_rows]
-        if expert_biases is not None:
-            bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
-        if weighting_inputs:
-            ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic)
-        else:
-            ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp, arithmetic) * we
-        np.add.at(out, sel_rows, ye)
+    for rank, chosen in enumerate(ranks):
+        part = np.zeros_like(x)
+        for e in np.unique(chosen):
+            sel_rows, sel_k = np.nonzero(chosen == e)
+            we = w[sel_rows, sel_k + (rank if arithmetic.ggml else 0)][:, None]
+            xe = x[sel_rows]
+            if expert_biases is not None:
+                bg, bu, bd = (None if b is None else f32(b)[e] for b in expert_biases)
+            if weighting_inputs:
+                ye = swiglu(xe * we, g[e], u[e], d[e], bg, bu, bd, clamp, each)
+            else:
+                ye = swiglu(xe, g[e], u[e], d[e], bg, bu, bd, clamp, each) * we
+            np.add.at(part, sel_rows, ye)
+        out = part if out is None else out + part
     if routed_scale is not None:
         out = out * F32(routed_scale)
     if shared is not None:
         s = swiglu(x, *shared, arithmetic=arithmetic)
         if shared_gate is not None:
-            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic))
+            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic), arithmetic)
         out = out + s
     return out.astype(F32)

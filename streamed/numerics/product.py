@@ -19,9 +19,8 @@ one AVX2 register holds, so the kernels below run it at the speed of a float32 p
 
 A weight is read where it is: float32 or float16 (any row stride, unit stride along the reduction), or Q8_0 as
 GGUF stores it (``q8.Planes``: 34-byte blocks, never densified). A Q8_0 weight's value ``q·d`` is exact in float32,
-so its product is the product of its dequantised weight, bit for bit; likewise float16. Only what enters the
-product changes with the arithmetic (``Arithmetic``): llama.cpp's CPU quantises a Q8_0 product's activations to
-Q8_0 and rounds an F16 product's to fp16 first (``enter``).
+so its product is the product of its dequantised weight, bit for bit; likewise float16. In llama.cpp's arithmetic
+(``Arithmetic``) a product is ggml's instead (``ggml.mul_mat``).
 
 The kernels are compiled by numba (LLVM) with each block's arithmetic written as explicit 8-lane vector code, so
 the compiler cannot reorder it; they parallelise over output columns only, so the thread count changes nothing.
@@ -198,11 +197,30 @@ def _rows_of_reduction(w: np.ndarray) -> np.ndarray:
     return t
 
 
-def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
-    """``X · W`` by the rule of the module docstring. ``x`` is ``… × R × K``; ``w`` is ``K × N`` (float32 or float16
-    array, any strides) or a ``q8.Planes``, shared by every leading index of ``x`` — or, with ``batched`` > 0, ``w``
-    is ``B' × K × N`` and ``x``'s ``B = batched`` leading matrices read ``w[b // (B / B')]`` (grouped heads share
-    their key-value head's matrix)."""
+@dataclass(frozen=True)
+class Operands:
+    """A product's operands as its kernels read them: ``x`` as ``B × R × K`` (contiguous float32), the weight as
+    ``B' × N × …`` rows of the reduction (``raw``: Q8_0 blocks, or float32/float16 values with unit stride along K),
+    matrix ``b`` of ``x`` reading weight ``b // ratio``; ``shaped`` gives a ``B × R × N`` result the caller's shape."""
+
+    x: np.ndarray
+    raw: np.ndarray
+    ratio: int
+    lead: tuple[int, ...]
+    batched: bool
+
+    def empty(self) -> np.ndarray:
+        return np.empty((self.x.shape[0], self.x.shape[1], self.raw.shape[1]), dtype=F32)
+
+    def shaped(self, out: np.ndarray) -> np.ndarray:
+        if self.batched:
+            return out.reshape(*self.lead, self.x.shape[1], out.shape[-1])
+        return out.reshape(*self.lead, out.shape[-1])
+
+
+def operands(x: np.ndarray, w, batched: int = 0) -> Operands:
+    """``x`` (``… × R × K``) and ``w`` (``K × N``, or with ``batched`` ``B' × K × N`` shared by ``x``'s leading
+    matrices in groups) as ``Operands``; a weight whose reduction does not match is refused, naming both shapes."""
     x = np.asarray(x, dtype=F32)
     if batched:
         lead, (rows, k) = x.shape[:-2], x.shape[-2:]
@@ -210,101 +228,55 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     else:
         lead, k = x.shape[:-1], x.shape[-1]
         x3 = np.ascontiguousarray(x.reshape(1, -1, k))
-    planes = isinstance(w, Planes)
-    w_k = w.shape[-2]
-    if w_k != k:
+    if w.shape[-2] != k:
         raise ValueError(f"a product of {'×'.join(map(str, x.shape))} by {'×'.join(map(str, w.shape))}: "
-                         f"{k} ≠ {w_k}")
-    if planes:
+                         f"{k} ≠ {w.shape[-2]}")
+    if isinstance(w, Planes):
         raw = w.raw if w.raw.ndim == 3 else w.raw[None]
-        n = raw.shape[1]
     else:
         w = np.asarray(w)
         if w.dtype not in (np.float32, np.float16):
             w = w.astype(F32)
         wt = _rows_of_reduction(w)
         raw = wt if wt.ndim == 3 else wt[None]
-        n = raw.shape[1]
     if raw.shape[0] not in (1, x3.shape[0]) and x3.shape[0] % raw.shape[0]:
         raise ValueError(f"{x3.shape[0]} matrices cannot share {raw.shape[0]} weights")
-    ratio = x3.shape[0] // raw.shape[0]
-    out = np.empty((x3.shape[0], x3.shape[1], n), dtype=F32)
-    if out.size == 0:
-        return out.reshape(*lead, *((x3.shape[1],) if batched else ()), n)
-    parallel = int(x3.shape[0] * x3.shape[1] * n * k >= PARALLEL_WORK)
-    _KERNEL[parallel](x3, raw.view(np.uint16) if raw.dtype == np.float16 else raw, ratio, out)
-    if batched:
-        return out.reshape(*lead, x3.shape[1], n)
-    return out.reshape(*lead, n)
+    return Operands(x3, raw, x3.shape[0] // raw.shape[0], lead, bool(batched))
 
 
-# ---- what enters a product: the arithmetic ------------------------------------------------------------------------
+def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
+    """``X · W`` by the rule of the module docstring. ``x`` is ``… × R × K``; ``w`` is ``K × N`` (float32 or float16
+    array, any strides) or a ``q8.Planes``, shared by every leading index of ``x`` — or, with ``batched`` > 0, ``w``
+    is ``B' × K × N`` and ``x``'s ``B = batched`` leading matrices read ``w[b // (B / B')]`` (grouped heads share
+    their key-value head's matrix)."""
+    o = operands(x, w, batched)
+    out = o.empty()
+    if out.size:
+        parallel = int(out.size * o.x.shape[2] >= PARALLEL_WORK)
+        raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
+        _KERNEL[parallel](o.x, raw, o.ratio, out)
+    return o.shaped(out)
 
 
-def q8_activations(x: np.ndarray) -> np.ndarray:
-    """``x`` as llama.cpp's CPU quantises a Q8_0 product's activations (``quantize_row_q8_0``, the x86 path the
-    vendored build compiles): per row, blocks of 32 along the reduction; ``d = max|x| / 127`` stored as fp16;
-    ``q = round(x · (127 / max|x|))`` rounding half to even (``_mm256_round_ps``, nearest), 0 where the block is
-    all zeros — returned dequantised, ``q · d`` (exact in float32), so the product that follows is the product of
-    the module docstring over llama.cpp's numbers."""
-    x = np.asarray(x, dtype=F32)
-    k = x.shape[-1]
-    if k % BLOCK:
-        raise ValueError(f"Q8_0 activations need the reduction a multiple of {BLOCK}, not {k}")
-    b = x.reshape(*x.shape[:-1], k // BLOCK, BLOCK)
-    top = np.max(np.abs(b), axis=-1, keepdims=True)
-    d = (top / F32(127)).astype(np.float16).astype(F32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.where(top != 0, F32(127) / top, F32(0)).astype(F32)
-    q = np.rint(b * inv)
-    return (q * d).astype(F32).reshape(x.shape)
-
-
-def fp16_activations(x: np.ndarray) -> np.ndarray:
-    """``x`` rounded to fp16 (nearest, ties to even) and back: what an F16 product reads in llama.cpp's CPU."""
-    return np.asarray(x, dtype=F32).astype(np.float16).astype(F32)
-
-
-_GELU_TABLE: np.ndarray | None = None
-
-
-def gelu_table() -> np.ndarray:
-    """ggml's ``ggml_table_gelu_f16``: for every fp16 value ``f``, ``fp16(½f(1 + tanh(√(2/π)·f·(1 + 0.044715f²))))``
-    computed in float32 — the GELU llama.cpp's CPU reads (``GGML_GELU_FP16``)."""
-    global _GELU_TABLE
-    if _GELU_TABLE is None:
-        f = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(F32)
-        with np.errstate(all="ignore"):
-            c = F32(0.79788456080286535587989211986876)
-            y = F32(0.5) * f * (F32(1) + np.tanh(c * f * (F32(1) + F32(0.044715) * f * f)))
-        _GELU_TABLE = y.astype(np.float16)
-    return _GELU_TABLE
+# ---- which arithmetic -------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Arithmetic:
     """What the operations' float32 arithmetic is made of. ``exact`` (the default): the language's operations as
-    written, every product by the rule above. ``llama.cpp``: where ggml's CPU backend computes otherwise — a
-    product whose weight is stored Q8_0 reads its activations quantised to Q8_0 (the router's too), one whose weight
-    is stored F16 reads them rounded to fp16, and GELU is read from ggml's fp16 table. Nothing else changes."""
+    written, every product by the rule above. ``llama.cpp``: ggml's CPU kernels, bit for bit, wherever the vendored
+    llama.cpp computes an operation (``ggml.py``: its products — Q8_0 activations quantised, F16 ones rounded —, norms,
+    rotations, attention, SiLU and GELU).
+
+    ``rows``: how many rows ggml computes together — the step's, where a program runs in tiles (ggml picks a float
+    product's kernel by it); ``None``, the rows of the operand at hand."""
 
     name: str = "exact"
+    rows: int | None = None
 
-    def enter(self, x: np.ndarray, w) -> np.ndarray:
-        """The activations a product with ``w`` reads."""
-        if self.name == "llama.cpp":
-            if isinstance(w, Planes):
-                return q8_activations(x)
-            if getattr(w, "dtype", None) == np.float16:
-                return fp16_activations(x)
-        return x
-
-    def gelu(self, x: np.ndarray, exact) -> np.ndarray:
-        if self.name != "llama.cpp":
-            return exact(x)
-        x = np.asarray(x, dtype=F32)
-        table = gelu_table()[x.astype(np.float16).view(np.uint16)].astype(F32)
-        return np.where(x <= -10, F32(0), np.where(x >= 10, x, table)).astype(F32)
+    @property
+    def ggml(self) -> bool:
+        return self.name == "llama.cpp"
 
 
 EXACT = Arithmetic("exact")

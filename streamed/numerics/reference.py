@@ -107,7 +107,7 @@ class Reference:
         self.weights = weights
         self.ctx = ctx
         self.arithmetic = arithmetic
-        self.tables = host_tables(programs, ctx)
+        self.tables = host_tables(programs, ctx, arithmetic)
         self.states: dict[str, np.ndarray] = {}
         self.rings: dict[str, int] = {}
         for p in programs.all():
@@ -208,27 +208,28 @@ class Reference:
             return int(n[key]) if key in n else default
 
         op = c.op
-        simple = {"silu": nx.silu, "sigmoid": nx.sigmoid, "softplus": nx.softplus, "exp": nx.exp,
-                  "softmax": nx.softmax, "argmax": nx.argmax}
-        if op == "gelu":
-            return nx.gelu(v["X"], self.arithmetic)
-        if op in simple:
-            return simple[op](v["X"])
+        if op in ("silu", "gelu", "sigmoid", "softplus", "exp"):
+            return getattr(nx, op)(v["X"], self.arithmetic)
+        if op == "softmax":
+            return nx.softmax(v["X"], arithmetic=self.arithmetic)
+        if op == "argmax":
+            return nx.argmax(v["X"])
         if op == "rmsnorm":
-            return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1))
+            return nx.rmsnorm(v["X"], v["G"], n.get("epsilon:E", 1e-6), n.get("offset:O", 0.0), i("heads:H", 1),
+                              self.arithmetic)
         if op == "l2norm":
-            return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1))
+            return nx.l2norm(v["X"], n.get("epsilon:E", 1e-6), i("heads:H", 1), self.arithmetic)
         if op == "layernorm":
-            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5))
+            return nx.layernorm(v["X"], v["G"], v.get("bias:B"), n.get("epsilon:E", 1e-5), self.arithmetic)
         if op == "soft cap":
-            return nx.soft_cap(v["X"], n["C"])
+            return nx.soft_cap(v["X"], n["C"], self.arithmetic)
         if op == "columns":
             return nx.columns(v["X"], i("A"), i("B"), i("of every:N"))
         if op in ("row", "rows"):
             return nx.lookup(v["T"], v["E"])
         if op == "rope":
             return nx.rope(v["X"], int(v["P"]), v["C"], v["S"], i("heads:H"), i("rotating:R"), i("after:N", 0),
-                           "interleaved" in c.options)
+                           "interleaved" in c.options, self.arithmetic)
         if op == "attention":
             keys, values = v["K"], v["V"]
             if getattr(args["K"], "text", None) in self.rings:  # a windowed cache: read from its ring (§8)
@@ -237,7 +238,7 @@ class Reference:
                 keys, values = (nx.ring_read(x, int(v["P"]), rows, self.ctx, reach) for x in (keys, values))
             return nx.attention(v["Q"], keys, values, int(v["P"]), i("heads:H"), i("heads:G"),
                                 i("window:W"), i("chunks of:C"), n.get("scale:F"), v.get("sinks:S"),
-                                n.get("soft cap:L"))
+                                n.get("soft cap:L"), self.arithmetic)
         if op == "latent attention":
             return nx.latent_attention(v["Q"], v["C"], v["R"], int(v["P"]), v["A"], v["B"], i("heads:H"),
                                        i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)

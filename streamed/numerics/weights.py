@@ -33,6 +33,7 @@ from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
 from ..model.program import Decl, Programs
 from ..spatial.bundle import weight_reads
 from .kernels import fill_table
+from .product import EXACT, Arithmetic
 
 
 class WeightError(Exception):
@@ -223,8 +224,8 @@ def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weig
 # ---- host tables ---------------------------------------------------------------------------------------------------
 
 
-def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
-    """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound."""
+def tables(programs: Programs, ctx: int, arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
+    """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound, in ``arithmetic``."""
     out: dict[str, np.ndarray] = {}
     for p in programs.all():
         for d in p.decls.values():
@@ -233,7 +234,7 @@ def tables(programs: Programs, ctx: int) -> dict[str, np.ndarray]:
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = fill_table(d.fill, rows, width)
+            out[d.name] = fill_table(d.fill, rows, width, arithmetic)
     return out
 
 

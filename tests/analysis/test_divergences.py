@@ -261,3 +261,93 @@ def test_a_model_whose_every_layer_is_its_own_kind_has_each_layer_diverge_from_t
     nas = analyze(nas_document(48, blocks=[(NAS_BLOCKS[l % 16][0], 32 * (4 + l)) for l in range(48)]))
     assert len(nas.kinds) == 48 and not nas.errors
     assert {k.name.split(" (")[0] for k in nas.kinds} == {"attention", "feed-forward"}
+
+
+# ---- a layer that differs only in numbers: read off the numbers, the same answer as the general comparison ----------
+
+
+def _both_ways(text: str, monkeypatch) -> tuple[list, list, list[bool]]:
+    """The divergences of ``text`` as ``analyze`` gives them, as the general comparison alone (``difflib``, statement
+    by statement, then token by token) gives them, and for each divergence whether the numbers-only reading answered
+    it."""
+    from streamed.analysis import kinds as K
+    from streamed.lang.parser import parse
+    from streamed.model.links import programs_of
+
+    read_off = K._framed_difference
+    fast = _divs(text)
+    programs = programs_of(parse(text))
+    taken = [read_off(programs, programs.layer(d.layer), programs.layer(d.representative), K.ALL_Q8,
+                      K._Side(programs.layer(d.representative), {})) is not None for d in fast]
+    monkeypatch.setattr(K, "_framed_difference", lambda *args: None)
+    return fast, _divs(text), taken
+
+
+def test_a_layer_differing_only_in_numbers_is_answered_as_the_general_comparison_answers(monkeypatch):
+    cases = {
+        "two numerals of one number": _edited(5, "epsilon 1e-5.\nLet qp5", "epsilon 2e-6.\nLet qp5"),
+        "a number late in a statement": _edited(5, "heads 32 sharing 8.", "heads 32 sharing 4."),
+        "numbers in two statements": _edited(5, "Rsin1, heads 32.", "Rsin1, heads 16.").replace(
+            "with gm5, epsilon 1e-5.", "with gm5, epsilon 3e-5."),
+        "the last statement's number": _edited(9, "with gm9, epsilon 1e-5.", "with gm9, epsilon 1e-4."),
+    }
+    for label, text in cases.items():
+        fast, general, taken = _both_ways(text, monkeypatch)
+        monkeypatch.undo()
+        assert fast == general and len(fast) == 1, label
+        assert taken == [True], label  # read off the numbers, no difflib
+    fast, _, _ = _both_ways(cases["two numerals of one number"], monkeypatch)
+    assert fast[0].why == "layer 5 says `epsilon 2e-6` where layer 0 says `epsilon 1e-5`"
+    monkeypatch.undo()
+    fast, _, _ = _both_ways(cases["numbers in two statements"], monkeypatch)
+    assert fast[0].why == "layer 5 says `heads 16` where layer 0 says `heads 32`"  # the first of the two, in order
+
+
+def test_a_number_or_a_sentence_the_other_layer_also_has_is_answered_as_the_general_comparison_answers(monkeypatch):
+    # `heads 8 sharing 8`: the new 8 is a token layer 0's sentence has too; layer 0's first norm is also its second
+    # norm's sentence, which layer 5 keeps: difflib could align either elsewhere.
+    for text in (_edited(5, "heads 32 sharing 8.", "heads 8 sharing 8."),
+                 _edited(5, "epsilon 1e-5.\nLet qp5", "epsilon 1e-6.\nLet qp5")):
+        fast, general, taken = _both_ways(text, monkeypatch)
+        monkeypatch.undo()
+        assert fast == general and len(fast) == 1 and taken == [True]
+
+
+def test_a_layer_whose_name_differs_too_takes_the_general_comparison(monkeypatch):
+    text = _edited(5, "epsilon 1e-5.\nLet qp5", "epsilon 2e-6.\nLet qp5").replace("Let f5    be silu of", "Let f5    be gelu of")
+    fast, general, taken = _both_ways(text, monkeypatch)
+    assert fast == general and taken == [False]
+    assert fast[0].why == "layer 5 says `epsilon 2e-6` where layer 0 says `epsilon 1e-5`"  # the first difference
+
+
+def test_layers_each_of_their_own_numbers_are_answered_as_the_general_comparison_answers(monkeypatch):
+    from streamed.spatial.synth import NAS_BLOCKS, nas_document
+
+    for text in (document([dict(eps=f"{l + 1}e-6") for l in range(24)]),
+                 nas_document(32, blocks=[(NAS_BLOCKS[l % 16][0], 32 * (4 + l)) for l in range(32)])):
+        fast, general, taken = _both_ways(text, monkeypatch)
+        monkeypatch.undo()
+        assert fast == general and len(fast) >= 23 and any(taken)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from("ABC"), min_size=1, max_size=12), st.data())
+def test_sequences_whose_differences_are_foreign_to_each_other_part_where_difflib_says(a, data):
+    """``_unique_differences`` against difflib itself: when no differing value is held by the other sequence, the
+    first change difflib finds is a ``replace`` at the first differing position — and the check refuses the rest."""
+    import difflib
+
+    from streamed.analysis.kinds import _unique_differences
+
+    differ = sorted(data.draw(st.sets(st.integers(0, len(a) - 1), min_size=1)))
+    b = list(a)
+    for k in differ:
+        b[k] = data.draw(st.sampled_from("ABCXY"))
+    differ = [k for k in differ if a[k] != b[k]]
+    if not differ:
+        return
+    first = next(op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal")
+    if _unique_differences(a, b, differ):
+        assert first[:2] == ("replace", differ[0]) and first[3] == differ[0]
+    else:
+        assert any(a[k] in b or b[k] in a for k in differ)

@@ -260,3 +260,22 @@ def test_a_layer_read_through_another_is_placed_token_for_token_as_its_own_text_
     for a, b in zip(doc.layers, alone.layers):
         assert (a.table.starts, a.table.ends, a.table.comments) == (b.table.starts, b.table.ends, b.table.comments)
         assert a.tokens == b.tokens
+
+
+def test_a_layer_read_from_another_layers_parse_places_each_token_where_its_text_is():
+    """A layer parsed from another's tree (its numbers and names spelled otherwise) answers a token's range and
+    whether two tokens touch without placing all its tokens — each range holding the token's text as written."""
+    from builders import document
+
+    text = document([dict(eps="1e-5"), dict(eps="123e-17"), dict(eps="45e-7")]).replace("## Layer 1", "## Layer 1: é")
+    data = text.encode()
+    for section in [s for s in parse(text).sections if s.index in (1, 2)]:
+        t = section.table
+        assert section.shared_from is not None and t._starts is None  # read from layer 0's parse, not yet placed
+        for i in range(len(t.texts)):
+            r = t.range(i, i)
+            assert data[r.start.offset:r.end.offset].decode() == t.texts[i]
+            assert text.splitlines()[r.start.line][r.start.character:r.end.character] == t.texts[i]
+        e = t.texts.index("epsilon") + 1
+        assert [t.adjacent(k) for k in range(e - 1, e + 2)] == [False, True, True]  # `epsilon 123e-17`, as written
+        assert t._starts is None

@@ -1,34 +1,17 @@
 """The one product (``streamed.numerics.product``): every element follows the rule written out here in exact rational
-arithmetic, whatever the rows computed with it, the weight's storage or the thread count — and llama.cpp's arithmetic
-changes only what enters it."""
+arithmetic, whatever the rows computed with it, the weight's storage or the thread count. (llama.cpp's arithmetic is ggml's
+products instead: ``test_ggml.py``.)"""
 
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from exact import round_f32
 from streamed.numerics import product as pr
 from streamed.numerics.q8 import quantize_weight
 
 R = np.random.default_rng(20)
-
-
-def round_f32(q: Fraction) -> Fraction:
-    """``q`` rounded to the nearest float32, ties to even — exactly, with no float arithmetic in between."""
-    if q == 0:
-        return Fraction(0)
-    sign = -1 if q < 0 else 1
-    a = abs(q)
-    e = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    ulp = Fraction(2) ** (max(e, -126) - 23)
-    n, rest = divmod(a, ulp)
-    if rest > ulp / 2 or (rest == ulp / 2 and n % 2 == 1):
-        n += 1
-    return sign * n * ulp
 
 
 def element(x_row: np.ndarray, w_col: np.ndarray) -> np.float32:
@@ -88,35 +71,3 @@ def test_grouped_heads_read_their_shared_matrix():
     y = pr.product(x, w, batched=heads)
     for h in range(heads):
         assert np.array_equal(y[h], pr.product(x[h], w[h // 2]))
-
-
-def test_llama_cpp_s_q8_0_activations_round_half_to_even_with_127_over_the_block_maximum():
-    block = np.zeros(32, np.float32)
-    block[0] = 127.0  # d = 1, 127/max = 1: each value is its own quantisation
-    block[1], block[2], block[3], block[4] = 2.5, -3.5, 0.49, 1.5
-    got = pr.q8_activations(block[None])[0]
-    assert got[:5].tolist() == [127.0, 2.0, -4.0, 0.0, 2.0]  # ties to even: 2.5 → 2, −3.5 → −4, 1.5 → 2
-    x = R.standard_normal((2, 64)).astype(np.float32)
-    q = pr.q8_activations(x).reshape(2, 2, 32)
-    d = (np.abs(x).reshape(2, 2, 32).max(axis=-1) / np.float32(127)).astype(np.float16).astype(np.float32)
-    steps = q / d[..., None]
-    assert np.array_equal(steps, np.round(steps)) and np.abs(steps).max() == 127  # q·d, the scale fp16
-    assert not pr.q8_activations(np.zeros((1, 32), np.float32)).any()
-
-
-def test_llama_cpp_arithmetic_quantises_only_what_enters_a_stored_q8_0_or_f16_product():
-    x = R.standard_normal((2, 64)).astype(np.float32)
-    planes = quantize_weight(R.standard_normal((64, 8)).astype(np.float32))
-    dense = planes.dense()
-    assert np.array_equal(pr.LLAMA_CPP.enter(x, planes), pr.q8_activations(x))
-    assert np.array_equal(pr.LLAMA_CPP.enter(x, dense.astype(np.float16)), x.astype(np.float16).astype(np.float32))
-    assert pr.LLAMA_CPP.enter(x, dense) is x and pr.EXACT.enter(x, planes) is x
-
-
-def test_llama_cpp_s_gelu_reads_the_fp16_table_of_the_tanh_approximation():
-    x = np.array([-11.0, -0.3, 0.0, 0.7, 2.0, 12.0], np.float32)
-    got = pr.LLAMA_CPP.gelu(x, None)
-    h = x.astype(np.float16).astype(np.float64)
-    table = (0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * h * (1 + 0.044715 * h * h)))).astype(np.float16)
-    assert got[0] == 0 and got[-1] == 12.0
-    assert np.array_equal(got[1:-1], table[1:-1].astype(np.float32))

@@ -2,9 +2,10 @@
 
 ``logits(path, tokens, prefill)`` loads a GGUF, evaluates ``tokens`` — the first ``prefill`` of them as one batch,
 then one decode step per token — with an f32 KV cache, the full (unwindowed) cache kept for sliding layers, flash
-attention off, and returns the logits of every position (``len(tokens) × vocab``, float32). Nothing here compares:
-it only says what llama.cpp computes. Importing this module fails when ``llama_cpp`` is not installed: a suite that
-needs the oracle cannot run without it, and says so."""
+attention off, and returns the logits of every position (``len(tokens) × vocab``, float32); ``tensors(…)`` also
+every float32 tensor its graph computed, step by step. Nothing here compares: it only says what llama.cpp computes.
+Importing this module fails when ``llama_cpp`` is not installed: a suite that needs the oracle cannot run without it,
+and says so."""
 
 from __future__ import annotations
 
@@ -45,10 +46,56 @@ class LlamaCppError(Exception):
     """llama.cpp refused the file or a batch: what it was given and where it stopped."""
 
 
+class _Tensor(ctypes.Structure):
+    """``struct ggml_tensor`` (ggml.h of the vendored llama.cpp: 4 dims, 64 bytes of op params, 10 sources, a name of
+    64): what the evaluation callback is handed."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16),
+                ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+                ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64),
+                ("extra", ctypes.c_void_p), ("padding", ctypes.c_char * 8)]
+
+
+#: ``enum ggml_op`` values the oracle names (ggml.h of the vendored llama.cpp).
+MUL_MAT, RESHAPE, ROPE = 29, 36, 48
+
+
+def _array(t: _Tensor) -> np.ndarray:
+    """A float32 tensor's values, copied, in numpy's order (``ne`` reversed), through its strides."""
+    ne, nb = list(t.ne), list(t.nb)
+    size = sum((n - 1) * b for n, b in zip(ne, nb)) + 4
+    buf = (ctypes.c_char * size).from_address(t.data)
+    return np.ndarray(tuple(reversed(ne)), np.float32, buf, strides=tuple(reversed(nb))).copy()
+
+
 def logits(path: str | Path, tokens: list[int], prefill: int | None = None, threads: int = 2,
            mmap: bool = False) -> np.ndarray:
+    return _evaluate(path, tokens, prefill, threads, mmap)[0]
+
+
+def tensors(path: str | Path, tokens: list[int], prefill: int | None = None,
+            threads: int = 2) -> tuple[np.ndarray, list[dict[str, list[tuple[int, np.ndarray]]]]]:
+    """``logits``, and every float32 tensor llama.cpp's graph computed at each step (the prefill, then each decode
+    step): ``steps[s][name]`` is ``[(op, values), …]`` in the order computed (a name such as ``Qcur-0`` is given to
+    the product, its reshape and its rotation alike; ``op`` tells them apart). Read through the scheduler's
+    evaluation callback, which asks for every tensor: the graph then runs node by node, so ggml fuses no two nodes
+    (an RMS norm and its ``mul``, which compute alike fused or not)."""
+    return _evaluate(path, tokens, prefill, threads, False, capture=True)
+
+
+def _evaluate(path, tokens, prefill, threads, mmap, capture: bool = False):
     _start()
     prefill = len(tokens) if prefill is None else prefill
+    seen: list[dict[str, list[tuple[int, np.ndarray]]]] = [{}]
+
+    @lc.ggml_backend_sched_eval_callback
+    def look(tensor, ask, data):
+        t = ctypes.cast(tensor, ctypes.POINTER(_Tensor)).contents
+        if not ask and t.type == 0:  # GGML_TYPE_F32
+            seen[-1].setdefault(t.name.decode(), []).append((t.op, _array(t)))
+        return True
+
     mp = lc.llama_model_default_params()
     mp.n_gpu_layers = 0
     mp.use_mmap = mmap
@@ -68,6 +115,9 @@ def logits(path: str | Path, tokens: list[int], prefill: int | None = None, thre
     cp.flash_attn_type = lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
     cp.swa_full = True
     cp.no_perf = True
+    if capture:
+        cp.cb_eval = look
+        cp.cb_eval_user_data = None
     ctx = lc.llama_init_from_model(model, cp)
     if not ctx:
         lc.llama_model_free(model)
@@ -98,7 +148,8 @@ def logits(path: str | Path, tokens: list[int], prefill: int | None = None, thre
             finally:
                 lc.llama_batch_free(batch)
             pos += len(chunk)
-        return np.stack(rows)
+            seen.append({})
+        return np.stack(rows), seen[:-1]
     finally:
         lc.llama_free(ctx)
         lc.llama_model_free(model)

@@ -1,0 +1,584 @@
+"""llama.cpp's CPU arithmetic, bit for bit: the kernels ggml's CPU backend runs for the operations a model's graph is
+made of, as the vendored build compiles them (``llama-cpp-python`` 0.3.36, ``ggml-org/llama.cpp@0c1e57098``, x86-64
+with AVX-512 and VNNI, ``use_extra_bufts`` off) — what ``--arithmetic llama.cpp`` computes.
+
+Why bit for bit. llama.cpp quantises the activations of every Q8_0 product to Q8_0 (``quantize_row_q8_0``): a
+rounding to one of 255 steps, so two implementations whose float32 sums differ in a last bit round a value that sits
+near a half-step differently, and that step (about 1/127 of its block's largest value) is carried on through every
+layer and position that reads it. At real widths there are millions of such roundings a run: any difference in the
+arithmetic before them, however small, shows as a difference of 1e-2 in the logits. So each kernel here computes what
+ggml's does, in the order ggml does it — each names the ggml function it is (``ggml/src/ggml-cpu/``) — and is held to
+llama.cpp's own tensors, bit for bit, by ``tests/oracle/test_ggml_kernels.py``.
+
+What depends on the batch. ggml chooses a kernel by the number of rows a product computes together (the tokens of a
+batch): with one row, ``ggml_vec_dot_*`` (four 16-lane accumulators, 64 values a step); with two or more,
+llamafile's ``tinyBLAS`` (one 16-lane accumulator) for float32 and float16 weights and for attention's ``p·v``. Q8_0
+products take the same arithmetic either way. ``rows`` (the rows of the step, not of a tile of it) decides.
+
+Math functions (``cosf``, ``sinf``, ``powf``, ``expf``) are the C library's, as ggml calls them: numba compiles them
+to calls into the same libm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils  # noqa: F401  (product's address helper relies on it)
+from numba.extending import intrinsic
+
+from .product import _address, _element, _fma, _i32, _i64, _load, _v8, operands
+from .q8 import BLOCK, BLOCK_BYTES, Planes
+
+F32 = np.float32
+#: Rows of ``X`` kept in cache together while a column of ``W`` is read (changes no sum's order).
+ROW_TILE = 16
+
+
+# ---- Q8_0 activations (quantize_row_q8_0, arch/x86/quants.c) ------------------------------------------------------
+
+
+def quantize_q8_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` (last axis a multiple of 32) as llama.cpp's CPU quantises a Q8_0 product's activations: per block of
+    32, ``d = max|x| / 127`` rounded to fp16; ``q = round(x · (127 / max|x|))``, half to even (``_mm256_round_ps``,
+    nearest), 0 where the block is all zeros. Returns ``q`` (int8, ``x``'s shape) and ``d`` (float32 holding the
+    fp16 value, one per block)."""
+    x = np.asarray(x, dtype=F32)
+    k = x.shape[-1]
+    if k % BLOCK:
+        raise ValueError(f"Q8_0 activations need the reduction a multiple of {BLOCK}, not {k}")
+    b = x.reshape(*x.shape[:-1], k // BLOCK, BLOCK)
+    top = np.max(np.abs(b), axis=-1, keepdims=True)
+    d = (top / F32(127)).astype(np.float16).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(top != 0, F32(127) / top, F32(0)).astype(F32)
+    q = np.rint(b * inv).astype(np.int8)
+    return q.reshape(x.shape), d[..., 0]
+
+
+# ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
+
+_i8x32 = ir.VectorType(ir.IntType(8), 32)
+_i32x32 = ir.VectorType(_i32, 32)
+
+
+@intrinsic
+def _q8_step(typingctx, qx, b, r, blk, dx, w, wb, n, acc):
+    """One block of a Q8_0 × Q8_0 dot: ``acc[l] ← fma(d_w·d_x, Σ_{j<4} qw[4l+j]·qx[4l+j], acc[l])`` for the eight
+    lanes — the integer sums exact (``_mm256_dpbusd_epi32``), the scales' product rounded once, one fma a lane."""
+
+    def codegen(context, builder, signature, args):
+        qx, b, r, blk, dx, w, wb, n, acc = args
+        qxty, wty, accty = signature.args[0], signature.args[5], signature.args[8]
+        blk64 = builder.sext(blk, _i64) if blk.type != _i64 else blk
+        xat = _address(context, builder, qxty, qx, (b, r, builder.mul(blk64, ir.Constant(_i64, BLOCK))), 1)
+        wat = _address(context, builder, wty, w, (wb, n, blk64), BLOCK_BYTES)
+        dw = builder.fpext(builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1), ir.FloatType())
+        dd = builder.fmul(dw, dx)
+        prod = builder.mul(builder.sext(_load(builder, xat, 0, _i8x32), _i32x32),
+                           builder.sext(_load(builder, wat, 2, _i8x32), _i32x32))
+        lanes = ir.VectorType(_i32, 8)
+        s = None
+        for j in range(4):
+            part = builder.shuffle_vector(prod, prod, ir.Constant(lanes, [4 * l + j for l in range(8)]))
+            s = part if s is None else builder.add(s, part)
+        sf = builder.sitofp(s, _v8)
+        splat = builder.insert_element(ir.Constant(_v8, None), dd, ir.Constant(_i32, 0))
+        splat = builder.shuffle_vector(splat, splat, ir.Constant(lanes, [0] * 8))
+        a = context.make_array(accty)(context, builder, acc)
+        p = builder.bitcast(a.data, _v8.as_pointer())
+        fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
+        builder.store(builder.call(fma, [splat, sf, builder.load(p, align=4)]), p, align=4)
+        return context.get_dummy_value()
+
+    return types.void(qx, b, r, blk, dx, w, wb, n, acc), codegen
+
+
+@njit(cache=True)
+def _hsum8(a):
+    """``hsum_float_8``: ``((a₀+a₄)+(a₂+a₆)) + ((a₁+a₅)+(a₃+a₇))``."""
+    return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
+
+
+@njit(cache=True, parallel=True)
+def _q8_kernel(qx, dx, w, ratio, out):
+    nb_, rows, k = qx.shape
+    n_out = w.shape[1]
+    blocks = k // 32
+    for i in prange(nb_ * n_out):
+        b = i // n_out
+        n = i - b * n_out
+        wb = b // ratio
+        acc = np.zeros((ROW_TILE, 8), dtype=np.float32)
+        for r0 in range(0, rows, ROW_TILE):
+            r1 = min(rows, r0 + ROW_TILE)
+            acc[:] = 0
+            for blk in range(blocks):
+                for r in range(r0, r1):
+                    _q8_step(qx, b, r, blk, dx[b, r, blk], w, wb, n, acc[r - r0])
+            for r in range(r0, r1):
+                out[b, r, n] = _hsum8(acc[r - r0])
+
+
+# ---- float32 and float16 dots -------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _reduce16(v):
+    """``_mm512_reduce_add_ps`` as GCC expands it: halves, then quarters, then pairs, then the two."""
+    a = np.empty(8, np.float32)
+    for i in range(8):
+        a[i] = v[i + 8] + v[i]
+    return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
+
+
+@njit(cache=True)
+def _vec_dot(x, y, wide_tail):
+    """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
+    float32: value ``k < n − n mod 64`` goes to accumulator ``(k mod 64) // 16``, lane ``k mod 16``, by fma in
+    increasing ``k``; the four are added ``(s₀+s₂)+(s₁+s₃)`` and reduced (``_reduce16``); the rest one by one,
+    each float32 product added in float32 (f32) or in float64 (f16)."""
+    n = x.shape[0]
+    full = n - n % 64
+    acc = np.zeros((4, 16), np.float32)
+    for i in range(0, full, 64):
+        for j in range(4):
+            for l in range(16):
+                acc[j, l] = _fma(x[i + 16 * j + l], y[i + 16 * j + l], acc[j, l])
+    for l in range(16):
+        acc[0, l] = (acc[0, l] + acc[2, l]) + (acc[1, l] + acc[3, l])
+    s = _reduce16(acc[0])
+    if wide_tail:
+        t = np.float64(s)
+        for i in range(full, n):
+            t += np.float64(np.float32(x[i] * y[i]))
+        return np.float32(t)
+    for i in range(full, n):
+        s = s + x[i] * y[i]
+    return s
+
+
+@njit(cache=True)
+def _tiny16(x, y):
+    """llamafile's ``tinyBLAS<16, __m512>`` element: one 16-lane fma accumulator over the reduction (a multiple of
+    16), then ``_mm512_reduce_add_ps``."""
+    acc = np.zeros(16, np.float32)
+    for i in range(0, x.shape[0], 16):
+        for l in range(16):
+            acc[l] = _fma(x[i + l], y[i + l], acc[l])
+    return _reduce16(acc)
+
+
+@njit(cache=True, parallel=True)
+def _float_kernel(x, w, ratio, tiny, wide_tail, out):
+    nb_, rows, k = x.shape
+    n_out = w.shape[1]
+    for i in prange(nb_ * n_out):
+        b = i // n_out
+        n = i - b * n_out
+        col = np.empty(k, np.float32)
+        for j in range(k):
+            col[j] = _element(w[b // ratio, n, j])
+        for r in range(rows):
+            out[b, r, n] = _tiny16(x[b, r], col) if tiny else _vec_dot(x[b, r], col, wide_tail)
+
+
+def tiny_blas(rows: int, k: int, n: int) -> bool:
+    """Whether llamafile's tinyBLAS takes a float product (``llamafile_sgemm``): two or more rows together, the
+    reduction a multiple of 16, the output columns of 4."""
+    return rows >= 2 and k % 16 == 0 and n % 4 == 0
+
+
+def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0) -> np.ndarray:
+    """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it, over the operands ``product.product`` takes (``w``
+    float32, float16 or ``q8.Planes``; ``batched`` likewise). Q8_0: the activations quantised (``quantize_q8_0``),
+    each element the Q8_0 dot. Float16: the activations rounded to fp16 (``from_float``), then as float32 on the
+    widened values. Float32: tinyBLAS where ``tiny_blas`` says, else ``ggml_vec_dot_f32``. ``rows`` is how many rows
+    ggml computes together (default: the operand's)."""
+    o = operands(x, w, batched)
+    out = o.empty()
+    if not out.size:
+        return o.shaped(out)
+    if isinstance(w, Planes):
+        q, d = quantize_q8_0(o.x)
+        _q8_kernel(q, d, o.raw, o.ratio, out)
+    else:
+        half = o.raw.dtype == np.float16
+        xs = o.x.astype(np.float16).astype(F32) if half else o.x
+        tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1])
+        _float_kernel(xs, o.raw.view(np.uint16) if half else o.raw, o.ratio, tiny, half, out)
+    return o.shaped(out)
+
+
+# ---- norms ---------------------------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _rms_norm(x, g, eps, out):
+    rows, n = x.shape
+    for r in range(rows):
+        s = 0.0
+        for i in range(n):
+            s += np.float64(x[r, i] * x[r, i])
+        mean = np.float32(s / n)
+        scale = np.float32(1.0) / np.float32(math.sqrt(mean + eps))
+        for i in range(n):
+            out[r, i] = (x[r, i] * scale) * g[i]
+
+
+def rms_norm(x: np.ndarray, gain: np.ndarray, epsilon: float, heads: int = 1) -> np.ndarray:
+    """``ggml_compute_forward_rms_norm_f32`` followed by its ``mul`` (fused or not, one arithmetic): per row (per
+    head's row when ``heads > 1``) ``Σ x²`` of float32 squares in float64 in order, ``mean`` rounded to float32,
+    ``scale = 1/√(mean + ε)`` in float32, ``y = (x·scale)·g``."""
+    x = np.asarray(x, dtype=F32)
+    rows = x.reshape(-1, x.shape[-1] // heads)
+    g = np.ascontiguousarray(gain, dtype=F32).reshape(-1)
+    out = np.empty_like(rows)
+    _rms_norm(np.ascontiguousarray(rows), g, F32(epsilon), out)
+    return out.reshape(x.shape)
+
+
+# ---- rotation (ggml_rope_cache_init, rotate_pairs) -----------------------------------------------------------------
+
+
+@njit(cache=True)
+def _rope_tables(ctx, half, theta_scale, freq_scale, factors, mscale, cos, sin):
+    for p in range(ctx):
+        theta = np.float32(p)
+        for i in range(half):
+            t = freq_scale * (theta / factors[i])
+            cos[p, i] = np.float32(math.cos(t)) * mscale
+            sin[p, i] = np.float32(math.sin(t)) * mscale
+            theta = theta * theta_scale
+
+
+def rope_tables(base: float, ctx: int, half: int, freq_scale: float = 1.0, factors: np.ndarray | None = None,
+                mscale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The cosines and sines ggml's rope reads (``ggml_rope_cache_init`` without YaRN's ramp): at position ``p``,
+    ``θ₀ = p`` and ``θᵢ₊₁ = θᵢ · base^(−2/R)`` in float32 (``powf``), angle ``freq_scale · θᵢ / fᵢ`` (``fᵢ`` the
+    stored frequency factors, Llama 3's ``rope_freqs``), ``cosf``/``sinf`` of it times ``mscale``."""
+    theta_scale = _powf(F32(base), F32(F32(-2.0) / F32(2 * half)))
+    f = np.ones(half, F32) if factors is None else np.ascontiguousarray(factors, dtype=F32)
+    cos = np.empty((ctx, half), F32)
+    sin = np.empty((ctx, half), F32)
+    _rope_tables(ctx, half, theta_scale, F32(freq_scale), f, F32(mscale), cos, sin)
+    return cos, sin
+
+
+@njit(cache=True)
+def _powf_kernel(a, b):
+    return math.pow(a, b)
+
+
+def _powf(a: np.float32, b: np.float32) -> np.float32:
+    return F32(_powf_kernel(F32(a), F32(b)))
+
+
+@njit(cache=True)
+def _rotate(x, c, s, first, stride, pairs):
+    """``rotate_pairs`` as compiled (GCC contracts each line into one fma):
+    ``y₀ = fma(x₀, cos, −x₁·sin)``, ``y₁ = fma(x₀, sin, x₁·cos)``."""
+    rows, heads, _ = x.shape
+    for r in range(rows):
+        for h in range(heads):
+            for i in range(pairs):
+                a = first + (2 * i if stride == 1 else i)
+                x0 = x[r, h, a]
+                x1 = x[r, h, a + stride]
+                ct = c[r, i]
+                st = s[r, i]
+                x[r, h, a] = _fma(x0, ct, -(x1 * st))
+                x[r, h, a + stride] = _fma(x0, st, x1 * ct)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, heads: int, rotating: int, after: int,
+           interleaved: bool) -> np.ndarray:
+    """``ggml_compute_forward_rope_flt`` on ``x`` (``rows × heads·width``) with the rows' cosines and sines (``rows ×
+    rotating/2``): pairs adjacent (``interleaved``, GGML's normal mode) or halves (NeoX)."""
+    x = np.array(x, dtype=F32).reshape(x.shape[0], heads, -1)
+    half = rotating // 2
+    _rotate(x, np.ascontiguousarray(cos[:, :half], dtype=F32), np.ascontiguousarray(sin[:, :half], dtype=F32),
+            after, 1 if interleaved else half, half)
+    return x.reshape(x.shape[0], -1)
+
+
+# ---- exponentials (ggml_v_expf, AVX-512) ---------------------------------------------------------------------------
+
+_E = [F32(float.fromhex(h)) for h in ("0x1.715476p+0", "0x1.8p23", "0x1.62e4p-1", "0x1.7f7d1cp-20", "0x1.0e4020p-7",
+                                      "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2", "0x1.ffffecp-1")]
+_LOG2E, _SHIFT, _LN2_HI, _LN2_LO, _P5, _P4, _P3, _P2, _P1 = _E
+
+
+@njit(cache=True)
+def v_expf(x):
+    """``ggml_v_expf`` (AVX-512) on one lane: ``n = round(x·log₂e)``, ``b = x − n·ln2`` in two parts, a degree-5
+    polynomial in fma, scaled by ``2ⁿ`` (``_mm512_scalef_ps``); 0 or ∞ where ``|n| > 192``."""
+    z = _fma(x, _LOG2E, _SHIFT)
+    n = z - _SHIFT
+    b = _fma(-n, _LN2_LO, _fma(-n, _LN2_HI, x))
+    u = b * b
+    j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _fma(_P1, b, np.float32(1.0)))
+    if abs(n) > 192:
+        return np.float32(0.0) if n <= 0 else np.float32(np.inf)
+    return np.float32(np.ldexp(j, int(n)))
+
+
+@njit(cache=True)
+def _silu(x, out):
+    rows, n = x.shape
+    full = n - n % 16
+    for r in range(rows):
+        for i in range(n):
+            e = v_expf(np.float32(0) - x[r, i]) if i < full else np.float32(math.exp(-x[r, i]))
+            out[r, i] = x[r, i] / (np.float32(1) + e)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """``ggml_vec_silu_f32`` per row: ``x / (1 + e⁻ˣ)`` with ``ggml_v_expf`` over each row's whole 16-lane vectors,
+    the C library's ``expf`` for the rest (``ggml_silu_f32``). ``ggml_vec_swiglu_f32`` is this times the gate."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1))
+    out = np.empty_like(flat)
+    _silu(flat, out)
+    return out.reshape(x.shape)
+
+
+# ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
+
+
+@njit(cache=True, parallel=True)
+def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
+    rows, heads, dk = q.shape
+    n, groups, dv = vc.shape
+    ratio = heads // groups
+    for hr in prange(heads * rows):
+        h = hr // rows
+        r = hr - h * rows
+        g = h // ratio
+        w = np.empty(n, np.float32)
+        p = np.empty(n, np.float32)
+        col = np.empty(n, np.float32)
+        for j in range(n):
+            w[j] = _vec_dot(kc[j, g], q[r, h], False) * scale
+            if cap > 0:
+                w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
+            if not keep[r, j]:
+                w[j] = -np.inf
+        m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
+        for j in range(n):
+            m = max(m, w[j])
+        if sinks.shape[0]:
+            m = max(m, sinks[h])
+        total = 0.0
+        for c in range(0, n, 16):
+            for l in range(16):
+                p[c + l] = v_expf(w[c + l] - m)
+            total += np.float64(_reduce16(p[c:c + 16]))
+        if sinks.shape[0]:
+            total += np.float64(np.float32(math.exp(sinks[h] - m)))
+        inv = np.float32(1.0 / total)
+        for j in range(n):
+            p[j] = p[j] * inv
+        for c in range(dv):
+            for j in range(n):
+                col[j] = vc[j, g, c]
+            out[r, h, c] = _tiny16(col, p) if tiny else _vec_dot(col, p, False)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
+              scale: float, sinks: np.ndarray | None = None, rows: int | None = None,
+              softcap: float | None = None) -> np.ndarray:
+    """llama.cpp's attention without flash attention, over a cache whose cell ``j`` holds position ``j``:
+    ``kq = K·q`` by ``ggml_vec_dot_f32`` over the head's dims; ``soft_max_ext``: ``kq·scale`` (masked: −∞), its
+    maximum (with the sink's), ``ggml_v_expf(w − max)`` summed 16 values at a time (``_reduce16``) in float64, the sink's
+    ``expf`` added, each value times ``(float)(1/sum)``; then ``p·V`` over the cells, by tinyBLAS when the batch
+    has two or more rows, else ``ggml_vec_dot_f32``. A soft cap ``C`` turns the scaled ``w`` into
+    ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q`` — the same bits
+    when the scale is a power of two, as ``1/√16`` is). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
+    past the ones read hold zeros and weigh 0, so padding to a multiple of 64 changes no sum — ``keep`` (``rows ×
+    ctx``) is padded so."""
+    q, k, v = (np.asarray(a, dtype=F32) for a in (q, k, v))
+    r_, ctx = keep.shape
+    n = -(-ctx // 64) * 64
+    dk = q.shape[1] // heads
+    dv = v.shape[1] // sharing
+    kc = np.zeros((n, sharing, dk), F32)
+    vc = np.zeros((n, sharing, dv), F32)
+    kc[:ctx] = k.reshape(ctx, sharing, dk)
+    vc[:ctx] = v.reshape(ctx, sharing, dv)
+    kp = np.zeros((r_, n), bool)
+    kp[:, :ctx] = keep
+    out = np.empty((r_, heads, dv), F32)
+    s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
+    tiny = (r_ if rows is None else rows) >= 2 and dv % 4 == 0
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), F32(softcap or 0), tiny, s, out)
+    return out.reshape(r_, heads * dv)
+
+
+# ---- GELU (GGML_GELU_FP16) -----------------------------------------------------------------------------------------
+
+_GELU_TABLE: np.ndarray | None = None
+
+
+def gelu_table() -> np.ndarray:
+    """ggml's ``ggml_table_gelu_f16``: for every fp16 value ``f``, ``fp16(½f(1 + tanh(√(2/π)·f·(1 + 0.044715f²))))``
+    computed in float32 as ``ggml-cpu.c`` does (``_gelu_f32``)."""
+    global _GELU_TABLE
+    if _GELU_TABLE is None:
+        f = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(F32)
+        y = np.empty_like(f)
+        _gelu_f32(f, y)
+        _GELU_TABLE = y.astype(np.float16)
+    return _GELU_TABLE
+
+
+@njit(cache=True)
+def _gelu_f32(x, out):
+    """``ggml_gelu_f32`` per value as compiled: ``½x·(1 + tanhf(c·x·fma(a·x, x, 1)))`` (GCC contracts ``1 + a·x·x``
+    into one fma), ``tanhf`` the C library's. numpy's float32 ``tanh`` and an uncontracted sum each differ from it in
+    last bits, and a last bit moves an entry whose value lies near an fp16 rounding boundary."""
+    c = np.float32(0.79788456080286535587989211986876)
+    a = np.float32(0.044715)
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = np.float32(0.5) * v * (np.float32(1) + np.float32(math.tanh(c * v * _fma(a * v, v, np.float32(1)))))
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """``ggml_vec_gelu_f32`` with ``GGML_GELU_FP16``: 0 below −10, ``x`` above 10, else the table at ``fp16(x)``."""
+    x = np.asarray(x, dtype=F32)
+    table = gelu_table()[x.astype(np.float16).view(np.uint16)].astype(F32)
+    return np.where(x <= -10, F32(0), np.where(x >= 10, x, table)).astype(F32)
+
+
+# ---- elementwise, norms and softmax of the recurrent and expert layers ---------------------------------------------
+
+
+@njit(cache=True)
+def _unary(x, kind, out):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if kind == 0:  # op_sigmoid
+            out[i] = np.float32(1) / (np.float32(1) + np.float32(math.exp(-v)))
+        elif kind == 1:  # op_exp
+            out[i] = np.float32(math.exp(v))
+        elif kind == 2:  # op_softplus
+            out[i] = v if v > 20 else np.float32(math.log(np.float32(1) + np.float32(math.exp(v))))
+        else:  # op_tanh
+            out[i] = np.float32(math.tanh(v))
+
+
+_UNARY = {"sigmoid": 0, "exp": 1, "softplus": 2, "tanh": 3}
+
+
+def unary(x: np.ndarray, kind: str) -> np.ndarray:
+    """ggml's scalar unary ops (``unary-ops.cpp``), each value alone with the C library's functions: ``sigmoid``
+    ``1/(1 + expf(−x))``, ``exp`` ``expf(x)``, ``softplus`` ``x`` above 20 else ``logf(1 + expf(x))``, ``tanh``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1))
+    out = np.empty_like(flat)
+    _unary(flat, _UNARY[kind], out)
+    return out.reshape(x.shape)
+
+
+def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
+    """A soft cap as llama.cpp's graphs write it: ``ggml_scale`` by ``1.0f/C``, ``ggml_tanh``, ``ggml_scale`` by C."""
+    c = F32(cap)
+    return unary(np.asarray(x, dtype=F32) * (F32(1) / c), "tanh") * c
+
+
+@njit(cache=True)
+def _soft_max(x, out):
+    rows, n = x.shape
+    full = n - n % 16
+    for r in range(rows):
+        m = np.float32(-np.inf)  # float32: ``x − max`` is a float32 difference, as ``expf``'s argument
+        for i in range(n):
+            m = max(m, x[r, i])
+        total = 0.0
+        for c in range(0, full, 16):
+            for l in range(16):
+                out[r, c + l] = v_expf(x[r, c + l] - m)
+            total += np.float64(_reduce16(out[r, c:c + 16]))
+        for i in range(full, n):
+            out[r, i] = np.float32(math.exp(x[r, i] - m))
+            total += np.float64(out[r, i])
+        inv = np.float32(1.0 / total)
+        for i in range(n):
+            out[r, i] = out[r, i] * inv
+
+
+def soft_max(x: np.ndarray) -> np.ndarray:
+    """``ggml_soft_max`` along the last axis (no mask, scale 1): the row's maximum; ``ggml_v_expf(x − max)`` over
+    whole 16-lane vectors, each vector's sum (``_reduce16``) added in float64, then ``expf`` one by one for the rest,
+    each added in float64; every value times ``(float)(1/sum)``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    out = np.empty_like(flat)
+    _soft_max(flat, out)
+    return out.reshape(x.shape)
+
+
+@njit(cache=True)
+def _norm(x, eps, out):
+    rows, n = x.shape
+    full = n - n % 16
+    sq = np.empty(16, np.float32)
+    for r in range(rows):
+        s = 0.0
+        for i in range(n):
+            s += np.float64(x[r, i])
+        mean = np.float32(s) / np.float32(n)
+        t = 0.0
+        for c in range(0, full, 16):
+            for l in range(16):
+                v = x[r, c + l] - mean
+                out[r, c + l] = v
+                sq[l] = v * v
+            t += np.float64(_reduce16(sq))
+        for i in range(full, n):
+            v = x[r, i] - mean
+            out[r, i] = v
+            t += np.float64(v * v)
+        var = np.float32(t / n)
+        scale = np.float32(1.0) / np.float32(math.sqrt(var + eps))
+        for i in range(n):
+            out[r, i] = out[r, i] * scale
+
+
+def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None, epsilon: float) -> np.ndarray:
+    """``ggml_norm`` then ``mul`` by the gain and ``add`` of the bias: the mean ``(float)Σx / n`` (the sum in float64),
+    ``ggml_vec_cvar_f32``'s variance (squared deviations summed 16 at a time, ``_reduce16``, in float64, the rest one
+    by one), ``scale = 1/sqrtf(var + ε)``, ``(x − mean)·scale``."""
+    x = np.asarray(x, dtype=F32)
+    flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
+    out = np.empty_like(flat)
+    _norm(flat, F32(epsilon), out)
+    out = out.reshape(x.shape) * np.asarray(gain, dtype=F32)
+    return out if bias is None else out + np.asarray(bias, dtype=F32)
+
+
+def l2_norm(x: np.ndarray, epsilon: float, heads: int = 1) -> np.ndarray:
+    """The language's ``l2norm``, ``x/√(Σx² + ε)`` per row (per head's row when ``heads > 1``), as llama.cpp computes
+    it for Gated DeltaNet's q and k (``build_gdn_l2_norm``, not ``ggml_l2_norm``): ``ggml_rms_norm`` with ``ε/n``
+    (``n`` the row's width, the division in float32), then ``ggml_scale`` by ``1/sqrtf(n)``.
+
+    Llama 4's q/k norm is ``ggml_rms_norm`` without a gain, which the document writes ``(l2norm of X, epsilon n·ε)
+    scaled by √n``: with ``n`` a power of 4 every step of that scales exactly, and the result is ``ggml_rms_norm``'s
+    bit for bit too."""
+    x = np.asarray(x, dtype=F32)
+    n = x.shape[-1] // heads
+    ones = np.ones(n, F32)
+    return rms_norm(x, ones, F32(epsilon) / F32(n), heads) * (F32(1) / F32(math.sqrt(F32(n))))
+
+
+def weights_sum(w: np.ndarray) -> np.ndarray:
+    """The chosen experts' weights normalised as ``build_moe_ffn`` does: ``ggml_sum_rows`` (float64, rounded to
+    float32), clamped below at fp16's smallest normal, ``ggml_div``."""
+    w = np.asarray(w, dtype=F32)
+    total = np.zeros(w.shape[:-1] + (1,))
+    for k in range(w.shape[-1]):  # in order, as ggml_vec_sum_f32 adds
+        total += w[..., k:k + 1].astype(np.float64)
+    return (w / np.maximum(total.astype(F32), F32(6.103515625e-5))).astype(F32)
