@@ -18,13 +18,14 @@ def lens_title(kind, layer: int | None = None) -> str:
 
 
 def bundle_title(target: str) -> str:
-    """``Lower SN50 bundle…``: the chip's name as the target gives it (a target file names its own)."""
+    """``Lower SN50 bundle``: the chip's name as the target gives it (a target file names its own). No ellipsis: the
+    lens lowers in one step, with the current deployment."""
     from streamed.spatial.target import TargetError, load_target  # function-local: the server starts without spatial
 
     try:
-        return f"Lower {load_target(target).name.upper()} bundle…"
+        return f"Lower {load_target(target).name.upper()} bundle"
     except TargetError:
-        return "Lower bundle…"
+        return "Lower bundle"
 
 
 def code_lenses(snap: Snapshot, target: str = "sn50") -> list[lsp.CodeLens]:

@@ -52,6 +52,15 @@ def path_of(uri: str) -> Path | None:
     return Path(unquote(u.path))
 
 
+def show_arg(command: str, obj: dict) -> bool:
+    """``show``: whether the server shows the command's answer itself, through the protocol (a document, a message);
+    ``true`` unless the client says ``false`` because it shows answers in views of its own."""
+    show = obj.get("show", True)
+    if not isinstance(show, bool):
+        raise CommandError(f"`{command}`: `show` is true or false, not {show!r}")
+    return show
+
+
 def position_arg(command: str, obj: dict) -> tuple[int, int]:
     pos = obj.get("position")
     if not isinstance(pos, dict) or not all(isinstance(pos.get(k), int) and not isinstance(pos.get(k), bool) and pos.get(k) >= 0
@@ -166,6 +175,9 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     doc = path_of(snap.uri)
     if doc is None or not doc.is_file():
         raise CommandError(f"{snap.uri} is not a file on disk; save it first so the bundle has a folder to go beside")
+    if not saved(doc, snap.text):
+        raise CommandError(f"{doc.name} has changes that are not saved: save it, then lower — the bundle records the "
+                           f"file's name and the SHA-256 of the text it was lowered from, which must be the file's")
     dep_args = deployment_args(obj, settings.deployment)
     out = output_folder(obj, doc, folders)
     errors = snap.analysis.errors
@@ -229,6 +241,23 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
     except BundleError as e:
         raise CommandError(str(e)) from None
     return {"manifest": str(manifest), "kinds": kinds, "layers": layers, "estimate": model.estimate}
+
+
+def saved(doc: Path, text: str) -> bool:
+    """Whether the file ``doc`` holds ``text`` (the editor's; its byte-order mark, if any, not counted: an editor
+    does not show one)."""
+    try:
+        on_disk = doc.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return on_disk.removeprefix("\ufeff") == text.removeprefix("\ufeff")
+
+
+def lowered_message(done: dict) -> str:
+    """What a person reads when a bundle is written: where, and what it holds."""
+    kinds, layers = done["kinds"], done["layers"]
+    return (f"streamed: bundle written — {kinds} kind{'s' if kinds != 1 else ''}, {layers} layer{'s' if layers != 1 else ''}: "
+            f"{done['manifest']}")
 
 
 def bundle_folder(command: str, obj: dict, folders: list[Path]) -> Path:

@@ -1,5 +1,7 @@
 """Completion: operations (as snippets with their slots) and, after a comma inside an operation, its option words;
-the names bound so far in the program; the ``## Model`` constants; the words of a declaration."""
+the names bound so far in the program; the ``## Model`` constants; the words of a declaration. On a line of its own
+after the last layer (blank, or ``##``, ``## Lay``, ``layer`` typed so far): the next layer, a copy of the last one
+renumbered, with the head made to read it (``code_actions.next_layer``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from lsprotocol import types as lsp
 from streamed.analysis.incremental import spot
 from streamed.analysis.text import offset_at
 from streamed.lang import ops as ops_table
+from streamed.lang.syntax import SectionKind
+from .code_actions import next_layer
 from .scheduler import Snapshot
 
 def _snippet(pattern: tuple[str, ...]) -> str:
@@ -59,9 +63,53 @@ def names_in_scope(section, line: int, character: int) -> list[str]:
     return [st.name.text for st in section.statements[:current] if isinstance(st, Let)]
 
 
+_LAYER_PREFIX = re.compile(r"\s*(#{0,2}\s*[A-Za-z]*)")
+
+
+def _new_layer_item(snap: Snapshot, line: int, character: int) -> lsp.CompletionItem | None:
+    """The next layer, offered on a line after the last layer's text and before the next section, holding at most
+    a heading's or a word's beginning before the cursor."""
+    a = snap.analysis
+    lines = a.text.split("\n", line + 2)
+    if line >= len(lines):
+        return None
+    typed = lines[line][:character]
+    m = _LAYER_PREFIX.fullmatch(typed)
+    if m is None or (m.group(1) and not ("## layer".startswith(m.group(1).lower()) or "layer".startswith(m.group(1).lower()))):
+        return None
+    made = next_layer(snap, line)
+    if made is None:
+        return None
+    layer, last, text, head = made
+    if line <= last.end.line:
+        return None
+    sections = a.document.sections
+    i = max(k for k, s in enumerate(sections) if s.kind is SectionKind.LAYER)
+    # (a heading being typed on this line is a section of no kind yet: the next section is the first real one)
+    after = next((s for s in sections[i + 1:] if s.kind is not SectionKind.UNKNOWN), None)
+    if after is not None and line >= a.to_document(after, after.heading).start.line:
+        return None
+    body = text.lstrip("\r\n")
+    if line > 0 and lines[line - 1].strip():
+        body = "\n" + body  # a blank line before the heading
+    if line + 1 < len(lines) and lines[line + 1].strip():
+        body += "\n"  # … and one after the section
+    typed_word = m.group(1).strip()
+    return lsp.CompletionItem(
+        f"## Layer {layer.index}", kind=lsp.CompletionItemKind.Snippet, detail=f"a copy of layer {layer.index - 1}, renumbered",
+        documentation=lsp.MarkupContent(lsp.MarkupKind.Markdown, f"```\n{body.strip()}\n```"),
+        filter_text=f"## Layer {layer.index}" if typed_word.startswith("#") else f"layer {layer.index}",
+        sort_text="0", preselect=True,
+        text_edit=lsp.TextEdit(lsp.Range(lsp.Position(line, 0), lsp.Position(line, character)), body),
+        insert_text_format=lsp.InsertTextFormat.PlainText, additional_text_edits=head or None)
+
+
 def completions(snap: Snapshot, line: int, character: int) -> lsp.CompletionList:
     a = snap.analysis
     text = a.text
+    layer = _new_layer_item(snap, line, character)
+    if layer is not None:
+        return lsp.CompletionList(is_incomplete=False, items=[layer])
     before = _statement_so_far(text, line, character)
     items: list[lsp.CompletionItem] = []
     stripped = before.rstrip(_WORD_CHARS).rstrip()  # linear, where a `[…]*$` regex is quadratic on a long run

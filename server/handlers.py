@@ -397,7 +397,7 @@ async def complete(ls: StreamedServer, params: lsp.CompletionParams):
     return completion.completions(snap, params.position.line, params.position.character) if snap else None
 
 
-@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]))
+@server.feature(lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Refactor]))
 async def actions(ls: StreamedServer, params: lsp.CodeActionParams):
     snap = await _snap(ls, params.text_document.uri)
     return code_actions.code_actions(snap, params.range) if snap else []
@@ -446,33 +446,52 @@ COMMANDS: dict = {}
 
 
 class Work:
-    """One command's ``$/progress``: begun on the client's work-done token or one the server creates (when the client
-    supports it), reported from any thread, ended however the command ends; ``cancelled()`` is true once the client
-    cancels the progress or the request."""
+    """One command's ``$/progress``: begun on the client's work-done token or on one the server asks the client to
+    create (when it supports that) — without waiting for the answer: the work starts at once, and the progress
+    begins when (if ever) the client answers, with the latest report. So a client that never answers
+    ``window/workDoneProgress/create`` costs nothing. Reported from any thread, ended however the command ends;
+    ``cancelled()`` is true once the client cancels the progress or the request."""
 
     def __init__(self, ls: StreamedServer, title: str, token):
         self.ls, self.title, self.token = ls, title, token
         self.loop = asyncio.get_running_loop()
         self.stopped = False
+        self.begun = False
+        self.finished = False
+        self.last: lsp.WorkDoneProgressReport | None = None
 
     async def __aenter__(self):
-        progress = self.ls.work_done_progress
-        if self.token is None and _supports_progress(self.ls):
-            token = str(uuid.uuid4())
-            try:
-                await asyncio.wait_for(progress.create_async(token), 2)
-                self.token = token
-            except Exception:
-                self.token = None
         if self.token is not None:
-            progress.begin(self.token, lsp.WorkDoneProgressBegin(title=self.title, cancellable=True, percentage=0))
+            self._begin()
             await asyncio.sleep(0)  # let a cancel already on its way arrive before the work starts
+        elif _supports_progress(self.ls):
+            token = str(uuid.uuid4())
+            asked = self.ls.protocol.send_request(lsp.WINDOW_WORK_DONE_PROGRESS_CREATE,
+                                                  lsp.WorkDoneProgressCreateParams(token=token))
+            asked.add_done_callback(lambda answer: self._created(token, answer))
         return self
 
+    def _created(self, token, answer) -> None:
+        """The client answered the request to create ``token`` (on the event loop's thread)."""
+        if answer.cancelled() or answer.exception() is not None or self.finished:
+            return
+        self.token = token
+        self._begin()
+        if self.last is not None:
+            self.ls.work_done_progress.report(token, self.last)
+
+    def _begin(self) -> None:
+        self.ls.work_done_progress.begin(self.token, lsp.WorkDoneProgressBegin(title=self.title, cancellable=True, percentage=0))
+        self.begun = True
+
     def report(self, message: str, pct: int) -> None:
-        if self.token is not None:
-            value = lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct)))
-            self.loop.call_soon_threadsafe(self.ls.work_done_progress.report, self.token, value)
+        value = lsp.WorkDoneProgressReport(message=message, percentage=max(0, min(100, pct)))
+        self.loop.call_soon_threadsafe(self._report, value)
+
+    def _report(self, value: lsp.WorkDoneProgressReport) -> None:
+        self.last = value
+        if self.begun and not self.finished:
+            self.ls.work_done_progress.report(self.token, value)
 
     def cancelled(self) -> bool:
         fut = self.ls.work_done_progress.tokens.get(self.token) if self.token is not None else None
@@ -481,7 +500,8 @@ class Work:
     async def __aexit__(self, kind, error, tb):
         if isinstance(error, asyncio.CancelledError):
             self.stopped = True
-        if self.token is not None:
+        self.finished = True
+        if self.begun:
             outcome = "done" if error is None else "cancelled" if self.cancelled() else "failed"
             self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=outcome))
             self.ls.work_done_progress.tokens.pop(self.token, None)
@@ -522,19 +542,33 @@ async def cmd_go_to_representative(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.goToRepresentative", args, example)
     snap = await _document(ls, "streamed.goToRepresentative", obj, example)
     line, character = commands.position_arg("streamed.goToRepresentative", obj)
-    return definition.go_to_representative(snap, line, character)
+    show = _shows_documents(ls, "streamed.goToRepresentative", obj)
+    found = definition.go_to_representative(snap, line, character)
+    if found is not None and show:
+        _show_document(ls, found["uri"], ls.protocol._converter.structure(found["range"], lsp.Range))
+    return found
 
 
 @_command(compare.COMMAND, "Comparing with the representative")
 async def cmd_compare_with_representative(ls: StreamedServer, args, work: Work):
     obj = commands.one_object(compare.COMMAND, args, compare.EXAMPLE)
-    return compare.comparison(await _document(ls, compare.COMMAND, obj, compare.EXAMPLE), obj)
+    show = _shows_documents(ls, compare.COMMAND, obj)
+    snap = await _document(ls, compare.COMMAND, obj, compare.EXAMPLE)
+    found = compare.comparison(snap, obj)
+    if show:
+        found["document"] = await asyncio.get_running_loop().run_in_executor(None, compare.write_diff, snap.uri, found)
+        _show_document(ls, found["document"])
+    return found
 
 
 @_command("streamed.openManifest", "Opening the manifest")
 async def cmd_open_manifest(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.openManifest", args, '{"uri": …} or {"bundle": …}')
-    return await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj, ls.folders)
+    show = _shows_documents(ls, "streamed.openManifest", obj)
+    found = await asyncio.get_running_loop().run_in_executor(None, commands.open_manifest, obj, ls.folders)
+    if show:
+        _show_document(ls, Path(found["manifest"]).as_uri())
+    return found
 
 
 @_command(pictures.COMMAND, "Drawing the pictures")
@@ -546,9 +580,27 @@ async def cmd_pictures(ls: StreamedServer, args, work: Work):
 @_command("streamed.lowerBundle", "Lowering SN50 bundle")
 async def cmd_lower_bundle(ls: StreamedServer, args, work: Work):
     obj = commands.one_object("streamed.lowerBundle", args, commands.LOWER_EXAMPLE)
+    says, show = commands.show_arg("streamed.lowerBundle", obj), _shows_documents(ls, "streamed.lowerBundle", obj)
     snap = await _document(ls, "streamed.lowerBundle", obj, commands.LOWER_EXAMPLE)
-    return await asyncio.get_running_loop().run_in_executor(
+    done = await asyncio.get_running_loop().run_in_executor(
         None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, work.report, work.cancelled, ls.sched().lowered)
+    if says:
+        ls.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Info, commands.lowered_message(done)))
+    if show:
+        _show_document(ls, Path(done["manifest"]).as_uri(), take_focus=False)
+    return done
+
+
+def _shows_documents(ls: StreamedServer, command: str, obj: dict) -> bool:
+    """Whether a command shows its answer as a document (``window/showDocument``): the client supports it and the
+    call did not say ``"show": false`` (what a client with views of its own, the VS Code extension, says)."""
+    w = ls.client_capabilities.window
+    return commands.show_arg(command, obj) and bool(w and w.show_document and w.show_document.support)
+
+
+def _show_document(ls: StreamedServer, uri: str, selection: lsp.Range | None = None, take_focus: bool = True) -> None:
+    """Ask the client to show ``uri`` — without waiting for its answer (the command's own answer is not held)."""
+    ls.window_show_document(lsp.ShowDocumentParams(uri=uri, external=False, take_focus=take_focus, selection=selection))
 
 
 def _supports_progress(ls: StreamedServer) -> bool:

@@ -26,8 +26,14 @@ def classify(section, program, constants: frozenset) -> list[tuple[int, int, int
     decls = program.decls if program is not None else {}
     bound = set(program.shapes) if program is not None else set()
     toks = section.tokens
+    quoted = False  # inside a `## Checkpoint` string: a tensor's name, whose words are not the language's
     for i, t in enumerate(toks):
         w = t.text
+        if w == '"':
+            quoted = not quoted
+            continue
+        if quoted:
+            continue
         after_let = i > 0 and toks[i - 1].text == "Let"
         if t.is_number:
             typ, mods = "number", 0

@@ -1,10 +1,11 @@
-"""Document symbols: Model (its constants), Checkpoint, Embed, the layers grouped under their kinds, Head."""
+"""Document symbols, in document order: Model (its constants), Checkpoint, Embed, each layer — its kind as its detail
+— and Head. Outline, breadcrumbs and sticky scroll read these ranges, so each symbol spans exactly its section: a
+layer is never placed under a kind whose other layers lie elsewhere (the kinds are the Layer Kinds view's)."""
 
 from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from streamed.analysis.whole import layer_ranges
 from streamed.lang.syntax import SectionKind
 from .convert import to_range
 from .scheduler import Snapshot
@@ -13,8 +14,7 @@ from .scheduler import Snapshot
 def document_symbols(snap: Snapshot) -> list[lsp.DocumentSymbol]:
     a = snap.analysis
     out: list[lsp.DocumentSymbol] = []
-    layer_symbols: dict[int, lsp.DocumentSymbol] = {}
-    kind_at: int | None = None
+    seen: set[int] = set()
     for section, base in zip(a.document.sections, a.bases):
         full, head = to_range(base.range(section.range)), to_range(base.range(section.heading))
         if section.kind is SectionKind.MODEL:
@@ -27,20 +27,9 @@ def document_symbols(snap: Snapshot) -> list[lsp.DocumentSymbol]:
             out.append(lsp.DocumentSymbol("Embed", lsp.SymbolKind.Function, full, head))
         elif section.kind is SectionKind.HEAD:
             out.append(lsp.DocumentSymbol("Head", lsp.SymbolKind.Function, full, head))
-        elif section.kind is SectionKind.LAYER and section.index is not None and section.index not in layer_symbols:
-            layer_symbols[section.index] = lsp.DocumentSymbol(f"Layer {section.index}", lsp.SymbolKind.Class, full, head,
-                                                             detail=section.note or None)
-            if kind_at is None:
-                kind_at = len(out)
-    groups = []
-    for k in a.kinds:
-        members = [layer_symbols[i] for i in k.layers if i in layer_symbols]
-        if not members:
-            continue
-        rng = lsp.Range(members[0].range.start, max((m.range.end for m in members), key=lambda p: (p.line, p.character)))
-        n = len(k.layers)
-        groups.append(lsp.DocumentSymbol(k.name, lsp.SymbolKind.Namespace, rng, members[0].selection_range,
-                                         detail=f"{n} layer{'s' if n != 1 else ''}: {layer_ranges(k.layers)}", children=members))
-    if kind_at is None:
-        kind_at = len(out)
-    return out[:kind_at] + groups + out[kind_at:]
+        elif section.kind is SectionKind.LAYER and section.index is not None and section.index not in seen:
+            seen.add(section.index)
+            kind = a.kind_of(section.index)
+            detail = " — ".join(x for x in (kind.name if kind is not None else None, section.note) if x) or None
+            out.append(lsp.DocumentSymbol(f"Layer {section.index}", lsp.SymbolKind.Function, full, head, detail=detail))
+    return out

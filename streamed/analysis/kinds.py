@@ -29,7 +29,7 @@ from ..lang.lexer import Range, tokens as _lex_tokens
 from ..lang.shapes import let_binders
 from ..lang.syntax import Call, Binary, Let, SectionKind, Set
 from ..model.checkpoint import ALL_Q8, Storage, bind
-from ..model.program import Program, Programs
+from ..model.program import Program, Programs, unparsed_statements
 
 __all__ = [
     "tokens", "binders", "shape_digest", "renaming", "layer_kinds", "LayerKind", "Divergence", "divergences",
@@ -226,6 +226,16 @@ def named_kinds(groups: Sequence[tuple[str, tuple[int, ...]]], names: Sequence[s
 
 #: Host tables: every layer's that reads them; their index is a rotation's or a width's, never a layer's.
 HOST_TABLE = re.compile(r"(Rcos|Rsin|Ones)\d+\Z")
+
+
+def layer_of_kind(layer: int, kind: str) -> str:
+    """``layer 3 (attention)``: a layer with the name of its kind, parenthesised once — a kind told apart by its
+    first layer (``attention (layer 3)``) is not printed ``layer 3 (attention (layer 3))``; another layer's mark is
+    kept, as ``layer 5 (attention, layer 3)``."""
+    m = re.fullmatch(r"(.*) \(layer (\d+)\)", kind)
+    if m is None:
+        return f"layer {layer} ({kind})"
+    return f"layer {layer} ({m.group(1)})" if int(m.group(2)) == layer else f"layer {layer} ({m.group(1)}, layer {m.group(2)})"
 
 
 def layer_input(layer: int) -> str:
@@ -661,6 +671,13 @@ class _ByIndex:
         return self.programs.layer(index)
 
 
+def _in_unparsed(section, mine: tuple[int, int] | None) -> bool:
+    """Whether a difference starting at token span ``mine`` (``None``: past the end) lies at or after a statement
+    of ``section`` that did not parse — what a misspelt word makes differ, already reported as a syntax error."""
+    bad = unparsed_statements(section)
+    return bool(bad) and (mine is None or mine[0] >= bad[0][0])
+
+
 _OWN_LAYER = re.compile(r" \(layer \d+\)$")
 
 
@@ -704,7 +721,8 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
     A kind K diverges from a kind T when K has the same name as T up to the ``(layer N)`` that tells them apart (T
     being the larger), or when K has one or two layers, T at least three, their names agree once numbers are erased,
     and their programs differ in at most ``MAX_DIFFERENCE`` tokens (``meant``). Kinds whose names say they do
-    different things are different by design. A layer whose heading note begins with ``distinct`` is never reported.
+    different things are different by design. A layer whose heading note begins with ``distinct`` is never reported,
+    nor a difference that starts at a statement that did not parse (one mistake, one diagnostic: the syntax error).
 
     ``memo`` (a mapping the editor keeps for one storage and checkpoint): where a layer parts from a representative,
     by the two programs — an edit compares again only the layers it touched and the layers of a kind whose
@@ -738,6 +756,9 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
                 if side is None:
                     side = sides[id(rep)] = _Side(rep, reads)
                 hit = (layer, rep, _parting(programs, layer, rep, storage, side), None)
+            if hit[2] is None:
+                memo[key] = hit
+                continue  # the line does not parse: its syntax error is the one diagnostic
             d = hit[3]  # the divergence itself, the same value as long as the kinds' names are (kept as such)
             if d is None or d.layer != layer_index or d.kind != best.name or d.own_kind != k.name:
                 d = Divergence(layer_index, best.representative, best.name, k.name, *hit[2])
@@ -751,10 +772,12 @@ def divergences(programs: Programs, kinds: list[LayerKind], storage: Storage = A
 _LAYER = attrgetter("layer")
 
 
-def _parting(programs: Programs, layer: Program, rep: Program, storage: Storage, side: _Side) -> tuple:
+def _parting(programs: Programs, layer: Program, rep: Program, storage: Storage, side: _Side) -> tuple | None:
     """``first_difference`` as a divergence places it: the range in each (section-relative), the sentence, and the
-    statement of each."""
+    statement of each — or ``None`` where the difference starts at a statement of the layer that did not parse."""
     mine, theirs, why, paired = first_difference(programs, layer, rep, storage, side)
+    if _in_unparsed(layer.section, mine):
+        return None
     lr = layer.section.table.range(*mine) if mine is not None else layer.section.heading
     rr = rep.section.table.range(*theirs) if theirs is not None else rep.section.heading
     statement = layer.section.statement_at(mine[0]) if mine is not None else None

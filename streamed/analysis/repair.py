@@ -5,6 +5,9 @@ statement, renamed into the layer's names. The renaming is the one the two layer
 (aligned binder by binder, LANGUAGE §7); a name the aligned part does not reach is renamed by ``rebind`` (its layer
 suffix). Spacing is the representative's own.
 
+``new_layer``: the layer after the last one, as the last one's text renumbered (its binders renamed by ``rebind``),
+and the head's input renamed to the new layer's output — what an author means by "one more layer like these".
+
 ``compare_with_representative``: the two programs as text side by side, the layer's bound names renamed into the
 representative's, so that a line-by-line diff of the two shows only what makes them two programs.
 """
@@ -79,6 +82,55 @@ def make_one_program(rep: Program, rep_text: str, layer: Program, statement: int
         at = t.range.end.offset
     text = "".join(pieces)
     return Repair(layer, statement_range(layer, statement), text, f"make layer {L} one program with layer {R}")
+
+
+# ---- one more layer ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewLayer:
+    """Layer ``index``, a copy of the layer before it renumbered: ``text`` is its section from ``## Layer`` to its
+    last token (comments and spacing the original's), to go after that layer with a blank line between; ``head``
+    renames the head's input — the previous last layer's output — to the new layer's (ranges relative to the
+    head's section, as its tokens have them)."""
+
+    index: int
+    text: str
+    head: tuple[tuple[Range, str], ...]
+
+    @property
+    def title(self) -> str:
+        return f"add layer {self.index}, a copy of layer {self.index - 1} renumbered"
+
+
+def new_layer(last: Program, last_text: str, head: Program | None = None, tokens: int | None = None) -> NewLayer | None:
+    """Layer ``L + 1`` made from ``last`` (layer ``L``, the document's last): every name it binds renamed as
+    ``rebind`` renames layer ``L``'s names into layer ``L + 1``'s (its input ``xo{L-1}`` → ``xo{L}``, ``Wq{L}`` →
+    ``Wq{L+1}``, host tables kept), its heading renumbered. ``last_text`` is the text ``last``'s ranges' byte offsets
+    index (its chunk, or the whole document); ``tokens``: how many of its tokens make the layer (what follows — a word
+    being typed after it — is not copied). ``None`` for a layer with no number to follow."""
+    section = last.section
+    L = section.index
+    at_number = section.index_range
+    if L is None or at_number is None:
+        return None
+    N = L + 1
+    toks = last.tokens[:tokens]
+    own = binders([t.text for t in toks])
+    data = last_text.encode("utf-8")
+    start = section.heading.start.offset
+    pieces = [data[start:at_number.start.offset], str(N).encode()]
+    at = at_number.end.offset
+    for t in toks:
+        pieces.append(data[at:t.range.start.offset])
+        pieces.append((rebind(t.text, L, N) if t.text in own else t.text).encode("utf-8"))
+        at = t.range.end.offset
+    text = b"".join(pieces).decode("utf-8", "replace")
+    renames: list[tuple[Range, str]] = []
+    if head is not None and last.output is not None:
+        output = rebind(last.output, L, N)
+        renames = [(t.range, output) for t in head.tokens if t.text == last.output]
+    return NewLayer(N, text, tuple(renames))
 
 
 # ---- the layer beside its representative ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .kinds import Divergence, LayerKind, divergences, layer_kinds
+from .kinds import Divergence, LayerKind, divergences, layer_kinds, layer_of_kind
 from ..lang.lexer import Range
 from ..lang.parser import parse
 from ..lang.syntax import Diagnostic, Document, Related, Severity
@@ -48,7 +48,7 @@ def divergence_diagnostic(a_programs: Programs, d: Divergence) -> Diagnostic:
         related.append(Related(rep.section.heading, f"`{d.kind}`"))
     return Diagnostic(
         d.range, Severity.WARNING,
-        f"layer {d.layer} is not one program with layer {d.representative} ({d.kind}): {d.why}",
+        f"layer {d.layer} is not one program with {layer_of_kind(d.representative, d.kind)}: {d.why}",
         "divergence", tuple(related),
         {"layer": d.layer, "representative": d.representative, "statement": d.statement,
          "representative_statement": d.representative_statement},

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..lang.lexer import Range
 from ..lang.syntax import Diagnostic, Document, Section, SectionKind, Severity
-from .program import Program, Programs, check_program, checked_program, show
+from .program import Program, Programs, check_program, checked_program, show, unparsed_statements
 
 
 def programs_of(doc: Document, checked: dict | None = None, share: bool = True) -> Programs:
@@ -48,7 +48,7 @@ def chain_link(prev: Program, nxt: Program, at) -> Diagnostic | None:
     if prev.output is None:
         return None
     if nxt.input is None:
-        if nxt.section.kind is not SectionKind.EMBED:
+        if nxt.section.kind is not SectionKind.EMBED and not unparsed_statements(nxt.section):
             return Diagnostic(at(nxt.section, nxt.section.heading), Severity.ERROR, f"{nxt.label} declares no input: add `Let {prev.output} be an input of rows by d.`", "input")
         return None
     if nxt.input != prev.output:

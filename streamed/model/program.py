@@ -15,7 +15,7 @@ from ..lang import ops as ops_table
 from ..lang.limits import MAX_DIMENSION, beyond
 from ..lang.limits import show as show_value
 from ..lang.lexer import Range
-from ..lang.parser import nearest
+from ..lang.parser import nearest, split_statements
 from ..lang.syntax import (
     Binary,
     Call,
@@ -234,6 +234,11 @@ class _Checker:
         self.input: str | None = None
         self.binders = {st.name.text for st in self.statements if isinstance(st, Let)}
         self.reported: set[str] = set()  # constants already reported as no dimension
+        # One mistake, one diagnostic: a name a statement that did not parse would have bound has no known shape,
+        # so its uses are not reported as unbound (the syntax error is the one diagnostic).
+        self.unparsed = unparsed_binders(section) - self.binders
+        for name in self.unparsed:
+            self.shapes[name] = None
 
     # ---- reporting ----
     def error(self, rng: Range, message: str, code: str, replacement: str | None = None) -> None:
@@ -710,6 +715,8 @@ class _Checker:
             value = self.expr(st.value)
             decl = self.decls.get(st.target.text)
             if decl is None or decl.role != "state":
+                if st.target.text in self.unparsed:
+                    return
                 if st.target.text in self.shapes or st.target.text in self.binders:
                     self.error(st.target.range, f"`Set` changes a declared state; `{st.target.text}` is not one", "set")
                 else:
@@ -717,7 +724,7 @@ class _Checker:
                 return
             if st.row is not None:
                 self.expr(st.row)
-                if self.role_of(st.row) != "position" and not isinstance(st.row, Number):
+                if self.role_of(st.row) != "position" and not isinstance(st.row, Number) and self.shapes.get(st.row.text, 0) is not None:
                     self.error(st.row.range, f"{self.what(st.row)} is not a position", "role")
                 if value is not None and (len(value) != 2 or len(decl.shape) != 2 or value[1] != decl.shape[1]):
                     self.error(st.value.range, f"{self.what(st.value)} is {show(value)} but the rows of `{decl.name}` are {show(decl.shape[1:])} wide", "shape")
@@ -733,6 +740,28 @@ class _Checker:
             self.output = st.name.text
 
 
+def unparsed_statements(section: Section) -> list[tuple[int, int]]:
+    """The token spans of ``section``'s statements that did not parse (each reported once, by the parser). Only a
+    section the parser reported on has any: a clean one answers without reading its tokens."""
+    if not section.diagnostics or section.table is None or section.statements is None:
+        return []
+    parsed = set(section.spans)
+    return [(a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed]
+
+
+def unparsed_binders(section: Section) -> set[str]:
+    """The names the statements of ``section`` that did not parse would have bound: the word after each one's first
+    word (``Let NAME be …``, however misspelt its ``Let`` or ``be``) and after every ``Let`` inside one."""
+    texts = section.texts
+    out = set()
+    for a, b in unparsed_statements(section):
+        # The statement's own name, and the name after any `Let` inside it (a missing full stop joins two).
+        for i in (a, *(i for i in range(a + 1, b - 1) if texts[i] == "Let")):
+            if i + 1 < b and texts[i + 1][:1].isalpha():
+                out.add(texts[i + 1])
+    return out
+
+
 def check_program(section: Section, constants: dict[str, float], text: bytes | None = None,
                   statements=None) -> tuple[Program, list[Diagnostic]]:
     """``section``'s program checked under ``constants``, and every finding. ``text``: the bytes its ranges' byte
@@ -741,7 +770,7 @@ def check_program(section: Section, constants: dict[str, float], text: bytes | N
     c = _Checker(section, constants, text, statements)
     for st in c.statements:
         c.statement(st)
-    if c.output is None and c.statements is not None:
+    if c.output is None and c.statements is not None and not unparsed_statements(section):
         end = section.heading
         c.error(end, f"{section.label} never returns: end it with `Return NAME.`", "return")
     errors = sum(1 for d in c.diagnostics if d.severity is Severity.ERROR)

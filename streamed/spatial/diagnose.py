@@ -15,6 +15,7 @@ from dataclasses import replace
 from operator import itemgetter
 
 from ..analysis.incremental import IncrementalAnalysis, as_analysis
+from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, Severity
 from .deployment import Deployment
@@ -59,7 +60,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
     layer_cut = deployment.cut("layer")
     for k in analysis.kinds:
-        chain.append((f"layer {k.representative} ({k.name})", progs.layer(k.representative), layer_cut, k))
+        chain.append((layer_of_kind(k.representative, k.name), progs.layer(k.representative), layer_cut, k))
     if progs.head is not None:
         chain.append(("head", progs.head, deployment.cut("head"), None))
     memo_key = ("outcomes", deployment, target)
@@ -111,7 +112,9 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
             message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {e.why}")
                           if isinstance(e, TPError) else StreamedReject(label, e.why))
             if kind is not None and len(kind.layers) > 1:
-                message += f" (and so do the {len(kind.layers) - 1} other layers of `{kind.name}`)"
+                others = len(kind.layers) - 1
+                message += (f" (and so does the other layer of `{kind.name}`)" if others == 1 else
+                            f" (and so do the {others} other layers of `{kind.name}`)")
             out.append((program, Diagnostic(_at(program, e.statement), Severity.ERROR, message, "reject", related, data),
                         sections))
     current = {("tables", id(p)) for _, p, _, _ in chain} | {"last"}

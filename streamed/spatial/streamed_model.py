@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
-from ..analysis.kinds import layer_input, rebind_via, stacked_layer_input, stored_q8
+from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage, bind
 from .ir import Access, SpatialProgram, authored
 from .deployment import Cut, Deployment
@@ -539,7 +539,7 @@ class _Deploying:
         self.progs = progs = analysis.programs
         self.with_embed = deployment.mode != "forward"
         self.by_layer = {p.section.index: p for p in progs.layers}
-        self.reps = [(f"layer {k.representative} ({k.name})", self.by_layer[k.representative]) for k in analysis.kinds]
+        self.reps = [(layer_of_kind(k.representative, k.name), self.by_layer[k.representative]) for k in analysis.kinds]
         chain = ([("embed", progs.embed)] if self.with_embed else []) + self.reps + [("head", progs.head)]
         self.shared = shared_tables(analysis, chain)
         self.constants = tuple(sorted(progs.constants.items()))

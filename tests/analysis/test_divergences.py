@@ -154,6 +154,62 @@ def test_operands_in_another_order_are_named_by_both_lists():
     assert _why(text) == "layer 15's `plus` takes `o15, xo14` where layer 0's takes `x, o0`: the same operands in another order"
 
 
+# ---- one mistake, one diagnostic ----------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+from streamed.analysis.incremental import IncrementalAnalyzer  # noqa: E402
+
+TYPOS = {
+    "an operation's word": ("Let h3 be xo2 plus a3 times Wo3.", "Let h3 be xo2 plus a3 timse Wo3."),
+    "`be`": ("Let h3 be xo2 plus a3 times Wo3.", "Let h3 bee xo2 plus a3 times Wo3."),
+    "`Let`": ("Let h3 be xo2 plus a3 times Wo3.", "Lte h3 be xo2 plus a3 times Wo3."),
+    "an operation": ("Let xn3 be rmsnorm of xo2 with g3.", "Let xn3 be rmsnrom of xo2 with g3."),
+    "a weight's role": ("Let Wq3 be a q8 weight of d by 64.", "Let Wq3 be a q8 wieght of d by 64."),
+    "a state's role": ("Let Kc3 be a state of ctx by 32.", "Let Kc3 be a stat of ctx by 32."),
+    "the position's role": ("Let pos be a position.\nLet g3", "Let pos be a positon.\nLet g3"),
+    "the input's role": ("Let xo2 be an input of rows by d.\nLet pos", "Let xo2 be an inptu of rows by d.\nLet pos"),
+    "`Return`": ("Return xo3.", "Retrun xo3."),
+    "a full stop": ("Let h3 be xo2 plus a3 times Wo3.", "Let h3 be xo2 plus a3 times Wo3"),
+}
+
+
+@pytest.mark.parametrize("where", list(TYPOS))
+def test_a_line_that_does_not_parse_is_one_diagnostic_with_no_unbound_name_or_divergence_derived_from_it(where):
+    good, bad = TYPOS[where]
+    text = document(6)
+    assert text.count(good) == 1
+    typo = text.replace(good, bad)
+    a = analyze(typo)
+    (only,) = a.diagnostics
+    at = line_of(typo, bad.split("\n")[0])
+    # (a missing full stop is found where the next statement begins)
+    assert only.code == "syntax" and only.range.start.line + 1 in (at, at + 1), only.message
+    assert a.divergences == ()
+    # The editor's analysis says the same, and the fix leaves nothing behind.
+    inc = IncrementalAnalyzer()
+    assert [d.message for d in inc.analyze(typo).diagnostics] == [d.message for d in a.diagnostics]
+    assert inc.analyze(text).diagnostics == ()
+
+
+def test_a_real_divergence_before_a_line_that_does_not_parse_is_still_reported():
+    text = document(6).replace("Let xn3 be rmsnorm of xo2 with g3.", "Let xn3 be rmsnorm of xo2 with g3, epsilon 1e-5.")
+    text = text.replace("Let h3 be xo2 plus a3 times Wo3.", "Let h3 be xo2 plus a3 timse Wo3.")
+    a = analyze(text)
+    (d,) = a.divergences
+    assert (d.layer, d.representative) == (3, 0) and "epsilon" in d.why
+    assert sorted(x.code for x in a.diagnostics) == ["divergence", "syntax"]
+
+
+def test_a_kind_told_apart_by_its_first_layer_is_named_in_parentheses_once():
+    text = document(6).replace("Let xn2 be rmsnorm of xo1 with g2.", "Let xn2 be rmsnorm of xo1 with g2, epsilon 1e-5.")
+    a = analyze(text)
+    assert [k.name for k in a.kinds] == ["attention (layer 0)", "attention (layer 2)"]
+    (diag,) = [d for d in a.diagnostics if d.code == "divergence"]
+    assert diag.message.startswith("layer 2 is not one program with layer 0 (attention): ")
+    assert "((" not in diag.message and "))" not in diag.message
+
+
 # ---- which kind each kind was meant to be, among many kinds ---------------------------------------------------------
 
 

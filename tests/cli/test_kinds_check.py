@@ -132,6 +132,7 @@ def test_an_expression_nested_ten_thousand_deep_is_one_error_in_check_kinds_and_
                                                                 "-o", str(tmp_path / "b")]):
         r = run(*command)
         assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr, command
-        # `kinds` counts the errors and points at `check`, which (like `lower`) says what each is.
-        said = "errors: run `streamed check" if command[0] == "kinds" else "nests more than 64 deep"
+        # `kinds` counts the errors — one mistake, one error (nothing derived from the line that does not parse) — and
+        # points at `check`, which (like `lower`) says what it is.
+        said = "\n1 error: run `streamed check" if command[0] == "kinds" else "nests more than 64 deep"
         assert said in r.stdout + r.stderr, command

@@ -20,8 +20,9 @@ class RawClient:
     """The server as a process: ``request`` sends a message and waits for the answer with its id; everything else
     the server sends (notifications, its own requests) is kept in ``received``; its stderr in ``stderr()``."""
 
-    def __init__(self, root: Path, command: list[str] | None = None):
+    def __init__(self, root: Path, command: list[str] | None = None, unanswered: frozenset = frozenset()):
         self.root = root
+        self.unanswered = unanswered  # the methods of the server's requests this client never answers
         self.process = subprocess.Popen(command or [sys.executable, "-m", "streamed_lsp"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.ids = itertools.count(1)
@@ -69,14 +70,15 @@ class RawClient:
             if "method" not in m and m.get("id") == msg_id:
                 return m
             self.received.append(m)
-            if "method" in m and "id" in m:  # a request of the server's (a progress token): answered as a client would
+            if "method" in m and "id" in m and m["method"] not in self.unanswered:
+                # a request of the server's (a progress token): answered as a client would
                 self.send({"jsonrpc": "2.0", "id": m["id"], "result": None})
 
     def notify(self, method: str, params) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    def initialize(self, options: dict | None = None) -> None:
-        got = self.request("initialize", {"processId": None, "rootUri": self.root.as_uri(), "capabilities": {},
+    def initialize(self, options: dict | None = None, capabilities: dict | None = None) -> None:
+        got = self.request("initialize", {"processId": None, "rootUri": self.root.as_uri(), "capabilities": capabilities or {},
                                           "workspaceFolders": [{"uri": self.root.as_uri(), "name": "w"}],
                                           "initializationOptions": {"streamed": {"debounceMs": 0, **(options or {})}}})
         assert "result" in got, got

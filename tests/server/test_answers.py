@@ -169,3 +169,19 @@ def test_a_target_a_pmu_cannot_hold_a_byte_of_is_refused_and_diagnostics_go_on(t
         assert any(f"{tiny}: `sram_mb` 1e-06 over 2,080 PMUs leaves each less than a byte" in s for s in said), said
     finally:
         client.close()
+
+
+def test_a_client_that_never_answers_the_progress_request_gets_every_command_answered_and_no_progress(tmp_path):
+    raw = RawClient(tmp_path, unanswered=frozenset({"window/workDoneProgress/create"}))
+    try:
+        raw.initialize(capabilities={"window": {"workDoneProgress": True}})
+        uri = raw.open("m.lgm", TINY)
+        raw.published(uri)
+        for _ in range(3):
+            got = raw.request("workspace/executeCommand", {"command": "streamed.showKinds", "arguments": [{"uri": uri}]})
+            assert got["result"][0]["layers"] == [0, 1, 2, 3]
+        asked = [m for m in raw.received if m.get("method") == "window/workDoneProgress/create"]
+        assert len(asked) == 3
+        assert not [m for m in raw.received if m.get("method") == "$/progress"]
+    finally:
+        raw.close()

@@ -47,15 +47,17 @@ async def test_a_kind_that_does_not_lower_is_an_error_on_its_statement_with_ever
 async def test_lower_bundle_writes_the_bundle_beside_the_document_and_reports_progress(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)
-    got = await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "decode", "ctx": 256})
+    token = "lower-progress"
+    client.progress_reports[token] = []  # the client's own token, as a client that sends one keeps it
+    got = await request(client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        "streamed.lowerBundle", [{"uri": uri, "mode": "decode", "ctx": 256}], work_done_token=token)), 20.0)
     manifest = Path(got["manifest"])
     assert manifest == client.root / f"{editor.test}.bundle" / "manifest.json" and manifest.exists()
     assert got["kinds"] == 1 and got["layers"] == 4 and isinstance(got["estimate"], dict)
     data = json.loads(manifest.read_text())
     assert data["mode"] == "decode" and data["ctx"] == 256 and len(data["layers"]) == 4
-    reports = [p for token, ps in client.progress_reports.items() for p in ps]
-    kinds = [getattr(p, "kind", None) for p in reports]
-    assert "begin" in kinds and "end" in kinds and "report" in kinds
+    kinds = [getattr(p, "kind", None) for p in client.progress_reports[token]]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
 
     opened = await run(client, "streamed.openManifest", {"uri": uri})
     assert opened["manifest"] == str(manifest)
@@ -106,15 +108,42 @@ async def test_lower_bundle_with_a_bad_mode_names_the_modes(editor, client):
         await run(client, "streamed.lowerBundle", {"uri": uri, "mode": "fast"})
 
 
-async def test_every_command_reports_progress_from_begin_to_end(editor, client):
+async def test_a_command_reports_progress_on_the_client_s_token_from_begin_to_end(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)
-    before = set(client.progress_reports)
-    await run(client, "streamed.showKinds", {"uri": uri})
-    new = [t for t in client.progress_reports if t not in before]
-    assert len(new) == 1
-    kinds = [getattr(p, "kind", None) for p in client.progress_reports[new[0]]]
+    client.progress_reports["kinds-progress"] = []  # the client's own token, as a client that sends one keeps it
+    await request(client.workspace_execute_command_async(lsp.ExecuteCommandParams(
+        "streamed.showKinds", [{"uri": uri}], work_done_token="kinds-progress")))
+    kinds = [getattr(p, "kind", None) for p in client.progress_reports["kinds-progress"]]
     assert kinds[0] == "begin" and kinds[-1] == "end"
+
+
+async def test_a_command_starts_without_waiting_for_the_client_to_create_its_progress_and_begins_it_when_it_does():
+    """What the command waits for before it starts: nothing of the client's (its entry never suspends while the
+    create request is unanswered); the progress begins when the answer comes, with the latest report."""
+    import asyncio
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from streamed_lsp.handlers import Work
+
+    sent, asked = [], Future()
+    progress = SimpleNamespace(tokens={}, begin=lambda t, v: sent.append(("begin", t)),
+                               report=lambda t, v: sent.append(("report", v.message)),
+                               end=lambda t, v: sent.append(("end", v.message)))
+    ls = SimpleNamespace(client_capabilities=lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=True)),
+                         protocol=SimpleNamespace(send_request=lambda method, params: asked), work_done_progress=progress)
+    work = Work(ls, "Lowering", None)
+    entry = work.__aenter__()
+    with pytest.raises(StopIteration):
+        entry.send(None)  # ran to its end: nothing awaited
+    work.report("half way", 50)
+    await asyncio.sleep(0)
+    assert sent == []  # no progress before the client made the token
+    asked.set_result(None)
+    assert [x[0] for x in sent] == ["begin", "report"] and sent[1] == ("report", "half way")
+    await work.__aexit__(None, None, None)
+    assert sent[-1] == ("end", "done")
 
 
 async def test_lower_bundle_never_replaces_a_bundle_folder_holding_a_file_no_lowering_wrote(editor, client):

@@ -97,6 +97,74 @@ async def test_the_quick_fix_for_an_unknown_operation_is_the_nearest_spelling(ed
     assert editor.diagnostics(uri) == []
 
 
+def _layers(text: str) -> list[str]:
+    return [l for l in text.split("\n") if l.startswith("## Layer")]
+
+
+async def test_in_the_last_layer_a_refactoring_adds_the_next_layer_like_it_and_the_head_reads_it(editor, client):
+    from streamed import analyze
+
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    inside = position_of(TINY, "Let h3 be")
+    actions = await request(client.text_document_code_action_async(lsp.CodeActionParams(
+        doc(uri), lsp.Range(pos(inside), pos(inside)), lsp.CodeActionContext(diagnostics=[]))))
+    add = next(a for a in actions if a.title == "add layer 4, a copy of layer 3 renumbered")
+    assert add.kind == lsp.CodeActionKind.Refactor
+    grown = apply(TINY, add.edit.document_changes[0].edits)
+    assert _layers(grown) == _layers(TINY) + ["## Layer 4"]
+    # Layer 4 is layer 3 with every name it binds one layer on (an independent spelling of the rule: the digits of
+    # the layer's own names, the input `xo2` → `xo3`), and the head reads `xo4`.
+    l3 = TINY.split("## Layer 3", 1)[1].split("## Head")[0].strip()
+    l4 = grown.split("## Layer 4", 1)[1].split("## Head")[0].strip()
+    import re
+
+    assert l4 == re.sub(r"\b([A-Za-z]+)3\b", r"\g<1>4", l3).replace("xo2", "xo3")
+    assert "Let xo4 be an input of rows by d." in grown.split("## Head")[1]
+    done = await send_all(editor, uri, TINY, grown)
+    assert (done.layers, done.kinds) == (5, 1) and editor.diagnostics(uri) == []
+    assert analyze(grown).kinds[0].layers == (0, 1, 2, 3, 4)
+    # Elsewhere in the document it is not offered.
+    early = position_of(grown, "Let h1 be")
+    others = await request(client.text_document_code_action_async(lsp.CodeActionParams(
+        doc(uri), lsp.Range(pos(early), pos(early)), lsp.CodeActionContext(diagnostics=[]))))
+    assert not [a for a in others or [] if a.title.startswith("add layer")]
+
+
+@pytest.mark.parametrize("typed", ["", "lay", "## L"])
+async def test_a_completion_after_the_last_layer_is_the_next_layer_renumbered(editor, client, typed):
+    from streamed import analyze
+
+    line = position_of(TINY, "## Head")[0] - 1  # the blank line between the last layer and the head
+    assert TINY.split("\n")[line] == ""
+    text = "\n".join(l + typed if i == line else l for i, l in enumerate(TINY.split("\n")))
+    uri = editor.open(text, f"{editor.test}-{len(typed)}.lgm")
+    await editor.analysed(uri)
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, len(typed))))))
+    (item,) = got.items
+    assert item.label == "## Layer 4" and item.detail == "a copy of layer 3, renumbered"
+    grown = apply(text, [item.text_edit, *(item.additional_text_edits or [])])
+    assert _layers(grown) == _layers(TINY) + ["## Layer 4"]
+    a = analyze(grown)
+    assert a.errors == [] and [k.layers for k in a.kinds] == [(0, 1, 2, 3, 4)]
+    assert "\n\n## Layer 4\n" in grown and "Return xo4.\n\n## Head" in grown
+
+
+async def test_inside_a_layer_completion_offers_no_new_layer(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    line, col = position_of(TINY, "Let h1 be ")
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, 0)))))
+    assert not [i for i in got.items if i.label.startswith("## Layer")]
+    # … nor on a blank line inside the last layer.
+    line = position_of(TINY, "Let h3 be")[0]
+    text = "\n".join(l if i != line else "\n" + l for i, l in enumerate(TINY.split("\n")))
+    uri = editor.open(text, f"{editor.test}-blank.lgm")
+    await editor.analysed(uri)
+    got = await request(client.text_document_completion_async(lsp.CompletionParams(doc(uri), pos((line, 0)))))
+    assert not [i for i in got.items if i.label.startswith("## Layer")]
+
+
 async def test_rename_changes_a_name_within_its_layer_only(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)

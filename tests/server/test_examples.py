@@ -23,7 +23,8 @@ async def test_each_example_answers_every_request_and_formats_to_itself(editor, 
     lenses = await request(client.text_document_code_lens_async(lsp.CodeLensParams(doc(uri))))
     assert len(lenses) == done.layers + 1
     symbols = await request(client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc(uri))))
-    assert sum(len(s.children or []) for s in symbols if s.kind == lsp.SymbolKind.Namespace and s.name != "Checkpoint") == done.layers
+    layers = [s for s in symbols if s.name.startswith("Layer ")]
+    assert [s.name for s in layers] == [f"Layer {l}" for l in range(done.layers)] and all(s.detail for s in layers)
     tokens = await request(client.text_document_semantic_tokens_full_async(lsp.SemanticTokensParams(doc(uri))))
     assert len(tokens.data) % 5 == 0 and tokens.data
     hints = await request(client.text_document_inlay_hint_async(lsp.InlayHintParams(doc(uri), lsp.Range(pos((0, 0)), end))))

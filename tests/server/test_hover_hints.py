@@ -61,6 +61,35 @@ async def test_inlay_hints_show_the_shape_of_each_bound_name(editor, client):
     assert len(hints) == LAYER_1.count("Let ")  # every Let of layer 1 binds a name with a known shape
 
 
+async def test_inlay_hints_keep_an_aligned_be_column_aligned(editor, client):
+    import re
+
+    # Layer 1 written with its `be` lined up in one column (the names padded with spaces).
+    head, rest = TINY.split("## Layer 1", 1)
+    body, tail = rest.split("## Layer 2", 1)
+    body = re.sub(r"^Let (\w+) be ", lambda m: f"Let {m.group(1):<6} be ", body, flags=re.M)
+    text = head + "## Layer 1" + body + "## Layer 2" + tail
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    start, end = position_of(text, "## Layer 1"), position_of(text, "## Layer 2")
+    hints = await request(client.text_document_inlay_hint_async(lsp.InlayHintParams(doc(uri), lsp.Range(pos(start), pos(end)))))
+    lines = text.split("\n")
+    shown = {}
+    for h in hints:
+        line = lines[h.position.line]
+        be = line.index(" be ", h.position.character) + 1
+        # Where `be` stands once the hint is drawn: its column plus the hint's width (every hint is padded alike).
+        shown[h.position.line] = be + len(h.label)
+    lets = [i for i in range(start[0], end[0]) if lines[i].startswith("Let ")]
+    assert sorted(shown) == lets  # every Let of the column has a hint (a blank one where the shape is unknown)
+    assert len(set(shown.values())) == 1, shown
+    assert {h.label.rstrip() for h in hints} >= {": rows×64", ": 64"}
+    # In the same document, an unaligned layer's hints are not padded.
+    l2, l3 = position_of(text, "## Layer 2"), position_of(text, "## Layer 3")
+    plain = await request(client.text_document_inlay_hint_async(lsp.InlayHintParams(doc(uri), lsp.Range(pos(l2), pos(l3)))))
+    assert all(h.label == h.label.rstrip() for h in plain) and plain
+
+
 async def test_hover_explains_the_operations_gemma_2_phi_3_and_starcoder2_are_written_with(editor, client):
     from repo import example
 

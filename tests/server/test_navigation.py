@@ -19,7 +19,7 @@ async def test_every_layer_header_has_a_lens_naming_its_kind_and_the_model_a_bun
     l4 = by_line[position_of(DIVERGENT, "## Layer 4")[0]]
     assert l4.title == "attention (layer 4) · 1 layer · first: layer 4"
     model = by_line[position_of(DIVERGENT, "## Model")[0]]
-    assert model.title == "2 kinds · Lower SN50 bundle…" and model.command == "streamed.lowerBundle"
+    assert model.title == "2 kinds · Lower SN50 bundle" and model.command == "streamed.lowerBundle"
     assert list(model.arguments) == [{"uri": uri}]
     compare = [l for l in lenses if l.command.command == "streamed.compareWithRepresentative"]
     assert [(l.range.start.line, l.command.title) for l in compare] == [

@@ -101,13 +101,13 @@ async def test_the_bundle_lens_names_the_chip_the_target_setting_chooses(tp_clie
     editor = Editor(tp_client, tp_client.root, "target_lens")
     uri = editor.open(TINY)
     await editor.analysed(uri)
-    assert (await model_lens(uri)).endswith("· Lower SN50 bundle…")
+    assert (await model_lens(uri)).endswith("· Lower SN50 bundle")
     tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"target": "sn40l"}}))
     try:
         for _ in range(300):
-            if (await model_lens(uri)).endswith("· Lower SN40L bundle…"):
+            if (await model_lens(uri)).endswith("· Lower SN40L bundle"):
                 break
             await asyncio.sleep(0.01)
-        assert (await model_lens(uri)).endswith("· Lower SN40L bundle…")
+        assert (await model_lens(uri)).endswith("· Lower SN40L bundle")
     finally:
         tp_client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams({"streamed": {"target": "sn50"}}))

@@ -41,6 +41,18 @@ async def test_semantic_tokens_mark_binders_weights_q8_states_operations_constan
     assert toks[position_of(TINY, "xn1 be")] == (3, "variable", {"declaration"})
 
 
+async def test_the_words_of_a_checkpoint_tensor_name_are_not_coloured_as_the_language_s(editor, client, token_legend):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    got = await request(client.text_document_semantic_tokens_full_async(lsp.SemanticTokensParams(doc(uri))))
+    toks = decode(got.data, token_legend)
+    line, col = position_of(TINY, '"blk.{l}.attn_q.weight"')
+    inside = [k for k in toks if k[0] == line and k[1] >= col]
+    assert inside == [], [toks[k] for k in inside]
+    # (the same word outside a string still is one: a declaration's role)
+    assert toks[position_of(TINY, "weight", after="Let Wq1 be a q8 ")][1] == "type"
+
+
 async def test_semantic_token_deltas_rebuild_the_new_full_encoding(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)
@@ -57,15 +69,23 @@ async def test_semantic_token_deltas_rebuild_the_new_full_encoding(editor, clien
     assert sum(len(e.data or []) for e in delta.edits) < len(full.data) // 4
 
 
-async def test_document_symbols_group_layers_under_their_kinds(editor, client):
+async def test_document_symbols_are_the_sections_in_document_order_each_layer_with_its_kind_as_detail(editor, client):
     uri = editor.open(DIVERGENT)
     await editor.analysed(uri)
     syms = await request(client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc(uri))))
     names = [s.name for s in syms]
-    assert names == ["Model", "Checkpoint", "Embed", "attention (layer 0)", "attention (layer 4)", "Head"]
-    assert [c.name for c in syms[3].children] == ["Layer 0", "Layer 1", "Layer 2", "Layer 3", "Layer 5"]
-    assert [c.name for c in syms[4].children] == ["Layer 4"]
+    assert names == ["Model", "Checkpoint", "Embed", "Layer 0", "Layer 1", "Layer 2", "Layer 3", "Layer 4", "Layer 5", "Head"]
+    assert [s.detail for s in syms[3:9]] == ["attention (layer 0)"] * 4 + ["attention (layer 4)", "attention (layer 0)"]
     assert {c.name for c in syms[0].children} == {"d", "vocab", "ffn"}
+    # Each symbol spans its own section and no other: in document order, never overlapping, so the breadcrumb of a
+    # line in layer 4 is layer 4 (and sticky scroll shows its heading).
+    lines = DIVERGENT.split("\n")
+    for s in syms:
+        assert lines[s.range.start.line].startswith(f"## {s.name}"), s.name
+    for a, b in zip(syms, syms[1:]):
+        assert (a.range.end.line, a.range.end.character) <= (b.range.start.line, b.range.start.character)
+    inside = position_of(DIVERGENT, "Let Wk4 be")[0]
+    assert [s.name for s in syms if s.range.start.line <= inside <= s.range.end.line] == ["Layer 4"]
 
 
 async def test_each_section_folds(editor, client):

@@ -190,7 +190,7 @@ def test_a_program_with_two_failing_statements_shows_both_as_diagnostics():
     for d, binder in zip(found[1:], ("a3", "b3")):
         stmt = next(s for s in rep.statements if getattr(getattr(s, "name", None), "text", None) == binder)
         assert d.range == stmt.range and "attention reads its keys from `k3`, which is not a state" in d.message
-        assert d.data["layers"] == [3, 7] and "(and so do the 1 other layers of `attention`)" in d.message
+        assert d.data["layers"] == [3, 7] and "(and so does the other layer of `attention`)" in d.message
     # The statement that reads what both refused statements bind is not refused a third time.
     assert not any(d.data["binder"] == "h3" for d in found)
 

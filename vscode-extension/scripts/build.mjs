@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Builds the extension: copies the grammar (its single source is ../grammars/) into syntaxes/, bundles
-// src/extension.ts with esbuild into dist/extension.js and the manifest view's page script src/webview/manifestPage.ts
-// into dist/webview.js. --tests also bundles test/*.test.ts into out/test/.
+// Builds the extension: copies the grammar (its single source is ../grammars/) into syntaxes/ and the language
+// reference (../docs/language.md) into docs/, bundles src/extension.ts with esbuild into dist/extension.js and the
+// manifest view's page script src/webview/manifestPage.ts into dist/webview.js. --tests also bundles test/*.test.ts
+// into out/test/.
 // --wheel builds the project's wheel (streamed-lgm, with the language server) from this checkout into server/: the
 // .vsix carries it, and Streamed: Set Up Server installs it into the extension's own environment. The Python that
 // builds it: $STREAMED_PYTHON, else the repository's .venv, else python3.
@@ -18,6 +19,10 @@ const wheel = process.argv.includes('--wheel');
 
 fs.mkdirSync(path.join(ext, 'syntaxes'), { recursive: true });
 fs.copyFileSync(path.join(ext, '..', 'grammars', 'streamed.tmLanguage.json'), path.join(ext, 'syntaxes', 'streamed.tmLanguage.json'));
+// The language reference, which the walkthrough and Streamed: Open the Language Reference show (its single source is
+// ../docs/language.md).
+fs.mkdirSync(path.join(ext, 'docs'), { recursive: true });
+fs.copyFileSync(path.join(ext, '..', 'docs', 'language.md'), path.join(ext, 'docs', 'language.md'));
 
 const bundled = [];
 bundled.push(await esbuild.build({

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the extension and the grammar are tested with, in order: npm deps, grammar tests, typecheck, unit tests,
-# end-to-end tests in code-server + headless Chromium (which first builds the .vsix it installs: the package line).
+# end-to-end tests in code-server + headless Chromium (which first builds the .vsix it installs: the package line), and
+# the harness's own cleanup when a browser cannot start or a signal ends it.
 # Each suite ends with one summary line, collected in $STREAMED_TEST_SUMMARY (one file per suite; `make test` prints
 # them all) and printed here at the end. Exits non-zero on the first failure.
 set -euo pipefail
@@ -35,6 +36,7 @@ step "grammar tests";     run grammar 2 '^grammar: ' npm run -s test:grammar
 step "typecheck";         run typecheck 3 '^typecheck: ' bash -c 'npm run -s typecheck && echo "typecheck: no errors"'
 step "unit tests";        run unit 4 '^unit: ' unit_summary
 step "end-to-end tests";  run e2e 6 '^e2e: [0-9]+ passed' npm run -s test:e2e
+step "e2e harness cleanup"; run e2e-cleanup 7 '^e2e-cleanup: ' node e2e/cleanup-test.mjs
 grep -h '^package: ' "$LOGS/e2e.log" >> "$SUMMARY/5-package.txt" || true
 step "summary"
 cat "$SUMMARY"/*.txt

@@ -6,16 +6,18 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WorkDoneProgress, WorkDoneProgressCancelNotification } from 'vscode-languageclient/node';
-import { Ctx, LANG, activeModelDocument, errorText, findColumn } from './ctx';
+import { Ctx, LANG, activeModelDocument, errorText, findColumn, openModelDocuments } from './ctx';
 import {
   MODES,
   MODE_DESCRIPTIONS,
   Mode,
   NUMBER_PROMPTS,
   authoredName,
+  briefly,
   bundleFolder,
   defaultBundleFolder,
   deploymentInputs,
+  deploymentSummary,
   lowerArgs,
   lowerTitle,
   validatePositiveInt,
@@ -25,12 +27,31 @@ import { ManifestView } from './manifestView';
 
 type Numbers = Partial<Record<'ctx' | 'chunk' | 'batch' | 'tp', number>>;
 
-function targetDocumentUri(arg: unknown): vscode.Uri | undefined {
+function argumentUri(arg: unknown): vscode.Uri | undefined {
   const a: any = Array.isArray(arg) ? arg[0] : arg;
   if (a instanceof vscode.Uri) return a;
   if (a && typeof a === 'object' && typeof a.uri === 'string') return vscode.Uri.parse(a.uri);
   if (typeof a === 'string' && a) return a.includes('://') ? vscode.Uri.parse(a) : vscode.Uri.file(a);
-  return activeModelDocument()?.uri;
+  return undefined;
+}
+
+/**
+ * The model program a command acts on: its argument's, else the one being worked on (`activeModelDocument`: the
+ * walkthrough or the manifest view may have the focus), else — several open and none of them last active — the one
+ * the user picks.
+ */
+async function targetDocumentUri(arg: unknown, title: string): Promise<vscode.Uri | undefined> {
+  const given = argumentUri(arg);
+  if (given) return given;
+  const doc = activeModelDocument();
+  if (doc) return doc.uri;
+  const open = openModelDocuments();
+  if (open.length < 2) return undefined;
+  const picked = await vscode.window.showQuickPick(
+    open.map((d) => ({ label: path.basename(d.uri.fsPath), description: vscode.workspace.asRelativePath(d.uri), uri: d.uri })),
+    { title: `${title}: which model program?` },
+  );
+  return picked?.uri;
 }
 
 /** A deployment, asked for: the mode from a quick pick (the setting's preselected), then the numbers it reads. */
@@ -101,16 +122,38 @@ export class Commands {
     return folder;
   }
 
+  /**
+   * `Lower SN50 Bundle` (the code lens on `## Model`, the context menu, the walkthrough): one step, with the current
+   * deployment, the settings' checkpoint and bundle folder (else `<stem>.bundle` beside the document). A document the
+   * analysis already refuses — errors, or kinds that do not lower for this deployment — is not lowered: one message
+   * says so and offers Show Problems and Change Deployment.
+   */
   async lowerBundle(arg?: unknown): Promise<void> {
-    const ctx = this.ctx;
-    const uri = targetDocumentUri(arg);
+    const opts = this.ctx.initOptions();
+    const title = lowerTitle(opts.target);
+    const uri = await targetDocumentUri(arg, title);
     if (!uri) {
       void vscode.window.showWarningMessage('Streamed: open a model program (.lgm) to lower it.');
       return;
     }
-    const opts = ctx.initOptions();
-    const title = lowerTitle(opts.target).replace('…', '');
-    const picked = await pickDeployment(ctx, title);
+    if (this.refusedAlready(uri, opts)) return;
+    const d = opts.deployment;
+    const numbers: Numbers = {};
+    for (const k of deploymentInputs(d.mode)) numbers[k] = d[k];
+    const out = bundleFolder(this.ctx.config().get('bundle.folder'), uri.fsPath, d.mode, this.ctx.workspaceDir()) ?? defaultBundleFolder(uri.fsPath);
+    await this.lower(uri, d.mode, numbers, opts.checkpoint, out);
+  }
+
+  /** `Lower SN50 Bundle With…`: asks the deployment, the checkpoint and the bundle folder, then lowers. */
+  async lowerBundleWith(arg?: unknown): Promise<void> {
+    const opts = this.ctx.initOptions();
+    const title = lowerTitle(opts.target, true).replace('…', '');
+    const uri = await targetDocumentUri(arg, title);
+    if (!uri) {
+      void vscode.window.showWarningMessage('Streamed: open a model program (.lgm) to lower it.');
+      return;
+    }
+    const picked = await pickDeployment(this.ctx, title);
     if (!picked) return;
     type CkItem = vscode.QuickPickItem & { value: 'setting' | 'none' | 'pick' };
     const ckItems: CkItem[] = [];
@@ -133,12 +176,46 @@ export class Commands {
     }
     const out = await this.bundleFolderFor(uri, picked.mode, title);
     if (!out) return;
+    await this.lower(uri, picked.mode, picked.numbers, checkpoint, out);
+  }
+
+  /**
+   * Whether the analysis already says the document cannot be lowered under the current deployment (its errors, or
+   * its kinds' refusals, in the Problems panel): if so one short message says which, with what to do next.
+   */
+  private refusedAlready(uri: vscode.Uri, opts: ReturnType<Ctx['initOptions']>): boolean {
+    const problems = vscode.languages.getDiagnostics(uri).filter((d) => d.severity === vscode.DiagnosticSeverity.Error && d.source === 'streamed');
+    const refusals = problems.filter((d) => String(typeof d.code === 'object' ? d.code.value : d.code) === 'reject');
+    const errors = problems.length - refusals.length;
+    const name = path.basename(uri.fsPath);
+    let message: string;
+    if (errors > 0) message = `Streamed: ${name} has ${errors} error${errors === 1 ? '' : 's'} to fix before it can be lowered.`;
+    else if (refusals.length > 0 || (this.ctx.analysisOf(uri)?.rejects ?? 0) > 0) {
+      message = `Streamed: ${name} does not lower for ${deploymentSummary(opts)} — the Problems panel says why, on the statements that cause it.`;
+    } else return false;
+    this.ctx.output.info(`[client] not lowered: ${message}`);
+    const actions = errors > 0 ? ['Show Problems'] : ['Show Problems', 'Change Deployment'];
+    void vscode.window.showErrorMessage(message, ...actions).then((c) => this.answer(c, uri));
+    return true;
+  }
+
+  private answer(choice: string | undefined, uri?: vscode.Uri): void {
+    if (choice === 'Show Problems') void vscode.commands.executeCommand('workbench.actions.view.problems');
+    else if (choice === 'Change Deployment') void this.chooseDeployment();
+    else if (choice === 'Show Output') this.ctx.output.show();
+    else if (choice === 'Lower With…') void this.lowerBundleWith(uri);
+  }
+
+  /** Lowers `uri` for `mode` into `out` (the document saved first): the manifest view on success, else why not. */
+  private async lower(uri: vscode.Uri, mode: Mode, numbers: Numbers, checkpoint: string | null, out: string): Promise<void> {
+    const ctx = this.ctx;
+    const opts = ctx.initOptions();
     const doc = await vscode.workspace.openTextDocument(uri);
     if (doc.isDirty) await doc.save();
-    const args = lowerArgs(uri.toString(), picked.mode, picked.numbers, checkpoint, opts.target, out);
+    const args = lowerArgs(uri.toString(), mode, numbers, checkpoint, opts.target, out);
     ctx.output.info(`[client] lowerBundle ${JSON.stringify(args)}`);
     await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `Lowering ${path.basename(uri.fsPath)} (${picked.mode})`, cancellable: true },
+      { location: vscode.ProgressLocation.Notification, title: `Lowering ${path.basename(uri.fsPath)} (${mode})`, cancellable: true },
       async (progress, token) => {
         const mapper = new ProgressMapper();
         const workDoneToken = `streamed-lower-${crypto.randomUUID()}`;
@@ -167,9 +244,13 @@ export class Commands {
         } catch (e) {
           if (token.isCancellationRequested) {
             void vscode.window.showInformationMessage('Streamed: lowering cancelled; no bundle was written.');
-          } else {
-            void vscode.window.showErrorMessage(`Streamed: lowering refused — ${errorText(e)}`);
+            return;
           }
+          const why = errorText(e);
+          ctx.output.error(`[client] lowering refused: ${why}`);
+          const b = briefly(why);
+          const actions = ['Show Problems', 'Change Deployment', ...(b.cut ? ['Show Output'] : [])];
+          void vscode.window.showErrorMessage(`Streamed: lowering refused — ${b.text}`, ...actions).then((c) => this.answer(c, uri));
         } finally {
           sub?.dispose();
           onCancel.dispose();
@@ -182,7 +263,7 @@ export class Commands {
   async openManifest(arg?: unknown): Promise<void> {
     const editorDoc = vscode.window.activeTextEditor?.document;
     if (!arg && editorDoc && path.basename(editorDoc.uri.fsPath) === 'manifest.json') return this.manifests.show(editorDoc.uri.fsPath);
-    const uri = targetDocumentUri(arg);
+    const uri = argumentUri(arg) ?? activeModelDocument()?.uri;
     if (uri) {
       const folder = this.manifests.bundleOf(uri) ?? defaultBundleFolder(uri.fsPath);
       const manifest = path.join(folder, 'manifest.json');
@@ -227,7 +308,7 @@ export class Commands {
     }
     let r: { uri: string; range: { start: { line: number; character: number }; end: { line: number; character: number } } } | null;
     try {
-      r = await this.ctx.executeServerCommand('streamed.goToRepresentative', [{ uri: uri.toString(), position }]);
+      r = await this.ctx.executeServerCommand('streamed.goToRepresentative', [{ uri: uri.toString(), position, show: false }]);
     } catch (e) {
       void vscode.window.showErrorMessage(`Streamed: ${errorText(e)}`);
       return;
@@ -241,6 +322,16 @@ export class Commands {
     const range = new vscode.Range(r.range.start.line, r.range.start.character, r.range.end.line, r.range.end.character);
     editor.selection = new vscode.Selection(range.start, range.end);
     editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+  }
+
+  /** The language reference (`docs/language.md`, which the extension carries), as a Markdown preview. */
+  async openLanguageReference(): Promise<void> {
+    const doc = vscode.Uri.joinPath(this.ctx.extension.extensionUri, 'docs', 'language.md');
+    try {
+      await vscode.commands.executeCommand('markdown.showPreview', doc);
+    } catch {
+      await vscode.window.showTextDocument(doc, { preview: true });
+    }
   }
 
   async authorModel(): Promise<void> {

@@ -42,7 +42,7 @@ export class CompareView implements vscode.TextDocumentContentProvider {
     let doc: vscode.Uri;
     if (a && typeof a === 'object' && typeof a.uri === 'string' && typeof a.layer === 'number') {
       doc = vscode.Uri.parse(a.uri);
-      request = { uri: a.uri, layer: a.layer };
+      request = { uri: a.uri, layer: a.layer, show: false };
     } else {
       const editor = vscode.window.activeTextEditor;
       if (!editor || editor.document.languageId !== LANG || editor.document.uri.scheme === SCHEME) {
@@ -51,7 +51,7 @@ export class CompareView implements vscode.TextDocumentContentProvider {
       }
       doc = editor.document.uri;
       const p = editor.selection.active;
-      request = { uri: doc.toString(), position: { line: p.line, character: p.character } };
+      request = { uri: doc.toString(), position: { line: p.line, character: p.character }, show: false };
     }
     let c: Comparison;
     try {

@@ -102,6 +102,8 @@ export function validatePositiveInt(value: string): string | undefined {
 
 export interface LowerArgs {
   uri: string;
+  /** false: the extension shows the answer in its own views (the server shows nothing through the protocol) */
+  show: false;
   mode: Mode;
   ctx?: number;
   chunk?: number;
@@ -121,7 +123,7 @@ export function lowerArgs(
   target: string,
   out?: string,
 ): LowerArgs {
-  const args: LowerArgs = { uri, mode };
+  const args: LowerArgs = { uri, show: false, mode };
   for (const k of deploymentInputs(mode)) {
     const v = numbers[k];
     if (v !== undefined) args[k] = v;
@@ -154,16 +156,28 @@ export function chipOf(target: string): 'SN50' | 'SN40L' | undefined {
   return t === 'sn50' ? 'SN50' : t === 'sn40l' ? 'SN40L' : undefined;
 }
 
-/** `Lower SN50 Bundle…`, `Lower SN40L Bundle…`, or `Lower Bundle…` for a target file: titles follow the target. */
-export function lowerTitle(target: string): string {
+/**
+ * `Lower SN50 Bundle`, `Lower SN40L Bundle`, or `Lower Bundle` for a target file: titles follow the target. The
+ * command lowers in one step, with the current deployment; `asks` gives the title of the one that asks first
+ * (`Lower SN50 Bundle With…`).
+ */
+export function lowerTitle(target: string, asks = false): string {
   const chip = chipOf(target);
-  return chip ? `Lower ${chip} Bundle…` : 'Lower Bundle…';
+  return `${chip ? `Lower ${chip} Bundle` : 'Lower Bundle'}${asks ? ' With…' : ''}`;
 }
 
-/** What the language status says of a deployment: `decode · ctx 4096 · SN50`, with the numbers the mode reads. */
+/**
+ * What the language status says of a deployment, each word once: `decode · ctx 4096 · SN50`, `tp 4 · ctx 4096 ·
+ * SN50`, `batched · batch 8 · tp 4 · ctx 4096 · SN50` — a mode whose name is one of its numbers' (`tp`) is that
+ * number, the others read as the mode and the numbers it reads, the context last.
+ */
 export function deploymentSummary(o: InitOptions): string {
   const d = o.deployment;
-  const parts: string[] = [d.mode, ...deploymentInputs(d.mode).map((k) => `${k} ${d[k]}`)];
+  const numbers = deploymentInputs(d.mode);
+  const order: Array<'chunk' | 'batch' | 'tp' | 'ctx'> = ['chunk', 'batch', 'tp', 'ctx'];
+  const words = d.mode.split('-').filter((w) => !(numbers as string[]).includes(w));
+  const parts: string[] = words.length ? [words.join('-')] : [];
+  for (const k of order) if (numbers.includes(k)) parts.push(`${k} ${d[k]}`);
   parts.push(chipOf(o.target) ?? path.basename(o.target));
   return parts.join(' · ');
 }
@@ -197,4 +211,17 @@ export function authoredName(src: string): string {
   const file = path.basename(src);
   if (file === 'config.json') return path.basename(path.dirname(src)) || 'model';
   return file.replace(/\.(gguf|json)$/i, '') || 'model';
+}
+
+/**
+ * A message short enough for a notification, which shows a line or two: the first sentence (or clause) of `text` up
+ * to `max` characters, and whether anything was left out (then the whole goes to the output channel).
+ */
+export function briefly(text: string, max = 160): { text: string; cut: boolean } {
+  const t = text.replace(/\s+/g, ' ').trim();
+  if (t.length <= max) return { text: t, cut: false };
+  const head = t.slice(0, max);
+  const stop = Math.max(head.lastIndexOf('; '), head.lastIndexOf('. '), head.lastIndexOf(': '));
+  const word = head.lastIndexOf(' ');
+  return { text: `${head.slice(0, stop > max / 2 ? stop : word > 0 ? word : max).replace(/[;:,. ]+$/, '')}…`, cut: true };
 }

@@ -61,11 +61,42 @@ export function normalizeUri(u: string): string {
   }
 }
 
-/** The model program in the active editor; when another editor, a webview or a panel has the focus, a visible one. */
+/** The model program last active in an editor (kept by `rememberActive`), while it is open. */
+let lastActive: string | undefined;
+
+/** Called when the active editor changes: a model program, or a comparison of one, becomes the last active. */
+export function rememberActive(editor: vscode.TextEditor | undefined): void {
+  const doc = editor && modelOf(editor.document);
+  if (doc) lastActive = doc.uri.toString();
+}
+
+/** The model program a text belongs to: itself, or — for a text of a comparison (`streamed-compare:`) — its source. */
+function modelOf(doc: vscode.TextDocument): vscode.TextDocument | undefined {
+  if (isModel(doc)) return doc;
+  if (doc.uri.scheme !== 'streamed-compare') return undefined;
+  const source = doc.uri.query.slice(doc.uri.query.indexOf('&') + 1);
+  return vscode.workspace.textDocuments.find((d) => d.uri.toString() === source && isModel(d));
+}
+
+/**
+ * The model program the user is working on: the active editor's (a comparison's source counts), else — when a
+ * webview, the walkthrough, a panel or another file has the focus — the one last active while it is still open,
+ * else a visible one, else the only one open.
+ */
 export function activeModelDocument(): vscode.TextDocument | undefined {
   const active = vscode.window.activeTextEditor;
-  if (active && isModel(active.document)) return active.document;
-  return vscode.window.visibleTextEditors.find((e) => isModel(e.document))?.document;
+  const mine = active && modelOf(active.document);
+  if (mine) return mine;
+  const open = vscode.workspace.textDocuments.filter(isModel);
+  const last = open.find((d) => d.uri.toString() === lastActive);
+  if (last) return last;
+  const visible = vscode.window.visibleTextEditors.find((e) => isModel(e.document))?.document;
+  return visible ?? (open.length === 1 ? open[0] : undefined);
+}
+
+/** Every open model program (for a command that must ask which, when none is active). */
+export function openModelDocuments(): vscode.TextDocument[] {
+  return vscode.workspace.textDocuments.filter(isModel);
 }
 
 /** A model program the server analyses: a file or an unsaved one, not a compare view's virtual text. */

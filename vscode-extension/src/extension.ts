@@ -2,14 +2,14 @@
 // views (Layer Kinds, manifest, compare), the status items and the check tasks. Each part is its own file; this one
 // only connects them to VS Code and to each other.
 import * as vscode from 'vscode';
-import { Ctx, activeModelDocument, isModel, normalizeUri } from './ctx';
+import { Ctx, activeModelDocument, isModel, normalizeUri, rememberActive } from './ctx';
 import { Server } from './client';
 import { Commands } from './commands';
 import { CompareView, SCHEME } from './compareView';
 import { KindsView, revealLayer } from './kindsView';
 import { ManifestView, VIEW_TYPE } from './manifestView';
 import { Status } from './status';
-import { CheckTasks, TASK_TYPE } from './tasks';
+import { CheckProblems, CheckTasks, TASK_TYPE } from './tasks';
 
 let server: Server | undefined;
 
@@ -22,7 +22,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const compare = new CompareView(ctx);
   const commands = new Commands(ctx, manifests);
   const status = new Status(ctx, srv);
+  const checkProblems = new CheckProblems();
   const lower = (arg?: unknown) => commands.lowerBundle(arg);
+  const lowerWith = (arg?: unknown) => commands.lowerBundleWith(arg);
   const refreshKinds = () => kinds.refresh(activeModelDocument()?.uri);
 
   context.subscriptions.push(
@@ -36,10 +38,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.window.registerTreeDataProvider('streamed.layerKinds', kinds),
     vscode.window.registerWebviewPanelSerializer(VIEW_TYPE, manifests),
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, compare),
-    vscode.tasks.registerTaskProvider(TASK_TYPE, new CheckTasks(ctx)),
+    checkProblems,
+    vscode.tasks.registerTaskProvider(TASK_TYPE, new CheckTasks(ctx, checkProblems)),
     vscode.commands.registerCommand('streamed.client.lowerBundle', lower),
     vscode.commands.registerCommand('streamed.client.lowerBundleSN40L', lower),
     vscode.commands.registerCommand('streamed.client.lowerBundleForTarget', lower),
+    vscode.commands.registerCommand('streamed.client.lowerBundleWith', lowerWith),
+    vscode.commands.registerCommand('streamed.client.lowerBundleSN40LWith', lowerWith),
+    vscode.commands.registerCommand('streamed.client.lowerBundleForTargetWith', lowerWith),
+    vscode.commands.registerCommand('streamed.client.openLanguageReference', () => commands.openLanguageReference()),
     vscode.commands.registerCommand('streamed.client.openManifest', (arg) => commands.openManifest(arg)),
     vscode.commands.registerCommand('streamed.client.goToRepresentative', (arg) => commands.goToRepresentative(arg)),
     vscode.commands.registerCommand('streamed.client.compareWithRepresentative', (arg) => compare.compare(arg)),
@@ -51,7 +58,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('streamed.client.refreshKinds', refreshKinds),
     vscode.commands.registerCommand('streamed.client.revealLayer', revealLayer),
     vscode.commands.registerCommand('streamed.client.showKinds', () => vscode.commands.executeCommand('streamed.layerKinds.focus')),
-    vscode.window.onDidChangeActiveTextEditor(() => ctx.changed.fire()),
+    vscode.window.onDidChangeActiveTextEditor((e) => {
+      rememberActive(e);
+      ctx.changed.fire();
+    }),
     vscode.workspace.onDidCloseTextDocument((d) => {
       if (isModel(d)) ctx.analyses.delete(normalizeUri(d.uri.toString()));
     }),
@@ -61,6 +71,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await srv.settingsChanged(e);
     }),
   );
+  rememberActive(vscode.window.activeTextEditor);
   status.update();
   await srv.start();
 }

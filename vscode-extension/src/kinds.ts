@@ -20,7 +20,7 @@ export interface TreeNode {
   label: string;
   description?: string;
   tooltip?: string;
-  icon: 'kind' | 'kind-refused' | 'layer' | 'representative';
+  icon: 'kind' | 'kind-refused' | 'layer' | 'representative' | 'reason';
   layer?: number;
   children?: TreeNode[];
   collapsed?: boolean;
@@ -43,31 +43,48 @@ export function layerRanges(layers: number[]): string {
   return parts.join(', ');
 }
 
+/**
+ * A refusal as its row says it: what the view already shows left out — that the bundle is refused (the row is under
+ * a refused kind) and which layer and kind (the row's parent) — so the reason itself starts the row.
+ */
+export function conciseReason(reject: string): string {
+  return reject
+    .replace(/^the bundle is refused: |^the bundle program does not lower: /, '')
+    .replace(/(^|: )(the )?layer \d+ \([^)]*(\([^)]*\))?[^)]*\)( program)?(: | does not lower: )/, '$1')
+    .replace(/^./, (c) => c.toUpperCase());
+}
+
+/**
+ * The Layer Kinds view's rows. A sidebar is narrow: each row's label and description are short enough to be read
+ * whole (`attention, window 512` · `52 layers`), and its tooltip says everything. A refused kind (its icon says so) has
+ * its reason as a row of its own, first under it, with the whole sentence in its tooltip.
+ */
 export function kindsToTree(kinds: Kind[]): TreeNode[] {
   return kinds.map((k, i) => {
     const refused = typeof k.reject === 'string' && k.reject !== '';
     const layers = Array.isArray(k.layers) ? k.layers : [];
     const rep = typeof k.representative === 'number' ? k.representative : layers[0];
-    const description = refused
-      ? `refused: ${k.reject}`
-      : `${plural(layers.length, 'layer')} · first: layer ${rep}`;
-    const tooltipLines = [`${k.name}`, `${plural(layers.length, 'layer')}: ${layerRanges(layers)}`, `representative: layer ${rep}`];
-    if (refused) tooltipLines.push(`lowering refused: ${k.reject}`);
+    const tooltipLines = [`${k.name}`, `${plural(layers.length, 'layer')}: ${layerRanges(layers)}`, `first: layer ${rep}, its representative`];
+    if (refused) tooltipLines.push(`lowering refused under the current deployment: ${k.reject}`);
+    const children: TreeNode[] = layers.map((l) => ({
+      id: `kind:${i}:${k.name}:layer:${l}`,
+      label: `Layer ${l}`,
+      description: l === rep ? 'first' : undefined,
+      tooltip: l === rep ? `Reveal ## Layer ${l}, the first layer of ${k.name}` : `Reveal ## Layer ${l}`,
+      icon: l === rep ? 'representative' : 'layer',
+      layer: l,
+    }));
+    if (refused) {
+      children.unshift({ id: `kind:${i}:${k.name}:reason`, label: conciseReason(k.reject!), tooltip: `Lowering refused: ${k.reject}`, icon: 'reason' });
+    }
     return {
       id: `kind:${i}:${k.name}`,
       label: k.name,
-      description,
+      description: plural(layers.length, 'layer'),
       tooltip: tooltipLines.join('\n'),
       icon: refused ? 'kind-refused' : 'kind',
-      collapsed: layers.length > 8,
-      children: layers.map((l) => ({
-        id: `kind:${i}:${k.name}:layer:${l}`,
-        label: `Layer ${l}`,
-        description: l === rep ? 'representative' : undefined,
-        tooltip: `Reveal ## Layer ${l}`,
-        icon: l === rep ? 'representative' : 'layer',
-        layer: l,
-      })),
+      collapsed: layers.length > 8 && !refused,
+      children,
     };
   });
 }

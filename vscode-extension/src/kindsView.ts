@@ -1,5 +1,6 @@
-// The Layer Kinds view in the explorer: the active model program's kinds (from `streamed.showKinds`), each with its
-// layers; clicking a layer reveals its heading.
+// The Layer Kinds view (its own container in the activity bar): the kinds of the model program being worked on (from
+// `streamed.showKinds`), each with its layers; clicking a layer reveals its heading. It keeps showing that program
+// while a comparison, a webview or a panel has the focus; with nothing to show, its welcome text says why.
 import * as vscode from 'vscode';
 import * as path from 'node:path';
 import { Ctx, activeModelDocument, errorText, findColumn } from './ctx';
@@ -27,6 +28,7 @@ export class KindsView implements vscode.TreeDataProvider<TreeNode> {
     this.uri = uri;
     if (!uri || !this.ctx.running()) {
       this.nodes = [];
+      void vscode.commands.executeCommand('setContext', 'streamed.hasKinds', false);
       this.emitter.fire(undefined);
       return;
     }
@@ -53,12 +55,15 @@ export class KindsView implements vscode.TreeDataProvider<TreeNode> {
     item.iconPath =
       n.icon === 'kind-refused'
         ? new vscode.ThemeIcon('error', new vscode.ThemeColor('errorForeground'))
-        : n.icon === 'kind'
-          ? new vscode.ThemeIcon('symbol-class')
-          : n.icon === 'representative'
-            ? new vscode.ThemeIcon('star-full')
-            : new vscode.ThemeIcon('symbol-field');
-    item.contextValue = n.icon === 'kind-refused' ? 'kindRefused' : n.children ? 'kind' : 'layer';
+        : n.icon === 'reason'
+          ? new vscode.ThemeIcon('info')
+          : n.icon === 'kind'
+            ? new vscode.ThemeIcon('symbol-class')
+            : n.icon === 'representative'
+              ? new vscode.ThemeIcon('star-full')
+              : new vscode.ThemeIcon('symbol-field');
+    item.contextValue = n.icon === 'kind-refused' ? 'kindRefused' : n.children ? 'kind' : n.icon === 'reason' ? 'reason' : 'layer';
+    if (n.icon === 'reason') item.command = { command: 'workbench.actions.view.problems', title: 'Show Problems' };
     if (n.layer !== undefined && this.uri) {
       item.command = { command: 'streamed.client.revealLayer', title: 'Reveal Layer', arguments: [this.uri.toString(), n.layer] };
     }

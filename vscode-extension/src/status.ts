@@ -12,6 +12,7 @@ export class Status implements vscode.Disposable {
   private readonly language = vscode.languages.createLanguageStatusItem('streamed.deployment', { language: 'streamed' });
 
   private chip: string | undefined;
+  private state: string | undefined;
 
   constructor(private readonly ctx: Ctx, private readonly server: Server) {
     this.bar.name = 'Streamed';
@@ -27,6 +28,8 @@ export class Status implements vscode.Disposable {
     this.language.command = { title: 'Change Deployment', command: 'streamed.client.chooseDeployment', tooltip: 'The deployment the server analyses and lowers for' };
     const doc = activeModelDocument();
     const why = this.server.stopped;
+    const state = why === undefined ? 'running' : why === 'starting' ? 'starting' : 'stopped';
+    if (state !== this.state) void vscode.commands.executeCommand('setContext', 'streamed.serverState', (this.state = state));
     if (why && why !== 'starting') {
       this.language.text = '$(warning) Streamed: not running';
       this.language.severity = vscode.LanguageStatusSeverity.Error;

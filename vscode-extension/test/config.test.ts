@@ -6,6 +6,7 @@ import {
   chipOf,
   defaultBundleFolder,
   deploymentInputs,
+  MODES,
   deploymentSummary,
   initOptions,
   lowerArgs,
@@ -13,6 +14,7 @@ import {
   validatePositiveInt,
   resolvePath,
   authoredName,
+  briefly,
 } from '../src/config';
 
 const getter = (o: Record<string, unknown>) => (k: string) => o[k];
@@ -81,6 +83,7 @@ test('deployment inputs: each mode asks for its numbers', () => {
 test('lowerBundle arguments keep only the numbers of the chosen mode', () => {
   assert.deepEqual(lowerArgs('file:///m.lgm', 'prefill', { ctx: 2048, chunk: 128, batch: 9, tp: 3 }, null, 'sn50'), {
     uri: 'file:///m.lgm',
+    show: false,
     mode: 'prefill',
     ctx: 2048,
     chunk: 128,
@@ -88,6 +91,7 @@ test('lowerBundle arguments keep only the numbers of the chosen mode', () => {
   });
   assert.deepEqual(lowerArgs('file:///m.lgm', 'batched-tp', { ctx: 1, batch: 2, tp: 4 }, '/c.gguf', 'sn40l'), {
     uri: 'file:///m.lgm',
+    show: false,
     mode: 'batched-tp',
     ctx: 1,
     batch: 2,
@@ -117,15 +121,24 @@ test('titles and the status follow the target: a shipped chip by name, a target 
   assert.equal(chipOf('sn50'), 'SN50');
   assert.equal(chipOf(' SN40L '), 'SN40L');
   assert.equal(chipOf('/ws/targets/mine.toml'), undefined);
-  assert.equal(lowerTitle('sn50'), 'Lower SN50 Bundle…');
-  assert.equal(lowerTitle('sn40l'), 'Lower SN40L Bundle…');
-  assert.equal(lowerTitle('/ws/mine.toml'), 'Lower Bundle…');
+  assert.equal(lowerTitle('sn50'), 'Lower SN50 Bundle');
+  assert.equal(lowerTitle('sn40l'), 'Lower SN40L Bundle');
+  assert.equal(lowerTitle('/ws/mine.toml'), 'Lower Bundle');
+  assert.equal(lowerTitle('sn50', true), 'Lower SN50 Bundle With…');
+  assert.equal(lowerTitle('/ws/mine.toml', true), 'Lower Bundle With…');
 });
 
-test('the deployment summary names the numbers its mode reads, and the chip', () => {
+test('the deployment summary names the numbers its mode reads, and the chip, each word once', () => {
   const o = initOptions(getter({ 'deployment.mode': 'batched-tp', 'deployment.batch': 16, 'deployment.tp': 4, target: 'sn40l' }));
-  assert.equal(deploymentSummary(o), 'batched-tp · ctx 4096 · batch 16 · tp 4 · SN40L');
+  assert.equal(deploymentSummary(o), 'batched · batch 16 · tp 4 · ctx 4096 · SN40L');
+  assert.equal(deploymentSummary(initOptions(getter({ 'deployment.mode': 'tp', 'deployment.tp': 4 }))), 'tp 4 · ctx 4096 · SN50');
+  assert.equal(deploymentSummary(initOptions(getter({ 'deployment.mode': 'prefill', 'deployment.chunk': 256 }))), 'prefill · chunk 256 · ctx 4096 · SN50');
+  assert.equal(deploymentSummary(initOptions(getter({ 'deployment.mode': 'batched' }))), 'batched · batch 8 · ctx 4096 · SN50');
   assert.equal(deploymentSummary(initOptions(getter({}))), 'decode · ctx 4096 · SN50');
+  for (const mode of MODES) {
+    const words = deploymentSummary(initOptions(getter({ 'deployment.mode': mode }))).split(/[ ·-]+/).filter((w) => !/^\d+$/.test(w));
+    assert.deepEqual(words, [...new Set(words)], `${mode}: a word said twice`);
+  }
   assert.equal(deploymentSummary(initOptions(getter({ target: 'targets/mine.toml' }), '/ws')), 'decode · ctx 4096 · mine.toml');
 });
 
@@ -138,4 +151,14 @@ test('the bundle folder setting: empty asks, variables are expanded, relative pa
   assert.equal(bundleFolder('out/${mode}', doc, 'tp', '/ws'), '/ws/models/out/tp');
   assert.equal(bundleFolder('~/bundles/x', doc, 'tp'), `${os.homedir()}/bundles/x`);
   assert.equal(defaultBundleFolder(doc), '/ws/models/llama.bundle');
+});
+
+test('a long refusal is cut to a notification’s length at a clause, and says it was cut', () => {
+  const long = 'the document has 3 errors; the first, at line 12: `timse` is not an operation of this language, and ' +
+    'the statement it is in does not parse, so nothing after it in layer 4 is read until it is fixed';
+  const b = briefly(long);
+  assert.equal(b.cut, true);
+  assert.ok(b.text.length <= 161 && b.text.endsWith('…'), b.text);
+  assert.ok(long.startsWith(b.text.slice(0, -1)));
+  assert.deepEqual(briefly('short enough'), { text: 'short enough', cut: false });
 });

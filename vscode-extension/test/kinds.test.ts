@@ -1,31 +1,54 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { findLayerLine, kindsToTree, layerAtLine, layerRanges, mapLensCommand, statusText } from '../src/kinds';
+import { conciseReason, findLayerLine, kindsToTree, layerAtLine, layerRanges, mapLensCommand, statusText } from '../src/kinds';
 
-test('kinds → tree items: kinds with their layers, representative marked', () => {
+test('kinds → tree items: kinds with their layers, the first marked; short descriptions, everything in the tooltip', () => {
   const t = kindsToTree([
     { name: 'attention, window 512', layers: [0, 1, 3, 4], representative: 0 },
     { name: 'attention', layers: [2, 5], representative: 2 },
   ]);
   assert.equal(t.length, 2);
   assert.equal(t[0].label, 'attention, window 512');
-  assert.equal(t[0].description, '4 layers · first: layer 0');
+  assert.equal(t[0].description, '4 layers');
   assert.equal(t[0].icon, 'kind');
   assert.deepEqual(t[0].children!.map((c) => c.label), ['Layer 0', 'Layer 1', 'Layer 3', 'Layer 4']);
   assert.deepEqual(t[0].children!.map((c) => c.layer), [0, 1, 3, 4]);
-  assert.equal(t[0].children![0].description, 'representative');
+  assert.equal(t[0].children![0].description, 'first');
   assert.equal(t[0].children![0].icon, 'representative');
   assert.equal(t[0].children![1].description, undefined);
-  assert.match(t[1].tooltip!, /2 layers: 2, 5/);
+  assert.equal(t[1].tooltip, 'attention\n2 layers: 2, 5\nfirst: layer 2, its representative');
   assert.notEqual(t[0].id, t[1].id);
+  // (a sidebar shows about 30 characters beside a label: every description fits)
+  for (const n of t) assert.ok(n.description!.length <= 20, n.description);
 });
 
-test('kinds → tree items: a refused kind shows the reason', () => {
-  const [k] = kindsToTree([{ name: 'latent attention', layers: [7], representative: 7, reject: 'latent cache exceeds SRAM' }]);
+test('kinds → tree items: a refused kind says so briefly; its reason is a row of its own, whole in its tooltip', () => {
+  const why = 'the working set of layer 7 (latent attention) needs 812 MB of SRAM and the SN50 has 520 MB';
+  const [k] = kindsToTree([{ name: 'latent attention', layers: [7], representative: 7, reject: why }]);
   assert.equal(k.icon, 'kind-refused');
-  assert.equal(k.description, 'refused: latent cache exceeds SRAM');
-  assert.match(k.tooltip!, /lowering refused: latent cache exceeds SRAM/);
-  assert.equal(k.children![0].label, 'Layer 7');
+  assert.equal(k.description, '1 layer');
+  assert.match(k.tooltip!, new RegExp(`lowering refused under the current deployment: ${why.replace(/[()]/g, '\\$&')}$`));
+  assert.equal(k.children![0].icon, 'reason');
+  assert.equal(k.children![0].label, 'The working set of layer 7 (latent attention) needs 812 MB of SRAM and the SN50 has 520 MB');
+  assert.equal(k.children![0].tooltip, `Lowering refused: ${why}`);
+  assert.equal(k.children![1].label, 'Layer 7');
+  assert.equal(k.collapsed, false);
+});
+
+test('a refusal row leaves out what its place in the tree says: refused, and which layer and kind', () => {
+  assert.equal(
+    conciseReason('the bundle is refused: tensor parallel over 4 chips: layer 0 (attention, window 32): the key/value heads of attention (2) do not split over 4 chips'),
+    'Tensor parallel over 4 chips: the key/value heads of attention (2) do not split over 4 chips',
+  );
+  assert.equal(
+    conciseReason('the layer 2 (attention (layer 2)) program does not lower: needs 537 MB of SRAM; the SN50 has 432 MB'),
+    'Needs 537 MB of SRAM; the SN50 has 432 MB',
+  );
+  assert.equal(
+    conciseReason('the bundle program does not lower: tensor parallel over 8 chips: layer 2 (attention): the query heads of attention (4) do not split over 8 chips (and so does the other layer of `attention`)'),
+    'Tensor parallel over 8 chips: the query heads of attention (4) do not split over 8 chips (and so does the other layer of `attention`)',
+  );
+  assert.equal(conciseReason('layer 3 (gated deltanet): its state needs 3 GB'), 'Its state needs 3 GB');
 });
 
 test('kinds → tree items: big kinds start collapsed; singular wording', () => {
@@ -35,7 +58,7 @@ test('kinds → tree items: big kinds start collapsed; singular wording', () => 
   ]);
   assert.equal(big.collapsed, true);
   assert.equal(one.collapsed, false);
-  assert.equal(one.description, '1 layer · first: layer 52');
+  assert.equal(one.description, '1 layer');
 });
 
 test('layer ranges are compact', () => {
