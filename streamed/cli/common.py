@@ -220,6 +220,35 @@ def refuse_unless_it_fits(command: str, doc: str, need, args) -> None:
 
 
 def add_arithmetic_option(p) -> None:
-    p.add_argument("--arithmetic", choices=("exact", "llama.cpp"), default="exact",
-                   help="exact float32 (default), or llama.cpp's CPU arithmetic where it differs: Q8_0 activations "
-                        "for Q8_0 products, fp16 activations for F16 products, GELU from its fp16 table")
+    p.add_argument("--arithmetic", default="exact", metavar="exact|llama.cpp[:PATH]",
+                   help="exact float32 (default), or llama.cpp's CPU arithmetic bit for bit as the llama.cpp build on "
+                        "this machine computes it (its kernel path: what llama-cpp-python's build reports, else what "
+                        "a native build compiles for this CPU), or on the path named: llama.cpp:avx2, "
+                        "llama.cpp:avx512 (:nollamafile for a build without llamafile's tinyBLAS)")
+
+
+def arithmetic_of(args):
+    """The ``product.Arithmetic`` that ``--arithmetic`` names, with how its kernel path was chosen (``None`` for
+    exact), or ``UserError`` (exit 2): a name that is no arithmetic, or a machine whose llama.cpp computes in a path
+    not emulated (``cpu.Unemulated``: the build and the paths there are)."""
+    from ..numerics.cpu import PATHS, Unemulated, this_machine
+    from ..numerics.product import EXACT, llama_cpp
+
+    text = args.arithmetic.strip()
+    if text == "exact":
+        return EXACT, None
+    name, _, path = text.partition(":")
+    if name != "llama.cpp" or (path and path.lower() not in PATHS):
+        raise UserError(f"--arithmetic {text}: not an arithmetic; say exact, llama.cpp (this machine's kernel path) "
+                        f"or llama.cpp:PATH with PATH one of {', '.join(PATHS)}")
+    chosen = this_machine(path or None)
+    if isinstance(chosen, Unemulated):
+        raise UserError(str(chosen))
+    return llama_cpp(chosen.path), chosen.source
+
+
+def arithmetic_line(arithmetic, source) -> str:
+    """``arithmetic: llama.cpp:avx2 — x86-64 AVX2 + FMA + F16C, 8 float32 lanes (the llama.cpp build's report)``."""
+    if source is None:
+        return f"arithmetic: {arithmetic.label}"
+    return f"arithmetic: {arithmetic.label} — {arithmetic.path.described} ({source})"

@@ -15,8 +15,8 @@ import re
 import sys
 from pathlib import Path
 
-from .common import (UserError, add_arithmetic_option, add_memory_option, load_storage, print_errors, read_document,
-                     refuse_unless_it_fits)
+from .common import (UserError, add_arithmetic_option, add_memory_option, arithmetic_line, arithmetic_of,
+                     load_storage, print_errors, read_document, refuse_unless_it_fits)
 
 
 def add_parser(sub) -> None:
@@ -29,6 +29,10 @@ def add_parser(sub) -> None:
     steps = r.add_mutually_exclusive_group()
     steps.add_argument("--decode", action="store_true", help="one token per step (default: all tokens in one step)")
     steps.add_argument("--prefill", type=int, metavar="N", help="the first N tokens in one step, then one per step")
+    r.add_argument("--ctx", type=int, metavar="N",
+                   help="the context the model runs at, as llama.cpp's -c (default: the tokens given): what depends "
+                        "on it — Phi-3's LongRoPE factors — is decided by it as llama.cpp decides, the context "
+                        "rounded up to a multiple of 256; a bundle runs at its own")
     r.add_argument("--bundle", metavar="DIR", help="run this bundle lowered from DOC instead of the reference")
     r.add_argument("--target", default=None, help="target for the decode bundle a prefill bundle continues with")
     r.add_argument("--json", action="store_true", help="print {positions, logits, next} as JSON")
@@ -89,12 +93,21 @@ def cmd_run(args) -> int:
     bad = next((t for t in tokens if vocab is not None and t >= vocab), None)
     if bad is not None:
         raise UserError(f"--tokens: {bad} is not a token of {args.doc}, whose vocabulary has {vocab} ids")
+    if args.ctx is not None:
+        from ..spatial.deployment import size_problem
+
+        why = size_problem("ctx", args.ctx, say_value=False)
+        if why is not None:
+            raise UserError(f"--ctx {args.ctx}: {why}")
+        if args.ctx < len(tokens):
+            raise UserError(f"--ctx {args.ctx}: the {len(tokens)} tokens given do not fit a context of {args.ctx}")
     prefill = 1 if args.decode else (args.prefill if args.prefill is not None else len(tokens))
     if not 1 <= prefill <= len(tokens):
         raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")
     from ..numerics.footprint import of_run
-    from ..numerics.product import ARITHMETICS
     from ..numerics.weights import read_as_q8
+
+    arithmetic, chosen_by = arithmetic_of(args)  # a path that cannot be computed is refused before anything is read
 
     # Before anything is read or made: the memory the run holds, against what it may use.
     refuse_unless_it_fits("run", args.doc, of_run(a.programs, storage if args.checkpoint else None, rows=prefill,
@@ -106,11 +119,10 @@ def cmd_run(args) -> int:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
     from ..spatial.streamed_model import StreamedReject
 
-    arithmetic = ARITHMETICS[args.arithmetic]
     progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
         result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \
-            else run_reference(a, weights, tokens, prefill, arithmetic, progress)
+            else run_reference(a, weights, tokens, prefill, arithmetic, progress, context=args.ctx)
     except StreamedReject as e:
         print(f"streamed run: {args.doc}: {e}", file=sys.stderr)
         return 1
@@ -120,9 +132,12 @@ def cmd_run(args) -> int:
     if args.json:
         import json  # only for --json: not imported by every command's start
 
-        print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next}))
+        print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next,
+                          "arithmetic": arithmetic.label, "arithmetic_chosen_by": chosen_by}))
     else:
         print(render(result, tokens))
+        if arithmetic.ggml:
+            print(arithmetic_line(arithmetic, chosen_by))
     return 0
 
 
@@ -142,12 +157,13 @@ class Progress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
-def run_reference(a, weights, tokens, prefill, arithmetic, progress=None):
+def run_reference(a, weights, tokens, prefill, arithmetic, progress=None, context=None):
     from ..numerics.reference import ReferenceError
     from ..numerics.run import reference_logits
 
     try:
-        return reference_logits(a.programs, weights, tokens, prefill, arithmetic=arithmetic, progress=progress)
+        return reference_logits(a.programs, weights, tokens, prefill, arithmetic=arithmetic, progress=progress,
+                                context=context)
     except (ReferenceError, ValueError) as e:
         raise UserError(f"cannot run: {e}") from None
 
@@ -172,6 +188,8 @@ def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=
         raise UserError(f"{where}: a {dep.mode} bundle; `run` steps one sequence through a decode, tp or prefill bundle")
     if len(tokens) > dep.ctx:
         raise UserError(f"--tokens: {len(tokens)} tokens do not fit the bundle's context of {dep.ctx}")
+    if args.ctx is not None and args.ctx != dep.ctx:
+        raise UserError(f"--ctx {args.ctx}: {where} was lowered at ctx {dep.ctx}, the context it runs at")
     if dep.mode == "prefill":
         if args.decode or args.prefill not in (None, dep.chunk):
             raise UserError(f"{where}: a prefill bundle runs its first {dep.chunk} tokens in one step; "

@@ -10,8 +10,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, deployment_from,
-                     load_storage, print_errors, read_document, refuse_unless_it_fits)
+from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, arithmetic_line,
+                     arithmetic_of, deployment_from, load_storage, print_errors, read_document,
+                     refuse_unless_it_fits)
 
 
 def add_parser(sub) -> None:
@@ -87,11 +88,11 @@ def cmd_verify(args) -> int:
     from ..spatial.deployment import Deployment
     from ..spatial.streamed_model import StreamedReject, lower_streamed
     from ..numerics.footprint import of_run
-    from ..numerics.product import ARITHMETICS
     from ..numerics.verify import covering, label, reach, run
     from ..numerics.weights import WeightError, from_gguf, read_as_q8, seeded
 
     text = read_document(args.doc)
+    arithmetic, chosen_by = arithmetic_of(args)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
     storage = load_storage(args.checkpoint)
     a = analyze(text, storage)
@@ -132,11 +133,13 @@ def cmd_verify(args) -> int:
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
     try:
-        report = run(a.programs, weights, dep, plans, steps, arithmetic=ARITHMETICS[args.arithmetic])
+        report = run(a.programs, weights, dep, plans, steps, arithmetic=arithmetic)
     except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
         raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
                         f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None
     print(render(report, weights.source, [p.label for p in a.programs.layers], reach(a.programs)))
+    if arithmetic.ggml:
+        print(arithmetic_line(arithmetic, chosen_by))
     if report.steps < steps and report.ok:
         print(f"note: {report.steps} of {steps} steps ran: the positions after them do not fit ctx {dep.ctx}")
     if report.error:

@@ -1,6 +1,8 @@
 """llama.cpp's CPU arithmetic, bit for bit: the kernels ggml's CPU backend runs for the operations a model's graph is
-made of, as the vendored build compiles them (``llama-cpp-python`` 0.3.36, ``ggml-org/llama.cpp@0c1e57098``, x86-64
-with AVX-512 and VNNI, ``use_extra_bufts`` off) — what ``--arithmetic llama.cpp`` computes.
+made of, as the vendored build compiles them (``llama-cpp-python`` 0.3.36, ``ggml-org/llama.cpp@0c1e57098``,
+``use_extra_bufts`` off) on one of its x86-64 kernel paths (``cpu.KernelPath``: AVX2 or AVX-512, with llamafile's
+tinyBLAS or without) — what ``--arithmetic llama.cpp`` computes. Every function whose result depends on the path takes
+it (``path``); ``cpu.this_machine`` says which one the llama.cpp on a machine computes in.
 
 Why bit for bit. llama.cpp quantises the activations of every Q8_0 product to Q8_0 (``quantize_row_q8_0``): a
 rounding to one of 255 steps, so two implementations whose float32 sums differ in a last bit round a value that sits
@@ -8,12 +10,24 @@ near a half-step differently, and that step (about 1/127 of its block's largest 
 layer and position that reads it. At real widths there are millions of such roundings a run: any difference in the
 arithmetic before them, however small, shows as a difference of 1e-2 in the logits. So each kernel here computes what
 ggml's does, in the order ggml does it — each names the ggml function it is (``ggml/src/ggml-cpu/``) — and is held to
-llama.cpp's own tensors, bit for bit, by ``tests/oracle/test_ggml_kernels.py``.
+llama.cpp's own tensors, bit for bit, by ``tests/oracle/test_ggml_kernels.py`` on every path the host can run.
+
+What depends on the path. A vector register holds ``L`` float32 values (8 under AVX2, 16 under AVX-512), and ggml
+groups its sums by register: ``ggml_vec_dot_f32``/``_f16`` keep four accumulators of ``L`` lanes (``4L`` values a
+step) and reduce them with ``GGML_F32_VEC_REDUCE``; tinyBLAS keeps one accumulator of ``L`` lanes and ``hsum``s it;
+``soft_max``, the variance of ``norm`` and SiLU work a register at a time and leave the rest to scalar code; and
+``ggml_v_expf`` is another sequence of roundings on each (AVX-512 scales by ``2ⁿ`` with ``scalef``, AVX2 multiplies
+``k + k·j`` by a built power of two). The horizontal sums (``hsum``) of a register, as GCC compiles them:
+
+- AVX-512 (``_mm512_reduce_add_ps``): lanes ``i`` and ``i+8``, then ``i`` and ``i+4``, ``i`` and ``i+2``, the two;
+- AVX2, ``hsum_float_8``, tinyBLAS's ``hsum`` and ``soft_max``'s: ``tᵢ = vᵢ + vᵢ₊₄``, then ``(t₀+t₂) + (t₁+t₃)``;
+- AVX2, ``GGML_F32x8_REDUCE`` (the dots'): ``tᵢ = vᵢ + vᵢ₊₄``, then two ``hadd``s: ``(t₀+t₁) + (t₂+t₃)``.
 
 What depends on the batch. ggml chooses a kernel by the number of rows a product computes together (the tokens of a
-batch): with one row, ``ggml_vec_dot_*`` (four 16-lane accumulators, 64 values a step); with two or more,
-llamafile's ``tinyBLAS`` (one 16-lane accumulator) for float32 and float16 weights and for attention's ``p·v``. Q8_0
-products take the same arithmetic either way. ``rows`` (the rows of the step, not of a tile of it) decides.
+batch): with one row, ``ggml_vec_dot_*``; with two or more, tinyBLAS (where the path has it) for float32 and float16
+weights and for attention's ``p·v``. Q8_0 products take the same arithmetic on either path and either way (their
+integer sums are exact, and ``hsum_float_8`` is the one AVX2 sum). ``rows`` (the rows of the step, not of a tile of
+it) decides.
 
 Math functions (``cosf``, ``sinf``, ``powf``, ``expf``) are the C library's, as ggml calls them: numba compiles them
 to calls into the same libm.
@@ -30,6 +44,7 @@ from numba.core import cgutils  # noqa: F401  (product's address helper relies o
 from numba.extending import intrinsic
 
 from .product import _address, _element, _fma, _i32, _i64, _load, _v8, operands
+from .cpu import KernelPath
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -135,21 +150,40 @@ def _reduce16(v):
 
 
 @njit(cache=True)
-def _vec_dot(x, y, wide_tail):
+def _hsum(v, lanes):
+    """One register's horizontal sum: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's ``hsum`` (``hsum_float_8``,
+    tinyBLAS's, soft_max's): ``tᵢ = vᵢ + vᵢ₊₄``, ``(t₀+t₂) + (t₁+t₃)``."""
+    if lanes == 16:
+        return _reduce16(v)
+    return ((v[4] + v[0]) + (v[6] + v[2])) + ((v[5] + v[1]) + (v[7] + v[3]))
+
+
+@njit(cache=True)
+def _vec_reduce(v, lanes):
+    """``GGML_F32_VEC_REDUCE``'s last step, one register to a value: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's
+    ``tᵢ = vᵢ + vᵢ₊₄`` and two ``_mm_hadd_ps``: ``(t₀+t₁) + (t₂+t₃)``."""
+    if lanes == 16:
+        return _reduce16(v)
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]))
+
+
+@njit(cache=True)
+def _vec_dot(x, y, wide_tail, lanes):
     """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
-    float32: value ``k < n − n mod 64`` goes to accumulator ``(k mod 64) // 16``, lane ``k mod 16``, by fma in
-    increasing ``k``; the four are added ``(s₀+s₂)+(s₁+s₃)`` and reduced (``_reduce16``); the rest one by one,
-    each float32 product added in float32 (f32) or in float64 (f16)."""
+    float32, ``L = lanes``: value ``k < n − n mod 4L`` goes to accumulator ``(k mod 4L) // L``, lane ``k mod L``, by
+    fma in increasing ``k``; the four are added ``(s₀+s₂)+(s₁+s₃)`` and reduced (``_vec_reduce``); the rest one by
+    one, each float32 product added in float32 (f32) or in float64 (f16)."""
     n = x.shape[0]
-    full = n - n % 64
-    acc = np.zeros((4, 16), np.float32)
-    for i in range(0, full, 64):
+    step = 4 * lanes
+    full = n - n % step
+    acc = np.zeros((4, lanes), np.float32)
+    for i in range(0, full, step):
         for j in range(4):
-            for l in range(16):
-                acc[j, l] = _fma(x[i + 16 * j + l], y[i + 16 * j + l], acc[j, l])
-    for l in range(16):
+            for l in range(lanes):
+                acc[j, l] = _fma(x[i + lanes * j + l], y[i + lanes * j + l], acc[j, l])
+    for l in range(lanes):
         acc[0, l] = (acc[0, l] + acc[2, l]) + (acc[1, l] + acc[3, l])
-    s = _reduce16(acc[0])
+    s = _vec_reduce(acc[0], lanes)
     if wide_tail:
         t = np.float64(s)
         for i in range(full, n):
@@ -161,18 +195,18 @@ def _vec_dot(x, y, wide_tail):
 
 
 @njit(cache=True)
-def _tiny16(x, y):
-    """llamafile's ``tinyBLAS<16, __m512>`` element: one 16-lane fma accumulator over the reduction (a multiple of
-    16), then ``_mm512_reduce_add_ps``."""
-    acc = np.zeros(16, np.float32)
-    for i in range(0, x.shape[0], 16):
-        for l in range(16):
+def _tiny(x, y, lanes):
+    """llamafile's ``tinyBLAS<L>`` element: one ``L``-lane fma accumulator over the reduction (a multiple of ``L``),
+    then ``hsum``."""
+    acc = np.zeros(lanes, np.float32)
+    for i in range(0, x.shape[0], lanes):
+        for l in range(lanes):
             acc[l] = _fma(x[i + l], y[i + l], acc[l])
-    return _reduce16(acc)
+    return _hsum(acc, lanes)
 
 
 @njit(cache=True, parallel=True)
-def _float_kernel(x, w, ratio, tiny, wide_tail, out):
+def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
     nb_, rows, k = x.shape
     n_out = w.shape[1]
     for i in prange(nb_ * n_out):
@@ -182,21 +216,21 @@ def _float_kernel(x, w, ratio, tiny, wide_tail, out):
         for j in range(k):
             col[j] = _element(w[b // ratio, n, j])
         for r in range(rows):
-            out[b, r, n] = _tiny16(x[b, r], col) if tiny else _vec_dot(x[b, r], col, wide_tail)
+            out[b, r, n] = _tiny(x[b, r], col, lanes) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes)
 
 
-def tiny_blas(rows: int, k: int, n: int) -> bool:
-    """Whether llamafile's tinyBLAS takes a float product (``llamafile_sgemm``): two or more rows together, the
-    reduction a multiple of 16, the output columns of 4."""
-    return rows >= 2 and k % 16 == 0 and n % 4 == 0
+def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
+    """Whether llamafile's tinyBLAS takes a float product (``llamafile_sgemm``): the path has it, two or more rows
+    together, the reduction a multiple of the register's lanes (``k % KN``), the output columns of 4 (``m % 4``)."""
+    return path.tinyblas and rows >= 2 and k % path.lanes == 0 and n % 4 == 0
 
 
-def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0) -> np.ndarray:
-    """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it, over the operands ``product.product`` takes (``w``
-    float32, float16 or ``q8.Planes``; ``batched`` likewise). Q8_0: the activations quantised (``quantize_q8_0``),
-    each element the Q8_0 dot. Float16: the activations rounded to fp16 (``from_float``), then as float32 on the
-    widened values. Float32: tinyBLAS where ``tiny_blas`` says, else ``ggml_vec_dot_f32``. ``rows`` is how many rows
-    ggml computes together (default: the operand's)."""
+def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path: KernelPath) -> np.ndarray:
+    """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it on ``path``, over the operands ``product.product``
+    takes (``w`` float32, float16 or ``q8.Planes``; ``batched`` likewise). Q8_0: the activations quantised
+    (``quantize_q8_0``), each element the Q8_0 dot. Float16: the activations rounded to fp16 (``from_float``), then as
+    float32 on the widened values. Float32: tinyBLAS where ``tiny_blas`` says, else ``ggml_vec_dot_f32``. ``rows`` is
+    how many rows ggml computes together (default: the operand's)."""
     o = operands(x, w, batched)
     out = o.empty()
     if not out.size:
@@ -207,8 +241,8 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0) -> np.n
     else:
         half = o.raw.dtype == np.float16
         xs = o.x.astype(np.float16).astype(F32) if half else o.x
-        tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1])
-        _float_kernel(xs, o.raw.view(np.uint16) if half else o.raw, o.ratio, tiny, half, out)
+        tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1], path)
+        _float_kernel(xs, o.raw.view(np.uint16) if half else o.raw, o.ratio, tiny, half, path.lanes, out)
     return o.shaped(out)
 
 
@@ -304,44 +338,83 @@ def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, heads: int, rotating
     return x.reshape(x.shape[0], -1)
 
 
-# ---- exponentials (ggml_v_expf, AVX-512) ---------------------------------------------------------------------------
+# ---- exponentials (ggml_v_expf) ------------------------------------------------------------------------------------
 
 _E = [F32(float.fromhex(h)) for h in ("0x1.715476p+0", "0x1.8p23", "0x1.62e4p-1", "0x1.7f7d1cp-20", "0x1.0e4020p-7",
                                       "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2", "0x1.ffffecp-1")]
 _LOG2E, _SHIFT, _LN2_HI, _LN2_LO, _P5, _P4, _P3, _P2, _P1 = _E
 
 
+@intrinsic
+def _bits(typingctx, x):
+    """A float32's bits as an int64 in 0…2³²−1 (``_mm256_castps_si256``, one lane)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(builder.bitcast(args[0], _i32), _i64)
+
+    return types.int64(types.float32), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, x):
+    """The float32 whose bits are ``x``'s low 32 (``_mm256_castsi256_ps``: integer lanes wrap)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.trunc(args[0], _i32), ir.FloatType())
+
+    return types.float32(types.int64), codegen
+
+
 @njit(cache=True)
-def v_expf(x):
-    """``ggml_v_expf`` (AVX-512) on one lane: ``n = round(x·log₂e)``, ``b = x − n·ln2`` in two parts, a degree-5
-    polynomial in fma, scaled by ``2ⁿ`` (``_mm512_scalef_ps``); 0 or ∞ where ``|n| > 192``."""
+def v_expf(x, lanes):
+    """``ggml_v_expf`` on one lane of the path's register. Both: ``z = fma(x, log₂e, 1.5·2²³)``, ``n = z − 1.5·2²³``
+    (``round(x·log₂e)``), ``b = x − n·ln2`` in two fnmadds, ``u = b²``.
+
+    AVX-512: ``j = fma(fma(fma(p₅,b,p₄), u, fma(p₃,b,p₂)), u, fma(p₁,b,1))``, the result ``j·2ⁿ``
+    (``_mm512_scalef_ps``); 0 or ∞ where ``|n| > 192``.
+
+    AVX2: ``j = fma(fma(fma(p₅,b,p₄), u, fma(p₃,b,p₂)), u, p₁·b)`` (no 1), ``k = 2ⁿ`` built in the exponent bits
+    (``z``'s bits shifted by 23, plus 1.0's), the result ``fma(j, k, k)``; where ``|n| > 126`` the scale is split in
+    two (``s₂·(1+j)·s₁``), where ``|n| > 192`` it is ``s₁²`` (0 or ∞)."""
     z = _fma(x, _LOG2E, _SHIFT)
     n = z - _SHIFT
     b = _fma(-n, _LN2_LO, _fma(-n, _LN2_HI, x))
     u = b * b
-    j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _fma(_P1, b, np.float32(1.0)))
+    if lanes == 16:
+        j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _fma(_P1, b, np.float32(1.0)))
+        if abs(n) > 192:
+            return np.float32(0.0) if n <= 0 else np.float32(np.inf)
+        return np.float32(np.ldexp(j, int(n)))
+    j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _P1 * b)
+    e = (_bits(z) << 23) & 0xFFFFFFFF
+    k = _from_bits(e + 0x3F800000)
+    if not abs(n) > 126:  # also false for NaN, as _CMP_GT_OQ is
+        return _fma(k, j, k)
+    g = 0x82000000 if n <= 0 else 0
+    s1 = _from_bits(g + 0x7F000000)
     if abs(n) > 192:
-        return np.float32(0.0) if n <= 0 else np.float32(np.inf)
-    return np.float32(np.ldexp(j, int(n)))
+        return s1 * s1
+    s2 = _from_bits(e - g)
+    return _fma(s2, j, s2) * s1
 
 
 @njit(cache=True)
-def _silu(x, out):
+def _silu(x, lanes, out):
     rows, n = x.shape
-    full = n - n % 16
+    full = n - n % lanes
     for r in range(rows):
         for i in range(n):
-            e = v_expf(np.float32(0) - x[r, i]) if i < full else np.float32(math.exp(-x[r, i]))
+            e = v_expf(np.float32(0) - x[r, i], lanes) if i < full else np.float32(math.exp(-x[r, i]))
             out[r, i] = x[r, i] / (np.float32(1) + e)
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """``ggml_vec_silu_f32`` per row: ``x / (1 + e⁻ˣ)`` with ``ggml_v_expf`` over each row's whole 16-lane vectors,
-    the C library's ``expf`` for the rest (``ggml_silu_f32``). ``ggml_vec_swiglu_f32`` is this times the gate."""
+def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
+    """``ggml_vec_silu_f32`` per row: ``x / (1 + e⁻ˣ)`` with ``ggml_v_expf`` over each row's whole registers, the C
+    library's ``expf`` for the rest (``ggml_silu_f32``). ``ggml_vec_swiglu_f32`` is this times the gate."""
     x = np.asarray(x, dtype=F32)
     flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1))
     out = np.empty_like(flat)
-    _silu(flat, out)
+    _silu(flat, path.lanes, out)
     return out.reshape(x.shape)
 
 
@@ -349,7 +422,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, parallel=True)
-def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
+def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
@@ -361,7 +434,7 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
         p = np.empty(n, np.float32)
         col = np.empty(n, np.float32)
         for j in range(n):
-            w[j] = _vec_dot(kc[j, g], q[r, h], False) * scale
+            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes) * scale
             if cap > 0:
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
@@ -372,10 +445,10 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
         if sinks.shape[0]:
             m = max(m, sinks[h])
         total = 0.0
-        for c in range(0, n, 16):
-            for l in range(16):
-                p[c + l] = v_expf(w[c + l] - m)
-            total += np.float64(_reduce16(p[c:c + 16]))
+        for c in range(0, n, lanes):
+            for l in range(lanes):
+                p[c + l] = v_expf(w[c + l] - m, lanes)
+            total += np.float64(_hsum(p[c:c + lanes], lanes))
         if sinks.shape[0]:
             total += np.float64(np.float32(math.exp(sinks[h] - m)))
         inv = np.float32(1.0 / total)
@@ -384,17 +457,17 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, out):
         for c in range(dv):
             for j in range(n):
                 col[j] = vc[j, g, c]
-            out[r, h, c] = _tiny16(col, p) if tiny else _vec_dot(col, p, False)
+            out[r, h, c] = _tiny(col, p, lanes) if tiny else _vec_dot(col, p, False, lanes)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
               scale: float, sinks: np.ndarray | None = None, rows: int | None = None,
-              softcap: float | None = None) -> np.ndarray:
+              softcap: float | None = None, *, path: KernelPath) -> np.ndarray:
     """llama.cpp's attention without flash attention, over a cache whose cell ``j`` holds position ``j``:
     ``kq = K·q`` by ``ggml_vec_dot_f32`` over the head's dims; ``soft_max_ext``: ``kq·scale`` (masked: −∞), its
-    maximum (with the sink's), ``ggml_v_expf(w − max)`` summed 16 values at a time (``_reduce16``) in float64, the sink's
+    maximum (with the sink's), ``ggml_v_expf(w − max)`` summed a register at a time (``_hsum``) in float64, the sink's
     ``expf`` added, each value times ``(float)(1/sum)``; then ``p·V`` over the cells, by tinyBLAS when the batch
-    has two or more rows, else ``ggml_vec_dot_f32``. A soft cap ``C`` turns the scaled ``w`` into
+    has two or more rows (and the path has it), else ``ggml_vec_dot_f32``. A soft cap ``C`` turns the scaled ``w`` into
     ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q`` — the same bits
     when the scale is a power of two, as ``1/√16`` is). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
     past the ones read hold zeros and weigh 0, so padding to a multiple of 64 changes no sum — ``keep`` (``rows ×
@@ -412,8 +485,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     kp[:, :ctx] = keep
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
-    tiny = (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), F32(softcap or 0), tiny, s, out)
+    tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), F32(softcap or 0), tiny, s,
+               path.lanes, out)
     return out.reshape(r_, heads * dv)
 
 
@@ -490,18 +564,18 @@ def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
 
 
 @njit(cache=True)
-def _soft_max(x, out):
+def _soft_max(x, lanes, out):
     rows, n = x.shape
-    full = n - n % 16
+    full = n - n % lanes
     for r in range(rows):
         m = np.float32(-np.inf)  # float32: ``x − max`` is a float32 difference, as ``expf``'s argument
         for i in range(n):
             m = max(m, x[r, i])
         total = 0.0
-        for c in range(0, full, 16):
-            for l in range(16):
-                out[r, c + l] = v_expf(x[r, c + l] - m)
-            total += np.float64(_reduce16(out[r, c:c + 16]))
+        for c in range(0, full, lanes):
+            for l in range(lanes):
+                out[r, c + l] = v_expf(x[r, c + l] - m, lanes)
+            total += np.float64(_hsum(out[r, c:c + lanes], lanes))
         for i in range(full, n):
             out[r, i] = np.float32(math.exp(x[r, i] - m))
             total += np.float64(out[r, i])
@@ -510,34 +584,34 @@ def _soft_max(x, out):
             out[r, i] = out[r, i] * inv
 
 
-def soft_max(x: np.ndarray) -> np.ndarray:
+def soft_max(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
     """``ggml_soft_max`` along the last axis (no mask, scale 1): the row's maximum; ``ggml_v_expf(x − max)`` over
-    whole 16-lane vectors, each vector's sum (``_reduce16``) added in float64, then ``expf`` one by one for the rest,
+    whole registers, each register's sum (``_hsum``) added in float64, then ``expf`` one by one for the rest,
     each added in float64; every value times ``(float)(1/sum)``."""
     x = np.asarray(x, dtype=F32)
     flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
     out = np.empty_like(flat)
-    _soft_max(flat, out)
+    _soft_max(flat, path.lanes, out)
     return out.reshape(x.shape)
 
 
 @njit(cache=True)
-def _norm(x, eps, out):
+def _norm(x, eps, lanes, out):
     rows, n = x.shape
-    full = n - n % 16
-    sq = np.empty(16, np.float32)
+    full = n - n % lanes
+    sq = np.empty(lanes, np.float32)
     for r in range(rows):
         s = 0.0
         for i in range(n):
             s += np.float64(x[r, i])
         mean = np.float32(s) / np.float32(n)
         t = 0.0
-        for c in range(0, full, 16):
-            for l in range(16):
+        for c in range(0, full, lanes):
+            for l in range(lanes):
                 v = x[r, c + l] - mean
                 out[r, c + l] = v
                 sq[l] = v * v
-            t += np.float64(_reduce16(sq))
+            t += np.float64(_hsum(sq, lanes))
         for i in range(full, n):
             v = x[r, i] - mean
             out[r, i] = v
@@ -548,14 +622,15 @@ def _norm(x, eps, out):
             out[r, i] = out[r, i] * scale
 
 
-def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None, epsilon: float) -> np.ndarray:
+def layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None, epsilon: float, *,
+               path: KernelPath) -> np.ndarray:
     """``ggml_norm`` then ``mul`` by the gain and ``add`` of the bias: the mean ``(float)Σx / n`` (the sum in float64),
-    ``ggml_vec_cvar_f32``'s variance (squared deviations summed 16 at a time, ``_reduce16``, in float64, the rest one
+    ``ggml_vec_cvar_f32``'s variance (squared deviations summed a register at a time, ``_hsum``, in float64, the rest one
     by one), ``scale = 1/sqrtf(var + ε)``, ``(x − mean)·scale``."""
     x = np.asarray(x, dtype=F32)
     flat = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
     out = np.empty_like(flat)
-    _norm(flat, F32(epsilon), out)
+    _norm(flat, F32(epsilon), path.lanes, out)
     out = out.reshape(x.shape) * np.asarray(gain, dtype=F32)
     return out if bias is None else out + np.asarray(bias, dtype=F32)
 

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..model.context import longrope_factors
 from . import ggml
 from .product import EXACT, Arithmetic, product
 
@@ -37,7 +38,7 @@ def silu(x: np.ndarray, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """SiLU / swish: ``x·σ(x)`` (Elfwing et al. 2018; Ramachandran et al. 2017); in llama.cpp's, ggml's
     ``x / (1 + e⁻ˣ)`` (``ggml.silu``)."""
     if arithmetic.ggml:
-        return ggml.silu(x)
+        return ggml.silu(x, path=arithmetic.path)
     x = f32(x)
     return x * sigmoid(x)
 
@@ -80,7 +81,7 @@ def softmax(x: np.ndarray, axis: int = -1, arithmetic: Arithmetic = EXACT) -> np
     """``eˣⁱ / Σⱼ eˣʲ`` along ``axis``, shifted by the maximum (which changes nothing but the range); in llama.cpp's
     arithmetic along the last axis as ``ggml.soft_max``."""
     if arithmetic.ggml and axis in (-1, np.ndim(x) - 1):
-        return ggml.soft_max(x)
+        return ggml.soft_max(x, path=arithmetic.path)
     x = f32(x)
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(F32)
@@ -95,7 +96,7 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
     rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``)."""
     if arithmetic.ggml:
-        return ggml.mul_mat(x, w, arithmetic.rows)
+        return ggml.mul_mat(x, w, arithmetic.rows, path=arithmetic.path)
     return product(x, w)
 
 
@@ -124,7 +125,7 @@ def layernorm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray | None = None, e
     of the squared deviations (``torch.nn.LayerNorm``, ggml's ``norm``); StarCoder2 has a bias, Cohere none. In
     llama.cpp's arithmetic, ``ggml.layer_norm``."""
     if arithmetic.ggml:
-        return ggml.layer_norm(x, gain, bias, epsilon)
+        return ggml.layer_norm(x, gain, bias, epsilon, path=arithmetic.path)
     x = f32(x)
     centred = x - np.mean(x, axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
@@ -226,17 +227,18 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
     raise ValueError(f"a rotation is scaled `linear`, `llama3` or `yarn`, not `{scaling}`")
 
 
-def rotary_table(fill: str, base: float, ctx: int, width: int, **scaling) -> np.ndarray:
+def rotary_table(fill: str, base: float, ctx: int, width: int, context: int | None = None,
+                 **scaling) -> np.ndarray:
     """A host table of §4: ``A·cos(p·θᵢ)`` (``cosines``) or ``A·sin(p·θᵢ)`` (``sines``) for p < ctx, i < w, with the
     frequencies of ``rotary_frequencies`` and ``A`` the ``attention`` factor (YaRN's, 1 unless given; transformers
     and llama.cpp both fold it into the cosines and sines). Computed in float64 and rounded once, so every consumer
-    reads the same float32 table."""
+    reads the same float32 table. ``context``: the context the model runs at (default ``ctx``), which decides
+    LongRoPE's list (``longrope_factors``)."""
     attention = float(scaling.pop("attention", 1.0))
     if scaling.get("scaling") == "longrope":
-        # LongRoPE's short factors serve a table of at most the original context, its long ones a longer one (as
-        # llama.cpp chooses by the context it is given; transformers by the sequence's length so far).
         short, long = scaling.pop("short"), scaling.pop("long")
-        scaling["factors"] = short if ctx <= scaling.pop("context") else long
+        original = scaling.pop("context")
+        scaling["factors"] = long if longrope_factors(context or ctx, original) == "long" else short
     p = np.arange(ctx, dtype=np.float64)[:, None]
     angle = p * rotary_frequencies(base, width, **scaling)[None, :]
     if fill == "cosines":
@@ -258,9 +260,10 @@ def _llama3_factors(base: float, width: int, scaling: str, factor: float, contex
     return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, mixed)).astype(F32)
 
 
-def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT, context: int | None = None) -> np.ndarray:
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
-    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and nothing else. In llama.cpp's
+    or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and the context the model runs at
+    (``context``, default ``ctx``: LongRoPE's list, ``longrope_factors``) and nothing else. In llama.cpp's
     arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
     (none, ``linear``, ``llama3`` — its divisors as the converter stores them, ``rope_freqs``); YaRN's ramp and
     LongRoPE's factors keep the table above (float64, rounded once)."""
@@ -274,7 +277,7 @@ def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT) -> np
         if fill[0] not in ("cosines", "sines"):
             raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
         return cos if fill[0] == "cosines" else sin
-    return rotary_table(fill[0], fill[1], ctx, width, **params)
+    return rotary_table(fill[0], fill[1], ctx, width, context, **params)
 
 
 # ---- rotation and attention ----------------------------------------------------------------------------------------
@@ -374,7 +377,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     if arithmetic.ggml:
         f = F32(1) / np.sqrt(F32(dk)) if scale is None else F32(scale)
         return ggml.attention(q, k, v, causal_mask(pos, rows, ctx, window, chunks), heads, sharing, f, sinks,
-                              arithmetic.rows, softcap)
+                              arithmetic.rows, softcap, path=arithmetic.path)
     dv = v.shape[1] // sharing
     f = F32(1 / np.sqrt(dk)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, dk).transpose(1, 0, 2)  # H × rows × dk

@@ -36,6 +36,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .cpu import KernelPath
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -266,19 +267,33 @@ class Arithmetic:
     """What the operations' float32 arithmetic is made of. ``exact`` (the default): the language's operations as
     written, every product by the rule above. ``llama.cpp``: ggml's CPU kernels, bit for bit, wherever the vendored
     llama.cpp computes an operation (``ggml.py``: its products — Q8_0 activations quantised, F16 ones rounded —, norms,
-    rotations, attention, SiLU and GELU).
+    rotations, attention, SiLU and GELU), as its build on one kernel path computes them (``path``, a
+    ``cpu.KernelPath``: AVX2 or AVX-512; required — which one is a fact of a machine, ``cpu.this_machine``).
 
     ``rows``: how many rows ggml computes together — the step's, where a program runs in tiles (ggml picks a float
     product's kernel by it); ``None``, the rows of the operand at hand."""
 
     name: str = "exact"
     rows: int | None = None
+    path: KernelPath | None = None
+
+    def __post_init__(self):
+        if self.name == "llama.cpp" and self.path is None:
+            raise ValueError("llama.cpp's arithmetic is a kernel path's: say which (cpu.PATHS)")
 
     @property
     def ggml(self) -> bool:
         return self.name == "llama.cpp"
 
+    @property
+    def label(self) -> str:
+        """``exact`` or ``llama.cpp:PATH`` — what ``run --json`` and ``verify`` print."""
+        return f"llama.cpp:{self.path.name}" if self.ggml else self.name
+
+
+def llama_cpp(path: KernelPath) -> Arithmetic:
+    """llama.cpp's arithmetic on ``path``."""
+    return Arithmetic("llama.cpp", path=path)
+
 
 EXACT = Arithmetic("exact")
-LLAMA_CPP = Arithmetic("llama.cpp")
-ARITHMETICS = {"exact": EXACT, "llama.cpp": LLAMA_CPP}

@@ -99,15 +99,17 @@ class Reference:
     """One sequence of one document: its weights, host tables for ``ctx`` positions, its carried states — a windowed
     cache as the ring LANGUAGE §8 says it is (``model.caches``), sized for steps of at most ``rows`` rows (a prefill's
     chunk; 1 for decode) — and the arithmetic its operations compute in (``product.Arithmetic``: exact float32 unless
-    told)."""
+    told). ``context``: the context the model runs at, which decides what depends on it (LongRoPE's factors:
+    ``model.context.longrope_factors``); ``ctx`` unless told — a run of a few tokens "at" a longer context holds caches of
+    its tokens alone."""
 
     def __init__(self, programs: Programs, weights: Weights, ctx: int, arithmetic: Arithmetic = EXACT, *,
-                 rows: int = 1):
+                 rows: int = 1, context: int | None = None):
         self.programs = programs
         self.weights = weights
         self.ctx = ctx
         self.arithmetic = arithmetic
-        self.tables = host_tables(programs, ctx, arithmetic)
+        self.tables = host_tables(programs, ctx, arithmetic, context)
         self.states: dict[str, np.ndarray] = {}
         self.rings: dict[str, int] = {}
         for p in programs.all():

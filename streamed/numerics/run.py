@@ -45,11 +45,13 @@ def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
 
 
 def reference_logits(programs: Programs, weights: Weights, tokens: list[int], prefill: int,
-                     ctx: int | None = None, arithmetic: Arithmetic = EXACT, progress=None) -> Logits:
+                     ctx: int | None = None, arithmetic: Arithmetic = EXACT, progress=None,
+                     context: int | None = None) -> Logits:
     """The document's logits at every position (its head's argmax operand), run by the reference interpreter with
     KV caches of ``ctx`` positions (default: just the tokens; a windowed cache a ring for steps of ``prefill`` rows,
-    LANGUAGE §8), in ``arithmetic``; ``progress(done, total)`` after each step when given."""
-    ref = Reference(programs, weights, ctx or len(tokens), arithmetic, rows=prefill)
+    LANGUAGE §8), in ``arithmetic``, the model run at ``context`` positions (default ``ctx``: what depends on the
+    context, ``Reference``); ``progress(done, total)`` after each step when given."""
+    ref = Reference(programs, weights, ctx or len(tokens), arithmetic, rows=prefill, context=context)
     rows = []
     plan = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(plan, 1):

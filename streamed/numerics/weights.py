@@ -224,8 +224,10 @@ def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weig
 # ---- host tables ---------------------------------------------------------------------------------------------------
 
 
-def tables(programs: Programs, ctx: int, arithmetic: Arithmetic = EXACT) -> dict[str, np.ndarray]:
-    """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound, in ``arithmetic``."""
+def tables(programs: Programs, ctx: int, arithmetic: Arithmetic = EXACT,
+           context: int | None = None) -> dict[str, np.ndarray]:
+    """Every host table the programs declare, filled as declared (§4), its ``ctx`` bound, in ``arithmetic``, for a
+    model run at ``context`` positions (default ``ctx``; ``model.context.longrope_factors``)."""
     out: dict[str, np.ndarray] = {}
     for p in programs.all():
         for d in p.decls.values():
@@ -234,7 +236,7 @@ def tables(programs: Programs, ctx: int, arithmetic: Arithmetic = EXACT) -> dict
             if d.fill is None:
                 raise WeightError(d.name, "a table must say how it is filled (`cosines of base 10000`)")
             rows, width = concrete(d.shape, ctx=ctx)
-            out[d.name] = fill_table(d.fill, rows, width, arithmetic)
+            out[d.name] = fill_table(d.fill, rows, width, arithmetic, context)
     return out
 
 

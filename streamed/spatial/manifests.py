@@ -17,6 +17,7 @@ from pathlib import PurePath
 from ..lang.files import display
 from ..lang.jsontext import dumps
 from ..model.checkpoint import Naming, TensorRef
+from ..model.context import longrope_factors
 from .ir import SpatialProgram, tile_to_json
 from .passes.fold_q8 import read_dense
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tiling
@@ -80,6 +81,15 @@ def _part(ref: TensorRef) -> dict:
     return out
 
 
+def _factors(t) -> dict:
+    """A LongRoPE table's list, as the bundle's context decides it (``model.context.longrope_factors``): ``{"factors":
+    "short"|"long"}``; nothing for any other table."""
+    params = dict(t.fill[2]) if t.fill and len(t.fill) > 2 else {}
+    if params.get("scaling") != "longrope":
+        return {}
+    return {"factors": longrope_factors(t.shape[0], params["context"])}
+
+
 def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
     """A program's weights (with their checkpoint tensor when the program is bound to no layer: the embed and the
     head), carried states (a chip's share with its ``slice`` of the whole), tables, and the weights stored Q8_0 it
@@ -95,7 +105,7 @@ def _program(p: SpatialProgram, naming: Naming | None = None) -> dict:
                "ring": t.name in rings, **({"of": t.of, "slice": list(t.slice)} if t.slice is not None else {})}
               for t in p.tensors if t.name in carried]
     tables = [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype, "bytes": t.bytes,
-               "fill": list(t.fill) if t.fill else None} for t in p.tensors if t.role == "table"]
+               "fill": list(t.fill) if t.fill else None, **_factors(t)} for t in p.tensors if t.role == "table"]
     return {"weights": weights, "states": states, "tables": tables, "read_dense": read_dense(p)}
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from exact import round_f32, round_f64
 from streamed.numerics import ggml
+from streamed.numerics.cpu import AVX2, AVX512, PATHS
 from streamed.numerics.q8 import from_bytes, quantize_weight
 
 R = np.random.default_rng(21)
@@ -33,6 +34,27 @@ def reduce16(v: list[Fraction]) -> Fraction:
     return add(add(b[0], b[2]), add(b[1], b[3]))
 
 
+def hsum(v: list[Fraction]) -> Fraction:
+    """One register's horizontal sum where ggml writes ``hsum`` (tinyBLAS, ``hsum_float_8``, soft_max): AVX-512's
+    ``_mm512_reduce_add_ps``; AVX2's high half plus low half, ``_mm_movehl_ps``, ``_mm_movehdup_ps``."""
+    if len(v) == 16:
+        return reduce16(v)
+    t = [add(v[i + 4], v[i]) for i in range(4)]
+    return add(add(t[0], t[2]), add(t[1], t[3]))
+
+
+def vec_reduce(v: list[Fraction]) -> Fraction:
+    """``GGML_F32_VEC_REDUCE``'s last register: AVX-512's ``_mm512_reduce_add_ps``; AVX2's low half plus high half,
+    then ``_mm_hadd_ps`` twice (pairs 0+1 and 2+3, then those two)."""
+    if len(v) == 16:
+        return reduce16(v)
+    t = [add(v[i], v[i + 4]) for i in range(4)]
+    return add(add(t[0], t[1]), add(t[2], t[3]))
+
+
+BOTH = pytest.mark.parametrize("path", [AVX2, AVX512], ids=["avx2", "avx512"])
+
+
 def test_llama_cpp_s_q8_0_activations_round_half_to_even_with_127_over_the_block_maximum():
     block = np.zeros(32, np.float32)
     block[0] = 127.0  # d = 1, 127/max = 1: each value is its own quantisation
@@ -49,7 +71,7 @@ def test_llama_cpp_s_q8_0_activations_round_half_to_even_with_127_over_the_block
 
 
 def q8_element(x_row: np.ndarray, w_blocks: np.ndarray) -> np.float32:
-    """``ggml_vec_dot_q8_0_q8_0`` (AVX2 with VNNI): per block, lane l's integer sum of the 4 products of values
+    """``ggml_vec_dot_q8_0_q8_0`` (its AVX2 code, which AVX-512 builds compile too): per block, lane l's integer sum of the 4 products of values
     4l…4l+3 (exact), times the two scales' product rounded to float32, by fma into lane l; then ``hsum_float_8``."""
     q, d = ggml.quantize_q8_0(x_row[None])
     qw, dw = from_bytes(w_blocks[None])
@@ -66,57 +88,125 @@ def q8_element(x_row: np.ndarray, w_blocks: np.ndarray) -> np.float32:
 def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across_lanes():
     w = quantize_weight(R.standard_normal((96, 6)).astype(np.float32))
     x = R.standard_normal((3, 96)).astype(np.float32)
-    got = ggml.mul_mat(x, w)
+    got = ggml.mul_mat(x, w, path=AVX2)
     want = [[q8_element(x[r], w.raw[n]) for n in range(6)] for r in range(3)]
     assert np.array_equal(got, np.array(want, dtype=np.float32))
-    assert np.array_equal(ggml.mul_mat(x[1:2], w), got[1:2])  # one row or three: one arithmetic
+    assert np.array_equal(ggml.mul_mat(x[1:2], w, path=AVX2), got[1:2])  # one row or three: one arithmetic
+    assert np.array_equal(ggml.mul_mat(x, w, path=AVX512), got)  # exact integer sums, one hsum: one arithmetic
 
 
-def vec_dot(x: np.ndarray, y: np.ndarray, wide_tail: bool) -> np.float32:
-    """``ggml_vec_dot_f32`` / ``_f16`` (AVX-512): four 16-lane fma accumulators over whole steps of 64, added
-    ``(s₀+s₂)+(s₁+s₃)`` and reduced; the rest added one product at a time, in float32 (f32) or float64 (f16)."""
+def vec_dot(x: np.ndarray, y: np.ndarray, wide_tail: bool, lanes: int) -> np.float32:
+    """``ggml_vec_dot_f32`` / ``_f16`` with registers of ``lanes``: four fma accumulators over whole steps of
+    ``4·lanes``, added ``(s₀+s₂)+(s₁+s₃)`` and reduced; the rest added one product at a time, in float32 (f32) or
+    float64 (f16)."""
     n = len(x)
-    full = n - n % 64
-    acc = [[Fraction(0)] * 16 for _ in range(4)]
-    for i in range(0, full, 64):
+    step = 4 * lanes
+    full = n - n % step
+    acc = [[Fraction(0)] * lanes for _ in range(4)]
+    for i in range(0, full, step):
         for j in range(4):
-            for l in range(16):
-                acc[j][l] = fma(F(x[i + 16 * j + l]), F(y[i + 16 * j + l]), acc[j][l])
-    s = reduce16([add(add(acc[0][l], acc[2][l]), add(acc[1][l], acc[3][l])) for l in range(16)])
+            for l in range(lanes):
+                acc[j][l] = fma(F(x[i + lanes * j + l]), F(y[i + lanes * j + l]), acc[j][l])
+    s = vec_reduce([add(add(acc[0][l], acc[2][l]), add(acc[1][l], acc[3][l])) for l in range(lanes)])
     for i in range(full, n):
         p = round_f32(F(x[i]) * F(y[i]))
         s = round_f64(s + p) if wide_tail else add(s, p)
     return np.float32(round_f32(s))
 
 
-def tiny16(x: np.ndarray, y: np.ndarray) -> np.float32:
-    """llamafile's ``tinyBLAS<16>`` element: one 16-lane fma accumulator, then reduced."""
-    acc = [Fraction(0)] * 16
-    for i in range(0, len(x), 16):
-        for l in range(16):
+def tiny(x: np.ndarray, y: np.ndarray, lanes: int) -> np.float32:
+    """llamafile's ``tinyBLAS<lanes>`` element: one fma accumulator of ``lanes``, then ``hsum``."""
+    acc = [Fraction(0)] * lanes
+    for i in range(0, len(x), lanes):
+        for l in range(lanes):
             acc[l] = fma(F(x[i + l]), F(y[i + l]), acc[l])
-    return np.float32(reduce16(acc))
+    return np.float32(hsum(acc))
 
 
-def test_a_float_product_is_ggml_s_dot_for_one_row_and_tinyblas_for_several():
-    w = R.standard_normal((80, 8)).astype(np.float32)  # 80 = one step of 64 and 16 left over
+@BOTH
+def test_a_float_product_is_ggml_s_dot_for_one_row_and_tinyblas_for_several(path):
+    w = R.standard_normal((80, 8)).astype(np.float32)  # 80 = one step of 64 (two of 32) and 16 left over
     x = R.standard_normal((3, 80)).astype(np.float32)
-    one = ggml.mul_mat(x[:1], w)
-    assert np.array_equal(one, [[vec_dot(x[0], w[:, n], False) for n in range(8)]])
-    several = ggml.mul_mat(x, w)
-    assert np.array_equal(several, [[tiny16(x[r], w[:, n]) for n in range(8)] for r in range(3)])
-    assert np.array_equal(ggml.mul_mat(x, w, rows=1)[:1], one)  # the step's rows decide, not the operand's
+    one = ggml.mul_mat(x[:1], w, path=path)
+    assert np.array_equal(one, [[vec_dot(x[0], w[:, n], False, path.lanes) for n in range(8)]])
+    several = ggml.mul_mat(x, w, path=path)
+    assert np.array_equal(several, [[tiny(x[r], w[:, n], path.lanes) for n in range(8)] for r in range(3)])
+    assert np.array_equal(ggml.mul_mat(x, w, rows=1, path=path)[:1], one)  # the step's rows decide, not the operand's
     half = w.astype(np.float16)
     xh = x.astype(np.float16).astype(np.float32)  # an F16 product reads its activations rounded to fp16
-    assert np.array_equal(ggml.mul_mat(x[:1], half), [[vec_dot(xh[0], half[:, n], True) for n in range(8)]])
+    assert np.array_equal(ggml.mul_mat(x[:1], half, path=path),
+                          [[vec_dot(xh[0], half[:, n], True, path.lanes) for n in range(8)]])
 
 
-def test_tinyblas_takes_only_a_reduction_of_16s_and_outputs_of_4s():
-    assert ggml.tiny_blas(2, 64, 8) and not ggml.tiny_blas(1, 64, 8)
-    assert not ggml.tiny_blas(2, 72, 8) and not ggml.tiny_blas(2, 64, 6)
+def test_the_two_paths_sum_a_float_product_in_other_orders():
+    """Why a path is a fact of the build: on the same operands AVX2's and AVX-512's sums differ in last bits."""
+    w = R.standard_normal((256, 64)).astype(np.float32)
+    x = R.standard_normal((1, 256)).astype(np.float32)
+    assert not np.array_equal(ggml.mul_mat(x, w, path=AVX2), ggml.mul_mat(x, w, path=AVX512))
+
+
+def test_without_llamafile_several_rows_take_ggml_s_dot():
+    w = R.standard_normal((64, 4)).astype(np.float32)
+    x = R.standard_normal((2, 64)).astype(np.float32)
+    plain = PATHS["avx2:nollamafile"]
+    assert np.array_equal(ggml.mul_mat(x, w, path=plain), [[vec_dot(x[r], w[:, n], False, 8) for n in range(4)]
+                                                            for r in range(2)])
+
+
+def test_tinyblas_takes_only_a_reduction_of_whole_registers_and_outputs_of_4s():
+    assert ggml.tiny_blas(2, 64, 8, AVX512) and not ggml.tiny_blas(1, 64, 8, AVX512)
+    assert not ggml.tiny_blas(2, 72, 8, AVX512) and not ggml.tiny_blas(2, 64, 6, AVX512)
+    assert ggml.tiny_blas(2, 72, 8, AVX2)  # 72 is 9 registers of 8
     w = R.standard_normal((72, 4)).astype(np.float32)
     x = R.standard_normal((2, 72)).astype(np.float32)
-    assert np.array_equal(ggml.mul_mat(x, w), [[vec_dot(x[r], w[:, n], False) for n in range(4)] for r in range(2)])
+    assert np.array_equal(ggml.mul_mat(x, w, path=AVX512),
+                          [[vec_dot(x[r], w[:, n], False, 16) for n in range(4)] for r in range(2)])
+
+
+def expf(x: float, lanes: int) -> float:
+    """``ggml_v_expf`` on one lane where ``2ⁿ`` is a normal float32, each rounding written out (``vec.h``): AVX-512
+    scales ``1 + b·p(b)`` by ``2ⁿ`` (``scalef``); AVX2 computes ``k + k·(b·p(b))`` with ``k = 2ⁿ``."""
+    c = [Fraction(float.fromhex(h)) for h in ("0x1.715476p+0", "0x1.8p23", "0x1.62e4p-1", "0x1.7f7d1cp-20",
+                                              "0x1.0e4020p-7", "0x1.573e2ep-5", "0x1.555e66p-3", "0x1.fffdb6p-2",
+                                              "0x1.ffffecp-1")]
+    log2e, shift, hi, lo, p5, p4, p3, p2, p1 = c
+    X = Fraction(x)
+    z = fma(X, log2e, shift)
+    n = round_f32(z - shift)
+    b = fma(-n, lo, fma(-n, hi, X))
+    u = round_f32(b * b)
+    inner = fma(fma(p5, b, p4), u, fma(p3, b, p2))
+    if lanes == 16:
+        return float(round_f32(fma(inner, u, fma(p1, b, Fraction(1))) * Fraction(2) ** int(n)))
+    j = fma(inner, u, round_f32(p1 * b))
+    k = Fraction(2) ** int(n)
+    return float(fma(k, j, k))
+
+
+@BOTH
+@pytest.mark.parametrize("x", [0.0, -1e-8, 0.5, -0.69314718, -3.25, 7.0, -20.5, 60.0, -87.3, 88.7, -95.0, -104.5,
+                               -200.0, 200.0])
+def test_ggml_s_vector_exponential_is_its_path_s_roundings_within_two_ulp_of_exp(path, x):
+    """Where ``2ⁿ`` is a normal float32 (``|n| ≤ 126``) each rounding is the one written out above; past it the
+    path's two-part scale (AVX2) or ``scalef`` (AVX-512) is held to the true exponential: within two units in the
+    last place — subnormal results included —, ∞ and 0 where float32 has no room."""
+    x32 = np.float32(x)
+    got = float(ggml.v_expf(x32, path.lanes))
+    if abs(float(x32) * 1.4426950408889634) < 126:
+        assert got == expf(float(x32), path.lanes)
+    with np.errstate(over="ignore"):  # e²⁰⁰ is past float32: ∞, as the path gives
+        true = np.float32(np.exp(np.float64(x32)))
+    if np.isinf(true):
+        assert got == float("inf")
+    else:
+        assert abs(got - float(true)) <= 2 * float(np.spacing(true))
+
+
+def test_the_two_paths_exponentials_differ_in_last_bits():
+    xs = np.float32(-R.random(4096) * 20)
+    a = np.array([ggml.v_expf(v, 8) for v in xs])
+    b = np.array([ggml.v_expf(v, 16) for v in xs])
+    assert (a != b).any() and np.abs(a - b).max() <= 2 * np.spacing(np.float32(1))
 
 
 def test_rms_norm_sums_float32_squares_in_float64_and_scales_by_a_float32_reciprocal():

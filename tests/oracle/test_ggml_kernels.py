@@ -7,12 +7,15 @@ the router's softmax or sigmoid, the chosen weights' renormalisation, each exper
 chosen outputs added best first) are held so on the oracle's Qwen3-MoE and Llama 4 (with its q/k norm), and layer
 norm, soft caps, softplus, sigmoid and Gated DeltaNet's L2 norm on its StarCoder2, Gemma 2 and Qwen3.5.
 
-These kernels are the AVX-512 build's (with VNNI): a llama.cpp built for other CPUs computes otherwise, and the first
-test says which one this is."""
+Every function is computed on the kernel path of the llama.cpp under test (``llamacpp.BUILT``, read from the build's
+own report): on an AVX2 host its AVX2 build, on an AVX-512 host its AVX-512 build (and ``test_kernel_paths.py`` runs
+this module again against the other builds the host can run). The first test holds that report to the CPU's own
+flags, read independently."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -21,7 +24,8 @@ import llamacpp
 import oracle
 from llamacpp import MUL_MAT, RESHAPE, ROPE
 from repo import CONFIGS
-from streamed.numerics import ggml
+from streamed.numerics import cpu, ggml
+from streamed.numerics.product import llama_cpp
 from streamed.numerics.q8 import Planes
 
 CFG = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -64,11 +68,27 @@ def weight(stored: dict, name: str):
     return w if isinstance(w, Planes) else w.T
 
 
-def test_the_llama_cpp_under_test_is_the_avx_512_build_whose_kernels_these_are():
-    import llama_cpp
+def test_the_llama_cpp_under_test_computes_in_the_kernel_path_its_build_was_made_for():
+    """The build's own report (``llama_print_system_info``) names the path its kernels take. A native build
+    (llama-cpp-python's, built on this machine) takes the widest this CPU has — which ``/proc/cpuinfo`` says
+    independently; a build made for one path (``STREAMED_ORACLE_BUILD``, ``test_kernel_paths.py``) reports that one."""
+    from streamed.numerics import cpu
 
-    info = llama_cpp.llama_print_system_info().decode()
-    assert "AVX512 = 1" in info and "AVX512_VNNI = 1" in info and "LLAMAFILE = 1" in info, info
+    path = llamacpp.built_path()
+    flags, name, machine = cpu.this_host()
+    want = cpu.named(os.environ["STREAMED_ORACLE_BUILD"]) if os.environ.get("STREAMED_ORACLE_BUILD") \
+        else cpu.from_cpu(flags, machine)
+    assert path == want, (llamacpp.REPORT, name)
+    assert path.tinyblas, "llama-cpp-python builds llama.cpp with llamafile's tinyBLAS"
+
+
+PATH = llamacpp.BUILT if isinstance(llamacpp.BUILT, cpu.KernelPath) else None
+
+
+@pytest.fixture(autouse=True)
+def _a_path_this_host_runs():
+    """Every kernel test computes on the build's path; a build no path emulates is reported, not tested."""
+    llamacpp.built_path()
 
 
 def test_rms_norm_and_products_are_ggml_s_bit_for_bit_at_prefill_and_decode(graph):
@@ -80,10 +100,10 @@ def test_rms_norm_and_products_are_ggml_s_bit_for_bit_at_prefill_and_decode(grap
             xn = ggml.rms_norm(x, stored[f"blk.{layer}.attn_norm.weight"], 1e-5)
             assert same_bits(xn, first(step, f"attn_norm-{layer}")), (kind, layer)
             for out, w in (("Qcur", "attn_q"), ("Kcur", "attn_k"), ("Vcur", "attn_v")):
-                got = ggml.mul_mat(xn, weight(stored, f"blk.{layer}.{w}.weight"))
+                got = ggml.mul_mat(xn, weight(stored, f"blk.{layer}.{w}.weight"), path=PATH)
                 assert same_bits(got, first(step, f"{out}-{layer}", MUL_MAT)), (kind, layer, out, len(x))
             a = first(step, f"kqv_out-{layer}").reshape(len(x), -1)
-            got = ggml.mul_mat(a, weight(stored, f"blk.{layer}.attn_output.weight"))
+            got = ggml.mul_mat(a, weight(stored, f"blk.{layer}.attn_output.weight"), path=PATH)
             assert same_bits(got, first(step, f"attn_out-{layer}")), (kind, layer)
 
 
@@ -104,11 +124,11 @@ def test_rotation_attention_and_swiglu_are_ggml_s_bit_for_bit_at_prefill_and_dec
             values.append(first(step, f"Vcur-{layer}", MUL_MAT).reshape(rows, -1))
             keep = np.arange(pos + rows)[None, :] <= pos + np.arange(rows)[:, None]
             a = ggml.attention(q, np.concatenate(keys), np.concatenate(values), keep, 4, 2,
-                               np.float32(1) / np.sqrt(np.float32(HEAD)))
+                               np.float32(1) / np.sqrt(np.float32(HEAD)), path=PATH)
             assert same_bits(a, first(step, f"kqv_out-{layer}")), (kind, layer, pos)
             gate = first(step, f"ffn_gate-{layer}").reshape(rows, -1)
             up = first(step, f"ffn_up-{layer}").reshape(rows, -1)
-            assert same_bits(ggml.silu(gate) * up, first(step, f"ffn_swiglu-{layer}")), (kind, layer, pos)
+            assert same_bits(ggml.silu(gate, path=PATH) * up, first(step, f"ffn_swiglu-{layer}")), (kind, layer, pos)
             pos += rows
 
 
@@ -154,7 +174,7 @@ def moe_graph(request, tmp_path_factory):
 
 def test_a_softmax_router_its_renormalised_weights_and_the_experts_sum_are_ggml_s_bit_for_bit(moe_graph):
     from streamed.numerics import kernels as nx
-    from streamed.numerics.product import LLAMA_CPP
+    LLAMA_CPP = llama_cpp(PATH)
 
     kind, graphs = moe_graph
     stored, steps = graphs["qwen3-moe"]
@@ -162,7 +182,7 @@ def test_a_softmax_router_its_renormalised_weights_and_the_experts_sum_are_ggml_
         for layer in range(2):
             x = first(step, f"ffn_norm-{layer}").reshape(-1, 64)
             router = weight(stored, f"blk.{layer}.ffn_gate_inp.weight")
-            logits = ggml.mul_mat(x, router)
+            logits = ggml.mul_mat(x, router, path=PATH)
             assert same_bits(logits, first(step, f"ffn_moe_logits-{layer}")), (kind, layer, len(x))
             assert same_bits(nx.softmax(logits, arithmetic=LLAMA_CPP), first(step, f"ffn_moe_probs-{layer}"))
             _, w = nx.route(logits, 2, "softmax", normalized=True, arithmetic=LLAMA_CPP)
@@ -174,7 +194,7 @@ def test_a_softmax_router_its_renormalised_weights_and_the_experts_sum_are_ggml_
 
 def test_a_sigmoid_router_weighting_inputs_and_llama_4_s_q_k_norm_are_ggml_s_bit_for_bit(moe_graph):
     from streamed.numerics import kernels as nx
-    from streamed.numerics.product import LLAMA_CPP
+    LLAMA_CPP = llama_cpp(PATH)
 
     kind, graphs = moe_graph
     stored, steps = graphs["llama4"]
@@ -189,7 +209,7 @@ def test_a_sigmoid_router_weighting_inputs_and_llama_4_s_q_k_norm_are_ggml_s_bit
             x = ggml.rms_norm(first(step, f"ffn_inp-{layer}").reshape(-1, 64), stored[f"blk.{layer}.ffn_norm.weight"],
                               1e-5)
             router = weight(stored, f"blk.{layer}.ffn_gate_inp.weight")
-            logits = ggml.mul_mat(x, router)
+            logits = ggml.mul_mat(x, router, path=PATH)
             assert same_bits(logits, first(step, f"ffn_moe_logits-{layer}")), (kind, layer, len(x))
             assert same_bits(nx.sigmoid(logits, LLAMA_CPP), first(step, f"ffn_moe_probs-{layer}")), (kind, layer)
             banks = [bank(stored, f"blk.{layer}.ffn_{p}_exps.weight") for p in ("gate", "up", "down")]
@@ -237,7 +257,7 @@ def elementwise_graphs(tmp_path_factory):
 
 def test_layer_norm_gelu_soft_caps_softplus_sigmoid_and_l2_norm_are_ggml_s_bit_for_bit(elementwise_graphs):
     from streamed.numerics import kernels as nx
-    from streamed.numerics.product import LLAMA_CPP
+    LLAMA_CPP = llama_cpp(PATH)
 
     stored, steps = elementwise_graphs["starcoder2"]
     for step in steps:
@@ -253,7 +273,7 @@ def test_layer_norm_gelu_soft_caps_softplus_sigmoid_and_l2_norm_are_ggml_s_bit_f
         for layer in range(2):
             got = nx.soft_cap(first(step, f"kq-{layer}"), 50.0, LLAMA_CPP)
             assert same_bits(got, first(step, f"kq_scaled_2-{layer}")), ("attention's soft cap", layer)
-        logits = ggml.mul_mat(first(step, "result_norm").reshape(-1, 64), stored["token_embd.weight"].T)
+        logits = ggml.mul_mat(first(step, "result_norm").reshape(-1, 64), stored["token_embd.weight"].T, path=PATH)
         assert same_bits(nx.soft_cap(logits, 30.0, LLAMA_CPP), first(step, "result_output")), "the final soft cap"
     stored, steps = elementwise_graphs["qwen35"]
     for step in steps:

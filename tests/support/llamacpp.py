@@ -5,7 +5,11 @@ then one decode step per token — with an f32 KV cache, the full (unwindowed) c
 attention off, and returns the logits of every position (``len(tokens) × vocab``, float32); ``tensors(…)`` also
 every float32 tensor its graph computed, step by step. Nothing here compares: it only says what llama.cpp computes.
 Importing this module fails when ``llama_cpp`` is not installed: a suite that needs the oracle cannot run without it,
-and says so."""
+and says so.
+
+``BUILT`` is the kernel path of the llama.cpp under test, read from its own report (``llama_print_system_info``) as
+``--arithmetic llama.cpp`` reads it (``streamed.numerics.cpu``): the path whose arithmetic the oracle holds
+``streamed`` to bit for bit — or a ``cpu.Unemulated`` saying why no emulated path is it."""
 
 from __future__ import annotations
 
@@ -14,6 +18,21 @@ from pathlib import Path
 
 import llama_cpp as lc
 import numpy as np
+
+from streamed.numerics import cpu
+
+REPORT = lc.llama_print_system_info().decode("utf-8", "replace")
+BUILT = cpu.from_report(REPORT, "the llama.cpp under test")
+
+
+def built_path() -> cpu.KernelPath:
+    """``BUILT``, or the test that asks for it is reported not testable here, with the reason (the build is one no
+    emulated path computes as: an ARM host's, say) — the other tests of the module still run."""
+    import pytest
+
+    if isinstance(BUILT, cpu.KernelPath):
+        return BUILT
+    pytest.skip(f"not testable here: {BUILT}")
 
 _LOG: list[str] = []
 

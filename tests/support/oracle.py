@@ -156,7 +156,7 @@ class Ours:
 def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arithmetic: str = "exact") -> Ours:
     from streamed.analysis.whole import analyze
     from streamed.model.gguf import read_gguf
-    from streamed.numerics.product import ARITHMETICS
+    from streamed.numerics.product import EXACT, llama_cpp
     from streamed.numerics.run import bundle_logits, reference_logits
     from streamed.numerics.weights import from_gguf
 
@@ -165,7 +165,11 @@ def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arith
     a = analyze(text, ck.storage)
     assert not a.errors, [d.message for d in a.errors][:3]
     weights = from_gguf(path, a.programs, ck.storage)
-    how = ARITHMETICS[arithmetic]
+    how = EXACT
+    if arithmetic == "llama.cpp":  # the path of the build the oracle runs (``llamacpp.BUILT``)
+        import llamacpp
+
+        how = llama_cpp(llamacpp.built_path())
     ref = reference_logits(a.programs, weights, tokens, prefill, arithmetic=how)
     got: dict[int, np.ndarray] = {}
     if bundle:

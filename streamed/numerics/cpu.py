@@ -1,0 +1,186 @@
+"""Which of llama.cpp's CPU kernel paths ``--arithmetic llama.cpp`` computes in: what a build of llama.cpp on this
+machine compiled, read from what that build says of itself.
+
+Why a path. ggml's CPU kernels are written once per instruction set, and the float32 sums they compute are grouped by
+the width of the vector register: ``ggml_vec_dot_f32`` keeps four accumulators of 16 lanes under AVX-512 and of 8
+under AVX2, llamafile's tinyBLAS one accumulator of that width, ``ggml_v_expf`` is a different sequence of roundings
+on each, and soft_max sums one register at a time. So the same model on the same tokens gives other last bits on an
+AVX2 build than on an AVX-512 one — and a Q8_0 model quantises those bits to a step of 1/127 of a block's largest
+value, so the difference reaches 1e-2 in the logits. To be llama.cpp's arithmetic bit for bit is to be the arithmetic
+of one path; which one is a fact of the build (``llama_print_system_info``), not of the document.
+
+The paths emulated (``PATHS``):
+
+- ``avx2`` — x86-64 with AVX2, FMA and F16C (``GGML_AVX2``): 8 float32 lanes;
+- ``avx512`` — x86-64 with AVX-512 F and DQ (``GGML_AVX512``; VNNI or not, which changes only integer sums that are
+  exact either way): 16 lanes.
+
+Each with llamafile's tinyBLAS (``LLAMAFILE = 1``, llama.cpp's default) taking float products of two or more rows, or
+without it (``:nollamafile``). Every other build — ARM's NEON or SVE, an x86 build without FMA, POWER, RISC-V — is
+refused, naming the build and the paths there are: a silent approximation of another build's arithmetic would
+claim "bit for bit" and not be it.
+
+I/O: ``this_machine`` alone reads (``llama_cpp``'s report when llama-cpp-python is installed, else
+``/proc/cpuinfo``); the rest is pure.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """One build's float arithmetic: ``lanes`` float32 values a vector register holds (8: AVX2, 16: AVX-512), and
+    whether llamafile's tinyBLAS computes float products of several rows (``tinyblas``)."""
+
+    isa: str
+    lanes: int
+    tinyblas: bool = True
+
+    @property
+    def name(self) -> str:
+        """What ``--arithmetic llama.cpp:NAME`` takes and ``run --json``/``verify`` print: ``avx2``,
+        ``avx512:nollamafile``…"""
+        return self.isa if self.tinyblas else f"{self.isa}:nollamafile"
+
+    @property
+    def described(self) -> str:
+        return f"{_ISA[self.isa]}{'' if self.tinyblas else ', llamafile off'}"
+
+
+_ISA = {"avx2": "x86-64 AVX2 + FMA + F16C, 8 float32 lanes", "avx512": "x86-64 AVX-512, 16 float32 lanes"}
+AVX2 = KernelPath("avx2", 8)
+AVX512 = KernelPath("avx512", 16)
+PATHS = {p.name: p for isa, lanes in (("avx2", 8), ("avx512", 16)) for p in
+         (KernelPath(isa, lanes), KernelPath(isa, lanes, tinyblas=False))}
+
+
+@dataclass(frozen=True)
+class Unemulated:
+    """A build whose arithmetic no emulated path is: ``build`` says what it is, ``reason`` why none fits."""
+
+    build: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (f"--arithmetic llama.cpp: {self.build} computes in {self.reason}, which streamed does not emulate — "
+                f"the paths it emulates are {', '.join(f'{n} ({p.described})' for n, p in PATHS.items() if p.tinyblas)}"
+                f"; name one (--arithmetic llama.cpp:avx2) to compute as that build would")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The path a run computes in, and how it was chosen (``source``: the build's report, the CPU, or the user)."""
+
+    path: KernelPath
+    source: str
+
+
+def named(text: str) -> KernelPath | None:
+    """The path ``--arithmetic llama.cpp:TEXT`` names (``avx2``, ``avx512``, ``avx2:nollamafile``…), or None."""
+    return PATHS.get(text.strip().lower())
+
+
+def features(report: str) -> dict[str, bool]:
+    """``llama_print_system_info``'s ``NAME = 0|1`` pairs (``CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | …``)."""
+    return {k.upper(): v == "1" for k, v in re.findall(r"([A-Za-z0-9_]+)\s*=\s*([01])", report)}
+
+
+def from_report(report: str, build: str = "the llama.cpp build on this machine") -> KernelPath | Unemulated:
+    """The path a llama.cpp build computes in, from what it reports of itself (``llama_print_system_info``):
+    AVX-512 wherever it was compiled in (ggml's kernels take the widest registers), else AVX2 with FMA and F16C;
+    LLAMAFILE says whether tinyBLAS takes float products of several rows."""
+    f = features(report)
+    tiny = f.get("LLAMAFILE", False)
+    if f.get("AVX512"):
+        return KernelPath("avx512", 16, tiny)
+    if f.get("AVX2") and f.get("FMA") and f.get("F16C"):
+        return KernelPath("avx2", 8, tiny)
+    on = [k for k, v in f.items() if v and k not in ("LLAMAFILE", "OPENMP", "REPACK", "KLEIDIAI")]
+    if any(k.startswith(("NEON", "SVE", "ARM", "DOTPROD", "MATMUL_INT8")) for k in on):
+        why = "ARM's NEON kernels"
+    elif f.get("AVX2") or f.get("AVX"):
+        why = f"x86-64 kernels without {' and '.join(k for k in ('FMA', 'F16C') if not f.get(k))}"
+    else:
+        why = f"kernels for {', '.join(on) or 'no vector instruction set it names'}"
+    return Unemulated(f"{build} ({' '.join(on) or 'no SIMD'})", why)
+
+
+def from_cpu(flags: set[str], machine: str) -> KernelPath | Unemulated:
+    """The path a native build of llama.cpp (``GGML_NATIVE``, its default: ``-march=native``) compiles for a CPU with
+    these ``/proc/cpuinfo`` flags, with llamafile on (its default)."""
+    if machine not in ("x86_64", "AMD64", "amd64"):
+        return Unemulated(f"a native llama.cpp build on this {machine} CPU", "that architecture's kernels")
+    if {"avx512f", "avx512dq"} <= flags:
+        return AVX512
+    if {"avx2", "fma", "f16c"} <= flags:
+        return AVX2
+    missing = sorted({"avx2", "fma", "f16c"} - flags)
+    return Unemulated("a native llama.cpp build on this x86-64 CPU", f"x86-64 kernels without {', '.join(missing)}")
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The first ``flags`` line of ``/proc/cpuinfo``."""
+    m = re.search(r"^flags\s*:\s*(.*)$", cpuinfo, re.M)
+    return set(m.group(1).split()) if m else set()
+
+
+def cpu_name(cpuinfo: str) -> str:
+    m = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
+    return m.group(1).strip() if m else platform.processor() or platform.machine()
+
+
+def _read_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def this_host() -> tuple[set[str], str, str]:
+    """This CPU's flags, its name and its architecture (reads ``/proc/cpuinfo``)."""
+    info = _read_cpuinfo()
+    return cpu_flags(info), cpu_name(info), platform.machine()
+
+
+def runnable(path: KernelPath, flags: set[str], machine: str) -> str | None:
+    """None when a CPU with these flags can run a build of ``path``; else why not, in a phrase."""
+    if machine not in ("x86_64", "AMD64", "amd64"):
+        return f"this {machine} CPU runs no x86-64 build"
+    need = {"avx2": {"avx2", "fma", "f16c"}, "avx512": {"avx512f", "avx512dq"}}[path.isa]
+    missing = sorted(need - flags)
+    return f"this CPU has no {', '.join(missing)}" if missing else None
+
+
+def llama_cpp_report() -> str | None:
+    """``llama_print_system_info`` of the llama.cpp that llama-cpp-python loads (it honours ``LLAMA_CPP_LIB_PATH``),
+    or None when llama-cpp-python is not installed or its library does not load."""
+    try:
+        import llama_cpp
+    except Exception:  # not installed, or its shared library failed to load: then the CPU decides
+        return None
+    try:
+        return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    except Exception:
+        return None
+
+
+def this_machine(name: str | None = None) -> Chosen | Unemulated:
+    """The path ``--arithmetic llama.cpp[:NAME]`` computes in: the one named; else the one the llama.cpp build on this
+    machine reports (llama-cpp-python's); else the one a native build would compile for this CPU."""
+    if name:
+        path = named(name)
+        if path is None:  # the command line checks names first (``named``): this is a caller's mistake
+            raise ValueError(f"no kernel path named {name!r}: {', '.join(PATHS)}")
+        return Chosen(path, "named")
+    report = llama_cpp_report()
+    if report is not None:
+        got = from_report(report)
+        return Chosen(got, "the llama.cpp build's report") if isinstance(got, KernelPath) else got
+    flags, cpu, machine = this_host()
+    got = from_cpu(flags, machine)
+    return Chosen(got, f"this CPU ({cpu})") if isinstance(got, KernelPath) else got

@@ -1,0 +1,47 @@
+"""Every kernel path this host's CPU can run is held to a real llama.cpp build of that path, bit for bit.
+
+The rest of the oracle holds the path of llama-cpp-python's native build (``llamacpp.BUILT``: the widest this CPU
+has). Here each other emulated path (``streamed.numerics.cpu.PATHS``) is either:
+- run: when the CPU can run it, the kernel tests (``test_ggml_kernels.py``), the real-width Q8_0 slice and the
+  oracle's Q8_0 cases in llama.cpp's arithmetic run again in a process of their own whose ``llama_cpp`` loads a build
+  made for that path (``llama_builds``: ``make test`` builds it once, into ``~/.cache/streamed-llama/``), and must
+  pass; or
+- reported not testable here, with the reason (an AVX2 host cannot run AVX-512 code) — not a failure, and not a
+  pass.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llama_builds
+import llamacpp
+from streamed.numerics import cpu
+
+ROOT = Path(__file__).resolve().parents[2]
+OTHERS = [p for p in (cpu.AVX2, cpu.AVX512) if p != llamacpp.BUILT]
+
+
+@pytest.mark.parametrize("path", OTHERS, ids=[p.isa for p in OTHERS])
+def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_build_of_that_path(path):
+    flags, name, machine = cpu.this_host()
+    why = cpu.runnable(path, flags, machine)
+    if why is not None:
+        pytest.skip(f"not testable here: the {path.isa} path needs a CPU that runs it, and {why} ({name})")
+    where = llama_builds.built(path)
+    assert where is not None, (f"no llama.cpp build for {path.isa} at {llama_builds.folder(path)}: `make test` makes it "
+                               f"(python tests/support/llama_builds.py)")
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(where), "STREAMED_ORACLE_BUILD": path.name}
+    tests = ["tests/oracle/test_ggml_kernels.py", "tests/oracle/test_real_width.py::"
+             "test_two_real_width_q8_0_layers_are_llama_cpp_s_logits_bit_for_bit_in_its_arithmetic",
+             "tests/oracle/test_llamacpp.py", "-k", "not test_kernel_paths and (ggml or real_width or arithmetic)"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=3000)
+    tail = "\n".join(done.stdout.splitlines()[-25:])
+    assert done.returncode == 0, f"the {path.isa} build's oracle:\n{tail}\n{done.stderr[-2000:]}"
+    assert " passed" in tail and " skipped" not in tail, tail
