@@ -237,8 +237,8 @@ def arithmetic_of(args):
     text = args.arithmetic.strip()
     if text == "exact":
         return EXACT, None
-    name, _, path = text.partition(":")
-    if name != "llama.cpp" or (path and path.lower() not in PATHS):
+    name, colon, path = text.partition(":")
+    if name != "llama.cpp" or (colon and path.lower() not in PATHS):
         raise UserError(f"--arithmetic {text}: not an arithmetic; say exact, llama.cpp (this machine's kernel path) "
                         f"or llama.cpp:PATH with PATH one of {', '.join(PATHS)}")
     chosen = this_machine(path or None)

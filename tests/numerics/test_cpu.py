@@ -1,0 +1,99 @@
+"""Which kernel path `--arithmetic llama.cpp` computes in: read from what a llama.cpp build reports of itself, or
+from the CPU as a native build would compile for it, or named — and refused, in one line naming the build and the
+paths there are, where no emulated path is the build's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repo import EXAMPLES
+from streamed.numerics import cpu
+
+TINY = str(EXAMPLES / "tiny-llama.lgm")
+#: ``llama_print_system_info`` as llama.cpp prints it (``ggml-cpu.cpp``'s features: only those compiled in).
+AVX512_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
+                "AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | OPENMP = 1 | "
+                "REPACK = 1 | ")
+AVX2_BUILD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | " \
+             "OPENMP = 1 | REPACK = 1 | "
+NEON_BUILD = "CPU : NEON = 1 | ARM_FMA = 1 | FP16_VA = 1 | DOTPROD = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
+NO_FMA_BUILD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | LLAMAFILE = 1 | OPENMP = 1 | "
+
+
+def test_a_build_s_report_names_its_path():
+    assert cpu.from_report(AVX512_BUILD) == cpu.AVX512
+    assert cpu.from_report(AVX2_BUILD) == cpu.AVX2
+    assert cpu.from_report(AVX2_BUILD.replace("LLAMAFILE = 1 | ", "")) == cpu.PATHS["avx2:nollamafile"]
+
+
+@pytest.mark.parametrize("report, says", [(NEON_BUILD, "ARM's NEON"), (NO_FMA_BUILD, "without FMA and F16C")])
+def test_a_build_no_path_emulates_is_refused_naming_the_build_and_the_paths_there_are(report, says):
+    got = cpu.from_report(report, "the llama.cpp build on this machine")
+    assert isinstance(got, cpu.Unemulated)
+    text = str(got)
+    assert says in text and "avx2 (x86-64 AVX2" in text and "avx512 (x86-64 AVX-512" in text, text
+    assert "\n" not in text
+
+
+def test_a_native_build_takes_the_widest_path_the_cpu_has():
+    assert cpu.from_cpu({"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw"}, "x86_64") == cpu.AVX512
+    assert cpu.from_cpu({"avx2", "fma", "f16c", "avx512f"}, "x86_64") == cpu.AVX2  # no DQ: ggml's 16-lane soft_max off
+    assert cpu.from_cpu({"avx2", "fma", "f16c"}, "x86_64") == cpu.AVX2
+    assert isinstance(cpu.from_cpu({"avx"}, "x86_64"), cpu.Unemulated)
+    assert isinstance(cpu.from_cpu({"asimd"}, "aarch64"), cpu.Unemulated)
+
+
+def test_an_avx_512_cpu_runs_the_avx2_path_and_not_the_other_way():
+    wide = {"avx2", "fma", "f16c", "avx512f", "avx512dq"}
+    assert cpu.runnable(cpu.AVX2, wide, "x86_64") is None and cpu.runnable(cpu.AVX512, wide, "x86_64") is None
+    assert "avx512dq, avx512f" in cpu.runnable(cpu.AVX512, {"avx2", "fma", "f16c"}, "x86_64")
+
+
+def test_the_cpu_s_flags_are_read_from_proc_cpuinfo():
+    info = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse avx avx2 fma f16c\n\nprocessor\t: 1\n"
+    assert cpu.cpu_flags(info) == {"fpu", "sse", "avx", "avx2", "fma", "f16c"} and cpu.cpu_name(info) == "AMD EPYC"
+
+
+def test_run_says_which_path_computed_and_a_named_path_computes_in_it(run):
+    code, out, err = run("run", TINY, "--tokens", "5,17,3", "--arithmetic", "llama.cpp:avx512", "--json")
+    assert code == 0, err
+    wide = json.loads(out)
+    assert wide["arithmetic"] == "llama.cpp:avx512" and wide["arithmetic_chosen_by"] == "named"
+    code, out, err = run("run", TINY, "--tokens", "5,17,3", "--arithmetic", "llama.cpp:avx2", "--json")
+    narrow = json.loads(out)
+    assert narrow["arithmetic"] == "llama.cpp:avx2"
+    code, out, err = run("run", TINY, "--tokens", "5,17,3")
+    assert code == 0 and "arithmetic:" not in out  # exact says nothing more
+    code, out, err = run("run", TINY, "--tokens", "5,17,3", "--arithmetic", "llama.cpp:avx2")
+    assert out.rstrip().splitlines()[-1].startswith("arithmetic: llama.cpp:avx2 — x86-64 AVX2 + FMA + F16C"), out
+
+
+def test_llama_cpp_s_arithmetic_is_this_machine_s_build_s_path_as_the_cpu_independently_says(run):
+    """llama-cpp-python's llama.cpp is built native on this machine: its report and /proc/cpuinfo agree."""
+    flags, name, machine = cpu.this_host()
+    want = cpu.from_cpu(flags, machine)
+    code, out, err = run("run", TINY, "--tokens", "5,17", "--arithmetic", "llama.cpp", "--json")
+    if isinstance(want, cpu.Unemulated):  # not on this project's x86-64 machines; said, not computed otherwise
+        assert code == 2 and "does not emulate" in err, err
+        return
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["arithmetic"] == f"llama.cpp:{want.name}", (got["arithmetic"], name)
+    assert got["arithmetic_chosen_by"] == "the llama.cpp build's report"
+
+
+def test_a_machine_whose_llama_cpp_no_path_emulates_is_refused_before_anything_runs(run, monkeypatch):
+    monkeypatch.setattr(cpu, "llama_cpp_report", lambda: NEON_BUILD)
+    code, out, err = run("run", TINY, "--tokens", "5,17", "--arithmetic", "llama.cpp")
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "NEON" in err and "llama.cpp:avx2" in err, err
+    code, out, err = run("verify", TINY, "--arithmetic", "llama.cpp", "--mode", "decode", "--ctx", "8")
+    assert code == 2 and "NEON" in err
+
+
+@pytest.mark.parametrize("text", ["llama.cpp:avx3", "llamacpp", "llama.cpp:"])
+def test_an_arithmetic_that_is_not_one_is_one_line_naming_it(run, text):
+    code, out, err = run("run", TINY, "--tokens", "5", "--arithmetic", text)
+    assert code == 2 and f"--arithmetic {text}: not an arithmetic" in err and "avx512" in err, err
