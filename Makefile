@@ -26,6 +26,7 @@ test: $(STAMP)
 test-python: $(STAMP)
 	@mkdir -p $(SUMMARY)
 	@bash tests/server/neovim-setup.sh
+	@$(PY) tests/support/llama_builds.py  # llama.cpp for each other kernel path this CPU runs (none on an AVX2 host)
 	@set -o pipefail; s=$$SECONDS; $(PY) -m pytest -q -p no:cacheprovider | tee build/python-tests.log; status=$$?; \
 	  printf 'python: %s (%ss)\n' "$$(tail -n 1 build/python-tests.log | sed -E 's/^=+ //; s/ =+$$//; s/ in [0-9.]+s.*$$//')" \
 	  "$$((SECONDS - s))" > $(SUMMARY)/1-python.txt; exit $$status

@@ -125,7 +125,20 @@ def main() -> None:
     write_agreement(when, where, load)
 
 
+def path_sections(text: str) -> dict[str, str]:
+    """docs/oracle.md's tables by kernel path: each between ``<!-- path NAME -->`` and ``<!-- /path -->``."""
+    import re
+
+    return {m.group(1): m.group(0) for m in re.finditer(r"<!-- path (\S+) -->.*?<!-- /path -->", text, re.S)}
+
+
 def write_agreement(when: str, where: str, load: str) -> None:
+    """docs/oracle.md with this host's path measured now and every other path's table as it was measured on a host of
+    that path (kept from the file)."""
+    sys.path[:0] = [str(ROOT / "tests" / "support")]
+    import llamacpp
+
+    path = llamacpp.built_path()
     rows = agreement()
 
     def cell(x: float | None) -> str:
@@ -138,7 +151,15 @@ def write_agreement(when: str, where: str, load: str) -> None:
               if w == "F32" and n.split(",")[0] in ("granite", "mistral3", "cohere2", "deci"))
     exact = {w: sum(1 for n, ww, r, b, e, eb in rows if ww == w and e == 0 and not eb) for w in ("Q8_0", "F16", "F32")}
     cases = sum(1 for row in rows if row[1] == "F32")
-    ORACLE_DOC.write_text(ORACLE_TEXT.format(when=when, where=where, load=load, table="\n".join(table), cases=cases,
+    mine = (f"<!-- path {path.isa} -->\n### {path.isa}: {path.described}\n\nMeasured {when} by "
+            f"`benchmarks/bench_oracle.py` on {where} (load average {load}), llama.cpp's "
+            f"{path.isa} build. In llama.cpp's arithmetic {exact['Q8_0']} of the {cases} Q8_0 cases are llama.cpp's "
+            f"logits bit for bit through the reference and the bundles, {exact['F16']} of the {cases} F16 cases "
+            f"through the reference, {exact['F32']} F32 cases.\n\n" + "\n".join(table) + "\n<!-- /path -->")
+    kept = path_sections(ORACLE_DOC.read_text("utf-8")) if ORACLE_DOC.exists() else {}
+    kept[path.isa] = mine
+    tables = "\n\n".join(kept[k] for k in sorted(kept))
+    ORACLE_DOC.write_text(ORACLE_TEXT.format(when=when, where=where, load=load, table=tables, cases=cases,
                                              q8_exact=exact["Q8_0"], f16_exact=exact["F16"], f32_exact=exact["F32"],
                                              new_families=f"{new:.2g}".replace("e-0", "e-")), "utf-8")
     print("\n".join(table))
@@ -160,7 +181,11 @@ and in `--arithmetic llama.cpp`. Each figure is the largest difference over ever
 logit llama.cpp gives at that position. llama.cpp runs its plain CPU kernels (`use_extra_bufts` off: its AMX path
 segfaults on Q8_0 on this machine's Sapphire Rapids cores, and the repacked layouts reorder sums).
 
-Measured {when} by `benchmarks/bench_oracle.py` on {where} (load average {load}):
+llama.cpp's arithmetic is a kernel path's (`streamed/numerics/cpu.py`: ggml groups its float sums by the width of
+the vector registers, so an AVX2 build and an AVX-512 build of one llama.cpp differ in last bits, and a Q8_0 model's
+logits by 1e-2). Each table below was measured on a host of its path, against llama.cpp's build for that path
+(`tests/oracle/test_kernel_paths.py` holds every path the host runs; `benchmarks/bench_oracle.py` rewrites the table
+of the path it runs on and keeps the others).
 
 {table}
 
@@ -181,10 +206,15 @@ block, which llama.cpp skips whole) agree within {new_families}.
 vendored build compiles them — Q8_0 activations quantised and F16 ones rounded before their products, vec_dot and
 tinyBLAS orders, RMS and layer norms, rotation tables and turns, attention's `kq`/`soft_max`/`kqv`, SiLU, GELU's fp16
 table, soft caps, softplus and sigmoid, the experts' routing, renormalisation and sum — each held to llama.cpp's own
-tensors by `tests/oracle/test_ggml_kernels.py`) {q8_exact} of the {cases} Q8_0 cases give llama.cpp's logits bit for
-bit through the reference and through the prefill and decode bundles (a 0 above), and {f16_exact} of the {cases} F16
-cases through the reference; in F32, {f32_exact}. What is left, each named in the suite (`Q8_LEFT`, `F16_LEFT`) and
-held to 1e-3:
+tensors by `tests/oracle/test_ggml_kernels.py` on the host's path) the cases bit for bit on each path are counted in
+its table's heading (a 0 in the table). What is left, each named in the suite (`Q8_LEFT`, `Q8_LEFT_ON` for one path,
+`F16_LEFT`) and held to 1e-3 (the figures below are the AVX-512 host's unless said):
+
+- **Gated DeltaNet on AVX2** (Qwen3.5-MoE Q8_0 1.5e-2, held to 3e-2; Qwen3-Next F16 4.9e-4; both bit for bit on
+  AVX-512): llama.cpp's fused `ggml_gated_delta_net` sums its dot products in the path's `ggml_vec_dot_f32` and scales
+  by `1/√d` after them; the document states the recurrence step by step with q scaled first, and this arithmetic does
+  not emulate the fused order (next: a `scale` on the language's `gated delta`, so the document states llama.cpp's
+  order). Where the AVX-512 path's sums happen to round alike, it shows nothing.
 
 - **Gemma 3** (Q8_0 6.3e-4, F16 3.4e-5; F32 3.1e-6): its document, not the arithmetic. It scales the embedding by √d
   written to 7 digits (llama.cpp multiplies by `sqrtf(d)`), and puts the attention scale on the logits (llama.cpp

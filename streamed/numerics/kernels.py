@@ -227,18 +227,18 @@ def rotary_frequencies(base: float, width: int, scaling: str | None = None, fact
     raise ValueError(f"a rotation is scaled `linear`, `llama3` or `yarn`, not `{scaling}`")
 
 
-def rotary_table(fill: str, base: float, ctx: int, width: int, context: int | None = None,
+def rotary_table(fill: str, base: float, ctx: int, width: int, run_ctx: int | None = None,
                  **scaling) -> np.ndarray:
     """A host table of §4: ``A·cos(p·θᵢ)`` (``cosines``) or ``A·sin(p·θᵢ)`` (``sines``) for p < ctx, i < w, with the
     frequencies of ``rotary_frequencies`` and ``A`` the ``attention`` factor (YaRN's, 1 unless given; transformers
     and llama.cpp both fold it into the cosines and sines). Computed in float64 and rounded once, so every consumer
-    reads the same float32 table. ``context``: the context the model runs at (default ``ctx``), which decides
-    LongRoPE's list (``longrope_factors``)."""
+    reads the same float32 table. ``run_ctx``: the context the model runs at (default ``ctx``), which decides
+    LongRoPE's list (``longrope_factors``; its ``context`` is the original one)."""
     attention = float(scaling.pop("attention", 1.0))
     if scaling.get("scaling") == "longrope":
         short, long = scaling.pop("short"), scaling.pop("long")
         original = scaling.pop("context")
-        scaling["factors"] = long if longrope_factors(context or ctx, original) == "long" else short
+        scaling["factors"] = long if longrope_factors(run_ctx or ctx, original) == "long" else short
     p = np.arange(ctx, dtype=np.float64)[:, None]
     angle = p * rotary_frequencies(base, width, **scaling)[None, :]
     if fill == "cosines":
@@ -260,10 +260,10 @@ def _llama3_factors(base: float, width: int, scaling: str, factor: float, contex
     return np.where(wavelength < context / high, 1.0, np.where(wavelength > context / low, factor, mixed)).astype(F32)
 
 
-def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT, context: int | None = None) -> np.ndarray:
+def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT, run_ctx: int | None = None) -> np.ndarray:
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
     or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and the context the model runs at
-    (``context``, default ``ctx``: LongRoPE's list, ``longrope_factors``) and nothing else. In llama.cpp's
+    (``run_ctx``, default ``ctx``: LongRoPE's list, ``longrope_factors``) and nothing else. In llama.cpp's
     arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
     (none, ``linear``, ``llama3`` — its divisors as the converter stores them, ``rope_freqs``); YaRN's ramp and
     LongRoPE's factors keep the table above (float64, rounded once)."""
@@ -277,7 +277,7 @@ def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT, conte
         if fill[0] not in ("cosines", "sines"):
             raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
         return cos if fill[0] == "cosines" else sin
-    return rotary_table(fill[0], fill[1], ctx, width, context, **params)
+    return rotary_table(fill[0], fill[1], ctx, width, run_ctx, **params)
 
 
 # ---- rotation and attention ----------------------------------------------------------------------------------------

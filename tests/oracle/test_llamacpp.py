@@ -52,6 +52,11 @@ GEMMA3 = "the document's √d to 7 digits (llama.cpp multiplies by sqrtf(d)) and
          "(llama.cpp scales the rotated queries and attends with a scale of 1)"
 COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as (MLP + x) + attention"
 Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
+GDN_Q8 = "the fused recurrence ggml_gated_delta_net's own order (its dot products a path's, q's 1/√d after them), " \
+         "not emulated: the document states it step by step"
+#: Q8_0 cases left on one kernel path only, with the bound each is held to (measured on a host of that path, 2×
+#: room): where a path's sums happen to round as the document's do, the case is bit for bit there.
+Q8_LEFT_ON = {"avx2": {"qwen35moe": (GDN_Q8, 3e-2)}}  # 1.46e-2 (AMD EPYC, AVX2); bit for bit on AVX-512
 #: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 2.5e-5 to 8.8e-4). An fp16
 #: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
 #: product's activations and the logits.
@@ -63,8 +68,9 @@ F16_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": 
             "deepseek2": YARN, "deepseek2, yarn rope scaling": YARN, "gpt-oss": YARN,
             "mistral3, yarn rope scaling": YARN, "qwen3, yarn rope scaling": YARN,
             "phi3": LONGROPE, "phi3, longrope within the original context": LONGROPE,
+            "phi3, an original context of 32": LONGROPE, "phi3, an original context of 128": LONGROPE,
             "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE,
-            "qwen35": GDN, "qwen35moe": GDN}
+            "qwen35": GDN, "qwen35moe": GDN, "qwen3next": GDN}  # Qwen3-Next: 4.9e-4 on AVX2, 0 on AVX-512
 #: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
 #: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
 QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}
@@ -145,10 +151,16 @@ CASES = {
     # Gemma 2: windowed and global layers in turn, soft-capped attention and final logits, sandwich norms.
     "gemma2": lambda: cfg("small-gemma2"),
     # Phi-3: fused qkv and gate_up; LongRoPE's long factors (the context past the original 16), its short ones (the
-    # context within the original 512: llama.cpp's is 256, its context padded, ours the 28 tokens), and none.
+    # context within the original 512: llama.cpp's and ours the 28 tokens' rounded up to 256), and none. An original
+    # context of 32 or 128 is past 28 tokens but not past 256, the context llama.cpp runs them at: long factors on
+    # every route (the reference chose by the tokens and read the short ones, 1.73 and 1.49 away).
     "phi3": lambda: cfg("small-phi3"),
     "phi3, longrope within the original context": lambda: cfg("small-phi3", original_max_position_embeddings=512,
                                                               max_position_embeddings=2048),
+    "phi3, an original context of 32": lambda: cfg("small-phi3", original_max_position_embeddings=32,
+                                                   max_position_embeddings=2048),
+    "phi3, an original context of 128": lambda: cfg("small-phi3", original_max_position_embeddings=128,
+                                                    max_position_embeddings=2048),
     "phi3, no rope scaling": lambda: cfg("small-phi3", rope_scaling=None),
     # StarCoder2: layer norms with biases, an ungated GELU MLP, biased projections (its window, llama.cpp has not).
     "starcoder2": lambda: cfg("small-starcoder2", sliding_window=None),
@@ -342,10 +354,12 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     ours = oracle.ours(w.path, tokens, PREFILL, arithmetic="llama.cpp")
     positions = sorted(ours.bundle)
     bundle = np.stack([ours.bundle[p] for p in positions])
-    if name in Q8_LEFT:
+    on_path = Q8_LEFT_ON.get(llamacpp.built_path().isa, {})
+    if name in Q8_LEFT or name in on_path:
+        bound = on_path[name][1] if name in on_path else Q8_TOLERANCE
         for got, at in ((ours.reference, list(range(TOKENS))), (bundle, positions)):
             rel, i = worst(got, want[at])
-            assert rel <= Q8_TOLERANCE, f"{name}: {rel:.3g} at position {at[i]}"
+            assert rel <= bound, f"{name}: {rel:.3g} at position {at[i]}"
         return
     rel, at = worst(ours.reference, want)
     assert np.array_equal(ours.reference, want), f"{name}: the reference leaves llama.cpp at position {at} ({rel:.3g})"
@@ -406,3 +420,39 @@ def test_streamed_run_in_llama_cpp_s_arithmetic_prints_llama_cpp_s_logits_of_a_q
     assert np.array_equal(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)
     code, out, err = run(*argv)
     assert worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)[0] > Q8_TOLERANCE
+
+
+@pytest.mark.parametrize("original, factors", [(32, "long"), (128, "long"), (512, "short")])
+def test_longrope_factors_are_chosen_by_the_context_as_llama_cpp_chooses_them_on_every_route(tmp_path, run, original,
+                                                                                            factors):
+    """Phi-3 on 28 tokens: llama.cpp runs them at a context of 256 (28 rounded up to a multiple of 256), past an
+    original context of 32 or 128 (its long factors) and within 512 (its short ones). `streamed run`, a decode bundle
+    lowered at ctx 28 and `run --ctx 28` all choose as llama.cpp does, and the bundle's manifest says which."""
+    c = cfg("small-phi3", original_max_position_embeddings=original, max_position_embeddings=2048)
+    w = oracle.write(tmp_path / "model.gguf", c)
+    tokens = tokens_for(c)
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    code, _, err = run("author", w.path, "-o", tmp_path / "model.lgm")
+    assert code == 0, err
+    text = ",".join(map(str, tokens))
+    for extra in ([], ["--ctx", str(TOKENS)]):
+        code, out, err = run("run", tmp_path / "model.lgm", "--checkpoint", w.path, "--tokens", text, "--prefill",
+                             str(PREFILL), "--json", *extra)
+        assert code == 0, err
+        rel, at = worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)
+        assert rel <= F32_TOLERANCE, f"run {' '.join(extra)}: {rel:.3g} at position {at}"
+    code, _, err = run("lower", tmp_path / "model.lgm", "--mode", "decode", "--ctx", str(TOKENS), "--checkpoint",
+                       w.path, "-o", tmp_path / "bundle")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    def lists(v):  # every table's `factors`, wherever a program's tables are listed
+        if isinstance(v, dict):
+            return ({v["factors"]} if "factors" in v else set()).union(*map(lists, v.values()))
+        return set().union(*map(lists, v)) if isinstance(v, list) else set()
+
+    assert lists(manifest) == {factors}, lists(manifest)
+    code, out, err = run("run", tmp_path / "model.lgm", "--checkpoint", w.path, "--tokens", text, "--decode",
+                         "--bundle", tmp_path / "bundle", "--json")
+    assert code == 0, err
+    rel, at = worst(np.asarray(json.loads(out)["logits"], dtype=np.float32), want)
+    assert rel <= F32_TOLERANCE, f"the bundle: {rel:.3g} at position {at}"
