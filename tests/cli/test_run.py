@@ -148,3 +148,20 @@ def test_a_long_prefill_holds_no_more_than_its_estimate_and_never_rows_times_con
     assert got.logits.shape == (n, 256) and np.isfinite(got.logits).all()
     assert peak <= estimate.total, (peak, estimate)
     assert peak < 4 * n * n * 4, peak
+
+
+def test_logits_that_overflow_float32_are_refused_in_one_line_and_no_numpy_warning_reaches_the_terminal(run, tmp_path):
+    """Issue 30: `run --json` printed 512 `NaN` logits — not JSON — with numpy RuntimeWarnings on stderr."""
+    doc = tmp_path / "inf.lgm"
+    doc.write_text((EXAMPLES / "tiny-llama.lgm").read_text().replace(
+        "Let logits be rmsnorm of xo3 with gf, epsilon 0.00001 times Wout.",
+        "Let big be (rmsnorm of xo3 with gf, epsilon 0.00001 times Wout) scaled by 1e30.\n"
+        "Let logits be big scaled by 1e30."))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning raised is a failure here, as it was a line on the user's terminal
+        for json_flag in ([], ["--json"]):
+            code, out, err = run("run", doc, "--tokens", "1,2,3", *json_flag)
+            assert code == 1 and out == "" and err.count("\n") == 1, err
+            assert "the logits at position 0 are not finite (256 infinite of 256)" in err and "Warning" not in err
