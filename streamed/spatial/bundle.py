@@ -195,13 +195,15 @@ def _recover(parent: Path, out: Path) -> None:
 
 
 def _written_by_a_lowering(out: Path) -> set[str]:
-    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a regular file, not a link, that the
-    shipped schema takes as a ``streamed-bundle/2`` manifest recording its programs' SHA-256 (``digests``) — and each
+    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a regular file, not a link, a streamed
+    manifest recording its programs' SHA-256 (``digests``; one of the current format as the shipped schema takes
+    it, one an older streamed wrote — which ``read_bundle`` refuses to read — by its digests alone) — and each
     file it records a digest of that is a streamed program whose SHA-256 is the one recorded. Nothing else is
-    proven: a file a hand-written manifest lists (``notes.json``, even one that says ``"format": "streamed-program/1"``), a program
-    edited since, every file of a manifest that records no digests (a ``streamed-bundle/1`` one, or one written before
-    manifests recorded them) is not the manifest's to give away. Empty when the manifest proves nothing. ★ The format
-    tag alone was taken as proof, and ``lower -o`` deleted a user's ``notes.json`` that carried it."""
+    proven: a file a hand-written manifest lists (``notes.json``, even one that says ``"format":
+    "streamed-program/1"``), a program edited since, every file of a manifest that records no digests (a
+    hand-written one, or one written before manifests recorded them) is not the manifest's to give away. Empty when
+    the manifest proves nothing. ★ The format tag alone was taken as proof, and ``lower -o`` deleted a user's
+    ``notes.json`` that carried it."""
     where = out / "manifest.json"
     if where.is_symlink():
         return set()
@@ -209,8 +211,8 @@ def _written_by_a_lowering(out: Path) -> set[str]:
         m = loads(read_file(where, MAX_BUNDLE_FILE_BYTES, "a manifest"))
     except (FileProblem, JsonError):
         return set()
-    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("digests"), dict) or \
-            not _validator("manifest").is_valid(m):
+    if not isinstance(m, dict) or m.get("format") not in (FORMAT, *OLDER_FORMATS) or \
+            not isinstance(m.get("digests"), dict) or (m["format"] == FORMAT and not _validator("manifest").is_valid(m)):
         return set()
     digests = m["digests"]  # what proves a file is its digest: a file ``files`` lists without one is not proven
     proven = {"manifest.json"}
