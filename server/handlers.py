@@ -45,10 +45,12 @@ class Protocol(LanguageServerProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._methods: dict = {}  # the method of each request being handled, for the log line of one that fails
+        self.lifecycle = wire.Lifecycle()
 
     def take(self, frame: wire.Frame) -> None:
         """One message off the wire (``wire.Frames``): handled, or — when it is no JSON-RPC message pygls may be
-        handed — refused as JSON-RPC says (``wire.problem_of``) with one log line, never a traceback."""
+        handed, or one the session's lifecycle does not allow now (``wire.Lifecycle``) — refused as JSON-RPC and
+        LSP say (``wire.problem_of``) with one log line, never a traceback."""
         if frame.body is None:
             log.warning("skipped %s", frame.problem)
             if frame.skipped:
@@ -66,8 +68,18 @@ class Protocol(LanguageServerProtocol):
             msg_id = value.get("id") if isinstance(value, dict) and wire.is_id(value.get("id")) else None
             self._refuse(msg_id, code, why)
             return
+        out_of_turn = self.lifecycle.refusal(value)
+        if out_of_turn is not None:
+            code, why = out_of_turn
+            if "id" in value:
+                self._refuse(value["id"], code, why)
+            else:
+                log.warning("dropped a notification: %s", why)
+            return
         try:
             message = self.structure_message(value)
+            if message is not REFUSED:
+                self.lifecycle.took(value)
             self.handle_message(message)
         except Exception as e:  # noqa: BLE001 — pygls's own failure on a message: one line, and an answer if due
             log.error("a message could not be handled: %s", failure(e))

@@ -218,7 +218,7 @@ def _shown(raw: bytes) -> str:
 
 # ---- messages -------------------------------------------------------------------------------------------------------
 
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+PARSE_ERROR, INVALID_REQUEST, SERVER_NOT_INITIALIZED = -32700, -32600, -32002
 
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 _METHOD = re.compile(rb'"method"\s*:\s*"((?:[^"\\]|\\.){0,100})"')
@@ -241,6 +241,42 @@ def problem_of(value) -> tuple[int, str] | None:
     if "method" not in value and "id" not in value:
         return INVALID_REQUEST, "an object with neither a method nor an id"
     return None
+
+
+class Lifecycle:
+    """Where the session is in LSP's lifecycle (the specification's "Lifecycle Messages"), and what each message may
+    do there: before ``initialize`` a request is answered -32002 (ServerNotInitialized) and a notification dropped;
+    ``initialize`` is received once — a second is -32600; after ``shutdown`` a request is -32600 (InvalidRequest) and
+    a notification dropped. ``exit`` and responses to the server's own requests are always taken. ★ pygls answered a
+    request before ``initialize`` with ``result: null``, a second ``initialize`` again, and none after ``shutdown``
+    (a client waited for ever)."""
+
+    def __init__(self) -> None:
+        self.initialized = False
+        self.shut_down = False
+
+    def refusal(self, value: dict) -> tuple[int, str] | None:
+        """Why ``value`` (a JSON-RPC message ``problem_of`` passed) may not be handled now — (code, reason), the code
+        answering a request; a notification is only dropped — or ``None``."""
+        method = value.get("method")
+        if method is None or method == "exit":
+            return None
+        shown = method if len(method) <= 60 else method[:59] + "…"
+        if self.shut_down:
+            return INVALID_REQUEST, f"{shown}: the server has shut down; only `exit` may follow `shutdown`"
+        if not self.initialized and method != "initialize":
+            return SERVER_NOT_INITIALIZED, f"{shown}: the server is not initialized; send `initialize` first"
+        if self.initialized and method == "initialize":
+            return INVALID_REQUEST, "initialize: the server is already initialized; `initialize` is sent once"
+        return None
+
+    def took(self, value: dict) -> None:
+        """The session moves on: an ``initialize`` or ``shutdown`` request was read well enough to be handled (one
+        refused for its params leaves the session where it was)."""
+        if "id" in value and value.get("method") == "initialize":
+            self.initialized = True
+        elif "id" in value and value.get("method") == "shutdown":
+            self.shut_down = True
 
 
 def is_id(v) -> bool:

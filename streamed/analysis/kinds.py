@@ -90,7 +90,9 @@ def renaming(a: str | Sequence, b: str | Sequence) -> dict[str, str] | None:
 # ---- naming layers after what they do ----------------------------------------------------------------------------
 
 
-def _calls(program: Program):
+def calls_of(program: Program):
+    """Every operation ``program`` calls, statement by statement, outermost first (its frame's: no name or place is
+    read)."""
     def walk(e):
         if isinstance(e, Call):
             yield e
@@ -122,7 +124,7 @@ def describe(program: Program, constants: dict[str, float]) -> str:
     """What a layer does, as its kind is named: ``attention``, ``attention, window 512``, ``attention, chunks of
     8192``, ``gated deltanet``, ``latent attention``, ``feed-forward`` (nothing mixes positions), ``identity`` (nothing
     at all) — with ``, experts`` when its feed-forward block is a mixture."""
-    calls = list(_calls(program))
+    calls = list(calls_of(program))
     ops = {c.op for c in calls}
     if "gated delta" in ops:
         name = "gated deltanet"

@@ -122,6 +122,7 @@ def cmd_author(args) -> int:
         text = author(spec)
     except SpecError as e:
         raise UserError(str(e)) from None
+    _refuse_unless_it_checks(args.src, text)
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0
@@ -136,6 +137,20 @@ def cmd_author(args) -> int:
         raise UserError(f"{args.output}: cannot be written ({e.strerror})") from None
     print(f"{args.output}: {summary(spec)}", file=sys.stderr)
     return 0
+
+
+def _refuse_unless_it_checks(source: str, text: str) -> None:
+    """``UserError`` naming the first error ``check`` would find in the document ``text`` written from ``source``:
+    ``author`` never writes a document ``check`` rejects. ★ A Granite ``embedding_multiplier`` of 1e308 was written
+    as a number past the language's largest (1e30)."""
+    from ..analysis.whole import analyze, position
+    from ..lang.files import shown
+
+    errors = analyze(text).errors
+    if errors:
+        line, col = position(errors[0].range)
+        raise UserError(f"{display(source)}: the document written from it would not check (line {line}, column "
+                        f"{col}: {shown(errors[0].message)}); nothing was written")
 
 
 def add_parser(sub) -> None:

@@ -18,6 +18,7 @@ def lowering_diagnostics(a, args) -> list:
 
 def cmd_check(args) -> int:
     from ..analysis.whole import analyze, position
+    from ..lang.files import shown
     from ..lang.syntax import Severity
 
     a = analyze(read_document(args.doc), load_storage(args.checkpoint))
@@ -35,7 +36,7 @@ def cmd_check(args) -> int:
     else:
         for d in diagnostics:
             line, col = position(d.range)
-            print(f"{args.doc}:{line}:{col}: {d.severity.value}: {d.message}")
+            print(f"{shown(args.doc)}:{line}:{col}: {d.severity.value}: {shown(d.message)}")
     return 1 if any(d.severity is Severity.ERROR for d in diagnostics) else 0
 
 

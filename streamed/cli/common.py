@@ -15,6 +15,24 @@ class UserError(Exception):
     """Bad input from the user: printed as ``streamed: <message>`` with exit status 2."""
 
 
+def whole(option: str):
+    """The argparse ``type`` of an option that takes a whole number: ASCII digits (a leading ``-`` allowed, which the
+    option's own check then refuses), or one ``UserError`` naming what was typed — never argparse's usage and
+    error, seven lines for ``--ctx 1e9``."""
+    import re
+
+    def read(text: str) -> int:
+        if re.fullmatch(r"-?[0-9]{1,30}", text.strip()):
+            return int(text)
+        from ..lang.files import display, shown
+
+        typed = shown(display(text)) if len(text) <= 40 else shown(display(text[:39])) + "…"
+        raise UserError(f"{option} {typed}: not a whole number; give it in the digits 0-9 (as 4096)")
+
+    read.__name__ = "whole number"  # what argparse would call the type
+    return read
+
+
 def read_document(path: str) -> bytes:
     """The bytes of the document at ``path`` — a regular file of at most ``MAX_DOCUMENT_BYTES``, its size checked
     before it is read (``lang.files``) — or ``UserError`` (exit 2) naming the path and why."""
@@ -39,13 +57,14 @@ def add_deployment_options(p, *, mode: str | None = "decode", ctx: int | None = 
     sizes_help = sizes_help or {}
     p.add_argument("--mode", choices=MODES, default=mode, help="the deployment: forward|decode|prefill|batched|tp|"
                                                                  f"batched-tp (default {mode or 'decode'})")
-    p.add_argument("--ctx", type=int, default=ctx, metavar="N",
+    p.add_argument("--ctx", type=whole("--ctx"), default=ctx, metavar="N",
                    help=ctx_help or f"KV-cache length; the sequence for forward (default {ctx})")
-    p.add_argument("--chunk", type=int, metavar="N",
+    p.add_argument("--chunk", type=whole("--chunk"), metavar="N",
                    help=sizes_help.get("chunk", "prefill rows per step") + "; with --mode decode, the prefill chunk "
                    "whose state the decode continues (its windowed caches hold a chunk beyond the window)")
-    p.add_argument("--batch", type=int, metavar="N", help=sizes_help.get("batch", "sequences per batched step"))
-    p.add_argument("--tp", type=int, metavar="N", help=sizes_help.get("tp", "tensor-parallel chips"))
+    p.add_argument("--batch", type=whole("--batch"), metavar="N",
+                   help=sizes_help.get("batch", "sequences per batched step"))
+    p.add_argument("--tp", type=whole("--tp"), metavar="N", help=sizes_help.get("tp", "tensor-parallel chips"))
 
 
 def deployment_from(args, defaults: dict | None = None):
@@ -104,10 +123,11 @@ def print_errors(path: str, a, command: str, done: str) -> int:
     """A document with errors, for a command that needs one without: each error as ``check`` prints it (stderr), and
     the count. Returns exit status 1."""
     from ..analysis.whole import position
+    from ..lang.files import shown
 
     for d in a.errors:
         line, col = position(d.range)
-        print(f"{path}:{line}:{col}: error: {d.message}", file=sys.stderr)
+        print(f"{shown(path)}:{line}:{col}: error: {shown(d.message)}", file=sys.stderr)
     n = len(a.errors)
     print(f"streamed {command}: {path} has {n} error{'s' if n != 1 else ''}, so nothing was {done}", file=sys.stderr)
     return 1

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from .common import (UserError, add_arithmetic_option, add_memory_option, arithmetic_line, arithmetic_of,
-                     load_storage, print_errors, read_document, refuse_unless_it_fits)
+                     load_storage, print_errors, read_document, refuse_unless_it_fits, whole)
 
 
 def add_parser(sub) -> None:
@@ -25,11 +25,12 @@ def add_parser(sub) -> None:
     r.add_argument("--tokens", required=True, metavar="T,T,…", help="token ids, comma-separated (e.g. 1,2,3)")
     src = r.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
-    src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
+    src.add_argument("--seed", type=whole("--seed"), default=0, help="seeded weights (default seed 0)")
     steps = r.add_mutually_exclusive_group()
     steps.add_argument("--decode", action="store_true", help="one token per step (default: all tokens in one step)")
-    steps.add_argument("--prefill", type=int, metavar="N", help="the first N tokens in one step, then one per step")
-    r.add_argument("--ctx", type=int, metavar="N",
+    steps.add_argument("--prefill", type=whole("--prefill"), metavar="N",
+                       help="the first N tokens in one step, then one per step")
+    r.add_argument("--ctx", type=whole("--ctx"), metavar="N",
                    help="the context the model runs at, as llama.cpp's -c (default: the tokens given): what depends "
                         "on it — Phi-3's LongRoPE factors — is decided by it as llama.cpp decides, the context "
                         "rounded up to a multiple of 256; a bundle runs at its own")
@@ -129,16 +130,31 @@ def cmd_run(args) -> int:
     finally:
         if progress is not None:
             progress.done()
-    if args.json:
-        import json  # only for --json: not imported by every command's start
-
-        print(json.dumps({"positions": result.positions, "logits": result.logits.tolist(), "next": result.next,
-                          "arithmetic": arithmetic.label, "arithmetic_chosen_by": chosen_by}))
-    else:
-        print(render(result, tokens))
-        if arithmetic.ggml:
-            print(arithmetic_line(arithmetic, chosen_by))
+    bad = _not_finite(result)
+    if bad is not None:
+        print(f"streamed run: {args.doc}: {bad}; no logits are printed", file=sys.stderr)
+        return 1
+    for piece in (as_json(result, arithmetic.label, chosen_by) if args.json else render(result, tokens)):
+        sys.stdout.write(piece)
+    if arithmetic.ggml and not args.json:
+        print(arithmetic_line(arithmetic, chosen_by))
     return 0
+
+
+def _not_finite(result) -> str | None:
+    """Why the run's logits cannot be printed as numbers — the first position with a NaN or an infinity, and how
+    many — or ``None``. ★ ``run --json`` printed 512 bare ``NaN``s, which no JSON reader takes."""
+    import numpy as np
+
+    finite = np.isfinite(result.logits)
+    if finite.all():
+        return None
+    k = int(np.argmin(finite.all(axis=-1)))
+    row = result.logits[k]
+    nan, inf = int(np.isnan(row).sum()), int(np.isinf(row).sum())
+    said = " and ".join(f"{n:,} {w}" for n, w in ((nan, "NaN"), (inf, "infinite")) if n)
+    return (f"the logits at position {result.positions[k]} are not finite ({said} of {row.size:,}): the model's "
+            f"values overflowed float32 — its weights or its numbers are out of range")
 
 
 class Progress:
@@ -210,14 +226,26 @@ def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=
         raise UserError(f"cannot run {where}: {e}") from None
 
 
-def render(result, tokens: list[int], shown: int = 8) -> str:
-    """Per position: its token, the greedy next token, and its logits (every one; the widest few first)."""
+def as_json(result, arithmetic: str = "exact", chosen_by: str | None = None):
+    """``{"positions": […], "logits": [[…], …], "next": […], "arithmetic": …, "arithmetic_chosen_by": …}`` in
+    pieces, a row of logits at a time: printing costs a row's text, never every position's logits as Python floats and
+    text at once (which no estimate counts)."""
+    import json  # only for --json: not imported by every command's start
+
+    yield f'{{"positions": {json.dumps(result.positions)}, "logits": ['
+    for k, row in enumerate(result.logits):
+        yield ("" if k == 0 else ", ") + json.dumps(row.tolist())
+    yield (f'], "next": {json.dumps(result.next)}, "arithmetic": {json.dumps(arithmetic)}, '
+           f'"arithmetic_chosen_by": {json.dumps(chosen_by)}}}\n')
+
+
+def render(result, tokens: list[int], shown: int = 8):
+    """Per position: its token, the greedy next token, and its logits (every one; the widest few first) — two lines
+    a position, yielded one position at a time."""
     import numpy as np
 
-    lines = []
     for pos, row, nxt in zip(result.positions, result.logits, result.next):
         top = np.argsort(-row, kind="stable")[:shown]
         best = ", ".join(f"{int(i)}: {row[i]:.6g}" for i in top)
-        lines.append(f"position {pos} (token {tokens[pos]}): next {nxt}; largest logits {best}")
-        lines.append("  " + " ".join(f"{v:.6g}" for v in row))
-    return "\n".join(lines)
+        yield f"position {pos} (token {tokens[pos]}): next {nxt}; largest logits {best}\n"
+        yield "  " + " ".join(f"{v:.6g}" for v in row) + "\n"

@@ -60,6 +60,10 @@ def _write(out: Path, files: dict[str, str]) -> None:
 def cmd_show(args) -> int:
     from ..spatial.pictures import describe, pictures
 
+    if args.svg is not None and not args.svg.strip():
+        # ★ ``Path("")`` is the current folder: ``--svg ''`` wrote five pictures where the user stood.
+        raise UserError(f"--svg {args.svg!r}: names no folder; give the folder to write the pictures into "
+                        f"(--svg . for this one)")
     model = _read(args.bundle)
     drawn = pictures(model)
     if args.json:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, arithmetic_line,
                      arithmetic_of, deployment_from, load_storage, print_errors, read_document,
-                     refuse_unless_it_fits)
+                     refuse_unless_it_fits, whole)
 
 
 def add_parser(sub) -> None:
@@ -25,8 +25,8 @@ def add_parser(sub) -> None:
                                        "tp": "chips of a tensor-parallel deployment (default 2)"})
     src = v.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
-    src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
-    v.add_argument("--steps", type=int, default=None,
+    src.add_argument("--seed", type=whole("--seed"), default=0, help="seeded weights (default seed 0)")
+    v.add_argument("--steps", type=whole("--steps"), default=None,
                    help="steps to run (default: enough to cover the document — decode past every attention window "
                         "and chunk it declares, at least 8; a prefill first prefills 3 chunks)")
     v.add_argument("--target", default=None, help="target name or TOML file (default sn50)")

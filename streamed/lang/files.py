@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from typing import Callable
 
@@ -110,3 +111,19 @@ def read_file(path, limit: int, what: str, too_large: Callable[[int], str] | Non
         raise problem(path, e) from None
     finally:
         os.close(fd)
+
+
+#: Characters a terminal acts on rather than shows: C0 and C1 controls, DEL, and Unicode's bidirectional controls
+#: (U+202E turns the rest of a line around), and the line and paragraph separators.
+_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """``text`` (from a document or a file, quoted in a message) as it can be printed to a terminal: every character a
+    terminal would act on rather than show — a NUL, an escape sequence, a right-to-left override — written as its
+    escape (``\\x00``, ``\\u202e``); everything else as it is. ★ ``check`` echoed a document's raw NUL and U+202E."""
+    def escape(m) -> str:
+        code = ord(m.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _UNSHOWABLE.sub(escape, text)

@@ -70,8 +70,9 @@ def document_too_large(size: int) -> str | None:
     and the editor's incremental analysis both refuse it in these words), or ``None``."""
     if size <= MAX_DOCUMENT_BYTES:
         return None
-    return (f"the document is {size / 1048576:.1f} MB; streamed reads model programs up to "
-            f"{MAX_DOCUMENT_BYTES // 1048576} MB (a 64-layer model is about 125 KB), so nothing else was checked")
+    # In bytes, both: a document of 4,220,998 bytes was "4.0 MB" beside a limit of "4 MB".
+    return (f"the document is {size:,} bytes; streamed reads model programs up to {MAX_DOCUMENT_BYTES:,} bytes "
+            f"({MAX_DOCUMENT_BYTES // 1048576} MiB; a 64-layer model is about 125 KB), so nothing else was checked")
 
 
 def beyond(value, limit: int | float, *, minimum: int | float = 1, whole: bool = True, say_value: bool = True) -> str | None:

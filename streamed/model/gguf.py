@@ -92,18 +92,52 @@ def _reader(path: str):
     return reader, size
 
 
+#: What llama.cpp's GGUF parser (ggml/src/gguf.cpp, ``gguf_init_from_file_impl``) allows a tensor: a name shorter
+#: than ``GGML_MAX_NAME`` bytes and at most ``GGML_MAX_DIMS`` dimensions.
+GGML_MAX_NAME, GGML_MAX_DIMS = 64, 4
+
+
 def _tensors(path: str, reader, size: int) -> dict[str, TensorInfo]:
+    """Every tensor the file lists, held to what llama.cpp's parser and loader check of the file's layout, in their
+    order, so a file llama.cpp refuses is refused here in one line naming the tensor (and one it loads is read):
+
+    - a name shorter than 64 bytes, at most 4 dimensions, a row (``ne[0]``) of whole blocks of the type;
+    - the data in the order the tensors are listed, each exactly where the one before it ends padded to the file's
+      alignment (``general.alignment``, 32 by default) — so no tensor starts misaligned, overlaps another, or leaves
+      a gap (llama.cpp: "tensor 'X' has offset 1, expected 0");
+    - the data within the file (llama.cpp's loader: "data is not within the file bounds").
+
+    Sizes come from the ``gguf`` package's own table of types (``GGML_QUANT_SIZES``), so a type it reads needs no
+    edit here. ★ A tensor retyped F16→F32 in its header doubles its bytes over the next tensor's: the reader of the
+    ``gguf`` package maps it all the same, and the run read the neighbours' bytes as its weights."""
     out: dict[str, TensorInfo] = {}
+    alignment = int(reader.alignment)
+    expected, before = 0, None
     for t in reader.tensors:
+        shown = repr(t.name)
+        if len(t.name.encode("utf-8")) >= GGML_MAX_NAME:
+            raise CheckpointError(f"{path}: tensor {shown}: a name of {len(t.name.encode('utf-8'))} bytes; llama.cpp "
+                                  f"refuses one of {GGML_MAX_NAME} or more")
+        if len(t.shape) > GGML_MAX_DIMS:
+            raise CheckpointError(f"{path}: tensor {shown} has {len(t.shape)} dimensions; llama.cpp reads at most "
+                                  f"{GGML_MAX_DIMS}")
         shape = tuple(int(x) for x in t.shape)
         block, type_size = GGML_QUANT_SIZES[t.tensor_type]
-        n = math.prod(shape)
-        if n % block:
-            raise CheckpointError(f"{path}: tensor {t.name} holds {n} values, not whole {t.tensor_type.name} blocks of {block}")
-        n_bytes = n // block * type_size
+        if shape and shape[0] % block:
+            raise CheckpointError(f"{path}: tensor {shown} of type {t.tensor_type.name} has {shape[0]} values a row, "
+                                  f"not whole blocks of {block}")
+        n_bytes = math.prod(shape) // block * type_size
+        offset = int(t.data_offset) - int(reader.data_offset)
+        if offset != expected:
+            where = (f"inside the data of {before!r} before it" if offset < expected and before is not None
+                     else "not where the tensor before it ends" if before is not None else "not at the data's start")
+            raise CheckpointError(f"{path}: tensor {shown} has offset {offset}, expected {expected} ({where}, padded "
+                                  f"to {alignment} bytes): a file llama.cpp refuses")
         end = int(t.data_offset) + n_bytes
         if end > size:
-            raise CheckpointError(f"{path}: truncated: tensor {t.name} ends at byte {end} but the file has {size}")
+            raise CheckpointError(f"{path}: truncated: tensor {shown} ends at byte {end} but the file has {size}")
+        expected += -(-n_bytes // alignment) * alignment
+        before = t.name
         out[t.name] = TensorInfo(t.name, t.tensor_type.name, shape, int(t.data_offset), n_bytes)
     return out
 

@@ -39,6 +39,8 @@ def _granite(c: _Config, model_type, family, d, eps, layer_types, moe):
     rot, _ = _rotation(c, _partial(c, hd))
     bias = c.bool("attention_bias", False)
     attention = c.float("attention_multiplier", 1.0)
+    if attention == 0:  # as every other multiplier's 0 (``_multiplier``): all logits 0 is no attention at all
+        raise c.fail("attention_multiplier", "is 0; a multiplier of 0 would erase what it scales")
     scale = None if attention == hd ** -0.5 else attention
     why = "Granite's attention_multiplier, in place of 1/√head width" if scale is not None else None
     mixer = Attention(heads, kv, hd, rot, bias=bias, out_bias=bias, scale=scale, scale_why=why)

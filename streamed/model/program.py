@@ -72,6 +72,22 @@ class Decl:
     fill: Fill | None = None
 
 
+#: The smallest normal float32: a soft cap below it is 0, or loses its digits, in the float32 the model computes in.
+SMALLEST_FLOAT32 = 2.0 ** -126
+
+
+def _soft_cap_problem(cap: float | None) -> str | None:
+    """Why ``cap`` is no soft cap ``C`` of ``C·tanh(x/C)``: it is positive, and float32 holds it (★ a cap of 1e-300
+    is 0 in float32, and every capped value was ``0·tanh(x/0)``); ``None`` when it is one (or unknown)."""
+    if cap is None:
+        return None
+    if cap <= 0:
+        return f"a soft cap is positive, not {cap:g}"
+    if cap < SMALLEST_FLOAT32:
+        return f"a soft cap of {cap:g} is below the smallest float32 ({SMALLEST_FLOAT32:.3g}), which computes it as 0"
+    return None
+
+
 class Program:
     """One program of the document, checked. ``shapes`` holds every bound name's shape (declared or computed).
 
@@ -463,8 +479,8 @@ class _Checker:
             return x
         if op == "soft cap":
             cap = self.number(c.number("C"))
-            if cap is not None and cap <= 0:
-                self.error(c.number("C").range, f"a soft cap is positive, not {cap:g}", "shape")
+            if (why := _soft_cap_problem(cap)) is not None:
+                self.error(c.number("C").range, why, "shape")
             return x
         if op == "columns":
             return self.columns(c, x)
@@ -553,8 +569,8 @@ class _Checker:
         self.number(c.number("F"))
         if "soft cap" in c.options:
             cap = self.number(c.number("L"))
-            if cap is not None and cap <= 0:
-                self.error(c.number("L").range, f"a soft cap is positive, not {cap:g}", "shape")
+            if (why := _soft_cap_problem(cap)) is not None:
+                self.error(c.number("L").range, why, "shape")
         if None in (q, k, v, heads, groups):
             return None
         if heads % groups:

@@ -550,6 +550,11 @@ class Executor:
         return env, {self.rename(b, n): v for n, v in env.items()}
 
     def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
+        """One step of ``plan`` (``_step``), float32 overflow a value and never a numpy warning, as the reference's."""
+        with np.errstate(all="ignore"):
+            return self._step(plan, tokens, positions, x)
+
+    def _step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
         tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int32))
         values: dict[str, dict[str, np.ndarray]] = {}
         if plan.embed is not None:

@@ -13,6 +13,9 @@ A run holds (each counted from declared shapes, with ``rows``, ``ctx`` bound):
   side).
 - **one step's tensors**: every name a program binds, at the step's ``rows`` (the reference keeps a step's values
   until it ends) — and the logits of every position the run returns.
+- **attention's scores**: the largest block of query heads × rows × cached positions any attention holds while it
+  runs (``kernels.attention_block``: a block of rows at a time, so a long prefill's scores are a few MB, not
+  heads × rows × context — 53.6 GiB at 60,000 tokens), at ``kernels.ATTENTION_SCORE_BYTES`` a score.
 
 Pure: the counts come from the ``Programs`` and the checkpoint's ``Storage``; what the machine has is the command
 line's to read (``cli/common.py``).
@@ -25,8 +28,12 @@ from dataclasses import dataclass
 
 from ..model.caches import ring_lengths
 from ..model.checkpoint import Storage, bind
-from ..model.program import Programs
+from ..analysis.kinds import calls_of
+from ..lang.syntax import Name
+from ..model.program import Program, Programs
+from .kernels import ATTENTION_SCORE_BYTES, attention_block
 from .q8 import BLOCK, BLOCK_BYTES
+from .reference import operands
 
 #: Bytes a value of a weight occupies, by how the checkpoint stores it (anything else is dequantised to float32).
 STORED_BYTES = {"F32": 4.0, "F16": 2.0, "BF16": 4.0, "Q8_0": BLOCK_BYTES / BLOCK}
@@ -49,6 +56,19 @@ def _size(shape, rows: int, ctx: int) -> int:
     return math.prod(int(bound.get(d, 1)) if isinstance(d, str) else int(d) for d in shape)
 
 
+def attention_scores(p: Program, constants, rows: int, ctx: int) -> int:
+    """The bytes of the largest block of scores an attention of ``p`` holds while a step of ``rows`` rows over
+    ``ctx`` cached positions runs (module docstring)."""
+    most = 0
+    for c in calls_of(p):
+        if c.op not in ("attention", "latent attention"):
+            continue
+        heads = operands(c)[1].get("heads:H")
+        heads = max(1, int(constants.get(heads.text, 1) if isinstance(heads, Name) else getattr(heads, "value", 1)))
+        most = max(most, ATTENTION_SCORE_BYTES * heads * attention_block(heads, rows, ctx) * ctx)
+    return most
+
+
 def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, positions: int,
            copies: int = 1, seeded_q8: frozenset[str] = frozenset(), held_steps: int = 1) -> Footprint:
     """The memory a run of ``programs`` holds: weights from a checkpoint stored as ``storage`` says (``None``, or a
@@ -60,7 +80,7 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
     values = 0
     largest = 0
     seen: set[str] = set()
-    states = tables = step = frame = 0
+    states = tables = step = frame = scores = 0
     vocab = 0
     for p in programs.all():
         rings = ring_lengths(p, programs.constants, ctx, rows)
@@ -89,8 +109,9 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
                 tables += 4 * n
         step += 4 * sum(_size(s, rows, ctx) for name, s in p.shapes.items()
                         if s is not None and name not in p.decls)
+        scores = max(scores, attention_scores(p, programs.constants, rows, ctx))
     if (storage is None or storage.types is None) and seeded_q8:
         weights += 4 * largest  # a q8 weight is made as float32 first, one at a time
     logits = 4 * positions * vocab
     return Footprint(int(weights), (copies + held_steps - 1) * states + copies * tables,
-                     held_steps * int(step) + frame + logits, values)
+                     held_steps * int(step) + frame + scores + logits, values)

@@ -359,6 +359,24 @@ def ring_read(ring: np.ndarray, pos: int, rows: int, ctx: int, reach: int | floa
     return out
 
 
+#: How many attention scores (query heads × rows × cached positions) one block of query rows holds at once:
+#: attention is computed a block of rows at a time, so its memory grows with the context alone, never with rows ×
+#: context (a 60,000-token prefill held 4 × 60,000 × 60,000 scores, 53.6 GiB, at once).
+ATTENTION_BLOCK_VALUES = 1 << 22
+
+#: The bytes each score of a block costs while it is computed: the exact arithmetic holds a few float32 arrays of
+#: ``heads × block × ctx`` at once (the scaled logits, the masked logits, the exponentials, the probabilities) and
+#: the mask; ggml's holds only the masks (a byte a score). ``numerics.footprint`` counts a run's blocks by it.
+ATTENTION_SCORE_BYTES = 24
+
+
+def attention_block(heads: int, rows: int, ctx: int) -> int:
+    """How many query rows attention (and latent attention) computes at once: as many as keep ``heads × rows ×
+    ctx`` within ``ATTENTION_BLOCK_VALUES``, at least one. Every row's values are computed alone (the product rule:
+    a row reads only its own row of the queries), so a block changes no bit of the result."""
+    return max(1, min(rows, ATTENTION_BLOCK_VALUES // max(1, heads * ctx)))
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int, sharing: int,
               window: int | None = None, chunks: int | None = None, scale: float | None = None,
               sinks: np.ndarray | None = None, softcap: float | None = None,
@@ -374,6 +392,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: int, heads: int,
     rows = q.shape[0]
     ctx = k.shape[0]
     dk = q.shape[1] // heads
+    block = attention_block(heads, rows, ctx)
+    if block < rows:  # a block of rows at a time (``attention_block``); ggml picks its kernel by the step's rows
+        step = arithmetic if arithmetic.rows is not None else replace(arithmetic, rows=rows)
+        return np.concatenate([attention(q[r:r + block], k, v, pos + r, heads, sharing, window, chunks, scale, sinks,
+                                         softcap, step) for r in range(0, rows, block)])
     if arithmetic.ggml:
         f = F32(1) / np.sqrt(F32(dk)) if scale is None else F32(scale)
         return ggml.attention(q, k, v, causal_mask(pos, rows, ctx, window, chunks), heads, sharing, f, sinks,
@@ -412,6 +435,11 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
     ``ōᵢ = Σⱼ pᵢⱼ cⱼ`` is read back through the value up-projection ``ōᵢ·B[h]``. ``F`` defaults to ``1/√(N+M)``."""
     q, c, kr = f32(q), f32(latents), f32(rope_keys)
     rows = q.shape[0]
+    block = attention_block(heads, rows, c.shape[0])
+    if block < rows:  # as ``attention``: a block of rows at a time
+        step = arithmetic if arithmetic.rows is not None else replace(arithmetic, rows=rows)
+        return np.concatenate([latent_attention(q[r:r + block], c, kr, pos + r, a, b, heads, nope, rope_dims, scale,
+                                                step) for r in range(0, rows, block)])
     f = F32(1 / np.sqrt(nope + rope_dims)) if scale is None else F32(scale)
     qh = q.reshape(rows, heads, nope + rope_dims).transpose(1, 0, 2)  # H × rows × (N+M)
     q_nope, q_rope = qh[..., :nope], qh[..., nope:]

@@ -281,6 +281,13 @@ class Reference:
 
     # ---- a step ----
     def step(self, tokens, pos: int, x: np.ndarray | None = None) -> Step:
+        """``_step``, where float32 overflow is a value (an infinity, a NaN) and never a numpy warning on the user's
+        terminal: whether a run's values are finite is its caller's to say (``streamed run`` refuses to print
+        logits that are not)."""
+        with np.errstate(all="ignore"):
+            return self._step(tokens, pos, x)
+
+    def _step(self, tokens, pos: int, x: np.ndarray | None = None) -> Step:
         """Run embed → every layer → head for ``rows = len(tokens)`` tokens at positions ``pos…``. ``x`` replaces the
         embedding's output (the forward deployment, whose first hidden state is an input)."""
         tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int64))

@@ -195,11 +195,15 @@ def _recover(parent: Path, out: Path) -> None:
 
 
 def _written_by_a_lowering(out: Path) -> set[str]:
-    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a streamed manifest, a regular file,
-    not a link — and each file that manifest lists whose content proves it: a streamed program (the JSON a writer
-    writes) whose SHA-256 is the one the manifest records (``digests``; a bundle written before manifests recorded
-    them is proven by its content alone). A listed file that is anything else — ``important.txt`` named by a
-    hand-written manifest — is not the manifest's to give away. Empty when ``out`` has no streamed manifest."""
+    """The files of ``out`` a lowering provably wrote: its ``manifest.json`` — a regular file, not a link, a streamed
+    manifest recording its programs' SHA-256 (``digests``; one of the current format as the shipped schema takes
+    it, one an older streamed wrote — which ``read_bundle`` refuses to read — by its digests alone) — and each
+    file it records a digest of that is a streamed program whose SHA-256 is the one recorded. Nothing else is
+    proven: a file a hand-written manifest lists (``notes.json``, even one that says ``"format":
+    "streamed-program/1"``), a program edited since, every file of a manifest that records no digests (a
+    hand-written one, or one written before manifests recorded them) is not the manifest's to give away. Empty when
+    the manifest proves nothing. ★ The format tag alone was taken as proof, and ``lower -o`` deleted a user's
+    ``notes.json`` that carried it."""
     where = out / "manifest.json"
     if where.is_symlink():
         return set()
@@ -207,27 +211,20 @@ def _written_by_a_lowering(out: Path) -> set[str]:
         m = loads(read_file(where, MAX_BUNDLE_FILE_BYTES, "a manifest"))
     except (FileProblem, JsonError):
         return set()
-    if not isinstance(m, dict) or m.get("format") not in (FORMAT, *OLDER_FORMATS):
+    if not isinstance(m, dict) or m.get("format") not in (FORMAT, *OLDER_FORMATS) or \
+            not isinstance(m.get("digests"), dict) or (m["format"] == FORMAT and not _validator("manifest").is_valid(m)):
         return set()
-    files = m.get("files")
-    if files is None:  # a bundle written before manifests listed their files: the layout named files of
-        programs = m.get("programs") if isinstance(m.get("programs"), dict) else {}
-        kinds = m.get("kinds") if isinstance(m.get("kinds"), list) else []
-        files = ["manifest.json", *programs.values(), *(k.get("program") for k in kinds if isinstance(k, dict))]
-    if not isinstance(files, list):
-        return set()
-    digests = m.get("digests") if isinstance(m.get("digests"), dict) else None
+    digests = m["digests"]  # what proves a file is its digest: a file ``files`` lists without one is not proven
     proven = {"manifest.json"}
-    for f in files:
-        if not isinstance(f, str) or f == "manifest.json" or not _inside_bundle(f) or (out / f).is_symlink():
+    for f in digests:
+        if f == "manifest.json" or not _inside_bundle(f) or (out / f).is_symlink():
             continue
         try:
             data = read_file(out / f, MAX_BUNDLE_FILE_BYTES, "a program")
             program = loads(data)
         except (FileProblem, JsonError):
             continue
-        if isinstance(program, dict) and program.get("format") == PROGRAM_FORMAT and \
-                (digests is None or digests.get(f) == sha256(data)):
+        if isinstance(program, dict) and program.get("format") == PROGRAM_FORMAT and digests[f] == sha256(data):
             proven.add(f)
     return proven
 
@@ -397,6 +394,7 @@ def _consistent(m: dict, path: Path) -> None:
             if len(row[column]) != len(kind[of]):
                 raise bad(f"layer {row['layer']} lists {len(row[column])} {column} for the {len(kind[of])} "
                           f"{of} of kind `{kind['name'][:40]}`")
+    _states_are_each_layers_own(m, kinds, bad)
     for k in m["kinds"]:
         bound = [row["layer"] for row in m["layers"] if row["kind"] == k["name"]]
         if k["layers"] != bound:
@@ -411,6 +409,37 @@ def _consistent(m: dict, path: Path) -> None:
     for name in [*m["programs"].values(), *(k["program"] for k in m["kinds"]), *m["step"]]:
         if name is not None and not _inside_bundle(name):
             raise bad(f"the program path {name[:60]!r} leaves the bundle; a bundle's programs are inside it")
+
+
+#: A name of the language (``lang.lexer``'s words), as every name a lowering writes is: an authored binder, and the
+#: suffix a deployment adds (``_s1``).
+_NAME = re.compile(r"[A-Za-z0-9_]{1,200}")
+
+
+def _states_are_each_layers_own(m: dict, kinds: dict, bad) -> None:
+    """Every state a layer carries is its own, named as a lowering names one: a name of the language, carried by no
+    other layer and read as no weight; and a kind's representative carries the states its kind's program names. ★
+    A manifest whose layer 2 named layer 1's caches ran with layer 2 reading them (logits 1.69 away), and one
+    naming a state ``/etc/passwd`` was certified. Which name the document gives a layer's state is held by
+    ``document_problem``, for the commands that have the document."""
+    weights = {n for row in m["layers"] for n in row["weights"]}
+    carried: dict[str, int] = {}
+    for row in m["layers"]:
+        kind, layer = kinds[row["kind"]], row["layer"]
+        for n in row["states"]:
+            if not isinstance(n, str) or not _NAME.fullmatch(n):
+                raise bad(f"layer {layer} carries a state named {_brief(n)}, not a name a lowering writes (letters, "
+                          f"digits and _)")
+            if n in carried:
+                raise bad(f"layers {carried[n]} and {layer} both carry the state `{n[:40]}`; each layer carries its "
+                          f"own")
+            if n in weights:
+                raise bad(f"layer {layer} carries the state `{n[:40]}`, which a layer reads as a weight")
+            carried[n] = layer
+        own = [s["name"] for s in kind["states"]]
+        if layer == kind["representative"] and row["states"] != own:
+            raise bad(f"layer {layer}, kind `{kind['name'][:40]}`'s representative, carries the states "
+                      f"{_brief(row['states'])}, but its kind's program names them {_brief(own)}")
 
 
 def read_bundle(directory: str | Path) -> StreamedModel:
@@ -625,11 +654,31 @@ def document_problem(model: StreamedModel, analysis, storage) -> str | None:
         for n in names:
             if (why := _reads_as_bound(model.naming, naming, n, compare_storage, f"layer {b.layer}'s")) is not None:
                 return why
+    if (why := _states_problem(model, programs)) is not None:
+        return why
     for name, program in (("the embed's", model.embed), ("the head's", model.head)):
         for w in (weight_reads(program) if program is not None else ()):
             if (why := _reads_as_bound(model.naming, naming, w["name"], compare_storage, name)) is not None:
                 return why
     return _statements_problem(model, analysis)
+
+
+def _states_problem(model: StreamedModel, programs) -> str | None:
+    """Why a layer of ``model`` carries a state under another name than the lowering of the document gives it
+    (``layer_namer``: the layer's own binder, and the deployment's suffix), or ``None``."""
+    from .streamed_model import layer_namer
+
+    kinds = {k.name: k for k in model.kinds}
+    namers = {k.name: layer_namer(k.program, k.representative, programs.layer(k.representative).section.texts)
+              for k in model.kinds}
+    for b in model.layers:
+        kind = kinds[b.kind]
+        want = namers[b.kind](b.layer, programs.layer(b.layer).section.texts)
+        for s in kind.program.carried:
+            if b.tensors.get(s) != want.get(s):
+                return (f"layer {b.layer} of the bundle carries the state `{str(b.tensors.get(s))[:40]}` where the "
+                        f"document's layer {b.layer} carries `{str(want.get(s))[:40]}`")
+    return None
 
 
 def _statements_problem(model: StreamedModel, analysis) -> str | None:

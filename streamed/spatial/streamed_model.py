@@ -247,6 +247,13 @@ class _Template:
                 for n, i, suffix in self.parts}
 
 
+def layer_namer(program: SpatialProgram, representative: int, rep_texts) -> Callable[[int, object], dict[str, str]]:
+    """``names(layer, texts)``: what the lowering names, in layer ``layer`` (its token texts ``texts``), each name of
+    its kind's ``program`` lowered at ``representative`` (whose texts are ``rep_texts``) — as ``_bind_layers`` binds
+    it: so a bundle read back can be held to the document it claims to lower, state by state."""
+    return _Template(program_names(program), _binder_positions(rep_texts), representative, layer_input).bind
+
+
 def tiling(p: SpatialProgram) -> dict | None:
     """A program's tiles in brief (``None`` when it runs whole): how many, of how many rows (and columns), and
     whether its weights stay on chip across them."""

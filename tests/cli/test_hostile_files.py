@@ -169,8 +169,8 @@ def test_a_1_gb_sparse_file_is_refused_by_its_size_before_it_is_read(work, which
         f.truncate(1 << 30)
     args = ["check", "big.lgm"] if which == "document" else ["verify", "doc.lgm", "--bundle", "B"]
     code, err, peak = _peak_kb(args, work)
-    one_line(code, err, "1024.0 MB; streamed reads model programs up to 4 MB" if which == "document" else
-             "is 1,073,741,824 bytes; streamed reads")
+    one_line(code, err, "is 1,073,741,824 bytes; streamed reads model programs up to 4,194,304 bytes"
+             if which == "document" else "is 1,073,741,824 bytes; streamed reads")
     baseline_args = ["check", "missing.lgm"] if which == "document" else ["verify", "doc.lgm", "--bundle", "nothing"]
     _, _, baseline = _peak_kb(baseline_args, work)
     assert peak < baseline + 64 * 1024, (peak, baseline)  # far below the gigabyte a read would cost
@@ -181,7 +181,8 @@ def test_a_document_over_the_size_limit_is_bad_input_exit_2(work):
     (work / "big.lgm").write_bytes(b"-- a comment\n" * 400_000)
     for command in (["check", "big.lgm"], ["kinds", "big.lgm"], ["lower", "big.lgm", "-o", "X"]):
         code, _, err = streamed(*command, cwd=work, limited=False)
-        one_line(code, err, "big.lgm: the document is 5.0 MB; streamed reads model programs up to 4 MB")
+        one_line(code, err, "big.lgm: the document is 5,200,000 bytes; streamed reads model programs up to 4,194,304 "
+                            "bytes (4 MiB;")
     assert not (work / "X").exists()
 
 

@@ -17,6 +17,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -243,3 +244,71 @@ def test_any_manifest_is_certified_or_refused_in_one_line(data):
             (b / "programs" / name).write_bytes(content)
         (b / "manifest.json").write_bytes(data)
         accepted(*run("verify", EXAMPLES / "tiny-llama.lgm", "--bundle", b, "--steps", "1"), data[:300])
+
+
+# ---- what the issue of round three found, each as its repro ---------------------------------------------------------
+
+
+def _config(tmp: Path, name: str, **changes) -> Path:
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    cfg.update(changes)
+    src = tmp / f"{name}.json"
+    src.write_text(json.dumps(cfg))
+    return src
+
+
+def test_author_never_writes_a_document_check_rejects(tmp_path):
+    """Issue 30: a Granite `embedding_multiplier` of 1e308 was written as a number past the language's largest; the
+    document `author` wrote, `check` rejected."""
+    out = tmp_path / "m.lgm"
+    code, _, err = run("author", _config(tmp_path, "small-granite", embedding_multiplier=1e308), "-o", out)
+    assert code == 2 and err.count("\n") == 1 and "would not check" in err and "too large a number" in err, err
+    assert not out.exists()
+    # a soft cap float32 holds as 0 is refused the same way (its check is the document's)
+    code, _, err = run("author", _config(tmp_path, "small-gemma2", attn_logit_softcapping=1e-300), "-o", out)
+    assert code == 2 and "below the smallest float32" in err and not out.exists(), err
+    # and what checks is written as before
+    code, _, err = run("author", CONFIGS / "small-granite.json", "-o", out)
+    assert code == 0 and run("check", out)[0] == 0, err
+
+
+def test_a_granite_attention_multiplier_of_0_is_refused_as_every_other_multiplier_s_0(tmp_path):
+    for field in ("attention_multiplier", "embedding_multiplier", "residual_multiplier", "logits_scaling"):
+        code, _, err = run("author", _config(tmp_path, "small-granite", **{field: 0}))
+        assert code == 2 and f"{field}" in err and "is 0; a multiplier of 0 would erase what it scales" in err, err
+
+
+def test_check_writes_no_character_a_terminal_acts_on(tmp_path):
+    """Issue 30: `check` echoed a document's raw NUL and U+202E (which turns the rest of the line around)."""
+    doc = tmp_path / "m.lgm"
+    doc.write_text(TINY.replace("Let x be row tok of Emb.", "Let x be row tok of Emb\u202e\x00\x1b[2J.", 1))
+    code, out, _ = run("check", doc)
+    assert code == 1 and out
+    assert not any(c in out for c in "\u202e\x00\x1b"), out
+    assert "\\u202e" in out or "\\x00" in out or "\\x1b" in out, out
+
+
+@pytest.mark.parametrize("argv", [["lower", "DOC", "--ctx", "1e9"], ["lower", "DOC", "--ctx", "4096.0"],
+                                  ["verify", "DOC", "--steps", "two"], ["run", "DOC", "--tokens", "1", "--seed", "0x1"],
+                                  ["check", "DOC", "--batch", "½"]])
+def test_an_option_that_takes_a_whole_number_refuses_anything_else_in_one_line(tmp_path, argv):
+    """Issue 30: `--ctx 1e9` printed argparse's seven-line usage."""
+    doc = tmp_path / "m.lgm"
+    doc.write_text(TINY)
+    code, out, err = run(*[str(doc) if a == "DOC" else a for a in argv])
+    option, value = argv[-2], argv[-1]
+    assert code == 2 and out == "" and err == f"streamed: {option} {value}: not a whole number; give it in the digits " \
+                                              f"0-9 (as 4096)\n", err
+
+
+def test_show_svg_naming_no_folder_writes_nothing_where_the_user_stands(tmp_path, monkeypatch):
+    """Issue 30: `show B --svg ''` wrote five SVGs into the current folder."""
+    doc = tmp_path / "m.lgm"
+    doc.write_text(TINY)
+    assert run("lower", doc, "--ctx", "16", "-o", tmp_path / "B")[0] == 0
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, out, err = run("show", tmp_path / "B", "--svg", "")
+    assert code == 2 and err.count("\n") == 1 and "--svg '': names no folder" in err
+    assert list(here.iterdir()) == []

@@ -100,3 +100,68 @@ def test_the_memory_budget_is_what_refuses_and_a_larger_one_runs(run):
 def test_progress_is_not_printed_where_stderr_is_not_a_terminal(run):
     code, out, err = run("run", TINY, "--tokens", "1,2,3,4", "--decode")
     assert code == 0 and err == ""
+
+
+# ---- long runs: attention's scores in the estimate, computed a block of rows at a time --------------------------
+
+
+def test_a_run_the_size_of_the_issue_s_is_refused_in_one_line_before_anything_is_allocated(run):
+    """Issue 30: 60,000 tokens were `_ArrayMemoryError: Unable to allocate 53.6 GiB … (4, 60000, 60000)`, a
+    traceback, when the estimate said 707 MB: attention's heads × rows × context scores were in no estimate."""
+    from streamed.analysis.whole import analyze
+    from streamed.numerics.footprint import attention_scores
+
+    tokens = ",".join(str(i % 256) for i in range(60_000))
+    code, out, err = run("run", TINY, "--tokens", tokens, "--memory", "300M")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "run needs " in err and "and has 300 MB (--memory 300M)" in err
+    # the scores it counts are one block of rows at a time: heads × block × ctx, not heads × 60,000 × 60,000
+    programs = analyze((EXAMPLES / "tiny-llama.lgm").read_bytes()).programs
+    scores = attention_scores(programs.layers[0], programs.constants, rows=60_000, ctx=60_000)
+    assert 0 < scores <= 200 * 2**20
+
+
+def test_a_long_prefill_holds_no_more_than_its_estimate_and_never_rows_times_context_scores(monkeypatch):
+    """1,200 tokens in one step, with blocks of at most 2¹⁶ scores: whole, attention's scores were 4 × 1,200 × 1,200
+    float32 — 23 MB an array, several at once. A block of rows at a time, everything the run allocates at its peak
+    (numpy's allocations, traced) stays within what the estimate counts, and below one whole array of scores."""
+    import tracemalloc
+
+    from streamed.analysis.whole import analyze
+    from streamed.numerics import kernels
+    from streamed.numerics.footprint import of_run
+    from streamed.numerics.run import reference_logits
+    from streamed.numerics.weights import seeded
+
+    monkeypatch.setattr(kernels, "ATTENTION_BLOCK_VALUES", 1 << 16)
+    programs = analyze((EXAMPLES / "tiny-llama.lgm").read_bytes()).programs
+    n = 1200
+    estimate = of_run(programs, None, rows=n, ctx=n, positions=n)
+    weights = seeded(programs, 0)
+    reference_logits(programs, weights, [1, 2, 3], 3)  # numba compiles the kernels first: no buffer of the run
+    tracemalloc.start()
+    try:
+        got = reference_logits(programs, weights, [i % 256 for i in range(n)], n)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got.logits.shape == (n, 256) and np.isfinite(got.logits).all()
+    assert peak <= estimate.total, (peak, estimate)
+    assert peak < 4 * n * n * 4, peak
+
+
+def test_logits_that_overflow_float32_are_refused_in_one_line_and_no_numpy_warning_reaches_the_terminal(run, tmp_path):
+    """Issue 30: `run --json` printed 512 `NaN` logits — not JSON — with numpy RuntimeWarnings on stderr."""
+    doc = tmp_path / "inf.lgm"
+    doc.write_text((EXAMPLES / "tiny-llama.lgm").read_text().replace(
+        "Let logits be rmsnorm of xo3 with gf, epsilon 0.00001 times Wout.",
+        "Let big be (rmsnorm of xo3 with gf, epsilon 0.00001 times Wout) scaled by 1e30.\n"
+        "Let logits be big scaled by 1e30."))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning raised is a failure here, as it was a line on the user's terminal
+        for json_flag in ([], ["--json"]):
+            code, out, err = run("run", doc, "--tokens", "1,2,3", *json_flag)
+            assert code == 1 and out == "" and err.count("\n") == 1, err
+            assert "the logits at position 0 are not finite (256 infinite of 256)" in err and "Warning" not in err

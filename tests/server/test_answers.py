@@ -94,8 +94,8 @@ def test_a_document_over_the_size_limit_is_refused_with_one_diagnostic_in_bounde
     uri = server.open("big.lgm", text)
     published = server.published(uri, timeout=60)
     (only,) = published["diagnostics"]
-    assert only["message"].startswith(f"the document is {len(text) / 1048576:.1f} MB; streamed reads model programs "
-                                      f"up to 4 MB")
+    assert only["message"].startswith(f"the document is {len(text.encode()):,} bytes; streamed reads model programs "
+                                      f"up to 4,194,304 bytes")
     assert time.monotonic() - started < 30
     hover = server.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 5, "character": 3}})
     assert hover.get("result") is None and "error" not in hover

@@ -100,6 +100,19 @@ CONTRADICTIONS = {
                           "`layers[1].identity.ctx` is 4096, but the decode deployment gives 16"),
     "a checkpoint tensor": (lambda m: m["layers"][1]["checkpoint"].__setitem__(2, "blk.2.attn_q.weight"),
                             "is not a bundle of"),
+    # issue 30: layer 2 ran reading layer 1's caches (logits 1.69 away, another next token), exit 0; a state named
+    # /etc/passwd was certified
+    "another layer's states": (lambda m: m["layers"][2].__setitem__("states", list(m["layers"][1]["states"])),
+                               "layers 1 and 2 both carry the state `Kc1`; each layer carries its own"),
+    "a state named as a path": (lambda m: m["layers"][3]["states"].__setitem__(0, "/etc/passwd"),
+                                'layer 3 carries a state named "/etc/passwd", not a name a lowering writes'),
+    "a state named as a weight": (lambda m: m["layers"][3]["states"].__setitem__(0, "Wq3"),
+                                  "layer 3 carries the state `Wq3`, which a layer reads as a weight"),
+    "the representative's state renamed": (lambda m: m["layers"][0]["states"].__setitem__(0, "mine"),
+                                           "layer 0, kind `attention`'s representative, carries the states [\"mine\", \"Vc0\"]"),
+    "a state renamed, its own still": (lambda m: m["layers"][2]["states"].__setitem__(0, "Kc9"),
+                                       "layer 2 of the bundle carries the state `Kc9` where the document's layer 2 "
+                                       "carries `Kc2`"),
 }
 
 
@@ -175,13 +188,26 @@ def test_lower_o_removes_only_files_the_manifest_proves_a_lowering_wrote(bundles
     edited = copy(bundles["decode"], tmp_path / "edited")
     edit(edited / "programs" / "head.json", lambda p: p.__setitem__("name", "mine"))
     refused(*run("lower", DOC, "--ctx", "16", "-o", edited)[::2], "holds programs/head.json, which no lowering wrote")
-    # … while a bundle as written, or one written before manifests recorded digests, is replaced.
+    # Issue 30: a hand-written manifest with no digests (or a streamed-bundle/1 one) listing notes.json that says
+    # "format": "streamed-program/1" made `lower -o` delete notes.json: the format tag was taken as proof.
+    notes = {"format": "streamed-program/1", "mine": "notes"}
+    for format in ("streamed-bundle/2", "streamed-bundle/1"):
+        hand = tmp_path / f"hand-{format[-1]}"
+        hand.mkdir()
+        (hand / "manifest.json").write_text(json.dumps({"format": format, "files": ["manifest.json", "notes.json"]}))
+        (hand / "notes.json").write_text(json.dumps(notes))
+        refused(*run("lower", DOC, "--ctx", "16", "-o", hand)[::2], "which no lowering wrote")
+        assert json.loads((hand / "notes.json").read_text()) == notes and (hand / "manifest.json").exists()
+    # A bundle whose manifest records no digests proves none of its programs: it is not replaced either …
     older = copy(bundles["decode"], tmp_path / "older")
     edit(older / "manifest.json", lambda m: m.pop("digests"))
-    for b in (copy(bundles["decode"], tmp_path / "as-written"), older):
-        code, _, err = run("lower", DOC, "--ctx", "32", "-o", b)
-        assert code == 0, err
-        assert json.loads((b / "manifest.json").read_text())["ctx"] == 32
+    refused(*run("lower", DOC, "--ctx", "16", "-o", older)[::2], "holds manifest.json, which no lowering wrote")
+    assert (older / "programs" / "head.json").exists()
+    # … while a bundle as written is.
+    b = copy(bundles["decode"], tmp_path / "as-written")
+    code, _, err = run("lower", DOC, "--ctx", "32", "-o", b)
+    assert code == 0, err
+    assert json.loads((b / "manifest.json").read_text())["ctx"] == 32
 
 
 # ---- a manifest linked out of the bundle --------------------------------------------------------------------------
@@ -215,8 +241,6 @@ HARMLESS = {
     ("document", "sha256"): "the digest of the text, compared with a text by people and editors, not computed with",
     ("checkpoint", "naming"): "says where the names came from; the names themselves are checked against the document",
     ("checkpoint", "file"): "the checkpoint's file name, shown to people",
-    ("layers", "*", "states"): "a layer's own key for each state it carries from step to step: renamed (and still "
-                               "its own), the state is carried the same — renamed onto another's, verify differs",
     ("digest",): "an identity's digest is of the program's text, which only the document has",
     ("estimate", "sweep"): "the estimate at other sizes (the document lowered again at each, drawn beside the "
                            "roofline): no program of the bundle runs it; its sizes are held by the schema",

@@ -172,3 +172,20 @@ def _evaluate(path, tokens, prefill, threads, mmap, capture: bool = False):
     finally:
         lc.llama_free(ctx)
         lc.llama_model_free(model)
+
+
+def refusal(path: str | Path) -> str | None:
+    """What llama.cpp's loader says of the file at ``path`` — its GGUF parser (``gguf_init_from_file``) and the
+    model loader's check that every tensor's data lies within the file — or ``None`` when it takes it. Only the
+    vocabulary is loaded (``vocab_only``): the file's layout, not the model's weights, is what is asked."""
+    _start()
+    _LOG.clear()
+    mp = lc.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    mp.vocab_only = True
+    mp.use_mmap = True
+    model = lc.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:  # every line it logged: the parser's reason does not say "error" itself
+        return "; ".join(l.strip() for l in _LOG if l.strip()) or "refused"
+    lc.llama_model_free(model)
+    return None
