@@ -55,11 +55,18 @@ vsix: $(STAMP)
 	cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error && STREAMED_PYTHON=$(abspath $(PY)) npm run package
 
 # The main job on a shipped example: the 64-layer Qwen3.8 program's kinds, its SN50 decode bundle, and the numerical
-# certification of a bundle of the same architecture at a size numpy runs in seconds.
+# certification of a smaller stand-in; a line before each step says what it shows, and the last what to run next.
 demo: $(STAMP)
-	$(PY) -m streamed kinds examples/qwen3.8.lgm
-	$(PY) -m streamed lower examples/qwen3.8.lgm --mode decode --ctx 4096 -o build/qwen3.8.bundle
-	$(PY) -m streamed verify examples/small-qwen35.lgm --mode decode --ctx 32 --steps 8
+	@echo "== 1/3 kinds: which of qwen3.8's 64 layers are one program up to the names they give (each kind is lowered once)"
+	@$(PY) -m streamed kinds examples/qwen3.8.lgm
+	@echo; echo "== 2/3 lower: one SN50 program per kind, for decode at ctx 4096, written as a bundle with its manifest"
+	@$(PY) -m streamed lower examples/qwen3.8.lgm --mode decode --ctx 4096 -o build/qwen3.8.bundle
+	@echo; echo "== 3/3 verify: the bundle's programs, run op by op, against the reference interpreter — on"
+	@echo "   examples/small-qwen35.lgm, a Qwen3.5 of 8 layers (gated deltanet and attention, with experts) at width 128:"
+	@echo "   numpy runs it in seconds, where qwen3.8's full-width weights (tens of GB) are far beyond a quick check. The"
+	@echo "   weights are random (seed 0): what is certified is that the bundle computes what the document computes."
+	@$(PY) -m streamed verify examples/small-qwen35.lgm --mode decode --ctx 32 --steps 8
+	@echo; echo "== next: streamed show build/qwen3.8.bundle   (the chip, the memory and the roofline of the bundle, in words)"
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
