@@ -61,7 +61,7 @@ demo: $(STAMP)
 	@$(PY) -m streamed kinds examples/qwen3.8.lgm
 	@echo; echo "== 2/3 lower: one SN50 program per kind, for decode at ctx 4096, written as a bundle with its manifest"
 	@$(PY) -m streamed lower examples/qwen3.8.lgm --mode decode --ctx 4096 -o build/qwen3.8.bundle
-	@echo; echo "== 3/3 verify: the bundle's programs, run op by op, against the reference interpreter — on"
+	@echo; echo "== 3/3 verify: a bundle lowered the same way, run op by op against the reference interpreter, of"
 	@echo "   examples/small-qwen35.lgm, a Qwen3.5 of 8 layers (gated deltanet and attention, with experts) at width 128:"
 	@echo "   numpy runs it in seconds, where qwen3.8's full-width weights (tens of GB) are far beyond a quick check. The"
 	@echo "   weights are random (seed 0): what is certified is that the bundle computes what the document computes."
