@@ -1,6 +1,7 @@
 """``streamed check DOC [--json] [deployment options]``: every diagnostic of a document — syntax, semantics,
 divergences, the checkpoint's bindings, and each kind's lowering reject for the deployment on the statement that
-caused it — as ``path:line:col: severity: message`` or JSON. Exit status 1 when any is an error; 2 for bad input."""
+caused it — as ``path:line:col: severity: message`` or JSON; a document with none says ``path: no problems`` (a
+silent success reads as a command that did nothing). Exit status 1 when any is an error; 2 for bad input."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def cmd_check(args) -> int:
         for d in diagnostics:
             line, col = position(d.range)
             print(f"{shown(args.doc)}:{line}:{col}: {d.severity.value}: {shown(d.message)}")
+        if not diagnostics:
+            print(f"{shown(args.doc)}: no problems")
     return 1 if any(d.severity is Severity.ERROR for d in diagnostics) else 0
 
 

@@ -119,9 +119,10 @@ def load_target_or_fail(target: str | None):
         raise UserError(str(e)) from None
 
 
-def print_errors(path: str, a, command: str, done: str) -> int:
-    """A document with errors, for a command that needs one without: each error as ``check`` prints it (stderr), and
-    the count. Returns exit status 1."""
+def print_errors(path: str, a, command: str, done: str | None) -> int:
+    """A document with errors: each error as ``check`` prints it (stderr), and the count — for a command that needs a
+    document without (``done``: what it therefore did not do), or for ``kinds``, which shows what it could read
+    (``done`` None). Returns exit status 1, the status of a document with errors whatever the command."""
     from ..analysis.whole import position
     from ..lang.files import shown
 
@@ -129,7 +130,8 @@ def print_errors(path: str, a, command: str, done: str) -> int:
         line, col = position(d.range)
         print(f"{shown(path)}:{line}:{col}: error: {shown(d.message)}", file=sys.stderr)
     n = len(a.errors)
-    print(f"streamed {command}: {path} has {n} error{'s' if n != 1 else ''}, so nothing was {done}", file=sys.stderr)
+    then = f"so nothing was {done}" if done else "the kinds shown are of what could be read"
+    print(f"streamed {command}: {path} has {n} error{'s' if n != 1 else ''}, {then}", file=sys.stderr)
     return 1
 
 

@@ -1,10 +1,11 @@
 """``streamed kinds DOC [--json] [--checkpoint G]``: the layer kinds of a document, as an aligned table or JSON, and
-every divergence with both places and the reason. Exit status 0 whether or not the document has errors (``check``
-reports those); 2 for bad input."""
+every divergence with both places and the reason. A document with errors still shows the kinds of what could be read,
+its errors on stderr as ``check`` prints them, and exits 1 (as ``check`` does: a script reading the kinds must not
+take a broken document's for a whole one); 2 for bad input."""
 
 from __future__ import annotations
 
-from .common import load_storage, plural, read_document, table
+from .common import load_storage, plural, print_errors, read_document, table
 
 
 def kinds_json(a) -> dict:
@@ -33,7 +34,7 @@ def cmd_kinds(args) -> int:
         import json  # only for --json: not imported by every command's start
 
         print(json.dumps(kinds_json(a), indent=2))
-        return 0
+        return print_errors(args.doc, a, "kinds", None) if a.errors else 0
     rows = [[k.name, str(len(k.layers)), layer_ranges(k.layers), str(k.representative)] for k in a.kinds]
     print(f"{args.doc}: {plural(len(a.programs.layers), 'layer')} in {plural(len(a.kinds), 'kind')}")
     if rows:
@@ -47,10 +48,7 @@ def cmd_kinds(args) -> int:
             rline, rcol = position(d.representative_range)
             print(f"  {args.doc}:{line}:{col}: layer {d.layer} vs layer {d.representative} ({d.kind}, line "
                   f"{rline}:{rcol}): {d.why}")
-    if a.errors:
-        print()
-        print(f"{plural(len(a.errors), 'error')}: run `streamed check {args.doc}` to see them")
-    return 0
+    return print_errors(args.doc, a, "kinds", None) if a.errors else 0
 
 
 def add_parser(sub) -> None:

@@ -36,7 +36,7 @@ def summary(model, out_dir: str) -> str:
 
     kinds = "; ".join(f"{k.name}: {layers_named(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
-    lines.append(f"  layers bound   {len(model.layers)}")
+    lines.append(f"  layers bound   {len(model.layers)} (each layer runs its kind's program on its own weights and state)")
     lines += _held(model)
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
              if p.tiles]
@@ -48,10 +48,11 @@ def summary(model, out_dir: str) -> str:
     tables = ", ".join(f"{size(v)} in {t.upper()}" for t, v in r.get("tables", {}).items() if v)
     lines.append(f"  residency      {f'per chip of {d.chips}: ' if d.chips > 1 else ''}states {states}; weights "
                  f"{weights}{f'; tables {tables}' if tables else ''}; {size(r['reserved_sram_bytes'])} SRAM reserved "
-                 f"for the largest program")
+                 f"for the largest program's own buffers")
     e = model.estimate
     moved = ", ".join(f"{size(v)} from {t.upper()}" for t, v in e["step"]["bytes"].items() if v and t != "sram")
-    lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s ({e['tokens_per_step']} per step of "
+    lines.append(f"  estimate       {_rate(e['tokens_per_second'])} tokens/s, modelled from the target's roofs "
+                 f"({e['tokens_per_step']} per step of "
                  f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
                  f"{' per chip' if moved and d.chips > 1 else ''})")
     return "\n".join(lines)

@@ -182,7 +182,7 @@ def render(report, source: str, layers: list[str], widest: int = 0) -> str:
             rows.append((program, tensor, f"{m.max_abs:.3g}", f"{m.max_rel:.3g}", bound, "ok" if m.ok else "DIFFERS"))
     compared = len({(m.program, m.tensor) for m in report.measures})
     head = (f"{label(report.deployment)}, {source}: {_steps(report, widest)}; {compared} tensors compared, "
-            f"{len(report.measures)} measures")
+            f"{len(report.measures)} comparisons in all (a tensor, every element, at one step)")
     header = ("program", "tensor", "max abs", "max rel", "bound", "")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
     row = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()

@@ -218,7 +218,7 @@ def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weig
             values[name] = np.swapaxes(np.ascontiguousarray(np.swapaxes(w, -1, -2)), -1, -2)  # as a checkpoint lays it
         else:
             values[name] = w
-    return Weights(values, f"seed {seed}", storage)
+    return Weights(values, f"random weights from seed {seed}", storage)
 
 
 # ---- host tables ---------------------------------------------------------------------------------------------------

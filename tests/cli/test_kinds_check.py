@@ -57,11 +57,31 @@ def test_check_prints_one_diagnostic_per_line_and_fails_on_an_error(tmp_path):
     assert f"{doc}:{line}:" in r.stdout and ": error: `a1` is rows×64 but `Wo1` expects 128 rows" in r.stdout
 
 
-def test_check_passes_a_correct_document(tmp_path):
+def test_check_says_no_problems_in_one_line_for_a_correct_document(tmp_path):
     doc = tmp_path / "ok.lgm"
     doc.write_text(document(2))
     r = run("check", str(doc))
-    assert (r.returncode, r.stdout) == (0, "")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{doc}: no problems\n", "")
+    assert json.loads(run("check", str(doc), "--json").stdout) == []
+
+
+def test_kinds_of_a_document_with_errors_shows_what_it_read_says_the_errors_and_exits_1(tmp_path):
+    """The README: exit 1 when the document has errors — `kinds` as `check`, its errors on stderr as `check` prints
+    them, the kinds of what it could read on stdout."""
+    doc = tmp_path / "bad.lgm"
+    text = document(3).replace("Let h1 be xo0 plus a1 times Wo1.", "Let h1 be xo0 plus a1 timse Wo1.")
+    doc.write_text(text)
+    checked = run("check", str(doc))
+    errors = [l for l in checked.stdout.splitlines() if ": error: " in l]
+    assert checked.returncode == 1 and errors
+    for args in (["kinds", str(doc)], ["kinds", str(doc), "--json"]):
+        r = run(*args)
+        assert r.returncode == 1, args
+        assert r.stderr.splitlines()[:-1] == errors, args
+        assert r.stderr.splitlines()[-1] == f"streamed kinds: {doc} has {len(errors)} error{'s' * (len(errors) > 1)}, " \
+                                            "the kinds shown are of what could be read"
+    assert run("kinds", str(doc)).stdout.startswith(f"{doc}: 3 layers in ")
+    assert json.loads(run("kinds", str(doc), "--json").stdout)["layers"] == 3
 
 
 def test_a_missing_file_is_one_clear_message_and_exit_status_2(tmp_path):
@@ -132,7 +152,7 @@ def test_an_expression_nested_ten_thousand_deep_is_one_error_in_check_kinds_and_
                                                                 "-o", str(tmp_path / "b")]):
         r = run(*command)
         assert "Traceback" not in r.stderr and "RecursionError" not in r.stderr, command
-        # `kinds` counts the errors — one mistake, one error (nothing derived from the line that does not parse) — and
-        # points at `check`, which (like `lower`) says what it is.
-        said = "\n1 error: run `streamed check" if command[0] == "kinds" else "nests more than 64 deep"
-        assert said in r.stdout + r.stderr, command
+        # one mistake, one error (nothing derived from the line that does not parse), said by each command
+        assert r.returncode == 1, command
+        assert "nests more than 64 deep" in r.stdout + r.stderr, command
+        assert (r.stdout + r.stderr).count(": error: ") == 1, command

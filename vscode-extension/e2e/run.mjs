@@ -281,17 +281,20 @@ async function openQuickInput() {
 }
 /**
  * Runs a command of the palette by its exact title. (A view that takes the focus as it opens — a manifest view a
- * lowering opened — closes a palette opened a moment before: it is opened again until the command is clicked.)
+ * lowering opened, a webview still loading after the check before — closes a palette opened a moment before: it is
+ * opened again until the command is clicked. Each action in the attempt gives up within seconds once the palette is
+ * gone, so the next attempt, not one action's default 30 s, is what waits; the attempts end when the palette offered
+ * the command and it was clicked, or after two minutes of it being taken away.)
  */
 async function runCommand(title) {
   const row = page.locator('.quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`) }) }).first();
   await waitFor(`the palette to offer ${title}`, async () => {
     await openQuickInput();
-    await quickInputText().fill(`>${title}`);
+    await quickInputText().fill(`>${title}`, { timeout: 3000 });
     await row.waitFor({ state: 'visible', timeout: 5000 });
     await row.click({ timeout: 5000 });
     return true;
-  }, 30000);
+  }, 120000);
   await waitFor(`the palette to close after ${title}`, async () => !(await quickInput().isVisible()) || !((await quickInputText().inputValue()).startsWith('>')), 10000);
 }
 async function cursorPosition() {
@@ -395,11 +398,16 @@ async function focusEditor() {
 }
 /** `doc` (a file of the open folder) in the active editor, through Quick Open, and focused. */
 async function openDocument(doc) {
-  await openQuickInput();
-  // (its whole path: Quick Open lists that one file, not whatever else matches as the search results arrive)
-  await quickInputText().fill(path.join(currentFolder, doc));
   const focused = page.locator('.quick-input-list .monaco-list-row.focused .label-name').first();
-  await waitFor(`${doc} first in Quick Open`, async () => (await focused.textContent({ timeout: 1000 })).trim() === doc, 20000);
+  // (its whole path: Quick Open lists that one file, not whatever else matches as the search results arrive; opened
+  // again when something takes the quick input away before the file is first in it)
+  await waitFor(`${doc} first in Quick Open`, async () => {
+    if (!(await quickInput().isVisible()) || (await quickInputText().inputValue({ timeout: 1000 })) !== path.join(currentFolder, doc)) {
+      await openQuickInput();
+      await quickInputText().fill(path.join(currentFolder, doc), { timeout: 3000 });
+    }
+    return (await focused.textContent({ timeout: 1000 })).trim() === doc;
+  }, 60000);
   await page.keyboard.press('Enter');
   await waitFor(`${doc} in the active editor`, async () => (await page.locator('.tab.active').first().innerText().catch(() => '')).includes(doc), 20000);
   await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().waitFor();
