@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
 from .ir import SpatialProgram
+from .passes.cost import traffic
+from .passes.shapes import flops_of
 from .streamed_model import StreamedModel
 from .units import size
 
@@ -101,16 +103,18 @@ class Region:
 @dataclass(frozen=True)
 class Floorplan:
     """One program on the target: its regions on each grid, its phases (each with the colour of the statement its
-    first op serves), the legend's groups in order, and notes (tiles, chips)."""
+    first op serves and its share of the step's estimated seconds, ``phase_seconds``), the legend's groups in order,
+    and notes (tiles, chips). ``seconds``: the program's step as the estimate gives it."""
 
     program: str
     title: str
     pcus: int
     pmus: int
     regions: tuple[Region, ...]
-    phases: tuple[tuple[int, str, str], ...]  # (phase, colour, the ops it runs)
+    phases: tuple[tuple[int, str, str, float | None], ...]  # (phase, colour, the ops it runs, its seconds)
     legend: tuple[tuple[str, str, str], ...]  # (group, colour, what it says)
     notes: tuple[str, ...]
+    seconds: float | None = None
 
     def used(self, unit: str) -> int:
         return sum(r.count for r in self.regions if r.unit == unit)
@@ -189,7 +193,9 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
     for r in regions:
         if r.unit == "pcu":
             phases.setdefault(r.phase, []).append(r)
-    strip = tuple((p, rs[0].colour, "; ".join(r.what for r in rs)) for p, rs in sorted(phases.items()))
+    seconds = (model.estimate or {}).get("programs", {}).get(name, {}).get("seconds")
+    times = phase_seconds(program, seconds, target) if seconds else {}
+    strip = tuple((p, rs[0].colour, "; ".join(r.what for r in rs), times.get(p)) for p, rs in sorted(phases.items()))
     notes = [] if program.placement else ["this program records no placement (lower the document again to see it)"]
     if program.tp > 1:
         notes.append(f"chip 0 of {program.tp}: every chip runs its own slice of the same ops")
@@ -201,7 +207,34 @@ def floorplan(name: str, program: SpatialProgram, model: StreamedModel) -> Floor
     ops = sum(1 for r in regions if r.unit == "pcu")
     title = f"{name} — {ops} op{'s' if ops != 1 else ''} in {len(strip)} phase{'s' if len(strip) != 1 else ''}"
     return Floorplan(name, title, target.pcus, target.pmus, tuple(regions), strip,
-                     tuple((g, c, w) for g, (c, w) in legend.items()), tuple(notes))
+                     tuple((g, c, w) for g, (c, w) in legend.items()), tuple(notes), seconds)
+
+
+def phase_seconds(program: SpatialProgram, seconds: float, target) -> dict[int, float]:
+    """The program's step time (``seconds``, the estimate's) divided among its phases by what bounds the step: when
+    its FLOPs at the target's peak take longer than its bytes at each tier's bandwidth, each phase's share of the FLOPs;
+    else each phase's share of that memory time — the estimate's own roofline (``residency.seconds``), op by op on
+    chip 0, so the phases' times add up to the program's."""
+    tensors = {t.name: t for t in program.tensors}
+    memory: dict[int, float] = {}
+    flops: dict[int, float] = {}
+    for op in program.ops:
+        if op.chip not in (None, 0):
+            continue
+        memory[op.phase] = memory.get(op.phase, 0.0) + sum(
+            b / target.bandwidth(tier) for tier, b in traffic(op, tensors).items())
+        flops[op.phase] = flops.get(op.phase, 0.0) + flops_of(op, lambda n: tensors[n].shape)
+    by = flops if sum(flops.values()) / target.peak_bf16 > sum(memory.values()) else memory
+    total = sum(by.values())
+    return {p: seconds * v / total for p, v in by.items()} if total else {}
+
+
+def duration(seconds: float) -> str:
+    """``12.4 µs``, ``1.05 ms``, ``3.2 ns``: three figures in the unit that reads best."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
 
 
 def floorplans(model: StreamedModel) -> list[Floorplan]:
@@ -344,19 +377,35 @@ def svg(plan: Floorplan, uid: str = "fp", width: float | None = None) -> str:
         body.append(f'<rect x="{gx}" y="{gy}" width="{cols * cell}" height="{rows * cell}" '
                     f'fill="url(#{uid}-units)" pointer-events="none"/>')  # the unit lines: hover goes through
         height = max(height, gy + rows * cell)
-    # The phase strip: one box per phase, in the colour of the statement it serves, across the width.
+    # The phase strip: one box per phase, in the colour of the statement it serves, across the width — as wide as its
+    # share of the step's time when the estimate gives one (at least a few pixels), each box's time under it where
+    # it has room, every time in its hover.
     y = height + 22
-    body.append(f'<text x="{pad}" y="{y - 6}" font-size="11" {font}>'
-                f'{escape(wrap("phases (run in order; a phase’s ops run at once)", chars)[0])}</text>')
+    timed = plan.seconds is not None and all(t is not None for *_, t in plan.phases) and plan.phases
+    head_line = ("phases, run in order (a phase's ops at once), each as long as its share of the step's "
+                 f"{duration(plan.seconds)}" if timed else "phases (run in order; a phase's ops run at once)")
+    for line in wrap(head_line, chars):
+        body.append(f'<text x="{pad}" y="{y - 6}" font-size="11" {font}>{escape(line)}</text>')
+        y += 14
+    y -= 14
+    inner = width - 2 * pad
     n = max(len(plan.phases), 1)
-    w = min(40.0, (width - 2 * pad) / n)
-    for k, (phase, colour, what) in enumerate(plan.phases):
-        body.append(f'<rect class="phase" x="{pad + k * w:.2f}" y="{y}" width="{max(w - 1, 0.5):.2f}" height="12" '
-                    f'fill="{colour}"><title>{escape(f"phase {phase}: {what}")}</title></rect>')
-    step = max(1, math.ceil(n / max(1, (width - 2 * pad) // 28)))
-    for k, (phase, _, _) in enumerate(plan.phases):
-        if k % step == 0 and pad + k * w + 14 <= width - pad:
-            body.append(f'<text x="{pad + k * w:.2f}" y="{y + 24}" font-size="9" {font}>{phase}</text>')
+    least = min(4.0, inner / n)
+    if timed:
+        spare = inner - least * n
+        total = sum(t for *_, t in plan.phases) or 1.0
+        widths = [least + spare * t / total for *_, t in plan.phases]
+    else:
+        widths = [min(40.0, inner / n)] * len(plan.phases)
+    x = float(pad)
+    for (phase, colour, what, t), w in zip(plan.phases, widths):
+        said = f"phase {phase}: {what}" + (f" · ≈ {duration(t)}" if t is not None else "")
+        body.append(f'<rect class="phase" x="{x:.2f}" y="{y}" width="{max(w - 1, 0.5):.2f}" height="12" '
+                    f'fill="{colour}"><title>{escape(said)}</title></rect>')
+        label = duration(t) if timed else str(phase)
+        if w >= 5.5 * len(label) + 4:
+            body.append(f'<text x="{x:.2f}" y="{y + 24}" font-size="9" {font}>{escape(label)}</text>')
+        x += w
     y += 46
     # The legend: a statement's group (its bound name and line) and units, then its text, wrapped — never cut.
     for group, colour, what in plan.legend:

@@ -364,3 +364,22 @@ def test_the_roofline_fits_its_width_its_own_point_a_ring_over_batch_and_context
     swept = next(layer for layer in layers if layer["encoding"].get("color", {}).get("field") == "size")
     scale = swept["encoding"]["color"]["scale"]
     assert set(scale["domain"]) == {"batch", "ctx"} and len(set(scale["range"])) == 2
+
+
+def test_the_phase_strip_divides_the_programs_estimated_step_among_its_phases(qwen):
+    folder, model, m = qwen
+    plan = next(p for p in floorplans(model) if p.program == "gated deltanet")
+    times = [t for *_, t in plan.phases]
+    assert math.isclose(sum(times), m["estimate"]["programs"]["gated deltanet"]["seconds"], rel_tol=1e-9)
+    # A decode step is memory-bound: its longest phases are those whose ops read the largest weights.
+    program = json.loads((folder / next(k["program"] for k in m["kinds"] if k["name"] == "gated deltanet")).read_text())
+    weights = {t["name"]: t["bytes"] for t in program["tensors"] if t["role"] == "weight"}
+    heaviest = max(weights, key=weights.get)
+    longest = max(plan.phases, key=lambda p: p[3])[0]
+    assert any(heaviest in op["inputs"] and op["phase"] == longest for op in program["ops"])
+    drawn = ET.fromstring(svg(plan, width=640))
+    boxes = [r for r in drawn.iter(f"{SVG}rect") if r.get("class") == "phase"]
+    assert [b.findtext(f"{SVG}title").split(":")[0] for b in boxes] == [f"phase {p[0]}" for p in plan.phases]
+    assert all("µs" in b.findtext(f"{SVG}title") or "ns" in b.findtext(f"{SVG}title") for b in boxes)
+    widest = max(boxes, key=lambda b: float(b.get("width")))
+    assert widest.findtext(f"{SVG}title").startswith(f"phase {longest}:")
