@@ -32,6 +32,7 @@ DRIVER = r"""
 (defun streamed-test-at (line)
   (goto-char (point-min)) (forward-line line) (forward-char 3))  ; on the heading's word `Layer`
 
+(setq eglot-connect-timeout 120)  ; a loaded machine starts the server slowly: a bound on a hang, not a measurement
 (condition-case err
     (let ((jsonrpc-default-request-timeout 120) (doc (find-file streamed-test-doc)) server uri)
       (run-hooks 'post-command-hook)  ; eglot-ensure connects after the command that visited the file
