@@ -1,6 +1,7 @@
 """Code lenses: on every ``## Layer N`` header its kind (``attention, window 512 · 52 layers · first: layer 0``,
 clicking goes to the representative) and, on a layer that diverges, the comparison with its representative; on
-``## Model`` the kind count and the bundle command, named after the target it lowers for."""
+``## Model`` the kind count and the bundle command, named after the target it lowers for — or, when the deployment is
+refused, why and the values that lower instead."""
 
 from __future__ import annotations
 
@@ -28,6 +29,17 @@ def bundle_title(target: str) -> str:
         return "Lower bundle"
 
 
+def refused(snap: Snapshot) -> str | None:
+    """Why the document does not lower under the current deployment, and what would — the first reject's reason and
+    the values that lower (``diagnose.values_that_lower``) — or ``None`` when it lowers."""
+    if not snap.rejects:
+        return None
+    d = snap.rejects[0]
+    data = d.data or {}
+    lowers = data.get("lowers")
+    return f"Not lowered: {data.get('why') or d.message}" + (f" — {lowers}" if lowers else "")
+
+
 def code_lenses(snap: Snapshot, target: str = "sn50") -> list[lsp.CodeLens]:
     a = snap.analysis
     out: list[lsp.CodeLens] = []
@@ -46,6 +58,6 @@ def code_lenses(snap: Snapshot, target: str = "sn50") -> list[lsp.CodeLens]:
                 out.append(lsp.CodeLens(range=to_range(heading), command=compare.command(snap.uri, d.layer, d.representative)))
         elif section.kind is SectionKind.MODEL:
             n = len(a.kinds)
-            title = f"{n} kind{'s' if n != 1 else ''} · {bundle_title(target)}"
+            title = f"{n} kind{'s' if n != 1 else ''} · {refused(snap) or bundle_title(target)}"
             out.append(lsp.CodeLens(range=to_range(heading), command=lsp.Command(title=title, command="streamed.lowerBundle", arguments=[{"uri": snap.uri}])))
     return out

@@ -232,7 +232,10 @@ def lower_bundle(snap: Snapshot, obj: dict, settings, folders: list[Path], repor
             st = next((x for x in (p.statements if p else ()) if x.index == r.statement), None)
             if st is not None:
                 where = f" (line {snap.analysis.to_document(p.section, st.range).start.line + 1})"
-        raise CommandError(f"{r}{where}") from None
+        # What lowers instead, as the analysis found it for the settings' deployment (when that is the one asked).
+        lowers = None if any(k in obj for k in ("mode", *SIZE_LIMITS)) else next(
+            (d.data["lowers"] for d in snap.rejects if (d.data or {}).get("lowers")), None)
+        raise CommandError(f"{r}{where}" + (f"; {lowers}" if lowers else "")) from None
     if cancelled():
         raise CommandError("the lowering was cancelled")
     report(f"writing {out.name}/", 95)

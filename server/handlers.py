@@ -598,8 +598,8 @@ async def cmd_lower_bundle(ls: StreamedServer, args, work: Work):
         None, commands.lower_bundle, snap, obj, ls.settings, ls.folders, work.report, work.cancelled, ls.sched().lowered)
     if says:
         ls.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Info, commands.lowered_message(done)))
-    if show:
-        _show_document(ls, Path(done["manifest"]).as_uri(), take_focus=False)
+    if show:  # taking focus: a client that opened it without would leave the manifest in a hidden buffer (Neovim)
+        _show_document(ls, Path(done["manifest"]).as_uri())
     return done
 
 
@@ -610,9 +610,10 @@ def _shows_documents(ls: StreamedServer, command: str, obj: dict) -> bool:
     return commands.show_arg(command, obj) and bool(w and w.show_document and w.show_document.support)
 
 
-def _show_document(ls: StreamedServer, uri: str, selection: lsp.Range | None = None, take_focus: bool = True) -> None:
-    """Ask the client to show ``uri`` — without waiting for its answer (the command's own answer is not held)."""
-    ls.window_show_document(lsp.ShowDocumentParams(uri=uri, external=False, take_focus=take_focus, selection=selection))
+def _show_document(ls: StreamedServer, uri: str, selection: lsp.Range | None = None) -> None:
+    """Ask the client to show ``uri``, taking focus so the person sees it — without waiting for its answer (the
+    command's own answer is not held)."""
+    ls.window_show_document(lsp.ShowDocumentParams(uri=uri, external=False, take_focus=True, selection=selection))
 
 
 def _supports_progress(ls: StreamedServer) -> bool:

@@ -1,5 +1,5 @@
-"""Document symbols, in document order: Model (its constants), Checkpoint, Embed, each layer — its kind as its detail
-— and Head. Outline, breadcrumbs and sticky scroll read these ranges, so each symbol spans exactly its section: a
+"""Document symbols, in document order: Model (its constants), Checkpoint, Embed, each layer — its kind as its detail,
+and its heading's note when the kind's name does not already say it — and Head. Outline, breadcrumbs and sticky scroll read these ranges, so each symbol spans exactly its section: a
 layer is never placed under a kind whose other layers lie elsewhere (the kinds are the Layer Kinds view's)."""
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def document_symbols(snap: Snapshot) -> list[lsp.DocumentSymbol]:
         elif section.kind is SectionKind.LAYER and section.index is not None and section.index not in seen:
             seen.add(section.index)
             kind = a.kind_of(section.index)
-            detail = " — ".join(x for x in (kind.name if kind is not None else None, section.note) if x) or None
+            name = kind.name if kind is not None else None
+            # The heading's note, unless the kind's name already says it (`## Layer 0: gated deltanet`).
+            note = section.note if not (name and section.note and name.lower().startswith(section.note.lower())) else None
+            detail = " — ".join(x for x in (name, note) if x) or None
             out.append(lsp.DocumentSymbol(f"Layer {section.index}", lsp.SymbolKind.Function, full, head, detail=detail))
     return out

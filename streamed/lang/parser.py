@@ -383,7 +383,20 @@ def _expr(s: _Statement, level: int = 0) -> tuple[Expr, int]:
         at = s.take()
         right, dr = _term(s, level)
         left, dl = _binary(t, left, dl, right, dr, s.t.token_range(at))
+    _misspelt_operator(s)
     return left, dl
+
+
+def _misspelt_operator(s: _Statement) -> None:
+    """After an operand nothing but a word of the language or punctuation follows: a name there that is spelt like
+    an operator (``a timse b``) is that operator mistyped — said so, with the spelling meant, before the parser
+    reports what it expected instead (``expected `)` to close the `(`, found `timse```)."""
+    t = s.peek()
+    if t is None or not _is_name(t) or t in ops_table.KEYWORDS:
+        return
+    guess = nearest(t, ops_table.BINARY_WORDS)
+    if guess is not None:
+        raise _Fail(s.here(), f"`{t}` is not a word of the language; did you mean `{guess}`?", guess)
 
 
 def _declaration(s: _Statement) -> Declaration:

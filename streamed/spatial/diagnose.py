@@ -43,9 +43,69 @@ def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, tar
     return [d for _, d, _ in _rejects(analysis, deployment, target, cache)]
 
 
-def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | None):
+#: The tensor-parallel widths a refused width is told against, and how many times a refused context, chunk or batch
+#: is halved looking for one that lowers: bounds on what a refusal costs (each try is a check of every kind).
+TP_WIDTHS = (2, 4, 8, 16)
+HALVINGS = 4
+
+
+def values_that_lower(analysis: Analysis, deployment: Deployment, sizes, target=None,
+                      cache: dict | None = None) -> str | None:
+    """What to set instead of the refused ``deployment``, said as a person sets it — ``tp 2, 4 or 8 lower``,
+    ``ctx 2048 lowers`` — or ``None`` when no one of ``sizes`` changed alone lowers the document.
+
+    ``sizes``: the deployment's sizes that decide the refusal (``LoweringError.SIZES``), of those its mode reads.
+    Every width of ``TP_WIDTHS`` that lowers is named; of a context, chunk or batch, the largest smaller one (halving,
+    at most ``HALVINGS`` times) — a smaller one lowers too. Each try is the check ``reject_diagnostics`` makes, with
+    the same ``cache``: a kind lowered at that size before is not lowered again."""
+    deployment = deployment.normal()
+    reads = {"tp": deployment.mode in ("tp", "batched-tp"), "ctx": True,
+             "chunk": deployment.mode == "prefill", "batch": deployment.batched}
+    said = []
+    for size in (s for s in ("tp", "ctx", "chunk", "batch") if s in sizes and reads[s]):
+        now = getattr(deployment, size)
+        tries = ([w for w in TP_WIDTHS if w != now] if size == "tp" else
+                 [v for v in (now >> k for k in range(1, HALVINGS + 1)) if v >= 1])
+        good = []
+        for value in tries:
+            candidate = replace(deployment, **{size: value})
+            if candidate.refusal() is None and not _rejects(analysis, candidate, target, cache, tell=False):
+                good.append(value)
+                if size != "tp":
+                    break
+        if good:
+            values = [str(v) for v in good]
+            listed = values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+            said.append(f"{size} {listed} {'lowers' if len(values) == 1 else 'lower'}")
+    return "; ".join(said) or None
+
+
+def _told(analysis: Analysis, deployment: Deployment, target, cache: dict, out: list) -> list:
+    """``out`` with each reject a size decides told what lowers instead (``values_that_lower``): at the end of its
+    message, and as ``data["lowers"]``."""
+    told = []
+    answers: dict[tuple, str | None] = {}
+    for program, d, sections in out:
+        sizes = tuple((d.data or {}).get("sizes", ()))
+        if sizes and sizes not in answers:
+            answers[sizes] = values_that_lower(analysis, deployment, sizes, target, cache)
+        lowers = answers.get(sizes)
+        if lowers:
+            d = replace(d, message=f"{d.message}; {lowers}", data={**d.data, "lowers": lowers})
+        told.append((program, d, sections))
+    return told
+
+
+def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | None, tell: bool = True):
     """Each reject as ``(the program it is in, the diagnostic, the section of each related range)``: the
-    incremental analysis places them by those sections."""
+    incremental analysis places them by those sections. ``tell``: a reject a size decides also says which values
+    of it lower (``_told``)."""
+    cache = cache if cache is not None else {}
+    out = _found(analysis, deployment, target, cache)
+    return _told(analysis, deployment, target, cache, out) if tell and out else out
+
+
+def _found(analysis: Analysis, deployment: Deployment, target, cache: dict):
     if analysis.errors or deployment.refusal():
         return []
     deployment = deployment.normal()
@@ -54,7 +114,6 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     except TargetError:
         return []
     progs = analysis.programs
-    cache = cache if cache is not None else {}
     constants = tuple(sorted(progs.constants.items()))
     out: list = []
     chain = [("embed", progs.embed, deployment.cut("embed"), None)] if progs.embed is not None and deployment.mode != "forward" else []
@@ -101,7 +160,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
         members = [m for m in (progs.layer(l) for l in kind.layers) if m is not None] if kind is not None else []
         for e in found:
             related, sections = (), ()
-            data = {"program": label, "statement": e.statement, "binder": e.binder}
+            data = {"program": label, "statement": e.statement, "binder": e.binder, "sizes": list(e.SIZES)}
             if kind is not None:
                 related = tuple(Related(m.section.heading, f"layer {m.section.index} is of kind `{kind.name}` and is "
                                                            f"refused with it") for m in members)
@@ -109,8 +168,9 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
                 data["layers"] = list(kind.layers)
             # A width the model's heads do not admit refuses the bundle, as `streamed lower` says; the why names the
             # kind.
-            message = str(StreamedReject("bundle", f"tensor parallel over {cut.tp} chips: {e.why}")
-                          if isinstance(e, TPError) else StreamedReject(label, e.why))
+            why = f"tensor parallel over {cut.tp} chips: {e.why}" if isinstance(e, TPError) else e.why
+            data["why"] = why
+            message = str(StreamedReject("bundle" if isinstance(e, TPError) else label, why))
             if kind is not None and len(kind.layers) > 1:
                 others = len(kind.layers) - 1
                 message += (f" (and so does the other layer of `{kind.name}`)" if others == 1 else
@@ -184,7 +244,8 @@ def _full_residency(analysis: Analysis, deployment: Deployment, target, cache: d
     except StreamedReject as r:
         layer = analysis.programs.layer(r.layer) if r.layer is not None else None
         if r.program == "bundle" and layer is not None:
-            data = {"program": "bundle", "statement": r.statement, "binder": r.binder, "layer": r.layer}
+            data = {"program": "bundle", "statement": r.statement, "binder": r.binder, "layer": r.layer,
+                    "sizes": ["ctx", "batch"], "why": r.why}
             return [(layer, Diagnostic(_at(layer, r.statement), Severity.ERROR, str(r), "reject", (), data), ())]
     return []
 

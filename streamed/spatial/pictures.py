@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from ..analysis.whole import layers_named
-from .floorplan import Floorplan, floorplans, svg
+from .floorplan import Floorplan, floorplans, svg, wrap
 from .passes.footprint import own_bytes, sram_footprint, weight_bytes
 from .streamed_model import StreamedModel
 from .units import size
@@ -35,10 +35,20 @@ TIER_NAMES = {"sram": "SRAM", "hbm": "HBM", "ddr": "DDR"}
 OFF_CHIP = ("hbm", "ddr")
 #: The roofs' colours, by their names' order (BF16 peak, DDR, HBM).
 ROOF_COLOURS = ["#8c564b", "#b279a2", "#1f9e89"]
-#: Colours of the memory's parts, by what they are: weights blue, states orange, the working set green.
-PART_COLOURS = {"weights": ("#1f4e79", "#2e75b6", "#5b9bd5", "#9dc3e6", "#bdd7ee"),
-                "states": ("#c55a11", "#ed7d31", "#f4b183", "#f8cbad"),
-                "working set": ("#385723", "#70ad47", "#a9d18e"), "tables": ("#7030a0",), "free": ("#e7e6e6",)}
+#: Colours of the memory's parts, by their role in the tier: weights blues, states oranges, the working set greens,
+#: tables purple — within a role, hues and lightness far enough apart to tell the embed's, the head's and each kind's
+#: apart — and free space a quiet grey, drawn faint (``FREE_OPACITY``), so what is held stands out.
+PART_COLOURS = {"weights": ("#1f4e79", "#4f9bd9", "#17a3b8", "#9ab7d9", "#5a5fc4", "#0b2e4f"),
+                "states": ("#c55a11", "#f2a541", "#a33b20", "#f4c7a1"),
+                "working set": ("#2e6b1f", "#7cc35a", "#b6d99a"), "tables": ("#7030a0",), "free": ("#bfbfbf",)}
+FREE_OPACITY = 0.25
+#: The least share of its tier a held part is drawn at (its tooltip says its true share): a working set or tables of
+#: a few MB beside gigabytes would otherwise be a line too thin to see or hover.
+LEAST_SHARE = 0.02
+#: The width pictures are drawn for when the caller names none (a file, a terminal's ``--svg``).
+WIDTH = 860
+#: The sweep's sizes, each its own colour on the roofline and in its own chart (batch and context told apart).
+SIZE_COLOURS = {"batch": "#4e79a7", "ctx": "#59a14f", "chunk": "#b07aa1"}
 
 
 def _fixed(model: StreamedModel) -> list[tuple[str, object]]:
@@ -127,19 +137,30 @@ def spills(model: StreamedModel) -> list[str]:
     return out
 
 
-def memory_spec(model: StreamedModel) -> dict:
-    """The memory as a Vega-Lite specification: one bar per tier, its parts stacked as shares of its capacity."""
+def memory_spec(model: StreamedModel, width: float | None = None) -> dict:
+    """The memory as a Vega-Lite specification ``width`` pixels wide (``WIDTH`` when not given), its legend wrapped
+    to it: one bar per tier, its parts stacked as shares of its capacity — each held part at least ``LEAST_SHARE``
+    wide, taken from the free space — coloured by role (``PART_COLOURS``). What spills is not in it: the spill
+    sentences come beside it (``spills``), said once."""
     m = memory(model)
+    width = max(float(width or WIDTH), 240)
     rows, domain, colours, used = [], [], [], {}
     for tier in m["tiers"]:
         label = f"{TIER_NAMES[tier['tier']]} · {size(tier['used'])} of {size(tier['capacity'])}"
         at = 0.0
-        for part in [*tier["parts"], {"group": "free", "part": "free", "bytes": tier["free"], "detail": ""}]:
-            share = part["bytes"] / tier["capacity"] if tier["capacity"] else 0.0
+        parts = [*tier["parts"], {"group": "free", "part": "free", "bytes": tier["free"], "detail": ""}]
+        shares = [p["bytes"] / tier["capacity"] if tier["capacity"] else 0.0 for p in parts]
+        drawn = [max(x, LEAST_SHARE) if p["group"] != "free" and p["bytes"] else x for p, x in zip(parts, shares)]
+        over = sum(drawn[:-1]) - 1.0
+        if over > 0:  # a full tier: the widening is taken from its largest part, not past the capacity
+            largest = max(range(len(drawn) - 1), key=drawn.__getitem__)
+            drawn[largest] -= over
+        drawn[-1] = max(0.0, 1.0 - sum(drawn[:-1])) if tier["capacity"] else 0.0
+        for part, share, wide in zip(parts, shares, drawn):
             rows.append({"tier": label, "part": part["part"], "group": part["group"], "bytes": part["bytes"],
-                         "size": size(part["bytes"]), "detail": part["detail"], "start": at, "end": at + share,
+                         "size": size(part["bytes"]), "detail": part["detail"], "start": at, "end": at + wide,
                          "share": share})
-            at += share
+            at += wide
             if part["part"] not in domain:
                 domain.append(part["part"])
                 used[part["group"]] = used.get(part["group"], 0) + 1
@@ -147,21 +168,25 @@ def memory_spec(model: StreamedModel) -> dict:
                 colours.append(palette[(used[part["group"]] - 1) % len(palette)])
     order = [TIER_NAMES[t["tier"]] for t in m["tiers"]]
     per = "per chip" if m["chips"] == 1 else f"per chip (each of {m['chips']} chips holds its own slices)"
+    labels = min(170, width * 0.3)  # the tiers' names, beside the bars
+    columns = max(1, int(width // 250))
     return {
         "$schema": VEGA_LITE,
-        "title": {"text": f"Memory {per}", "subtitle": m["spills"], "anchor": "start"},
+        "title": {"text": f"Memory {per}", "anchor": "start", "limit": width - 10},
         "data": {"values": rows},
-        "width": 560,
+        "width": max(120, width - labels - 40),
         "height": {"step": 34},
         "mark": {"type": "bar", "height": 22, "tooltip": True},
         "encoding": {
             "y": {"field": "tier", "type": "nominal", "title": None,
-                  "sort": [r["tier"] for r in rows if r["part"] == "free"], "axis": {"labelLimit": 260}},
+                  "sort": [r["tier"] for r in rows if r["part"] == "free"], "axis": {"labelLimit": labels}},
             "x": {"field": "start", "type": "quantitative", "scale": {"domain": [0, 1]},
                   "axis": {"format": "%", "title": "share of the tier's capacity"}},
             "x2": {"field": "end"},
             "color": {"field": "part", "type": "nominal", "scale": {"domain": domain, "range": colours},
-                      "legend": {"title": None, "orient": "bottom", "columns": 3, "labelLimit": 240}},
+                      "legend": {"title": None, "orient": "bottom", "columns": columns,
+                                 "labelLimit": width / columns - 40}},
+            "opacity": {"condition": {"test": "datum.group === 'free'", "value": FREE_OPACITY}, "value": 1},
             "tooltip": [{"field": "part", "title": "what"}, {"field": "size", "title": "bytes"},
                         {"field": "share", "format": ".1%", "title": "of the tier"},
                         {"field": "detail", "title": "from"}],
@@ -224,9 +249,14 @@ def _short(axis: str, value: int) -> str:
     return f"{axis} {value}"
 
 
-def roofline_spec(model: StreamedModel) -> dict:
-    """The roofline as a Vega-Lite specification: the roofs and the points on log-log axes, and beside it tokens per
-    second against each swept size."""
+def roofline_spec(model: StreamedModel, width: float | None = None) -> dict:
+    """The roofline as a Vega-Lite specification ``width`` pixels wide (``WIDTH`` when not given): the roofs and the
+    points on log-log axes, and tokens per second against each swept size — beside it where the width holds both,
+    under it where it does not. The bundle's own point is a ring over the swept points it may coincide with (a
+    decode's contexts move it little), and each swept size has its colour (``SIZE_COLOURS``)."""
+    width = max(float(width or WIDTH), 240)
+    side = width >= 760  # the charts by size beside the roofline, else under it
+    main_width = width - 400 if side else width - 100  # the axes and the charts by size take the rest
     r = roofline(model)
     t = model.target
     pts = [p for p in [r["point"], *r["sweep"]] if p.get("intensity") and p.get("flops_per_second")]
@@ -266,47 +296,57 @@ def roofline_spec(model: StreamedModel) -> dict:
                                                 # mid-tones: read on a light page and a dark editor alike
                                                 "scale": {"domain": sorted({r["roof"] for r in roofs}),
                                                           "range": ROOF_COLOURS},
-                                                "legend": {"orient": "bottom", "labelLimit": 220}}}},
+                                                "legend": {"orient": "bottom", "labelLimit": main_width,
+                                                           "columns": 1 if main_width < 420 else 3}}}},
     ]
+    sizes_scale = {"domain": [a for a in SIZE_COLOURS if any(s["size"] == a for s in swept)],
+                   "range": [c for a, c in SIZE_COLOURS.items() if any(s["size"] == a for s in swept)]}
     if swept:
         layers += [
             {"data": {"values": swept}, "mark": {"type": "line", "point": True, "tooltip": True},
              "encoding": {"x": x, "y": y, "detail": {"field": "size"}, "order": {"field": "value"},
-                          "shape": {"field": "size", "type": "nominal", "title": "moving"},
-                          "strokeOpacity": {"value": 0.6}, "tooltip": tooltip}},
+                          "shape": {"field": "size", "type": "nominal", "title": "moving", "legend": None},
+                          "color": {"field": "size", "type": "nominal", "title": "moving", "scale": sizes_scale,
+                                    "legend": {"orient": "bottom"}},
+                          "strokeOpacity": {"value": 0.7}, "tooltip": tooltip}},
             *({"data": {"values": [s for s in swept if s["end"] and s["size"] == axis]},
                "mark": {"type": "text", "dx": 7 if k == 0 else -7, "dy": -7, "align": "left" if k == 0 else "right",
-                        "fontSize": 10, "color": "#8c8c8c"},
+                        "fontSize": 10, "color": SIZE_COLOURS.get(axis, "#8c8c8c")},
                "encoding": {"x": x, "y": y, "text": {"field": "text"}}}
               for k, axis in enumerate(dict.fromkeys(s["size"] for s in swept))),
         ]
     layers += [
-        {"data": {"values": here}, "mark": {"type": "point", "filled": True, "size": 140, "color": "#e15759",
-                                             "tooltip": True},
+        {"data": {"values": here}, "mark": {"type": "point", "filled": False, "size": 320, "strokeWidth": 3,
+                                             "color": "#e15759", "tooltip": True},
          "encoding": {"x": x, "y": y, "tooltip": tooltip}},
         {"data": {"values": here}, "mark": {"type": "text", "dx": 10, "dy": 12, "align": "left", "fontSize": 12,
                                              "fontWeight": "bold", "color": "#e15759"},
          "encoding": {"x": x, "y": y, "text": {"field": "text"}}},
     ]
-    chart = {"width": 420, "height": 300, "layer": layers}
+    # The roofs and the swept sizes are coloured by scales of their own, each with its legend under the chart.
+    chart = {"width": main_width, "height": 300 if side else min(300, max(180, main_width * 0.7)), "layer": layers,
+             "resolve": {"scale": {"color": "independent"}}}
     d = model.deployment
     sizes = ", ".join(f"{k} {v}" for k, v in (("batch", d.batch if d.batched else 0), ("chunk", d.chunk),
                                                ("tp", d.chips if d.chips > 1 else 0)) if v)
-    title = {"text": f"Roofline — {d.mode}, ctx {d.ctx}{', ' + sizes if sizes else ''} on {t.name.upper()}",
-             "subtitle": [label + f" ({p['tokens_per_second'] and _rate(p['flops_per_second'] or 0)}FLOP/s at "
-                                  f"{(p['intensity'] or 0):.3g} FLOPs per byte)"] +
-                         [f"{_short(s['size'], s['value'])}: {s['refused']}"[:160] for s in r["sweep"]
-                          if "refused" in s],
-             "anchor": "start"}
+    chars = int((width - 20) / 6.2)
+    said = [label + f" ({p['tokens_per_second'] and _rate(p['flops_per_second'] or 0)}FLOP/s at "
+                    f"{(p['intensity'] or 0):.3g} FLOPs per byte)"] + \
+           [f"{_short(s['size'], s['value'])}: {s['refused']}" for s in r["sweep"] if "refused" in s]
+    title = {"text": wrap(f"Roofline — {d.mode}, ctx {d.ctx}{', ' + sizes if sizes else ''} on {t.name.upper()}",
+                          int((width - 20) / 8)),
+             "subtitle": [line for sentence in said for line in wrap(sentence, chars)], "anchor": "start"}
     if not swept:
         return {"$schema": VEGA_LITE, "title": title, **chart}
     moves = []
     for axis in dict.fromkeys(s["size"] for s in swept):
         values = [s for s in swept if s["size"] == axis]
         moves.append({
-            "width": 220, "height": 120, "title": f"tokens/s by {axis}",
+            "width": 200 if side else main_width, "height": 120, "title": f"tokens/s by {axis}",
             "layer": [
-                {"data": {"values": values}, "mark": {"type": "line", "point": True, "tooltip": True},
+                {"data": {"values": values}, "mark": {"type": "line", "tooltip": True,
+                                                      "color": SIZE_COLOURS.get(axis, "#4e79a7"),
+                                                      "point": {"color": SIZE_COLOURS.get(axis, "#4e79a7")}},
                  "encoding": {"x": {"field": "value", "type": "quantitative", "scale": {"type": "log", "base": 2},
                                     "axis": {"title": axis, "values": [s["value"] for s in values],
                                              "labelExpr": "datum.value >= 1024 ? datum.value / 1024 + 'k' : "
@@ -320,23 +360,25 @@ def roofline_spec(model: StreamedModel) -> dict:
                               "y": {"field": "tokens_per_second", "type": "quantitative"}}},
             ],
         })
-    return {"$schema": VEGA_LITE, "title": title, "hconcat": [chart, {"vconcat": moves}],
+    return {"$schema": VEGA_LITE, "title": title, **({"hconcat": [chart, {"vconcat": moves}]} if side else
+                                                      {"vconcat": [chart, *moves]}),
             "resolve": {"scale": {"color": "independent", "shape": "independent"}}}
 
 
 # ---- all three ---------------------------------------------------------------------------------------------------
 
 
-def pictures(model: StreamedModel) -> dict:
-    """The three pictures as the editor and the command line take them: ``chip`` (one SVG per program, with its
-    program name and title), ``memory`` and ``roofline`` (their Vega-Lite specifications, with the memory's spill
-    sentences and the roofline's point)."""
+def pictures(model: StreamedModel, width: float | None = None) -> dict:
+    """The three pictures as the editor and the command line take them, each drawn ``width`` pixels wide (the panel
+    they are shown in; ``WIDTH`` when not given): ``chip`` (one SVG per program, with its program name and title),
+    ``memory`` and ``roofline`` (their Vega-Lite specifications, with the memory's spill sentences and the roofline's
+    point)."""
     plans = floorplans(model)
     return {
-        "chip": [{"program": plan.program, "title": plan.title, "svg": svg(plan, f"fp{i}")}
+        "chip": [{"program": plan.program, "title": plan.title, "svg": svg(plan, f"fp{i}", width)}
                  for i, plan in enumerate(plans)],
-        "memory": {"spec": memory_spec(model), "spills": spills(model)},
-        "roofline": {"spec": roofline_spec(model), "point": roofline(model)["point"]},
+        "memory": {"spec": memory_spec(model, width), "spills": spills(model)},
+        "roofline": {"spec": roofline_spec(model, width), "point": roofline(model)["point"]},
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from streamed.lang import parse, tokens
 from streamed.lang.lexer import lex
 from streamed.lang.limits import MAX_NESTING
@@ -90,6 +92,17 @@ def test_an_unknown_operation_suggests_the_nearest_spelling():
     (d,) = doc.diagnostics
     assert "unknown operation `rsmnorm`" in d.message and "did you mean `rmsnorm`?" in d.message
     assert (d.range.start.character, d.range.end.character) == (11, 18)
+
+
+@pytest.mark.parametrize("written, meant", [("(xn0 timse Wq0)", "times"), ("h0 plsu a0", "plus"),
+                                             ("a0 multipled by b0", "multiplied")])
+def test_a_mistyped_operator_is_named_with_the_word_meant(written, meant):
+    text = f"# T\n## Layer 0\nLet q0 be {written}.\n"
+    (d,) = parse(text).diagnostics
+    typo = written.strip("(").split()[1]
+    assert d.message == f"`{typo}` is not a word of the language; did you mean `{meant}`?"
+    assert (d.range.start.character, d.range.end.character) == (text.split("\n")[2].index(typo), text.split("\n")[2].index(typo) + len(typo))
+    assert d.data == {"replacement": meant}
 
 
 def test_an_unknown_option_names_the_operations_options():

@@ -79,7 +79,7 @@ async def test_the_compare_lens_opens_the_two_layers_as_a_unified_diff_document(
     assert diff.startswith("# ") and "layer 4 beside layer 0" in diff.splitlines()[0] and got["why"] in diff
 
 
-async def test_the_model_lens_lowers_then_says_so_and_shows_the_manifest(editor, client):
+async def test_the_model_lens_lowers_then_says_so_and_shows_the_manifest_taking_focus(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)
     (lens,) = [l for l in await lenses_of(client, uri) if l.command.command == "streamed.lowerBundle"]
@@ -87,7 +87,7 @@ async def test_the_model_lens_lowers_then_says_so_and_shows_the_manifest(editor,
     got = await run(client, lens.command)
     manifest = Path(got["manifest"])
     (shown,) = await shown_after(client, before)
-    assert shown.uri == manifest.as_uri() and shown.take_focus is False
+    assert shown.uri == manifest.as_uri() and shown.take_focus is True
     news = [m.message for m in client.messages[said:]]
     assert news == [f"streamed: bundle written — 1 kind, 4 layers: {manifest}"]
     before = len(client.shown_documents)

@@ -190,6 +190,35 @@ async def test_rename_to_something_that_is_not_a_free_name_is_refused_with_a_rea
         await request(client.text_document_rename_async(lsp.RenameParams(doc(uri), at, new)))
 
 
+@pytest.mark.parametrize("where", ["Let d be 64.", "Let g2 be a weight of d."])
+async def test_rename_of_a_model_constant_renames_it_everywhere_it_is_used(editor, client, where):
+    import re
+
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    line, col = position_of(TINY, where)
+    at = pos((line, col + where.index(" d") + 1))
+    prep = await request(client.text_document_prepare_rename_async(lsp.PrepareRenameParams(doc(uri), at)))
+    assert prep.placeholder == "d"
+    edit = await request(client.text_document_rename_async(lsp.RenameParams(doc(uri), at, "width")))
+    renamed = apply(TINY, edit.document_changes[0].edits)
+    # Every `d` of the program text was the constant (its declaration and each shape that reads it); comments are
+    # the author's prose and stay as written.
+    code = lambda text: "\n".join(l.split("--")[0] for l in text.split("\n"))  # noqa: E731
+    assert len(edit.document_changes[0].edits) == len(re.findall(r"\bd\b", code(TINY)))
+    assert not re.search(r"\bd\b", code(renamed)) and "Let width be 64." in renamed and "a weight of width." in renamed
+    done = await send_all(editor, uri, TINY, renamed)
+    assert done.kinds == 1 and editor.diagnostics(uri) == []
+
+
+async def test_rename_of_a_constant_to_a_name_a_program_binds_is_refused(editor, client):
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    line, col = position_of(TINY, "Let d be 64.")
+    with pytest.raises(JsonRpcException, match="`pos` is already bound in layer 0, which uses `d`"):
+        await request(client.text_document_rename_async(lsp.RenameParams(doc(uri), pos((line, col + 4)), "pos")))
+
+
 async def test_rename_on_a_word_of_the_language_is_refused(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)
@@ -209,12 +238,35 @@ async def test_formatting_normalises_statement_spacing_and_keeps_the_program(edi
     assert len(edits) == 2
 
 
-async def test_formatting_keeps_the_alignment_of_be_after_binders(editor, client):
+async def test_formatting_aligns_every_be_of_a_program_written_aligned(editor, client):
+    # Two bindings share a padded column: the layer is written aligned, so every `be` of it goes one space past its
+    # longest binder (`Rcos1`), as `streamed author` writes; the other layers are left as they are.
     aligned = TINY.replace("Let g1 be a weight of d.", "Let g1    be a weight of  d.").replace("Let Wq1 be", "Let Wq1   be")
     uri = editor.open(aligned)
     await editor.analysed(uri)
     edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
-    assert [e.new_text for e in edits] == ["Let g1    be a weight of d."]
+    layer1 = apply(aligned, edits).split("## Layer 1\n")[1].split("\n\n")[0].split("\n")
+    lets = [l for l in layer1 if l.startswith("Let ")]
+    assert lets and all(l.index(" be ") == len("Let Rcos1") for l in lets)
+    assert "Let g1    be a weight of d." in lets and apply(aligned, edits).split("## Layer 1")[0] == aligned.split("## Layer 1")[0]
+
+
+async def test_formatting_closes_up_a_lone_padded_be(editor, client):
+    padded = TINY.replace("Let h1 be xo0 plus", "Let h1     be xo0 plus")
+    uri = editor.open(padded)
+    await editor.analysed(uri)
+    edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
+    assert apply(padded, edits) == TINY
+
+
+async def test_formatting_leaves_an_authored_program_as_written(editor, client):
+    from lsphelp import ROOT
+
+    authored = (ROOT / "examples" / "qwen3.8.lgm").read_text()
+    uri = editor.open(authored)
+    await editor.analysed(uri)
+    edits = await request(client.text_document_formatting_async(lsp.DocumentFormattingParams(doc(uri), lsp.FormattingOptions(2, True))))
+    assert edits in ([], None) or apply(authored, edits) == authored
 
 
 async def test_completion_offers_the_new_operations_and_attention_s_soft_cap(editor, client):

@@ -51,6 +51,10 @@ async def test_the_pictures_of_a_lowered_document_name_each_statement_at_its_lin
     assert drawn["roofline"]["point"]["tokens_per_second"] == manifest["estimate"]["tokens_per_second"]
     by_uri = await run(client, "streamed.pictures", {"uri": uri})
     assert by_uri["chip"] == drawn["chip"]
+    # Drawn for a narrow panel: every chip as wide as the panel, the memory's bars and labels within it.
+    narrow = await run(client, "streamed.pictures", {"uri": uri, "width": 320})
+    assert all(ET.fromstring(c["svg"]).get("width") == "320" for c in narrow["chip"])
+    assert narrow["memory"]["spec"]["width"] < drawn["memory"]["spec"]["width"]
 
 
 async def test_pictures_of_a_bundle_outside_the_workspace_or_missing_are_refused_in_a_sentence(editor, client):
@@ -60,3 +64,5 @@ async def test_pictures_of_a_bundle_outside_the_workspace_or_missing_are_refused
         await run(client, "streamed.pictures", {"bundle": str(client.root / "none.bundle")})
     with pytest.raises(JsonRpcInvalidParams, match="takes an object like"):
         await run(client, "streamed.pictures", "x.bundle")
+    with pytest.raises(JsonRpcInvalidParams, match="`width` is the panel's width in pixels, from 200 to 8000, not 'wide'"):
+        await run(client, "streamed.pictures", {"bundle": "/nonexistent/x.bundle", "width": "wide"})

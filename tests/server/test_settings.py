@@ -5,6 +5,7 @@ import asyncio
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from lsphelp import TINY, Editor, doc, init_params, request, server_config
@@ -30,6 +31,21 @@ async def test_the_deployment_in_initialization_options_decides_the_rejects(tp_c
     assert done.rejects == 1
     (reject,) = [d for d in editor.diagnostics(uri) if d.code == "reject"]
     assert "the query heads of attention (4) do not split over 8 chips" in reject.message
+
+
+async def test_a_refused_deployment_says_why_and_what_lowers_on_the_model_lens_and_when_lowered(tp_client):
+    editor = Editor(tp_client, tp_client.root, "tp_refused")
+    uri = editor.open(TINY)
+    await editor.analysed(uri)
+    lenses = await request(tp_client.text_document_code_lens_async(lsp.CodeLensParams(doc(uri))))
+    (model,) = [l.command.title for l in lenses if l.command.command == "streamed.lowerBundle"]
+    assert model == ("1 kind · Not lowered: tensor parallel over 8 chips: layer 0 (attention): the query heads of "
+                     "attention (4) do not split over 8 chips — tp 2 or 4 lower")
+    # A client that lowers anyway (the lens's command) is told the same, and no bundle is written.
+    with pytest.raises(JsonRpcException, match=r"do not split over 8 chips.*; tp 2 or 4 lower"):
+        await request(tp_client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams("streamed.lowerBundle", [{"uri": uri}])))
+    assert not (tp_client.root / "tp_refused.bundle").exists()
 
 
 async def test_changing_the_deployment_reanalyses_open_documents(tp_client):

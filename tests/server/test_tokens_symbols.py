@@ -88,6 +88,15 @@ async def test_document_symbols_are_the_sections_in_document_order_each_layer_wi
     assert [s.name for s in syms if s.range.start.line <= inside <= s.range.end.line] == ["Layer 4"]
 
 
+async def test_a_layer_s_detail_says_its_kind_once_and_a_note_that_adds_to_it(editor, client):
+    text = DIVERGENT.replace("## Layer 0\n", "## Layer 0: attention\n").replace("## Layer 1\n", "## Layer 1: the second\n")
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    syms = await request(client.text_document_document_symbol_async(lsp.DocumentSymbolParams(doc(uri))))
+    details = {s.name: s.detail for s in syms}
+    assert details["Layer 0"] == "attention (layer 0)" and details["Layer 1"] == "attention (layer 0) — the second"
+
+
 async def test_each_section_folds(editor, client):
     uri = editor.open(TINY)
     await editor.analysed(uri)

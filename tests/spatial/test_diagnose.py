@@ -229,3 +229,31 @@ def test_pmu_and_pcu_rejects_land_on_the_statement_that_takes_most_of_them(tmp_p
     for d in (pcus, pmus):
         assert d.range != rep.section.heading and d.range in statements
     assert statements[pcus.range].name.text == pcus.data["binder"] == "f3"  # two products, a silu, a product
+
+
+@pytest.mark.parametrize("tp", [3, 8])
+def test_a_refused_tp_width_says_the_widths_that_lower(tp):
+    # tiny-llama: 4 query heads over 2 KV heads. Of the widths told against (2, 4, 8, 16), the query heads split over
+    # 2 and 4 (and the KV heads split over 2 and divide 4); not over 8 or 16.
+    from repo import TINY
+
+    found = reject_diagnostics(analyze(TINY), Deployment("tp", 4096, tp=tp))
+    assert found and all(d.message.endswith("; tp 2 or 4 lower") and d.data["lowers"] == "tp 2 or 4 lower" for d in found)
+    assert found[0].data["why"].startswith(f"tensor parallel over {tp} chips: layer 0 (attention): the query heads")
+    for width in (2, 4):
+        assert reject_diagnostics(analyze(TINY), Deployment("tp", 4096, tp=width)) == []
+
+
+def test_kv_caches_that_do_not_fit_say_the_largest_smaller_context_that_does(tmp_path):
+    # Four layers of 8 KV heads of 128: 819 MB of caches a layer at ctx 200,000 — three do not fit the small chip's
+    # 2 GB of HBM and 0.5 GB of DDR beside the weights; at 100,000 (410 MB a layer) all four do.
+    (tmp_path / "small.toml").write_text(SMALL_CHIP)
+    a = analyze(two_kind_document(4, kv=8, heads=8, hd=128, d=256, every=1))
+    (d,) = reject_diagnostics(a, Deployment("decode", 200_000), str(tmp_path / "small.toml"))
+    assert d.message.endswith("; ctx 100000 lowers") and d.data["lowers"] == "ctx 100000 lowers"
+    assert reject_diagnostics(a, Deployment("decode", 100_000), str(tmp_path / "small.toml")) == []
+
+
+def test_a_statement_no_size_changes_says_no_values_that_lower():
+    found = reject_diagnostics(analyze(not_a_cache(8)))
+    assert found and all("lowers" not in d.data and not d.message.endswith("lower") for d in found)

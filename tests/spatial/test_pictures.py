@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from streamed.analysis.whole import analyze, layer_ranges
 from streamed.spatial.bundle import read_bundle, write_bundle
 from streamed.spatial.deployment import Deployment
-from streamed.spatial.floorplan import floorplans, grid, svg
+from streamed.spatial.floorplan import WIDTH, floorplans, grid, layout, statement_colours, svg
 from streamed.spatial.pictures import memory, memory_spec, pictures, roofline, roofline_spec, spills
 from streamed.spatial.streamed_model import lower_streamed
 from streamed.spatial.sweep import with_sweep
@@ -108,8 +109,13 @@ def test_a_bundle_whose_states_and_weights_fit_says_nothing_spills(qwen):
 # ---- the chip ------------------------------------------------------------------------------------------------------
 
 
-def _cells(group: ET.Element, cell: float = 6.0) -> int:
+def _cells(group: ET.Element, cell: float) -> int:
     return round(sum(float(r.get("width")) * float(r.get("height")) for r in group.iter(f"{SVG}rect")) / cell ** 2)
+
+
+def _main(spec: dict) -> dict:
+    """The roofline chart of a roofline specification (first of its concatenation, when it has one)."""
+    return (spec.get("hconcat") or spec.get("vconcat") or [spec])[0]
 
 
 @pytest.mark.parametrize("mode", ["decode", "tp"])
@@ -132,7 +138,7 @@ def test_every_ops_region_on_the_floorplan_covers_as_many_pcus_as_its_program_sa
         # the drawing: each region's rectangles cover its units, no two regions share a unit
         drawn = ET.fromstring(svg(plan))
         groups = [g for g in drawn.iter(f"{SVG}g") if g.get("data-unit") == "pcu"]
-        assert [_cells(g) for g in groups] == [r.count for r in regions]
+        assert [_cells(g, layout(plan, WIDTH)[0]) for g in groups] == [r.count for r in regions]
         spans = sorted((r.start, r.stop) for r in regions)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])) and spans[-1][1] <= m["target_spec"]["pcus"]
 
@@ -173,10 +179,65 @@ def test_the_hover_and_the_line_are_in_the_svg_of_each_region(qwen):
     _, model, _ = qwen
     plan = next(p for p in floorplans(model) if p.program == "attention")
     drawn = ET.fromstring(svg(plan))
-    attention = next(g for g in drawn.iter(f"{SVG}g") if g.findtext(f"{SVG}title", "").startswith("attention →"))
+    attention = next(g for g in drawn.iter(f"{SVG}g") if g.findtext(f"{SVG}title", "").startswith("a3 · attention"))
     assert "Let a3 be attention of qr3 over Kc3 and Vc3 at pos" in attention.findtext(f"{SVG}title")
-    region = next(r for r in plan.regions if r.what.startswith("attention →"))
+    region = next(r for r in plan.regions if r.what.startswith("a3 · attention"))
     assert attention.get("data-line") == str(region.line)
+
+
+def test_regions_are_labelled_and_hovered_by_the_names_the_document_binds_never_lowered_ones(qwen):
+    _, model, _ = qwen
+    text = (EXAMPLES / "qwen3.8.lgm").read_text()
+    bound = set(re.findall(r"^(?:Let (\w+) +be|Set row \w+ of (\w+) to)", text, re.M))
+    bound = {a or b for a, b in bound}
+    for plan in floorplans(model):
+        drawn = ET.fromstring(svg(plan))
+        labels = [t.text for g in drawn.iter(f"{SVG}g") if g.get("class") == "region" for t in g.iter(f"{SVG}text")]
+        hovers = [g.findtext(f"{SVG}title") for g in drawn.iter(f"{SVG}g") if g.get("class") == "region"]
+        assert set(labels) <= bound and (labels or plan.program in ("embed", "head"))
+        assert not any("__" in h for h in hovers)  # the lowering's names (`f0__1`) are not the author's
+        for r in plan.regions:
+            if r.statement is not None:
+                assert r.name in bound and r.group.startswith(f"{r.name} · line {r.line}")
+
+
+@pytest.mark.parametrize("n", [6, 12, 24, 36])
+def test_a_programs_statements_have_colours_no_two_alike(n):
+    # CIE76 colour difference from sRGB (D65), written out here: 10 or more is two colours told apart at a glance.
+    def lab(colour: str) -> tuple[float, float, float]:
+        linear = [(c / 255 + 0.055) ** 2.4 / 1.055 ** 2.4 if c / 255 > 0.04045 else c / 255 / 12.92
+                  for c in (int(colour[k:k + 2], 16) for k in (1, 3, 5))]
+        r, g, b = linear
+        x, y, z = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+                   (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+        f = lambda t: t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116  # noqa: E731
+        return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+    colours = [lab(c) for c in statement_colours(n)]
+    assert min(math.dist(a, b) for i, a in enumerate(colours) for b in colours[i + 1:]) >= 10
+
+
+@pytest.mark.parametrize("width", [300, 640, 1200])
+def test_the_chip_is_drawn_to_the_width_it_is_given_its_grids_filling_it_and_its_text_whole(qwen, width):
+    _, model, _ = qwen
+    plan = next(p for p in floorplans(model) if p.program == "gated deltanet")
+    drawn = ET.fromstring(svg(plan, width=width))
+    assert float(drawn.get("width")) == width
+    rects = [r for r in drawn.iter(f"{SVG}rect")]
+    assert max(float(r.get("x")) + float(r.get("width")) for r in rects) <= width
+    # The grids fill the width: the rightmost grid reaches within a cell and the gap of its right edge.
+    cell, grids = layout(plan, width)
+    right = max(x + cols * cell for _, _, cols, _, x, _ in grids)
+    assert right >= width - 8 - 24 - cell and cell >= 2
+    # Every line of text fits (at most the legend's monospace width a character), and none is cut short.
+    for t in drawn.iter(f"{SVG}text"):
+        if t.get("text-anchor") != "middle":
+            assert float(t.get("x")) + len(t.text or "") * 6.7 <= width + 1, t.text
+        assert not (t.text or "").endswith("…")
+    said = " ".join(t.text or "" for t in drawn.iter(f"{SVG}text"))
+    for r in plan.regions:
+        if r.text:
+            assert " ".join(r.text.split()) in said  # each statement's text whole, over as many lines as it takes
 
 
 def test_a_tiled_program_says_its_tiles_and_a_tensor_parallel_one_its_chip(tmp_path):
@@ -199,7 +260,7 @@ def test_a_grid_holds_every_unit_of_the_target():
 def test_the_rooflines_point_is_the_estimates_tokens_per_second_at_its_flops_and_bytes(qwen):
     _, model, m = qwen
     step = m["estimate"]["step"]
-    layers = roofline_spec(model)["hconcat"][0]["layer"]
+    layers = _main(roofline_spec(model))["layer"]
     here = [v for layer in layers if layer["mark"].get("color") == "#e15759" for v in layer["data"]["values"]][0]
     assert here["tokens_per_second"] == m["estimate"]["tokens_per_second"]
     assert math.isclose(here["flops_per_second"], step["flops"] / step["seconds"])
@@ -210,7 +271,7 @@ def test_the_rooflines_point_is_the_estimates_tokens_per_second_at_its_flops_and
 def test_the_roofs_are_the_targets_peak_and_bandwidths(qwen):
     _, model, m = qwen
     t = m["target_spec"]
-    roofs = roofline_spec(model)["hconcat"][0]["layer"][0]["data"]["values"]
+    roofs = _main(roofline_spec(model))["layer"][0]["data"]["values"]
     for row in roofs:
         if row["roof"].startswith("HBM"):
             assert math.isclose(row["flops_per_second"], min(t["peak_bf16"], t["hbm_bandwidth"] * row["intensity"]))
@@ -270,3 +331,55 @@ def test_a_tiled_program_keeping_its_weights_on_chip_draws_them_on_its_pmus(tmp_
     drawn = {r.tensor: r.count for r in plan.regions if r.group == "weights"}
     assert drawn == weights
     assert any("kept on chip across them" in n for n in plan.notes)
+
+
+def test_the_memory_draws_free_space_faint_a_small_part_visible_and_says_what_spills_only_beside_it(qwen):
+    _, model, m = qwen
+    spec = memory_spec(model, width=640)
+    rows = spec["data"]["values"]
+    assert spec["encoding"]["opacity"]["condition"]["test"] == "datum.group === 'free'"
+    assert spec["encoding"]["opacity"]["condition"]["value"] < spec["encoding"]["opacity"]["value"]
+    # The working set is a few MB of SRAM's hundreds: drawn at least 2% wide, its tooltip's share the true one.
+    work = [r for r in rows if r["group"] == "working set"]
+    assert work and all(r["end"] - r["start"] >= 0.02 - 1e-12 for r in work)
+    assert all(math.isclose(r["share"], r["bytes"] / m["residency"]["capacity"]["sram"]) for r in work)
+    assert not any(s in json.dumps(spec) for s in spills(model))  # the spill sentences come beside it, once
+    assert spec["width"] + spec["encoding"]["y"]["axis"]["labelLimit"] + 40 <= 640
+
+
+@pytest.mark.parametrize("width", [640, 1200])
+def test_the_roofline_fits_its_width_its_own_point_a_ring_over_batch_and_context_told_apart(qwen, width):
+    _, model, _ = qwen
+    spec = roofline_spec(model, width=width)
+    concat = spec.get("hconcat") or spec["vconcat"]
+    main = concat[0]
+    if "hconcat" in spec:
+        assert main["width"] + 80 + max(c["width"] for c in concat[1]["vconcat"]) + 100 <= width
+    else:
+        assert all(c["width"] + 100 <= width for c in concat)
+    layers = main["layer"]
+    ring = next(layer for layer in layers if layer["mark"].get("color") == "#e15759" and layer["mark"]["type"] == "point")
+    assert ring["mark"]["filled"] is False and layers.index(ring) > next(
+        k for k, layer in enumerate(layers) if layer["mark"]["type"] == "line" and "size" in layer["encoding"].get("color", {}).get("field", ""))
+    swept = next(layer for layer in layers if layer["encoding"].get("color", {}).get("field") == "size")
+    scale = swept["encoding"]["color"]["scale"]
+    assert set(scale["domain"]) == {"batch", "ctx"} and len(set(scale["range"])) == 2
+
+
+def test_the_phase_strip_divides_the_programs_estimated_step_among_its_phases(qwen):
+    folder, model, m = qwen
+    plan = next(p for p in floorplans(model) if p.program == "gated deltanet")
+    times = [t for *_, t in plan.phases]
+    assert math.isclose(sum(times), m["estimate"]["programs"]["gated deltanet"]["seconds"], rel_tol=1e-9)
+    # A decode step is memory-bound: its longest phases are those whose ops read the largest weights.
+    program = json.loads((folder / next(k["program"] for k in m["kinds"] if k["name"] == "gated deltanet")).read_text())
+    weights = {t["name"]: t["bytes"] for t in program["tensors"] if t["role"] == "weight"}
+    heaviest = max(weights, key=weights.get)
+    longest = max(plan.phases, key=lambda p: p[3])[0]
+    assert any(heaviest in op["inputs"] and op["phase"] == longest for op in program["ops"])
+    drawn = ET.fromstring(svg(plan, width=640))
+    boxes = [r for r in drawn.iter(f"{SVG}rect") if r.get("class") == "phase"]
+    assert [b.findtext(f"{SVG}title").split(":")[0] for b in boxes] == [f"phase {p[0]}" for p in plan.phases]
+    assert all("µs" in b.findtext(f"{SVG}title") or "ns" in b.findtext(f"{SVG}title") for b in boxes)
+    widest = max(boxes, key=lambda b: float(b.get("width")))
+    assert widest.findtext(f"{SVG}title").startswith(f"phase {longest}:")

@@ -573,6 +573,37 @@ async function picturesDrawn(frame, kindNames) {
   return { tabs, chipText, memory, roofline, spills };
 }
 
+// Whole: every element of the three pictures (the shown chip, the memory, the roofline) lies inside the view's box
+// and no picture scrolls sideways — once they are drawn for the view's width (the server draws each to fit it).
+async function picturesWhole(frame, where) {
+  await waitFor(`the pictures drawn for the view's width (${where})`, () => frame.evaluate(() => {
+    const chip = document.querySelector('.chip-pane:not([hidden]) svg.floorplan');
+    const box = document.getElementById('chip');
+    return Boolean(chip && box && Math.abs(Number(chip.getAttribute('width')) - box.clientWidth) < 24 &&
+      document.querySelector('#memory[data-drawn="true"] svg') && document.querySelector('#roofline[data-drawn="true"] svg'));
+  }).catch(() => false), 60000);
+  const out = await frame.evaluate(() => {
+    const view = document.documentElement.clientWidth;
+    const bad = [];
+    for (const id of ['chip', 'memory', 'roofline']) {
+      const root = document.getElementById(id);
+      if (root.scrollWidth > root.clientWidth + 1) bad.push(`#${id} scrolls sideways: ${root.scrollWidth} > ${root.clientWidth}`);
+      const shown = root.querySelectorAll(id === 'chip' ? '.chip-pane:not([hidden]) svg *' : 'svg *');
+      for (const el of shown) {
+        const r = el.getBoundingClientRect();
+        if (r.width === 0 && r.height === 0) continue;
+        if (r.left < -1 || r.right > view + 1) {
+          bad.push(`#${id} <${el.tagName}> "${(el.textContent || '').trim().slice(0, 40)}" at ${Math.round(r.left)}–${Math.round(r.right)}`);
+        }
+      }
+    }
+    return { view, bad: bad.slice(0, 6), count: bad.length };
+  });
+  if (out.count) throw new Error(`${where}: ${out.count} elements outside the view's ${out.view} px: ${out.bad.join('; ')}`);
+  log(`  ${where}: every element of the three pictures inside the view's ${out.view} px`);
+  return out.view;
+}
+
 async function checkPictures() {
   await check('the manifest view draws the chip, the memory and the roofline from the bundle', async () => {
     await knownState();
@@ -623,11 +654,17 @@ async function checkPictures() {
     if (!drawn.roofline.includes(tokens)) throw new Error(`the roofline does not say ${tokens}: ${drawn.roofline.slice(0, 200)}`);
     const run = await frame.locator('tr.run-row td').nth(1).innerText();
     if (!/\(gated deltanet ×3 · attention\) ×16/.test(run)) throw new Error(`the layers read ${run}`);
+    // Whole at two panel widths: beside the document (where the view opens), then the whole window.
+    const beside = await picturesWhole(frame, 'beside the document');
+    await frame.evaluate(() => document.getElementById('chip')?.scrollIntoView());
+    await shot('pictures-beside-the-document');
     // The picture for the README: the manifest view alone, tall enough for the three pictures, from the chip down.
     await runCommand('Notifications: Clear All Notifications');
     await runCommand('View: Toggle Maximize Editor Group');
     await page.setViewportSize({ width: 1600, height: 2000 });
     await waitFor('the view laid out at its new height', async () => (await frame.evaluate(() => window.innerHeight)) > 1500, 20000);
+    const full = await picturesWhole(frame, 'the whole window');
+    if (full < beside + 200) throw new Error(`the view is ${full} px wide maximized and ${beside} px beside the document`);
     const chipAtTop = () => frame.evaluate(() => {
       const h = [...document.querySelectorAll('h2')].find((x) => x.textContent === 'Chip');
       if (!h) return false;
@@ -732,7 +769,7 @@ try {
         throw new Error(`the tooltip of "${text}" is ${JSON.stringify(tooltip)}`);
       }
     }
-    await walkthroughShot('kinds', { x: 0, y: 30, width: 1060, height: 470 });
+    await walkthroughShot('kinds', { x: 48, y: 30, width: 560, height: 330 });
     // Clicking a layer reveals its heading: the last layer row.
     const layerRows = pane.locator('.monaco-list-row[aria-level="2"]', { hasText: /^Layer \d+/ });
     const texts = await layerRows.allInnerTexts();
@@ -941,7 +978,7 @@ try {
     fs.rmSync(bundleDir, { recursive: true, force: true });
     // One step, from the editor's context menu: the current deployment, no question asked.
     await contextMenu();
-    await walkthroughShot('lower', await page.locator('.monaco-menu').first().boundingBox().then((m) => ({ x: Math.max(0, m.x - 360), y: m.y - 24, width: m.width + 390, height: m.height + 48 })));
+    await walkthroughShot('lower', await page.locator('.monaco-menu').first().boundingBox().then((m) => ({ x: Math.max(0, m.x - 150), y: m.y - 24, width: Math.min(560, m.width + 180), height: Math.min(420, m.height + 48) })));
     await menuEntry('Lower SN50 Bundle');
     // The manifest view: a webview (nested iframes) with one row per layer — and no quick input on the way.
     const frame = await waitFor('the manifest webview', async () => {
@@ -1032,8 +1069,11 @@ try {
     const manifest = path.join(bundleDir, 'manifest.json');
     const before = fs.existsSync(manifest) ? fs.statSync(manifest).mtimeMs : undefined;
     await runCommand('Streamed: Lower SN50 Bundle');
-    const toast = page.locator('.notification-toast', { hasText: 'does not lower for tp 8 · ctx 4096 · SN50' }).first();
+    // The notification says why — the reason and the widths that lower — not only where to look.
+    const toast = page.locator('.notification-toast', { hasText: 'does not lower for tp 8 · ctx 4096 · SN50: tensor parallel over 8 chips' }).first();
     await toast.waitFor({ timeout: 20000 });
+    const toastText = (await toast.innerText()).replace(/\s+/g, ' ');
+    if (!/do not split over 8 chips — tp 2 or 4 lower/.test(toastText)) throw new Error(`the notification says: ${toastText}`);
     if (await quickInput().isVisible()) throw new Error(`a question was asked: ${await quickInput().innerText()}`);
     for (const b of ['Show Problems', 'Change Deployment']) {
       if ((await toast.locator('.monaco-button', { hasText: b }).count()) !== 1) throw new Error(`no ${b} button`);
@@ -1069,6 +1109,13 @@ try {
       const t = await statusKinds().innerText().catch(() => '');
       return /\d+ kinds? · \d+ layers?/.test(t) && !/refused/.test(t);
     }, 60000);
+    // ... and the lowering the refusal stopped goes on, at tp 4, with no further click.
+    const lowered = await waitFor('the bundle lowered at tp 4', async () => {
+      if (!fs.existsSync(manifest) || fs.statSync(manifest).mtimeMs === before) return undefined;
+      const m = JSON.parse(fs.readFileSync(manifest, 'utf8'));
+      return m.mode === 'tp' && m.tp === 4 ? m : undefined;
+    }, 120000);
+    log(`  Change Deployment → lowered: ${lowered.mode}, tp ${lowered.tp}`);
   });
 
   const authored = path.join(workspace, 'small-gemma3.lgm');
@@ -1141,7 +1188,7 @@ try {
     if (new Set(Object.values(lefts)).size !== 1) throw new Error(`the \`be\` column moved apart: ${JSON.stringify(lefts)}`);
     const lens = await page.locator('.codelens-decoration', { hasText: 'first: layer 0' }).first().boundingBox();
     const editor = await page.locator('.editor-group-container.active .monaco-editor').first().boundingBox();
-    await walkthroughShot('author', { x: editor.x, y: Math.max(editor.y, lens.y - 200), width: Math.min(1000, editor.width), height: 440 });
+    await walkthroughShot('author', { x: editor.x, y: Math.max(editor.y, lens.y - 120), width: Math.min(560, editor.width), height: 300 });
   });
 
   await check('the word `weight` in a checkpoint tensor’s name is drawn as the string it is in', async () => {
@@ -1186,13 +1233,15 @@ try {
         for (const f of page.frames()) {
           const found = await f.evaluate((name) => {
             const i = [...document.querySelectorAll('img')].find((x) => x.getAttribute('src')?.includes(`${name}.png`));
-            return i && i.complete ? { width: i.naturalWidth, alt: i.alt } : undefined;
+            return i && i.complete ? { width: i.naturalWidth, shown: i.getBoundingClientRect().width, alt: i.alt } : undefined;
           }, id).catch(() => undefined);
-          if (found?.width > 0) return found;
+          if (found?.width > 0 && found.shown > 0) return found;
         }
         return undefined;
       }, 20000);
-      log(`  ${id}: image ${img.width} px wide, "${img.alt}"`);
+      log(`  ${id}: image ${img.width} px wide, shown ${Math.round(img.shown)} px, "${img.alt}"`);
+      // Readable: shown at no less than 80% of its size, its text at least 80% of the editor's.
+      if (img.shown < 0.8 * img.width) throw new Error(`the ${id} image (${img.width} px) is shown ${Math.round(img.shown)} px wide: its text cannot be read`);
     }
     await shot('walkthrough');
     // The language reference opens from the link, in the editor.

@@ -69,6 +69,9 @@ function traceChannel(ctx: Ctx): vscode.LogOutputChannel {
   } as vscode.LogOutputChannel;
 }
 
+/** Why the server is stopped when no Python has it: the status bar then offers Set Up Server, not a restart. */
+export const NOT_INSTALLED = 'the language server is not installed';
+
 export class Server {
   private crashes: number[] = [];
   private restarting: Promise<void> | undefined;
@@ -97,7 +100,7 @@ export class Server {
       }
     }, this.crashed);
     if (!found.ready) {
-      this.stopped = 'the language server is not installed';
+      this.stopped = NOT_INSTALLED;
       ctx.changed.fire();
       void this.offerSetUp(found);
       return;
@@ -243,7 +246,9 @@ export class Server {
       this.answer(c);
       return;
     }
-    const c = await vscode.window.showWarningMessage(
+    // An error with actions: the notification stays until it is answered (a warning would leave for the notification
+    // centre within seconds, and with it the one way on).
+    const c = await vscode.window.showErrorMessage(
       `Streamed: the language server is not installed in ${first.candidate.python} (${SOURCE_NAMES[first.candidate.source]}). ` +
         `Set it up in a private environment, with ${found.base.python} and the package this extension carries?`,
       'Set Up Server',

@@ -22,6 +22,7 @@ import {
   lowerTitle,
   validatePositiveInt,
 } from './config';
+import { plural, refusalReason } from './kinds';
 import { ProgressMapper, WorkDoneValue } from './progress';
 import { ManifestView } from './manifestView';
 
@@ -92,13 +93,14 @@ export class Commands {
   constructor(private readonly ctx: Ctx, private readonly manifests: ManifestView) {}
 
   /** `Streamed: Change Deployment…` (the language status item's action): the `streamed.deployment.*` settings. */
-  async chooseDeployment(): Promise<void> {
+  async chooseDeployment(): Promise<{ mode: Mode; numbers: Numbers } | undefined> {
     const picked = await pickDeployment(this.ctx, 'Change Deployment');
-    if (!picked) return;
+    if (!picked) return undefined;
     const where = vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
     const c = this.ctx.config();
     await c.update('deployment.mode', picked.mode, where);
     for (const [k, v] of Object.entries(picked.numbers)) await c.update(`deployment.${k}`, v, where);
+    return picked;
   }
 
   /** Where the bundle goes: the `streamed.bundle.folder` setting, else a save dialog (replacing a bundle is asked). */
@@ -140,8 +142,14 @@ export class Commands {
     const d = opts.deployment;
     const numbers: Numbers = {};
     for (const k of deploymentInputs(d.mode)) numbers[k] = d[k];
+    await this.lowerFor(uri, { mode: d.mode, numbers });
+  }
+
+  /** Lowers `uri` for a deployment with the settings' checkpoint and bundle folder (else `<stem>.bundle`). */
+  private async lowerFor(uri: vscode.Uri, d: { mode: Mode; numbers: Numbers }): Promise<void> {
+    const opts = this.ctx.initOptions();
     const out = bundleFolder(this.ctx.config().get('bundle.folder'), uri.fsPath, d.mode, this.ctx.workspaceDir()) ?? defaultBundleFolder(uri.fsPath);
-    await this.lower(uri, d.mode, numbers, opts.checkpoint, out);
+    await this.lower(uri, d.mode, d.numbers, opts.checkpoint, out);
   }
 
   /** `Lower SN50 Bundle With…`: asks the deployment, the checkpoint and the bundle folder, then lowers. */
@@ -191,7 +199,9 @@ export class Commands {
     let message: string;
     if (errors > 0) message = `Streamed: ${name} has ${errors} error${errors === 1 ? '' : 's'} to fix before it can be lowered.`;
     else if (refusals.length > 0 || (this.ctx.analysisOf(uri)?.rejects ?? 0) > 0) {
-      message = `Streamed: ${name} does not lower for ${deploymentSummary(opts)} — the Problems panel says why, on the statements that cause it.`;
+      // The first refusal's reason, and the values that lower when a size of the deployment decides it.
+      const r = refusals.length > 0 ? refusalReason(refusals[0].message) : { why: 'the Problems panel says why' };
+      message = `Streamed: ${name} does not lower for ${deploymentSummary(opts)}: ${briefly(r.why).text}${r.lowers ? ` — ${r.lowers}` : ''}`;
     } else return false;
     this.ctx.output.info(`[client] not lowered: ${message}`);
     const actions = errors > 0 ? ['Show Problems'] : ['Show Problems', 'Change Deployment'];
@@ -199,9 +209,10 @@ export class Commands {
     return true;
   }
 
+  /** A refusal's choice: Change Deployment asks the deployment, then lowers the document with it. */
   private answer(choice: string | undefined, uri?: vscode.Uri): void {
     if (choice === 'Show Problems') void vscode.commands.executeCommand('workbench.actions.view.problems');
-    else if (choice === 'Change Deployment') void this.chooseDeployment();
+    else if (choice === 'Change Deployment') void this.chooseDeployment().then((picked) => picked && uri && this.lowerFor(uri, picked));
     else if (choice === 'Show Output') this.ctx.output.show();
     else if (choice === 'Lower With…') void this.lowerBundleWith(uri);
   }
@@ -229,7 +240,7 @@ export class Commands {
           if (step) progress.report(step);
         });
         try {
-          const result = await ctx.executeServerCommand<{ manifest: string; kinds?: number; layers?: number }>(
+          const result = await ctx.executeServerCommand<{ manifest: string; kinds: number; layers: number }>(
             'streamed.lowerBundle', [args], token, workDoneToken);
           if (token.isCancellationRequested) return;
           if (!result?.manifest) throw new Error('the server returned no manifest');
@@ -237,7 +248,7 @@ export class Commands {
           this.manifests.show(result.manifest, uri.fsPath);
           void vscode.window
             .showInformationMessage(
-              `Streamed: bundle written — ${result.kinds ?? '?'} kinds, ${result.layers ?? '?'} layers: ${path.dirname(result.manifest)}`,
+              `Streamed: bundle written — ${plural(result.kinds, 'kind')}, ${plural(result.layers, 'layer')}: ${path.dirname(result.manifest)}`,
               'Reveal in Explorer',
             )
             .then((c) => c && vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(result.manifest)));

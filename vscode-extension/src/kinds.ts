@@ -26,7 +26,7 @@ export interface TreeNode {
   collapsed?: boolean;
 }
 
-function plural(n: number, word: string): string {
+export function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
@@ -52,6 +52,19 @@ export function conciseReason(reject: string): string {
     .replace(/^the bundle is refused: |^the bundle program does not lower: /, '')
     .replace(/(^|: )(the )?layer \d+ \([^)]*(\([^)]*\))?[^)]*\)( program)?(: | does not lower: )/, '$1')
     .replace(/^./, (c) => c.toUpperCase());
+}
+
+/**
+ * A refusal as a notification about the document says it: the seed's `the … program does not lower:` and the count
+ * of the kind's other layers left out (the notification names the document), and the values that lower (the server's
+ * `; tp 2 or 4 lower`) apart, so that shortening the reason never cuts them.
+ */
+export function refusalReason(message: string): { why: string; lowers?: string } {
+  let why = message.replace(/^the .*? program does not lower: /, '');
+  const lowers = /; ((?:(?:tp|ctx|chunk|batch) [\d, or]+ lowers?(?:; )?)+)$/.exec(why);
+  if (lowers) why = why.slice(0, lowers.index);
+  why = why.replace(/ \(and so (?:does|do) the (?:\d+ )?other layers? of `[^`]*`\)$/, '');
+  return { why, lowers: lowers?.[1] };
 }
 
 /**

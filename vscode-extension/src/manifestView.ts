@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Ctx, errorText } from './ctx';
 import { Manifest, renderManifestHtml } from './manifest';
-import { Pictures, PicturesMessage, picturesMessage } from './pictures';
+import { Pictures, PicturesMessage, pictureWidth, picturesMessage, redrawFor } from './pictures';
 import { revealLayer } from './kindsView';
 
 export const VIEW_TYPE = 'streamed.manifest';
@@ -30,6 +30,10 @@ export class ManifestView implements vscode.WebviewPanelSerializer {
   /** Which render the pictures being drawn belong to: a newer render makes an older answer moot. */
   private generation = 0;
   private waitingForServer: vscode.Disposable | undefined;
+  /** The width of the page's picture sections as the page last said it, and the width the pictures were (or are
+   *  being) drawn for. */
+  private width: number | undefined;
+  private drawnFor: number | undefined;
 
   constructor(private readonly ctx: Ctx) {}
 
@@ -82,8 +86,12 @@ export class ManifestView implements vscode.WebviewPanelSerializer {
       }
     });
     panel.webview.onDidReceiveMessage(async (msg) => {
-      if (msg?.type === 'ready') {
-        if (this.pictures) void panel.webview.postMessage(this.pictures);
+      if (msg?.type === 'ready' || msg?.type === 'width') {
+        // The page says how wide its pictures may be: drawn again for a new width, else the pictures it has.
+        const width = pictureWidth(Number(msg.width));
+        if (width !== undefined) this.width = width;
+        if (this.manifestPath && redrawFor(this.drawnFor, this.width)) void this.draw(++this.generation);
+        else if (this.pictures && msg.type === 'ready') void panel.webview.postMessage(this.pictures);
       } else if (msg?.type === 'reveal' && typeof msg.layer === 'number' && this.source) {
         await revealLayer(this.source, msg.layer);
       } else if (msg?.type === 'revealLine' && typeof msg.line === 'number' && msg.line >= 1 && this.source) {
@@ -148,7 +156,8 @@ export class ManifestView implements vscode.WebviewPanelSerializer {
       return;
     }
     try {
-      const p = await this.ctx.executeServerCommand<Pictures>('streamed.pictures', [{ bundle: path.dirname(manifestPath) }]);
+      const width = (this.drawnFor = this.width);
+      const p = await this.ctx.executeServerCommand<Pictures>('streamed.pictures', [{ bundle: path.dirname(manifestPath), ...(width ? { width } : {}) }]);
       if (generation === this.generation) this.post(picturesMessage(p));
     } catch (e) {
       if (generation === this.generation) this.post({ type: 'picturesError', message: `The pictures could not be drawn: ${errorText(e)}` });

@@ -18,6 +18,24 @@ export interface Pictures {
   roofline?: { spec?: unknown; point?: { tokens_per_second?: number | null; bound?: string } };
 }
 
+/** The narrowest and widest panel the server draws for (`server/pictures.py`, `WIDTHS`). */
+export const PICTURE_WIDTHS = [200, 8000] as const;
+
+/**
+ * The width the pictures are drawn for, from the width of the page's picture sections (CSS pixels): whole pixels,
+ * within what the server draws for. Every picture is drawn by the server to fit it, so nothing lies past the view.
+ */
+export function pictureWidth(clientWidth: number): number | undefined {
+  if (!Number.isFinite(clientWidth) || clientWidth <= 0) return undefined;
+  return Math.min(PICTURE_WIDTHS[1], Math.max(PICTURE_WIDTHS[0], Math.floor(clientWidth)));
+}
+
+/** Whether the pictures drawn for `drawn` pixels are to be drawn again for a panel now `now` wide: a change of a few
+ *  pixels (a scroll bar coming and going) is not one. */
+export function redrawFor(drawn: number | undefined, now: number | undefined): boolean {
+  return now !== undefined && (drawn === undefined || Math.abs(now - drawn) >= 24);
+}
+
 /** What the view posts to its page: the chip's HTML made here, the specifications as they came. */
 export interface PicturesMessage {
   type: 'pictures';

@@ -3,7 +3,7 @@
 // change it), and whether the server runs.
 import * as vscode from 'vscode';
 import { Ctx, activeModelDocument } from './ctx';
-import { Server } from './client';
+import { NOT_INSTALLED, Server } from './client';
 import { chipOf, deploymentSummary } from './config';
 import { statusText } from './kinds';
 
@@ -37,8 +37,9 @@ export class Status implements vscode.Disposable {
       this.language.command = { title: 'Show Output', command: 'streamed.client.showOutput' };
       if (!doc) return this.bar.hide();
       this.bar.text = '$(warning) Streamed';
-      this.bar.tooltip = `Streamed: ${why} — click to restart`;
-      this.bar.command = 'streamed.client.restartServer';
+      const notInstalled = why === NOT_INSTALLED;
+      this.bar.tooltip = `Streamed: ${why} — click to ${notInstalled ? 'set it up' : 'restart it'}`;
+      this.bar.command = notInstalled ? 'streamed.client.setUpServer' : 'streamed.client.restartServer';
       this.bar.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
       this.bar.show();
       return;

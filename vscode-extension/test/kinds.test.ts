@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { conciseReason, findLayerLine, kindsToTree, layerAtLine, layerRanges, mapLensCommand, statusText } from '../src/kinds';
+import { conciseReason, findLayerLine, kindsToTree, layerAtLine, layerRanges, mapLensCommand, plural, refusalReason, statusText } from '../src/kinds';
 
 test('kinds → tree items: kinds with their layers, the first marked; short descriptions, everything in the tooltip', () => {
   const t = kindsToTree([
@@ -95,4 +95,23 @@ test('code lens commands of the server map to the client commands', () => {
   assert.equal(mapLensCommand({ title: 'b', command: 'streamed.lowerBundle' })!.command, 'streamed.client.lowerBundle');
   assert.equal(mapLensCommand({ title: 'c', command: 'editor.action.showReferences' })!.command, 'editor.action.showReferences');
   assert.equal(mapLensCommand(undefined), undefined);
+});
+
+test('a refusal in a notification: its reason without the seed\'s prefix and the other layers, the values that lower apart', () => {
+  // The server's sentences (streamed/spatial/diagnose.py) for tiny-llama over 8 chips and a context that does not fit.
+  assert.deepEqual(
+    refusalReason('the bundle program does not lower: tensor parallel over 8 chips: layer 0 (attention): the query heads of attention (4) do not split over 8 chips (and so do the 3 other layers of `attention`); tp 2 or 4 lower'),
+    { why: 'tensor parallel over 8 chips: layer 0 (attention): the query heads of attention (4) do not split over 8 chips', lowers: 'tp 2 or 4 lower' },
+  );
+  assert.deepEqual(
+    refusalReason('the bundle program does not lower: the KV caches need 3.28 GB per chip; the states of layer 2 do not fit; ctx 100000 lowers'),
+    { why: 'the KV caches need 3.28 GB per chip; the states of layer 2 do not fit', lowers: 'ctx 100000 lowers' },
+  );
+  assert.deepEqual(refusalReason('the layer 1 (attention) program does not lower: `attention` reads `k1`, which is not a cache (and so does the other layer of `attention`)'),
+    { why: '`attention` reads `k1`, which is not a cache', lowers: undefined });
+});
+
+test('counts read as English: one kind, two layers', () => {
+  assert.equal(plural(1, 'kind'), '1 kind');
+  assert.equal(plural(4, 'layer'), '4 layers');
 });

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { blockLabel, runLabel, runsOf } from '../src/layerRuns';
 import { layerTable, programSection, renderManifestHtml, Manifest } from '../src/manifest';
-import { firstShown, picturesMessage, renderChips } from '../src/pictures';
+import { firstShown, pictureWidth, picturesMessage, redrawFor, renderChips } from '../src/pictures';
 
 const fixture = (): Manifest =>
   JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'test', 'fixtures', 'manifest-streamed-bundle-2.json'), 'utf8'));
@@ -94,4 +94,16 @@ test('pictures: one tab per program, the first kind shown, every floorplan place
 test('pictures: a program name cannot inject markup into the tabs', () => {
   const html = renderChips([{ program: '<img src=x onerror=alert(1)>', svg: '' }]);
   assert.doesNotMatch(html, /<img/);
+});
+
+test('the pictures are drawn for the width of the panel, within what the server draws for, and again when it changes', () => {
+  assert.equal(pictureWidth(612.7), 612);
+  assert.equal(pictureWidth(120), 200);
+  assert.equal(pictureWidth(20000), 8000);
+  assert.equal(pictureWidth(0), undefined);
+  assert.equal(pictureWidth(NaN), undefined);
+  assert.equal(redrawFor(undefined, 640), true);
+  assert.equal(redrawFor(640, 650), false); // a scroll bar coming and going
+  assert.equal(redrawFor(640, 1180), true);
+  assert.equal(redrawFor(640, undefined), false);
 });

@@ -1,5 +1,9 @@
-"""The lowering's refusals: ``LoweringError`` (a program that does not lower, on the statement that caused it) and
-``TPError`` (a tensor-parallel width the model does not admit, so that the bundle cannot exist).
+"""The lowering's refusals: ``LoweringError`` (a program that does not lower, on the statement that caused it),
+``LimitError`` (a limit of the target — PCUs, SRAM, PMUs — the program exceeds at the deployment's sizes) and
+``TPError`` (a tensor-parallel width the model does not admit, so that the bundle cannot exist). ``SIZES`` names the
+deployment's sizes that decide a refusal of each class: those another value of which may lower the program
+(``diagnose.values_that_lower`` tries them); a ``LoweringError`` of no class of its own is the program's, which no
+size changes.
 
 Every pass reports every reject it finds, not its first: ``LoweringError.of`` makes one error of several, and
 ``every`` gives them back in order.
@@ -12,6 +16,8 @@ class LoweringError(Exception):
 
     ``more``: the program's other rejects, each on its own statement — a lowering reports every statement it cannot
     lift and every limit of the target the program exceeds, not only the first (``every`` lists them all)."""
+
+    SIZES: tuple[str, ...] = ()
 
     def __init__(self, why: str, statement: int | None = None, binder: str | None = None, more=()):
         super().__init__(why)
@@ -31,5 +37,13 @@ class LoweringError(Exception):
         return type(first)(first.why, first.statement, first.binder, rest)
 
 
+class LimitError(LoweringError):
+    """A limit of the target the program exceeds at the deployment's sizes: fewer rows or a shorter context may fit."""
+
+    SIZES = ("ctx", "chunk", "batch")
+
+
 class TPError(LoweringError):
     """A tensor-parallel width the model does not admit: the bundle cannot exist."""
+
+    SIZES = ("tp",)

@@ -16,7 +16,7 @@ from typing import Callable
 from ..ir import Op, SpatialProgram, Tensor, authored, column_tensors, rows_per_run
 from ..target import SpatialTarget
 from ..units import beside, size
-from .errors import LoweringError
+from .errors import LimitError, LoweringError
 
 
 def on_chip(program: SpatialProgram, t: Tensor) -> int:
@@ -128,7 +128,7 @@ def over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list
     ops = ops_per_chip(p)
     if ops > target.pcus:
         statement, binder = _heaviest_statement(p, lambda op: 1)
-        out.append(LoweringError(f"needs {ops:,} PCUs, one for each of its ops; the {target.name.upper()} has "
+        out.append(LimitError(f"needs {ops:,} PCUs, one for each of its ops; the {target.name.upper()} has "
                                  f"{target.pcus:,}", statement, binder))
     if own_bytes(p) > target.sram_bytes:
         out.append(_sram_refusal(p, target, how))
@@ -139,7 +139,7 @@ def over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list
             math.ceil(on_chip(p, tensors[o]) / target.pmu_bytes) for o in op.outputs
             if tensors[o].role not in ("state", "weight")))
         where = f" {how}" if how else ""
-        out.append(LoweringError(
+        out.append(LimitError(
             f"needs {pmus:,} PMUs for its on-chip buffers{where} (each PMU holds {size(target.pmu_bytes)}); the "
             f"{target.name.upper()} has {target.pmus:,}", statement, binder))
     return out
@@ -157,7 +157,7 @@ def _sram_refusal(p: SpatialProgram, target: SpatialTarget, how: str = "") -> Lo
     cols = f", {p.tile_cols} columns wide" if p.tile_cols else ""
     tiled = f" {how}{cols}" if how else ""
     on_chip = f", {size(weight_bytes(p))} for its weights kept on chip" if p.weights_on_chip else ""
-    return LoweringError(f"needs {need} of SRAM{tiled} ({size(use[biggest])} for {what}, the largest `{name}` of "
+    return LimitError(f"needs {need} of SRAM{tiled} ({size(use[biggest])} for {what}, the largest `{name}` of "
                          f"{size(size_)}{on_chip}); the {target.name.upper()} has {have}", statement, name)
 
 

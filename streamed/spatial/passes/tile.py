@@ -253,7 +253,7 @@ def tile(whole: SpatialProgram, body_at: Callable[[int], SpatialProgram], target
     if blocker is not None and product is None:
         op, why = blocker
         over = over_limits(whole, target)
-        raise LoweringError.of([LoweringError(f"{e.why}, and its rows cannot be tiled: {why}", e.statement, e.binder)
+        raise LoweringError.of([type(e)(f"{e.why}, and its rows cannot be tiled: {why}", e.statement, e.binder)
                                 for e in over])
     smallest = body(rows_of(1), min(whole.tensor(whole.ops[product[0]].outputs[0]).shape[-1], Q8_BLOCK)
                     if product is not None else None)

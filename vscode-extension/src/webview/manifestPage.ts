@@ -137,4 +137,16 @@ window.addEventListener('message', (event) => {
   }
 });
 
-vscode.postMessage({ type: 'ready' });
+// How wide the pictures may be: the picture sections' width, said when the page is ready and again (settled) when
+// the panel is resized — the server draws every picture to fit it (moved beside the document, to full width, into a
+// narrow sidebar).
+function pictureWidth(): number {
+  return document.getElementById('chip')?.clientWidth ?? document.body.clientWidth;
+}
+let resized: ReturnType<typeof setTimeout> | undefined;
+window.addEventListener('resize', () => {
+  if (resized) clearTimeout(resized);
+  resized = setTimeout(() => vscode.postMessage({ type: 'width', width: pictureWidth() }), 250);
+});
+
+vscode.postMessage({ type: 'ready', width: pictureWidth() });
