@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -63,11 +64,6 @@ def connect(address: str):
         return ray, False
     import logging
 
-    import os
-
-    # The core worker's own log lines (its C++ side) go to this process's stderr; only a fatal one is shown, so
-    # that a run prints its answer and its own messages alone (--json is quiet).
-    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     try:
         if address == "auto":
             ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
@@ -105,6 +101,37 @@ def _first_line(e: BaseException) -> str:
     return type(e).__name__
 
 
+@contextmanager
+def _unlogged():
+    """Standard error closed to Ray's core worker while an actor is made: it logs there (at error level, from C++)
+    that the actor's arguments live in the object store, which ``_Held`` means them to — so that a run prints its
+    answer and its own messages alone. Python's exceptions are raised as ever, not printed."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class _Held(Stage):
+    """A ``Stage`` made from its arguments in the object store, given as ``[ref]`` — in a list, so Ray passes the
+    reference, not the value. A restarted actor runs its constructor again: the arguments must outlive the first
+    start, and ``Pipeline`` holds the reference for the whole run (Ray frees an actor's own arguments after it
+    starts, and a restart then fails)."""
+
+    def __init__(self, held: list):
+        import ray
+
+        super().__init__(*ray.get(held[0]))
+
+
 class Pipeline:
     """The stages of one run, started on their nodes and ready (their weights read), and the steps fed to each.
     ``progress(step, stage, ranges)`` after each stage's part of a step (``step`` counted from 1)."""
@@ -118,16 +145,15 @@ class Pipeline:
         self.steps = 0
         self.replays = 0  # how many times a restarted stage was replayed its steps
         self.actors = []
-        # A restarted actor runs its constructor again: its arguments are put in the object store by this process
-        # and kept referenced here for the run, so Ray cannot free them after the first start.
-        self.arguments = []
-        actor = ray.remote(Stage)
+        self.arguments = []  # each stage's, in the object store: referenced here for the whole run (``_Held``)
+        actor = ray.remote(_Held)
         try:
             for r in ranges:
                 where = NodeAffinitySchedulingStrategy(r.place, soft=False) if r.place else "DEFAULT"
-                self.arguments.append([ray.put(a) for a in make(r)])
-                self.actors.append(actor.options(num_cpus=0, max_restarts=restarts, max_task_retries=0,
-                                                 scheduling_strategy=where).remote(*self.arguments[-1]))
+                self.arguments.append(ray.put(make(r)))
+                with _unlogged():
+                    self.actors.append(actor.options(num_cpus=0, max_restarts=restarts, max_task_retries=0,
+                                                     scheduling_strategy=where).remote([self.arguments[-1]]))
             ready = [a.where.remote() for a in self.actors]
             for i, ref in enumerate(ready):
                 try:
