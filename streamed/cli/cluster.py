@@ -55,6 +55,11 @@ def _place(args, costs, command: str, doc: str):
     from ..cluster.split import SplitRefused
 
     actors, counts = _actors(args)
+    layers = len(costs.held)
+    if counts is not None and sum(counts) != layers:
+        raise UserError(f"--actors {args.actors}: {'+'.join(map(str, counts))} layers, but {doc} has {layers}")
+    if actors is not None and actors > layers:
+        raise UserError(f"--actors {args.actors}: more actors than {doc}'s {layers} layers")
     cap = parse_bytes(args.actor_memory, "--actor-memory") if args.actor_memory is not None else None
     try:
         placed = place(args.cluster, costs, actors, counts, cap)

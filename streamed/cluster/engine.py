@@ -64,16 +64,21 @@ def connect(address: str):
         return ray, False
     import logging
 
-    try:
-        if address == "auto":
-            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                     **LOCAL)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-    except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError… for an address it cannot use
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ClusterError(f"--cluster {address}: cannot connect ({first[:200]})") from None
-    return ray, True
+    # A local cluster's processes start under the machine's load: Ray gives up waiting for them after its own
+    # timeout, so a start that failed is tried once more from nothing before the run is given up.
+    for attempt in range(2 if address == "auto" else 1):
+        try:
+            if address == "auto":
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                         **LOCAL)
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+            return ray, True
+        except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError… for an address it cannot use
+            ray.shutdown()
+            failed = e
+    first = str(failed).strip().splitlines()[0] if str(failed).strip() else type(failed).__name__
+    raise ClusterError(f"--cluster {address}: cannot connect ({first[:200]})")
 
 
 def slots(ray, actors: int | None, cap: int | None) -> list[Slot]:

@@ -8,7 +8,7 @@ One local Ray cluster serves the module (starting one costs seconds): two CPUs, 
 import json
 import subprocess
 import sys
-from dataclasses import replace
+import time
 from itertools import combinations
 
 import numpy as np
@@ -25,8 +25,11 @@ QWEN = str(EXAMPLES / "small-qwen35.lgm")  # 8 layers, gated delta (recurrent st
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(address="local", num_cpus=2, object_store_memory=80 * 1000 ** 2, include_dashboard=False,
-             log_to_driver=False, logging_level="ERROR")
+    """The local cluster every test here uses, started as ``--cluster auto`` starts one (``engine.connect``: tried
+    twice, a start under the machine's load can time out)."""
+    from streamed.cluster.engine import connect
+
+    connect("auto")
     yield
     ray.shutdown()
 
@@ -108,12 +111,13 @@ def test_a_cluster_too_small_is_refused_in_one_line_before_any_actor_starts(run,
     (("--actors", "2"), "--actors 2: only with --cluster"),
     (("--cluster", "tcp://x:1"), "--cluster tcp://x:1: say `auto`"),
     (("--cluster", "auto", "--actors", "two"), "--actors two: a number of actors"),
-    (("--cluster", "auto", "--actors", "1,1"), "do not divide the model's 4 layers"),
+    (("--cluster", "auto", "--actors", "1,1"), "--actors 1,1: 1+1 layers, but"),
+    (("--cluster", "auto", "--actors", "5"), "--actors 5: more actors than"),
     (("--cluster", "auto", "--actor-memory", "lots"), "--actor-memory lots: not a size"),
 ])
 def test_cluster_options_given_wrongly_are_one_message_naming_them(run, argv, message):
     code, out, err = run("run", TINY, "--tokens", "1,2", *argv)
-    assert code in (1, 2) and out == "" and message in err and "Traceback" not in err
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
 
 
 def test_run_without_cluster_never_imports_ray():
@@ -199,9 +203,15 @@ def test_an_interrupt_stops_every_actor():
             pipeline.step(Task(np.asarray([1]), (0,)))
         finally:
             pipeline.close()
+    deadline = time.monotonic() + 120  # a kill lands when the actor's node gets to it: under load, not at once
     for a in actors:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(a.where.remote(), timeout=60)
+        while True:
+            try:
+                ray.get(a.where.remote(), timeout=60)
+            except ray.exceptions.RayActorError:
+                break
+            assert time.monotonic() < deadline, "an actor still answers two minutes after the run stopped"
+            time.sleep(1)
 
 
 # ---- the split ------------------------------------------------------------------------------------------------------
