@@ -2,7 +2,7 @@
 
 The stages, bottom to top (ARCHITECTURE.md, "Imports flow one way"):
 
-    lang < model < analysis < spatial < numerics < streamed_lsp (server/) < cli
+    lang < model < analysis < spatial < numerics < cluster < streamed_lsp (server/) < cli
 
 A module may import its own stage and the stages below it, never one above — at module level or inside a function
 (an import placed in a function to keep start-up fast still runs against the flow if it points upward). Within a
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from repo import ROOT
 
-STAGES = ("lang", "model", "analysis", "spatial", "numerics", "streamed_lsp", "cli")
+STAGES = ("lang", "model", "analysis", "spatial", "numerics", "cluster", "streamed_lsp", "cli")
 
 
 def stage_of(module: str) -> str | None:

@@ -153,16 +153,17 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 MEMORY_SHARE = 0.8
 
 
-def parse_bytes(text: str) -> int:
-    """``4G``, ``512M``, ``1.5GB``, ``2000000000``: a size in bytes (powers of 1000, as ``units.size`` prints)."""
+def parse_bytes(text: str, flag: str = "--memory") -> int:
+    """``4G``, ``512M``, ``1.5GB``, ``2000000000``: a size in bytes (powers of 1000, as ``units.size`` prints), or
+    ``UserError`` naming ``flag`` and what was given."""
     t = text.strip().upper().removesuffix("B")
     scale = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}.get(t[-1:], 1)
     try:
         value = float(t[:-1] if scale != 1 else t) * scale
     except ValueError:
-        raise UserError(f"--memory {text}: not a size (say 8G, 512M or a number of bytes)") from None
+        raise UserError(f"{flag} {text}: not a size (say 8G, 512M or a number of bytes)") from None
     if not value > 0 or value != value or value == float("inf"):
-        raise UserError(f"--memory {text}: must be a positive size")
+        raise UserError(f"{flag} {text}: must be a positive size")
     return int(value)
 
 

@@ -15,6 +15,7 @@ import re
 import sys
 from pathlib import Path
 
+from .cluster import add_cluster_options
 from .common import (UserError, add_arithmetic_option, add_memory_option, arithmetic_line, arithmetic_of,
                      load_storage, print_errors, read_document, refuse_unless_it_fits, whole)
 
@@ -39,6 +40,7 @@ def add_parser(sub) -> None:
     r.add_argument("--json", action="store_true", help="print {positions, logits, next} as JSON")
     add_arithmetic_option(r)
     add_memory_option(r)
+    add_cluster_options(r)
     r.set_defaults(run=cmd_run)
 
 
@@ -84,7 +86,10 @@ def cmd_run(args) -> int:
     from ..analysis.whole import analyze
     from ..numerics.weights import WeightError, from_gguf, seeded
 
+    from . import cluster
+
     tokens = parse_tokens(args.tokens)
+    on_cluster = cluster.wanted(args)
     text = read_document(args.doc)
     storage = load_storage(args.checkpoint)
     a = analyze(text, storage)
@@ -107,8 +112,17 @@ def cmd_run(args) -> int:
         raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")
     from ..numerics.footprint import of_run
     from ..numerics.weights import read_as_q8
+    from ..spatial.streamed_model import StreamedReject
 
     arithmetic, chosen_by = arithmetic_of(args)  # a path that cannot be computed is refused before anything is read
+    if on_cluster:  # each actor reads its own layers' weights: nothing is read here
+        try:
+            plans, prefill = bundle_plans(args, a, tokens, prefill, storage) if args.bundle else (None, prefill)
+        except StreamedReject as e:
+            print(f"streamed run: {args.doc}: {e}", file=sys.stderr)
+            return 1
+        result, status = cluster.run(args, a, storage, tokens, prefill, arithmetic, plans)
+        return status if result is None else show(args, result, tokens, arithmetic, chosen_by)
 
     # Before anything is read or made: the memory the run holds, against what it may use.
     refuse_unless_it_fits("run", args.doc, of_run(a.programs, storage if args.checkpoint else None, rows=prefill,
@@ -118,8 +132,6 @@ def cmd_run(args) -> int:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
-    from ..spatial.streamed_model import StreamedReject
-
     progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
         result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \
@@ -130,6 +142,12 @@ def cmd_run(args) -> int:
     finally:
         if progress is not None:
             progress.done()
+    return show(args, result, tokens, arithmetic, chosen_by)
+
+
+def show(args, result, tokens: list[int], arithmetic, chosen_by) -> int:
+    """Print the logits (``--json``: as JSON, a row at a time) and, in llama.cpp's arithmetic, the kernel path that
+    computed them; exit status 0 — or 1, printing nothing, where a logit is not finite."""
     bad = _not_finite(result)
     if bad is not None:
         print(f"streamed run: {args.doc}: {bad}; no logits are printed", file=sys.stderr)
@@ -186,8 +204,20 @@ def run_reference(a, weights, tokens, prefill, arithmetic, progress=None, contex
 
 def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=None):
     """The bundle at ``--bundle``: its own deployment decides how the tokens step (module docstring)."""
-    from ..numerics.execute import ExecuteError, plan_of
+    from ..numerics.execute import ExecuteError
     from ..numerics.run import run_plans
+
+    plans, prefill = bundle_plans(args, a, tokens, prefill, storage)
+    try:
+        return run_plans(plans, weights, tokens, prefill, arithmetic, progress)
+    except (ExecuteError, ValueError) as e:
+        raise UserError(f"cannot run {args.bundle}: {e}") from None
+
+
+def bundle_plans(args, a, tokens, prefill, storage):
+    """The plans of the bundle at ``--bundle`` (its ``step``, and its ``prefill`` when it is one) and the rows of the
+    first step its deployment runs; ``UserError`` for a bundle that is not DOC's or does not run these tokens."""
+    from ..numerics.execute import plan_of
     from ..spatial.bundle import BundleError, read_bundle
     from ..spatial.deployment import Deployment
     from ..spatial.streamed_model import lower_streamed
@@ -220,10 +250,7 @@ def run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress=
         plans["prefill"] = plans["step"]
         continuing = Deployment("decode", ctx=dep.ctx, chunk=dep.chunk)  # the prefill's state, its rings alike
         plans["step"] = plan_of(lower_streamed(a, continuing, args.target, storage))
-    try:
-        return run_plans(plans, weights, tokens, prefill, arithmetic, progress)
-    except (ExecuteError, ValueError) as e:
-        raise UserError(f"cannot run {where}: {e}") from None
+    return plans, prefill
 
 
 def as_json(result, arithmetic: str = "exact", chosen_by: str | None = None):

@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from .cluster import add_cluster_options
 from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, arithmetic_line,
                      arithmetic_of, deployment_from, load_storage, print_errors, read_document,
                      refuse_unless_it_fits, whole)
@@ -34,6 +35,7 @@ def add_parser(sub) -> None:
                                                    "lowering DOC here")
     add_arithmetic_option(v)
     add_memory_option(v)
+    add_cluster_options(v)
     v.set_defaults(run=cmd_verify)
 
 
@@ -91,16 +93,21 @@ def cmd_verify(args) -> int:
     from ..numerics.verify import covering, label, reach, run
     from ..numerics.weights import WeightError, from_gguf, read_as_q8, seeded
 
+    from . import cluster
+
     text = read_document(args.doc)
     arithmetic, chosen_by = arithmetic_of(args)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
+    on_cluster = cluster.wanted(args)
     storage = load_storage(args.checkpoint)
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")
     def fits(dep, steps) -> None:
         # Both runs read the weights once, together; the reference keeps each step it compares against. Counted
-        # before anything is lowered, read or made.
+        # before anything is lowered, read or made. Over a cluster, the split counts each actor's part instead.
+        if on_cluster:
+            return
         rows = dep.ctx if dep.mode == "forward" else max(dep.chunk, dep.batch, 1)
         refuse_unless_it_fits("verify", args.doc, of_run(
             a.programs, storage if args.checkpoint else None, rows=rows, ctx=dep.ctx, positions=0,
@@ -128,16 +135,23 @@ def cmd_verify(args) -> int:
         return 1
     except BundleError as e:
         raise UserError(str(e)) from None
-    try:
-        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
-    except WeightError as e:
-        raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
-    try:
-        report = run(a.programs, weights, dep, plans, steps, arithmetic=arithmetic)
-    except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
-        raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
-                        f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None
-    print(render(report, weights.source, [p.label for p in a.programs.layers], reach(a.programs)))
+    if on_cluster:  # each actor reads its own layers' weights and certifies them: nothing is read here
+        report, source, status = cluster.verify(args, a, storage, dep, plans, steps, arithmetic)
+        if report is None:
+            return status
+    else:
+        try:
+            weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint \
+                else seeded(a.programs, args.seed)
+        except WeightError as e:
+            raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+        try:
+            report = run(a.programs, weights, dep, plans, steps, arithmetic=arithmetic)
+        except MemoryError as e:  # both runs are numpy on this machine: a long context can ask for more than it has
+            raise UserError(f"{args.doc}: certifying {label(dep)} needs more memory than this machine gives ({e}); "
+                            f"certify at a smaller --ctx (the programs are the same; only their sizes change)") from None
+        source = weights.source
+    print(render(report, source, [p.label for p in a.programs.layers], reach(a.programs)))
     if arithmetic.ggml:
         print(arithmetic_line(arithmetic, chosen_by))
     if report.steps < steps and report.ok:

@@ -387,10 +387,15 @@ class _Tolerances:
         return self.rtol if name in self.names.get(program, ()) else 0.0
 
 
-def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rtol) -> list[Measure]:
+def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rtol, head: bool = True) -> list[Measure]:
+    """Each layer's output, then (``head``) the logits and the next token: what a step's report adds after
+    ``compare_step``'s. A layer range run apart (``streamed.cluster``) measures its own layers, and the range with
+    the head the head's."""
     out = []
     for label, g, w in zip(layers, got.hidden, want.hidden):
         out.append(measure(step, label, HIDDEN, g, w, rtol(label, HIDDEN)))
+    if not head:
+        return out
     if want.logits is not None and got.logits is not None:
         out.append(measure(step, "head", "logits", got.logits, _fit(got.logits, want.logits)))
     out.append(measure(step, "head", "next token", np.atleast_1d(got.next), _fit(np.atleast_1d(got.next), np.atleast_1d(want.next))))
@@ -475,21 +480,33 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
             ref = Reference(programs, weights, dep.ctx, arithmetic, rows=dep.ctx)
             out.append(ReferenceStep(tokens, [0], "step", ref.step(tokens, 0), {}))
     else:
-        prefill = dep.mode == "prefill"
         r = Reference(programs, weights, dep.ctx, arithmetic, rows=max(dep.chunk, 1))  # rings as the bundle's (§8)
-        pos = 0
-        tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
-        for s in range(steps):
-            if pos + len(tokens) > dep.ctx:
-                break
+
+        def one(tokens, pos, plan):
             before = states_of(r)
             want = r.step(tokens, pos)
-            out.append(ReferenceStep(tokens, [pos], "prefill" if prefill and s < PREFILL_CHUNKS else "step", want,
-                                     before))
-            pos += len(tokens)
-            tokens = rng.integers(0, vocab, dep.chunk) if prefill and s + 1 < PREFILL_CHUNKS else \
-                np.atleast_1d(want.next)[-1:]
+            out.append(ReferenceStep(tokens, [pos], plan, want, before))
+            return want.next
+
+        sequence(dep, steps, seed, vocab, one)
     return out
+
+
+def sequence(dep: Deployment, steps: int, seed: int, vocab: int, step: Callable) -> None:
+    """The steps of one sequence (decode, tensor parallel, prefill) as ``reference_steps`` feeds them: seeded tokens
+    for the first step and every prefill chunk, then the greedy next token; ``step(tokens, position, plan)`` runs one
+    and returns the reference's next tokens. Stops after ``steps`` or where the next would pass ``ctx``."""
+    rng = np.random.default_rng(seed)
+    prefill = dep.mode == "prefill"
+    pos = 0
+    tokens = rng.integers(0, vocab, dep.chunk if prefill else 1)
+    for s in range(steps):
+        if pos + len(tokens) > dep.ctx:
+            break
+        nxt = step(tokens, pos, "prefill" if prefill and s < PREFILL_CHUNKS else "step")
+        pos += len(tokens)
+        tokens = rng.integers(0, vocab, dep.chunk) if prefill and s + 1 < PREFILL_CHUNKS else \
+            np.atleast_1d(nxt)[-1:]
 
 
 class References:

@@ -203,13 +203,16 @@ def seeded_array(seed: int, name: str, shape: tuple[int, ...], use: set[str] = f
     return w.astype(np.float32)
 
 
-def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8) -> Weights:
-    """Seeded weights for every declared weight; those read as stored Q8_0 are quantised once (as GGUF would store
-    them) and kept as their planes."""
+def seeded(programs: Programs, seed: int = 0, storage: Storage = ALL_Q8, only: frozenset[str] | None = None) -> Weights:
+    """Seeded weights for every declared weight (those named in ``only``, when given: a layer range's, each the
+    same as in the whole model's); those read as stored Q8_0 are quantised once (as GGUF would store them) and kept
+    as their planes."""
     uses = _uses(programs)
     q8_names = read_as_q8(programs, storage)
     values: dict[str, object] = {}
     for name, d in declared_weights(programs).items():
+        if only is not None and name not in only:
+            continue
         shape = concrete(d.shape)
         w = seeded_array(seed, name, shape, uses.get(name, set()))
         if name in q8_names and len(shape) >= 2 and shape[-2] % q8mod.BLOCK == 0:
@@ -342,15 +345,19 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     return full
 
 
-def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None) -> Weights:
+def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None,
+              only: frozenset[str] | None = None) -> Weights:
     """Every declared weight read from a GGUF checkpoint through the document's bindings, oriented and sliced as §6
-    says, where it is in the mapped file (``_read``)."""
+    says, where it is in the mapped file (``_read``) — or only those named in ``only`` (a layer range's: the rest of
+    the file is mapped but never touched, so its pages are never read in)."""
     storage = storage or gguf_storage(path)
     tensors = _tensors(path)
     uses = _uses(programs)
     entries = programs.document.checkpoint
     values: dict[str, object] = {}
     for name, d in declared_weights(programs).items():
+        if only is not None and name not in only:
+            continue
         ref = bind(entries, name)
         if ref is None:
             raise WeightError(name, "no `## Checkpoint` entry binds it")
