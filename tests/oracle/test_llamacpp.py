@@ -54,9 +54,16 @@ COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as
 Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
 GDN_Q8 = "the fused recurrence ggml_gated_delta_net's own order (its dot products a path's, q's 1/√d after them), " \
          "not emulated: the document states it step by step"
+YARN_Q8 = "YaRN's tables: angles in float64 rounded once, the attention factor to 7 digits (ggml: rope_yarn in " \
+          "float32), carried on by Q8_0's rounding"
+LONGROPE_Q8 = "LongRoPE: the document's attention factor to 7 digits, carried on by Q8_0's rounding"
 #: Q8_0 cases left on one kernel path only, with the bound each is held to (measured on a host of that path, 2×
-#: room): where a path's sums happen to round as the document's do, the case is bit for bit there.
-Q8_LEFT_ON = {"avx2": {"qwen35moe": (GDN_Q8, 3e-2)}}  # 1.46e-2 (AMD EPYC, AVX2); bit for bit on AVX-512
+#: room): where a path's sums happen to round as the document's tables and orders do, the case is bit for bit there.
+Q8_LEFT_ON = {"avx2": {"qwen35moe": (GDN_Q8, 3e-2),  # 1.46e-2 (AMD EPYC, AVX2); bit for bit on AVX-512
+                       "deepseek2, yarn rope scaling": (YARN_Q8, 5e-2),  # 2.33e-2; bit for bit on AVX-512
+                       "phi3, an original context of 128": (LONGROPE_Q8, 3e-2)},  # 1.49e-2
+              # a case added on an AVX2 host: held on AVX-512 to AVX2's bound until measured there
+              "avx512": {"phi3, an original context of 128": (LONGROPE_Q8, 3e-2)}}
 #: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 2.5e-5 to 8.8e-4). An fp16
 #: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
 #: product's activations and the logits.
