@@ -125,13 +125,13 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
 
 
 def _sizes(program, known: dict) -> tuple[int, int, int]:
-    """A lowered program's own SRAM (activations and tables), weight bytes and state bytes per chip — what the
+    """A lowered program's own SRAM (activations, tables and what its ops hold while they run), weight bytes and state bytes per chip — what the
     residency plan reads of it — computed once per program (``known``, carried from check to check)."""
     key = id(program)
     hit = known.get(key)
     if hit is None or hit[0] is not program:
         use = sram_footprint(program)
-        hit = known[key] = (program, (use["activations"] + use["tables"], weight_bytes(program), state_bytes(program)))
+        hit = known[key] = (program, (use["activations"] + use["tables"] + use["held"], weight_bytes(program), state_bytes(program)))
     return hit[1]
 
 

@@ -264,7 +264,7 @@ it, a picture of the chip all of it). ``pcus``: for each chip (``chip`` ``None``
 op that runs on it, in schedule order, the op's PCUs ``[start, stop)`` — ``op.pcus`` of them, end to end from PCU 0;
 an op replicated over the chips is listed on each. ``pmus``: for each chip, each on-chip buffer (a tensor by name) and
 its PMUs ``[start, stop)`` in order of first use, end to end from PMU 0: a buffer fills ``ceil(bytes / PMU bytes)``
-PMUs, a state one (the buffer it streams through from wherever residency keeps it), the weights of a program that
+PMUs (an op's first output also those of what the op holds while it runs, ``passes/shapes.held_parts``), a state one (the buffer it streams through from wherever residency keeps it), the weights of a program that
 keeps them on chip across its tiles their own; inputs and tables no op reads come last. Invariant (checked by
 ``certify``): on each chip the ranges are disjoint and within the target's PCUs and PMUs, every op of the chip has
 one range as long as its ``pcus``, and the buffers are exactly what ``pmus_needed`` counts.
