@@ -156,14 +156,20 @@ def family(name: str) -> str:
 
 def stored_q8(programs: Programs, program: Program, storage: Storage = ALL_Q8) -> frozenset[str]:
     """The weights ``program`` declares that the checkpoint stores Q8_0 (and so are read as stored)."""
+    if storage.all_q8:  # no checkpoint: what llama.cpp's quantizer would write (``Storage``, assumed)
+        return frozenset(n for n, t in program.assumed_storage(storage.assumed) if t == "Q8_0")
     declared = program.q8_declared()
-    if storage.all_q8:
-        return frozenset(declared)
     entries = programs.document.checkpoint
     return frozenset(n for n in declared if storage.q8(bind(entries, n), True))
 
 
 def stored_as(programs: Programs, name: str, declared_q8: bool, storage: Storage) -> str:
+    """How the declared weight ``name`` is stored: as the checkpoint says, or — with none read — as it is assumed
+    (``Program.assumed_storage``, by the program that declares it)."""
+    if storage.all_q8 and declared_q8:
+        for p in programs.all():
+            if name in p.q8_declared():
+                return dict(p.assumed_storage(storage.assumed))[name]
     ref = None if storage.all_q8 else bind(programs.document.checkpoint, name)
     return storage.stored_as(ref, declared_q8)
 

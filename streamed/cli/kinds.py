@@ -4,7 +4,7 @@ reports those); 2 for bad input."""
 
 from __future__ import annotations
 
-from .common import load_storage, plural, read_document, table
+from .common import add_storage_option, load_storage, plural, read_document, table
 
 
 def kinds_json(a) -> dict:
@@ -28,7 +28,7 @@ def kinds_json(a) -> dict:
 def cmd_kinds(args) -> int:
     from ..analysis.whole import analyze, layer_ranges, position
 
-    a = analyze(read_document(args.doc), load_storage(args.checkpoint))
+    a = analyze(read_document(args.doc), load_storage(args.checkpoint, args.storage))
     if args.json:
         import json  # only for --json: not imported by every command's start
 
@@ -58,4 +58,5 @@ def add_parser(sub) -> None:
     k.add_argument("doc", metavar="DOC")
     k.add_argument("--json", action="store_true", help="print JSON")
     k.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides the kinds")
+    add_storage_option(k)
     k.set_defaults(run=cmd_kinds)

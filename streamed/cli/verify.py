@@ -10,8 +10,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, deployment_from,
-                     load_storage, print_errors, read_document, refuse_unless_it_fits)
+from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, add_storage_option,
+                     deployment_from, load_storage, print_errors, read_document, refuse_unless_it_fits)
 
 
 def add_parser(sub) -> None:
@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
                                        "tp": "chips of a tensor-parallel deployment (default 2)"})
     src = v.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    add_storage_option(v)
     src.add_argument("--seed", type=int, default=0, help="seeded weights (default seed 0)")
     v.add_argument("--steps", type=int, default=None,
                    help="steps to run (default: enough to cover the document — decode past every attention window "
@@ -93,7 +94,7 @@ def cmd_verify(args) -> int:
 
     text = read_document(args.doc)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
-    storage = load_storage(args.checkpoint)
+    storage = load_storage(args.checkpoint, args.storage)
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")

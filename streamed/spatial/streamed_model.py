@@ -300,7 +300,7 @@ def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
     """``stored_q8``, without reading the checkpoint section when there is no checkpoint (every q8 weight stored
     Q8_0): the same answer, at a cost that does not grow with the document."""
     if storage.all_q8:
-        return frozenset(d.name for d in program.decls.values() if d.role == "weight" and d.q8)
+        return frozenset(n for n, t in program.assumed_storage(storage.assumed) if t == "Q8_0")
     return stored_q8(progs, program, storage)
 
 
@@ -646,7 +646,7 @@ def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, es
     """The model with what identifies it: the embed's and the head's identities, which checkpoint tensor every
     weight reads (``Naming``), the document's title and SHA-256, and the statements behind each program's ops."""
     analysis, progs = d.analysis, d.progs
-    q8 = frozenset(name for p in progs.all() for name in p.q8_declared())  # without renaming every layer's decls
+    q8 = {n: t for p in progs.all() for n, t in p.assumed_storage(d.storage.assumed)}  # without renaming every layer's
     naming = Naming.of(analysis.document.checkpoint, d.storage, q8)
     data = analysis.document.text.encode("utf-8")
     statements = {kp.name: statements_of(d.by_layer[kp.representative], kp.program, data, to_document)
