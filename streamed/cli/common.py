@@ -82,7 +82,7 @@ def deployment_from(args, defaults: dict | None = None):
 
 def add_storage_option(p) -> None:
     """``--storage``: the file type a document read with no checkpoint assumes its weights written as."""
-    p.add_argument("--storage", choices=("q8_0", "f16", "bf16"), default=None,
+    p.add_argument("--storage", choices=("q8_0", "f16", "bf16", "mxfp4_moe"), default=None,
                    help="without --checkpoint: assume the weights are what llama.cpp's quantizer writes for this file "
                         "type (default q8_0: routers kept F32, weights whose input features are not whole blocks F16)")
 

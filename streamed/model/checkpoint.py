@@ -55,7 +55,7 @@ def bind(entries: tuple[CheckpointEntry, ...] | list[CheckpointEntry], name: str
 
 #: The file types a document read with no checkpoint may assume its weights written as (``--storage``): llama.cpp's
 #: quantizer's ``ftype``s, as its command line names them, and the type each writes a quantisable weight as.
-FILE_TYPES = {"q8_0": "Q8_0", "f16": "F16", "bf16": "BF16"}
+FILE_TYPES = {"q8_0": "Q8_0", "f16": "F16", "bf16": "BF16", "mxfp4_moe": "MXFP4_MOE"}
 
 
 def quantized_as(shape: tuple, file_type: str, router: bool) -> str:
@@ -63,10 +63,14 @@ def quantized_as(shape: tuple, file_type: str, router: bool) -> str:
     writes a weight of declared ``shape`` (the language's ``in by out``: GGUF's ``ne[0]`` is its input features, axis
     −2) as, in a file of ``file_type``: a router or shared gate (``ffn_gate_inp``) and a tensor of one dimension are
     never quantised — kept as the converter wrote them, F32; a Q8_0 file's tensor whose input features are not whole
-    blocks of 32 falls back to F16; every other weight is the file's type."""
+    blocks of 32 falls back to F16; every other weight is the file's type — in an ``MXFP4_MOE`` file (gpt-oss's
+    ``quantization_config`` ``mxfp4``), an expert bank (``ne[2] > 1``: a stack of matrices) MXFP4 and every other
+    weight Q8_0, both of blocks of 32."""
     if router or len(shape) < 2:
         return "F32"
-    if file_type == "Q8_0" and isinstance(shape[-2], int) and shape[-2] % Q8_BLOCK:
+    if file_type == "MXFP4_MOE":
+        file_type = "MXFP4" if len(shape) == 3 and shape[0] != 1 else "Q8_0"
+    if file_type in ("Q8_0", "MXFP4") and isinstance(shape[-2], int) and shape[-2] % Q8_BLOCK:
         return "F16"
     return file_type
 
@@ -121,6 +125,10 @@ def storage_said(assumed: str | None, file: str | None) -> str:
     if assumed is None:
         return f"read from {file}"
     article = "an" if assumed[0] in "AEFHILMNORSX" else "a"
+    if assumed == "MXFP4_MOE":
+        return (f"assumed: what llama.cpp's quantizer writes for an MXFP4_MOE file (expert banks MXFP4, 17 bytes per "
+                f"32 values; routers and shared gates F32; every other weight Q8_0, F16 where its input features are "
+                f"not whole blocks of 32)")
     return (f"assumed: what llama.cpp's quantizer writes for {article} {assumed} file (routers and shared gates F32"
             + (", weights whose input features are not whole blocks of 32 F16" if assumed == "Q8_0" else "") + ")")
 

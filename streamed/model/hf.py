@@ -280,12 +280,18 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
     quant = config.get("quantization_config")
-    if isinstance(quant, dict) and quant:
-        # FP8, MXFP4, GPTQ… checkpoints keep their weights in packs of their own (`weight_scale_inv`, `_blocks`,
-        # `qweight`): the model is the same, but the tensors bound below are transformers' dequantised parameters.
-        method = quant.get("quant_method", "an unnamed method")
-        notes.append(f"The published checkpoint is quantized ({method}): the bindings name transformers' "
-                     f"dequantised parameters, which its tensors are not stored as.")
+    if quant is not None and not isinstance(quant, dict):
+        raise SpecError(f"{where}: `quantization_config` must be an object, not {json.dumps(quant)[:40]}")
+    if quant:
+        # MXFP4 (gpt-oss) is what llama.cpp stores too (`--storage mxfp4_moe`: the expert banks in 17 bytes per 32
+        # values); any other method (FP8's blocks, GPTQ's packs…) is refused rather than assumed away.
+        method = quant.get("quant_method")
+        if method != "mxfp4":
+            raise SpecError(f"{where}: `quantization_config.quant_method` is {json.dumps(method)[:40]}: a "
+                            f"quantization the project does not model (mxfp4 is)")
+        notes.append("The published checkpoint is quantized (mxfp4): its expert banks are stored MXFP4, 17 bytes per "
+                     "32 values, as llama.cpp's MXFP4_MOE files store them — lower with `--storage mxfp4_moe` to "
+                     "count them so; the bindings name transformers' dequantised parameters.")
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),

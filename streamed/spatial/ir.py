@@ -281,7 +281,9 @@ ROLES = ("input", "weight", "state", "table", "intermediate", "output")
 #: The ops that read one tensor of every chip: they wait for every chip's phase before theirs.
 COLLECTIVES = ("allreduce", "allgather")
 TIERS = ("sram", "hbm", "ddr")
-DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0}
+#: Bytes a value: ``mxfp4`` is OCP MXFP4 as GGUF stores it, 32 four-bit values and one E8M0 scale in 17 bytes (a
+#: weight stored so is read dense by its ops; its dtype says what it holds in memory).
+DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0, "mxfp4": 17 / 32}
 Q8_BLOCK = 32
 #: Q8_0 stores 32 values in 34 bytes: 32 int8 values and one fp16 scale.
 Q8_BYTES_PER_BLOCK = 34

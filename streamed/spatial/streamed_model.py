@@ -304,6 +304,19 @@ def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
     return stored_q8(progs, program, storage)
 
 
+#: The dtype a weight assumed stored other than Q8_0 is held in (``lift``): its bytes as stored.
+_HELD_AS = {"F32": "f32", "F16": "f16", "MXFP4": "mxfp4"}
+
+
+def dense_dtypes(program, storage: Storage) -> tuple[tuple[str, str], ...]:
+    """The weights ``program`` declares ``q8`` that the storage assumed keeps other than Q8_0 and bf16, with the
+    dtype each is held in: a router F32, a narrow weight F16, an expert bank MXFP4 (none when a checkpoint is read:
+    its dense tensors are read as bf16)."""
+    if not storage.all_q8:
+        return ()
+    return tuple((n, _HELD_AS[t]) for n, t in program.assumed_storage(storage.assumed) if t in _HELD_AS)
+
+
 def stored_undeclared(progs, program, storage: Storage) -> frozenset[str]:
     """The weights ``program`` declares without ``q8`` that the checkpoint stores Q8_0 anyway (none without a
     checkpoint: every weight is then stored as declared). No product folds them: the manifest says so."""
@@ -427,10 +440,12 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
     and raised again as the same ``LoweringError``."""
     q8 = q8_weights(progs, program, storage)
-    key = ("program", label, tuple(program.section.texts), q8, cut, target, constants, shared_part(program, shared))
+    dtypes = dense_dtypes(program, storage)
+    key = ("program", label, tuple(program.section.texts), q8, dtypes, cut, target, constants,
+           shared_part(program, shared))
     if key not in cache:
         try:
-            cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
+            cache[key] = lower_program(program, progs.constants, cut, target, label, q8, dtypes)
         except LoweringError as e:
             cache[key] = e
     hit = cache[key]
@@ -445,11 +460,13 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
     kind's digest (its program up to names), the cut, the target, the constants and the shared tables. A program
     cached under another representative's names is renamed to ``rep``'s (names only: nothing is lowered again); a
     refusal is cached too, its binder renamed likewise."""
-    key = ("kind", kind.digest, cut, target, constants, shared_part(rep, shared))
+    key = ("kind", kind.digest, storage.assumed if storage.all_q8 else None, cut, target, constants,
+           shared_part(rep, shared))
     hit = cache.get(key)
     if hit is None:
         try:
-            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage))
+            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage),
+                                    dense_dtypes(rep, storage))
             hit = (program, kind.representative, rep.section.texts)
         except LoweringError as e:
             hit = (e, kind.representative, rep.section.texts)

@@ -19,7 +19,7 @@ import re
 import pytest
 
 import oracle
-from repo import ROOT, config
+from repo import ROOT, config, without_refused
 from streamed.model.author import author
 from streamed.model.gguf import read_gguf
 from streamed.model.hf import spec_from_config
@@ -107,7 +107,7 @@ GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim
 def shrunk(name: str) -> dict:
     """The shipped (or test) config with its widths made small and everything that shapes a program kept."""
     test = ROOT / "tests" / "model" / "configs" / f"{name}.json"
-    c = json.loads(test.read_text()) if test.exists() else config(name)
+    c = without_refused(name, json.loads(test.read_text())) if test.exists() else config(name)
     t = c.get("text_config", c)
     heads = 2 if t.get("num_attention_heads", 2) >= 2 else 1
     small = dict(hidden_size=64, num_attention_heads=heads, num_key_value_heads=1, intermediate_size=64,
