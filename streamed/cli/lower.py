@@ -39,6 +39,8 @@ def summary(model, out_dir: str) -> str:
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)}")
     lines.append(f"  storage        {_storage(model)}")
+    if model.past_training:
+        lines.append(f"  context        warning: {model.past_training}")
     lines += _held(model)
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
              if p.tiles]

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
 from ..lang.files import FileProblem, size_of
-from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONTEXT, MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .names import gguf_tensor
 from . import gguf_keys
@@ -301,7 +301,8 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     return ModelSpec(str(title), arch, d, vocab, tuple(layers), final_norm, tied=tied, embed_scale=embed_scale,
                      final_softcap=cap or None, logit_scale=logit_scale, logit_scale_why=why,
                      embed_scale_why="the checkpoint's embedding_scale" if arch not in ("gemma2", "gemma3") else None,
-                     naming="gguf", source=path, notes=tuple(notes))
+                     naming="gguf", source=path, notes=tuple(notes),
+                     trained=m.int(Keys.LLM.CONTEXT_LENGTH, maximum=MAX_CONTEXT))  # llama.cpp's n_ctx_train
 
 
 def _scale(m: _Meta, key: str) -> float | None:

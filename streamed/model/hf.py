@@ -29,7 +29,7 @@ from typing import Any
 
 from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_CONFIG_BYTES, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_LAYER, beyond
 from .hf_config import (
     _Config, _activation, _heads, _kind_of_layer, _mrope_note, _no, _partial, _rotation, _scaling_note, _window,
     _yarn_mscale,
@@ -297,8 +297,22 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
         final_softcap=extra.get("final_softcap"), logit_scale=extra.get("logit_scale"),
         logit_scale_why=extra.get("logit_scale_why"), embed_scale_why=extra.get("embed_scale_why"),
-        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
+        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed, trained=_trained(c),
     )
+
+
+def _trained(c: _Config) -> int | None:
+    """The context the model was trained at: ``max_position_embeddings`` (as transformers holds it), else its rope
+    scaling's ``original_max_position_embeddings``; ``None`` when the config says neither."""
+    scaling = c.dict("rope_scaling") or c.dict("rope_parameters") or {}
+    for field, v in (("max_position_embeddings", c.get("max_position_embeddings")),
+                     ("rope_scaling.original_max_position_embeddings", scaling.get("original_max_position_embeddings"))):
+        if v is not None:
+            why = beyond(v, MAX_CONTEXT)
+            if why is not None:
+                raise c.fail(field, why)
+            return int(v)
+    return None
 
 
 def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:

@@ -474,7 +474,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
-            naming=naming, document_sha256=m["document"]["sha256"],
+            naming=naming, document_sha256=m["document"]["sha256"], trained=m.get("trained"),
             statements=({name: tuple(sts) for name, sts in m["statements"].items()} if "statements" in m else None))
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None

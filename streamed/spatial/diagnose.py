@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from operator import itemgetter
+from types import SimpleNamespace
 
 from ..analysis.incremental import IncrementalAnalysis, as_analysis
 from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
-from ..lang.syntax import Diagnostic, Related, Severity
-from .deployment import Deployment
+from ..lang.syntax import Diagnostic, Related, SectionKind, Severity
+from .deployment import Deployment, past_training, trained_of
 from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_part, shared_tables
 from .lower import LoweringError, TPError
 from .passes.footprint import sram_footprint
@@ -38,6 +39,16 @@ def _at(program, statement: int | None):
     return program.section.heading
 
 
+def _context(analysis: Analysis, deployment: Deployment) -> list:
+    """A warning on the ``## Model`` heading when the deployment's context is past the one the model was trained at
+    (its ``trained`` constant): the model computes there what it never learned to. As ``_rejects``' entries."""
+    why = past_training(deployment.ctx, trained_of(analysis.programs.constants))
+    model = next((s for s in analysis.document.sections if s.kind is SectionKind.MODEL), None)
+    if why is None or model is None:
+        return []
+    return [(SimpleNamespace(section=model), Diagnostic(model.heading, Severity.WARNING, why, "context"), ())]
+
+
 def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, target=None,
                        cache: dict | None = None) -> list[Diagnostic]:
     return [d for _, d, _ in _rejects(analysis, deployment, target, cache)]
@@ -49,10 +60,11 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     if analysis.errors or deployment.refusal():
         return []
     deployment = deployment.normal()
+    context = _context(analysis, deployment)
     try:
         target = load_target(target)
     except TargetError:
-        return []
+        return context
     progs = analysis.programs
     cache = cache if cache is not None else {}
     constants = tuple(sorted(progs.constants.items()))
@@ -72,7 +84,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
         where = next((p for label, p, _, _ in chain if label == r.program), None)
         if where is not None:
             out.append((where, Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"), ()))
-        return out
+        return context + out
     # Each program's outcome, as the last check found it while its program, its kind's digest, its part of the shared
     # tables, the constants, the storage and the checkpoint's bindings are the same: a keystroke asks the kind cache
     # only for what it changed.
@@ -121,7 +133,7 @@ def _rejects(analysis: Analysis, deployment: Deployment, target, cache: dict | N
     cache[memo_key] = (shared, constants, stored, outcomes, {k: v for k, v in tables.items() if k in current})
     if not out:
         out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
-    return out
+    return context + out
 
 
 def _sizes(program, known: dict) -> tuple[int, int, int]:

@@ -39,7 +39,7 @@ from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage, bind
 from .ir import Access, SpatialProgram, authored
-from .deployment import Cut, Deployment
+from .deployment import Cut, Deployment, past_training, trained_of
 from .lower import LoweringError, TPError, lower_program
 from .passes.fold_q8 import read_dense, undeclared_dense
 from .passes.split_tp import replicas, tp_slices
@@ -177,6 +177,13 @@ class StreamedModel:
     #: "text"}`` for each statement an op of it was lifted from — its index in the program (``Op.statement``), its
     #: 1-based line in the document (the representative's, for a kind) and its text on one line.
     statements: dict | None = None
+    #: The context the model was trained at (the document's ``trained``), when it says.
+    trained: int | None = None
+
+    @property
+    def past_training(self) -> str | None:
+        """The warning for a context past the one the model was trained at (``deployment.past_training``)."""
+        return past_training(self.deployment.ctx, self.trained)
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -675,7 +682,7 @@ def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, es
                          analysis.document.title,
                          d.whole_identity("embed", progs.embed, d.embed_cut) if embed is not None else None,
                          d.whole_identity("head", progs.head, d.head_cut), naming,
-                         hashlib.sha256(data).hexdigest(), statements)
+                         hashlib.sha256(data).hexdigest(), statements, trained_of(progs.constants))
 
 
 #: The longest statement text a manifest records (a statement longer than this is cut, with an ellipsis).
