@@ -17,6 +17,7 @@ from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import lower_streamed
 
 from repo import CONFIGS, ROOT
+from repo import example as example_text
 
 TEST_CONFIGS = ROOT / "tests" / "model" / "configs"
 
@@ -146,6 +147,31 @@ def test_a_real_moe_models_weights_are_their_q8_0_bytes_by_an_independent_count_
     loads = lambda program: sum(r["bytes"] for w in program["weights"] for r in w["reads"])  # noqa: E731
     assert {k["name"]: loads(k) for k in m["kinds"]} == want["layers"]
     assert loads(m["shared"]["embed"]) == want["embed"] and loads(m["shared"]["head"]) == want["head"]
+
+
+def test_gpt_oss_20b_assumed_mxfp4_moe_holds_its_expert_banks_at_17_bytes_per_32_values():
+    """gpt-oss's `quantization_config` (mxfp4), lowered as llama.cpp's MXFP4_MOE file stores it (`--storage
+    mxfp4_moe`): each expert bank (a stack of 32 matrices) MXFP4 — 32 four-bit values and a one-byte scale in 17
+    bytes —, every other projection Q8_0, the routers F32; counted by hand from examples/configs/gpt-oss-20b.json."""
+    from streamed.model.checkpoint import Storage
+
+    d, vocab, layers, heads, kv, hd, experts, eff = 2880, 201088, 24, 64, 8, 64, 32, 2880
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d
+    banks = 3 * experts * d * eff
+    bf16 = 2 * d + (heads * hd + 2 * kv * hd + d) + heads + experts + 3 * experts * eff
+    layer = q8 * Q8 + banks * 17 / 32 + bf16 * BF16 + d * experts * F32
+    storage = Storage(assumed="MXFP4_MOE")
+    model = lower_streamed(analyze(example_text("gpt-oss-20b"), storage), Deployment("decode", ctx=4096),
+                           storage=storage)
+    per_layer = {g["kind"]: g["weight_bytes_per_layer"] for g in model.residency["layers"]}
+    assert per_layer == {"attention, window 128, experts": layer, "attention, experts": layer}
+    total = layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8
+    assert sum(model.residency["weights"].values()) == total
+    assert round(total / 1e9, 1) == 12.6  # against 22.8 GB with the banks Q8_0
+    m = manifest(model)
+    assert m["checkpoint"]["assumed"] == "MXFP4_MOE"
+    assert {s for row in m["layers"] for n, s in zip(row["weights"], row["storage"]) if n[:2] in ("Eg", "Eu", "Ed")} \
+        == {"MXFP4"}
 
 
 REAL = {"deepseek-v2": TEST_CONFIGS / "deepseek-v2-chat.json", "gpt-oss-20b": CONFIGS / "gpt-oss-20b.json",
