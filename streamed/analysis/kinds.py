@@ -190,18 +190,24 @@ class LayerKind:
         return self.layers[0]
 
 
+def digest_key(programs: Programs, p: Program, storage: Storage = ALL_Q8):
+    """What ``digest_of`` caches layer ``p``'s digest under: its shape and which of its names are stored Q8_0 — with
+    no checkpoint too, where that follows the declared shapes (``Program.assumed_storage``: a weight whose input
+    features are not whole blocks is assumed F16), and so the ``## Model`` constants. ``None``: not cached."""
+    shape = p.section.shape
+    if shape is None or shape.key is None:
+        return None
+    stored = stored_q8(programs, p, storage)
+    return shape.key, tuple(n in stored for n in shape.names)
+
+
 def digest_of(programs: Programs, p: Program, storage: Storage = ALL_Q8, cache: dict | None = None) -> str:
     """``shape_digest`` of layer ``p`` under ``storage``, computed once per shape and storage pattern (``cache``):
     two layers of one shape (``lang.parser.Shape``) have one digest wherever the checkpoint stores the same of their
     weights Q8_0 — with no checkpoint, always."""
-    shape = p.section.shape
-    if shape is None or shape.key is None or cache is None:
+    key = digest_key(programs, p, storage) if cache is not None else None
+    if key is None:
         return shape_digest(p.section.texts, stored_q8(programs, p, storage))
-    if storage.all_q8:
-        key = shape.key
-    else:
-        stored = stored_q8(programs, p, storage)
-        key = (shape.key, tuple(n in stored for n in shape.names))
     d = cache.get(key)
     if d is None:
         d = cache[key] = shape_digest(p.section.texts, stored_q8(programs, p, storage))
