@@ -58,3 +58,13 @@ def test_check_past_trained_warns_on_the_model_heading_and_exits_0(tmp_path, cap
     line = olmo_like().splitlines().index("## Model") + 1
     assert main(["check", str(doc), "--ctx", "8192"]) == 0
     assert f"{doc}:{line}:1: warning: {WARNING}" in capsys.readouterr().out
+
+
+def test_the_editor_s_incremental_analysis_places_the_warning_where_the_whole_analysis_does():
+    from streamed.analysis.incremental import IncrementalAnalyzer
+    from streamed.spatial.diagnose import reject_diagnostics_of
+
+    text = olmo_like()
+    mine = reject_diagnostics_of(IncrementalAnalyzer().analyze(text), Deployment("decode", 8192))
+    whole = reject_diagnostics(analyze(text), Deployment("decode", 8192))
+    assert list(mine) == whole and [d.code for d in whole] == ["context"]
