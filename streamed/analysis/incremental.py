@@ -30,7 +30,7 @@ from itertools import accumulate, chain, compress, islice, repeat
 from operator import attrgetter, eq, is_, is_not, ne
 
 from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
-from .kinds import Divergence, LayerKind, describe, digest_of, divergences, named_kinds
+from .kinds import Divergence, LayerKind, describe, digest_key, digest_of, divergences, named_kinds
 from .places import Base, Spot, Where, placed, spot, token_at
 from ..lang.lexer import Pos, Range, utf8_length
 from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
@@ -390,8 +390,8 @@ class IncrementalAnalyzer:
                             c.retire(k[1])
 
     def _digest(self, programs: Programs, program: Program) -> str:
-        shape = program.section.shape
-        known = self.storage.all_q8 and shape is not None and shape.key is not None and self._digests.get(shape.key) is not None
+        key = digest_key(programs, program, self.storage)
+        known = key is not None and self._digests.get(key) is not None
         d = digest_of(programs, program, self.storage, self._digests)
         self.digested += not known
         return d

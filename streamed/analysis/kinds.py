@@ -158,14 +158,20 @@ def family(name: str) -> str:
 
 def stored_q8(programs: Programs, program: Program, storage: Storage = ALL_Q8) -> frozenset[str]:
     """The weights ``program`` declares that the checkpoint stores Q8_0 (and so are read as stored)."""
+    if storage.all_q8:  # no checkpoint: what llama.cpp's quantizer would write (``Storage``, assumed)
+        return frozenset(n for n, t in program.assumed_storage(storage.assumed) if t == "Q8_0")
     declared = program.q8_declared()
-    if storage.all_q8:
-        return frozenset(declared)
     entries = programs.document.checkpoint
     return frozenset(n for n in declared if storage.q8(bind(entries, n), True))
 
 
 def stored_as(programs: Programs, name: str, declared_q8: bool, storage: Storage) -> str:
+    """How the declared weight ``name`` is stored: as the checkpoint says, or — with none read — as it is assumed
+    (``Program.assumed_storage``, by the program that declares it)."""
+    if storage.all_q8 and declared_q8:
+        for p in programs.all():
+            if name in p.q8_declared():
+                return dict(p.assumed_storage(storage.assumed))[name]
     ref = None if storage.all_q8 else bind(programs.document.checkpoint, name)
     return storage.stored_as(ref, declared_q8)
 
@@ -186,18 +192,24 @@ class LayerKind:
         return self.layers[0]
 
 
+def digest_key(programs: Programs, p: Program, storage: Storage = ALL_Q8):
+    """What ``digest_of`` caches layer ``p``'s digest under: its shape and which of its names are stored Q8_0 — with
+    no checkpoint too, where that follows the declared shapes (``Program.assumed_storage``: a weight whose input
+    features are not whole blocks is assumed F16), and so the ``## Model`` constants. ``None``: not cached."""
+    shape = p.section.shape
+    if shape is None or shape.key is None:
+        return None
+    stored = stored_q8(programs, p, storage)
+    return shape.key, tuple(n in stored for n in shape.names)
+
+
 def digest_of(programs: Programs, p: Program, storage: Storage = ALL_Q8, cache: dict | None = None) -> str:
     """``shape_digest`` of layer ``p`` under ``storage``, computed once per shape and storage pattern (``cache``):
     two layers of one shape (``lang.parser.Shape``) have one digest wherever the checkpoint stores the same of their
     weights Q8_0 — with no checkpoint, always."""
-    shape = p.section.shape
-    if shape is None or shape.key is None or cache is None:
+    key = digest_key(programs, p, storage) if cache is not None else None
+    if key is None:
         return shape_digest(p.section.texts, stored_q8(programs, p, storage))
-    if storage.all_q8:
-        key = shape.key
-    else:
-        stored = stored_q8(programs, p, storage)
-        key = (shape.key, tuple(n in stored for n in shape.names))
     d = cache.get(key)
     if d is None:
         d = cache[key] = shape_digest(p.section.texts, stored_q8(programs, p, storage))

@@ -5,7 +5,9 @@ silent success reads as a command that did nothing). Exit status 1 when any is a
 
 from __future__ import annotations
 
-from .common import add_deployment_options, deployment_from, load_storage, load_target_or_fail, read_document
+from .common import (
+    add_deployment_options, add_storage_option, deployment_from, load_storage, load_target_or_fail, read_document,
+)
 
 
 def lowering_diagnostics(a, args) -> list:
@@ -22,7 +24,7 @@ def cmd_check(args) -> int:
     from ..lang.files import shown
     from ..lang.syntax import Severity
 
-    a = analyze(read_document(args.doc), load_storage(args.checkpoint))
+    a = analyze(read_document(args.doc), load_storage(args.checkpoint, args.storage))
     diagnostics = list(a.diagnostics)
     diagnostics += lowering_diagnostics(a, args)
     diagnostics.sort(key=lambda d: (d.range.start.offset, d.severity.value))
@@ -48,6 +50,7 @@ def add_parser(sub) -> None:
     c.add_argument("doc", metavar="DOC")
     c.add_argument("--json", action="store_true", help="print JSON")
     c.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides the kinds")
+    add_storage_option(c)
     d = c.add_argument_group("the deployment each kind's lowering is checked for (as `streamed lower` takes it)")
     add_deployment_options(d, ctx_help="KV-cache length (default 4096)")
     d.add_argument("--target", default=None, metavar="TARGET", help="sn50 (default), sn40l, or a .toml file")

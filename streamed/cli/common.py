@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..spatial.deployment import MODES, Deployment, size_problem
+from ..lang.files import display
 from ..spatial.units import size
 
 
@@ -98,15 +99,27 @@ def deployment_from(args, defaults: dict | None = None):
                       tp=sizes.get("tp", 1))
 
 
-def load_storage(checkpoint: str | None):
-    """The storage a checkpoint gives, or every q8 weight stored Q8_0 when none is named."""
-    from ..model.checkpoint import CheckpointError
+def add_storage_option(p) -> None:
+    """``--storage``: the file type a document read with no checkpoint assumes its weights written as."""
+    p.add_argument("--storage", choices=("q8_0", "f16", "bf16", "mxfp4_moe"), default=None,
+                   help="without --checkpoint: assume the weights are what llama.cpp's quantizer writes for this file "
+                        "type (default q8_0: routers kept F32, weights whose input features are not whole blocks F16)")
+
+
+def load_storage(checkpoint: str | None, storage: str | None = None):
+    """The storage a checkpoint gives; with none named, the storage assumed for the file type ``storage``
+    (``--storage``; ``q8_0`` by default). Both named is bad input: a checkpoint's storage is read, not assumed."""
+    from ..model.checkpoint import FILE_TYPES, CheckpointError, Storage
     from ..model.storage import storage_of
 
+    if checkpoint is not None and storage is not None:
+        raise UserError(f"--storage {storage} names what to assume without a checkpoint, but --checkpoint "
+                        f"{display(checkpoint)} is read: give one of them")
     try:
-        return storage_of(checkpoint)
+        read = storage_of(checkpoint)
     except CheckpointError as e:
         raise UserError(str(e)) from None
+    return read if storage is None else Storage(assumed=FILE_TYPES[storage])
 
 
 def load_target_or_fail(target: str | None):

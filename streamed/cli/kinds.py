@@ -5,7 +5,7 @@ take a broken document's for a whole one); 2 for bad input."""
 
 from __future__ import annotations
 
-from .common import load_storage, plural, print_errors, read_document, table
+from .common import add_storage_option, load_storage, plural, print_errors, read_document, table
 
 
 def kinds_json(a) -> dict:
@@ -29,7 +29,7 @@ def kinds_json(a) -> dict:
 def cmd_kinds(args) -> int:
     from ..analysis.whole import analyze, layer_ranges, position
 
-    a = analyze(read_document(args.doc), load_storage(args.checkpoint))
+    a = analyze(read_document(args.doc), load_storage(args.checkpoint, args.storage))
     if args.json:
         import json  # only for --json: not imported by every command's start
 
@@ -56,4 +56,5 @@ def add_parser(sub) -> None:
     k.add_argument("doc", metavar="DOC")
     k.add_argument("--json", action="store_true", help="print JSON")
     k.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides the kinds")
+    add_storage_option(k)
     k.set_defaults(run=cmd_kinds)

@@ -14,7 +14,8 @@ import time
 from ..spatial.units import size
 from .signals import SIGNALS
 from .common import (
-    UserError, add_deployment_options, deployment_from, load_storage, load_target_or_fail, print_errors, read_document,
+    UserError, add_deployment_options, add_storage_option, deployment_from, load_storage, load_target_or_fail,
+    print_errors, read_document,
 )
 
 
@@ -37,6 +38,9 @@ def summary(model, out_dir: str) -> str:
     kinds = "; ".join(f"{k.name}: {layers_named(k.layers)}" for k in model.kinds)
     lines.append(f"  kinds lowered  {len(model.kinds)} ({kinds})")
     lines.append(f"  layers bound   {len(model.layers)} (each layer runs its kind's program on its own weights and state)")
+    lines.append(f"  storage        {_storage(model)}")
+    if model.past_training:
+        lines.append(f"  context        warning: {model.past_training}")
     lines += _held(model)
     tiled = [_tiles(name, p, model.estimate["programs"][name]["weight_reads"]) for name, p in model.programs()
              if p.tiles]
@@ -56,6 +60,21 @@ def summary(model, out_dir: str) -> str:
                  f"{_seconds(e['step']['seconds'])}, {e['bound']}-bound{', reading ' + moved if moved else ''}"
                  f"{' per chip' if moved and d.chips > 1 else ''})")
     return "\n".join(lines)
+
+
+def _storage(model) -> str:
+    """Whether the weights' storage was read or assumed, and from what; assumed, how many weights of each type and
+    which are not the file's type (a router kept F32, a weight too narrow for Q8_0 blocks kept F16)."""
+    naming = model.naming
+    if naming is None or naming.assumed is None:
+        return naming.said if naming is not None else "read"
+    by_type: dict[str, list[str]] = {}
+    for name, t in naming.declared_q8.items():
+        by_type.setdefault(t, []).append(name)
+    counts = "; ".join(f"{len(names)} {t}" + ("" if t == naming.assumed else f" ({', '.join(names[:3])}"
+                                               f"{', …' if len(names) > 3 else ''})")
+                       for t, names in sorted(by_type.items(), key=lambda tn: (tn[0] != naming.assumed, tn[0])))
+    return f"{naming.said}: {counts}" if counts else naming.said
 
 
 def _held(model) -> list[str]:
@@ -133,7 +152,7 @@ def cmd_lower(args) -> int:
     deployment = deployment_from(args)
     target = load_target_or_fail(args.target)
     text = read_document(args.doc)
-    storage = load_storage(args.checkpoint)
+    storage = load_storage(args.checkpoint, args.storage)
     started = time.perf_counter()
     analysis = analyze(text, storage)
     if analysis.errors:
@@ -198,6 +217,7 @@ def add_parser(sub) -> None:
     p.add_argument("doc", metavar="DOC")
     add_deployment_options(p)
     p.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint whose storage decides Q8_0 folding")
+    add_storage_option(p)
     p.add_argument("--target", default="sn50", metavar="TARGET", help="sn50 (default), sn40l, or a .toml file")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="the bundle directory")
     p.add_argument("--no-sweep", dest="sweep", action="store_false",

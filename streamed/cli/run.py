@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from .cluster import add_cluster_options
-from .common import (UserError, add_arithmetic_option, add_memory_option, arithmetic_line, arithmetic_of,
-                     load_storage, print_errors, read_document, refuse_unless_it_fits, whole)
+from .common import (UserError, add_arithmetic_option, add_memory_option, add_storage_option, arithmetic_line,
+                     arithmetic_of, load_storage, print_errors, read_document, refuse_unless_it_fits, whole)
 
 
 def add_parser(sub) -> None:
@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
     r.add_argument("--tokens", required=True, metavar="T,T,…", help="token ids, comma-separated (e.g. 1,2,3)")
     src = r.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    add_storage_option(r)
     src.add_argument("--seed", type=whole("--seed"), default=0, help="seeded weights (default seed 0)")
     steps = r.add_mutually_exclusive_group()
     steps.add_argument("--decode", action="store_true", help="one token per step (default: all tokens in one step)")
@@ -91,7 +92,7 @@ def cmd_run(args) -> int:
     tokens = parse_tokens(args.tokens)
     on_cluster = cluster.wanted(args)
     text = read_document(args.doc)
-    storage = load_storage(args.checkpoint)
+    storage = load_storage(args.checkpoint, args.storage)
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "run", "run")

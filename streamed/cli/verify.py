@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from .cluster import add_cluster_options
-from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, arithmetic_line,
-                     arithmetic_of, deployment_from, load_storage, print_errors, read_document,
+from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, add_storage_option,
+                     arithmetic_line, arithmetic_of, deployment_from, load_storage, print_errors, read_document,
                      refuse_unless_it_fits, whole)
 
 
@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
                                        "tp": "chips of a tensor-parallel deployment (default 2)"})
     src = v.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="CKPT", help="a GGUF checkpoint the document's `## Checkpoint` binds")
+    add_storage_option(v)
     src.add_argument("--seed", type=whole("--seed"), default=0, help="seeded weights (default seed 0)")
     v.add_argument("--steps", type=whole("--steps"), default=None,
                    help="steps to run (default: enough to cover the document — decode past every attention window "
@@ -99,7 +100,7 @@ def cmd_verify(args) -> int:
     arithmetic, chosen_by = arithmetic_of(args)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
     on_cluster = cluster.wanted(args)
-    storage = load_storage(args.checkpoint)
+    storage = load_storage(args.checkpoint, args.storage)
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")

@@ -728,6 +728,8 @@ class _Author:
                            "each block's output scaled before it joins the residual"))
         if spec.logit_scale is not None:
             consts.append(("lscale", spec.logit_scale, "the logits' scale"))
+        if spec.trained is not None:
+            consts.append(("trained", spec.trained, "the context it was trained at: a longer ctx is warned of"))
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))

@@ -53,16 +53,42 @@ def bind(entries: tuple[CheckpointEntry, ...] | list[CheckpointEntry], name: str
     return None
 
 
+#: The file types a document read with no checkpoint may assume its weights written as (``--storage``): llama.cpp's
+#: quantizer's ``ftype``s, as its command line names them, and the type each writes a quantisable weight as.
+FILE_TYPES = {"q8_0": "Q8_0", "f16": "F16", "bf16": "BF16", "mxfp4_moe": "MXFP4_MOE"}
+
+
+def quantized_as(shape: tuple, file_type: str, router: bool) -> str:
+    """The type llama.cpp's quantizer (``llama-quant.cpp``: ``tensor_allows_quantization``, ``tensor_type_fallback``)
+    writes a weight of declared ``shape`` (the language's ``in by out``: GGUF's ``ne[0]`` is its input features, axis
+    −2) as, in a file of ``file_type``: a router or shared gate (``ffn_gate_inp``) and a tensor of one dimension are
+    never quantised — kept as the converter wrote them, F32; a Q8_0 file's tensor whose input features are not whole
+    blocks of 32 falls back to F16; every other weight is the file's type — in an ``MXFP4_MOE`` file (gpt-oss's
+    ``quantization_config`` ``mxfp4``), an expert bank (``ne[2] > 1``: a stack of matrices) MXFP4 and every other
+    weight Q8_0, both of blocks of 32."""
+    if router or len(shape) < 2:
+        return "F32"
+    if file_type == "MXFP4_MOE":
+        file_type = "MXFP4" if len(shape) == 3 and shape[0] != 1 else "Q8_0"
+    if file_type in ("Q8_0", "MXFP4") and isinstance(shape[-2], int) and shape[-2] % Q8_BLOCK:
+        return "F16"
+    return file_type
+
+
 @dataclass(frozen=True)
 class Storage:
     """Which of the weights the author declares ``q8`` the checkpoint stores Q8_0.
 
-    ``types is None`` is the built-in answer: every declared ``q8`` weight is stored Q8_0 (a checkpoint written as the
-    author declares it). Otherwise ``types`` maps each checkpoint tensor to its GGUF type name (``Q8_0``, ``F16``…)."""
+    ``types is None``: no checkpoint is read, and the storage is *assumed* — what llama.cpp's quantizer writes for
+    the file type ``assumed`` (``Q8_0`` unless the user names another: ``--storage``), weight by weight from the
+    document (``Program.assumed_storage``: routers kept F32, a Q8_0 file's weights whose input features are not whole
+    blocks F16). Otherwise ``types`` maps each checkpoint tensor to its GGUF type name (``Q8_0``, ``F16``…), read
+    from the file ``source``."""
 
     types: Mapping[str, str] | None = None
     source: str = "every q8 weight stored Q8_0"
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    assumed: str = "Q8_0"
 
     @property
     def all_q8(self) -> bool:
@@ -70,8 +96,8 @@ class Storage:
 
     def stored_as(self, ref: TensorRef | None, declared_q8: bool) -> str:
         """How the weight is stored, as a person says it: ``Q8_0``, ``F16``, ``F32``, ``missing``."""
-        if self.types is None:
-            return "Q8_0" if declared_q8 else "dense"
+        if self.types is None:  # assumed: the type of a weight the document declares q8 is the program's to say
+            return self.assumed if declared_q8 else "dense"
         if ref is None:
             return "unbound"
         return self.types.get(ref.tensor, "missing")
@@ -81,8 +107,8 @@ class Storage:
         tensor whole blocks (a row slice must start and end on a 32-element block)."""
         if not declared_q8:
             return False
-        if self.types is None:
-            return True
+        if self.types is None:  # assumed: ``Program.assumed_storage`` says which (``analysis.kinds.stored_q8``)
+            return self.assumed == "Q8_0"
         if ref is None or self.types.get(ref.tensor) != "Q8_0":
             return False
         if ref.rows is not None and (ref.rows[0] % Q8_BLOCK or ref.rows[1] % Q8_BLOCK):
@@ -93,33 +119,57 @@ class Storage:
 ALL_Q8 = Storage()
 
 
+def storage_said(assumed: str | None, file: str | None) -> str:
+    """Where a lowering's storage comes from, as a person reads it: ``read from`` the checkpoint's file, or
+    ``assumed`` — for the file type assumed, and what that means weight by weight."""
+    if assumed is None:
+        return f"read from {file}"
+    article = "an" if assumed[0] in "AEFHILMNORSX" else "a"
+    if assumed == "MXFP4_MOE":
+        return (f"assumed: what llama.cpp's quantizer writes for an MXFP4_MOE file (expert banks MXFP4, 17 bytes per "
+                f"32 values; routers and shared gates F32; every other weight Q8_0, F16 where its input features are "
+                f"not whole blocks of 32)")
+    return (f"assumed: what llama.cpp's quantizer writes for {article} {assumed} file (routers and shared gates F32"
+            + (", weights whose input features are not whole blocks of 32 F16" if assumed == "Q8_0" else "") + ")")
+
+
+
 @dataclass(frozen=True)
 class Naming:
     """Which checkpoint tensor each declared weight reads, by the name a layer gives it (``Wq17``), and how that
     tensor is stored: what a bundle's manifest records for every weight of every layer, so that a runtime loads each
     layer's own tensors without the document.
 
-    ``kind`` says where the names come from: ``gguf`` — the document's ``## Checkpoint`` bindings, of the GGUF the
+    ``assumed``: the file type assumed when no checkpoint was read (``said``). ``kind`` says where the names come
+    from: ``gguf`` — the document's ``## Checkpoint`` bindings, of the GGUF the
     lowering read (``file``), which also says each tensor's type; ``document`` — those bindings with no checkpoint
-    read (the names are the authoring's own: GGUF names from a GGUF, Hugging Face names from a ``config.json``);
+    read (the names are the authoring's own: GGUF names from a GGUF, Hugging Face names from a ``config.json``), and
+    the storage assumed (``Storage``: what llama.cpp's quantizer writes for the file type assumed);
     ``declared`` — the document binds nothing, so each weight's tensor is its declared name (as seeded weights are
     read). A weight no binding names is read under its declared name in every case. ``refs`` holds the names a
     manifest recorded, when a bundle is read back without its document. ``declared_q8``: the weights the document
-    declares ``q8`` (without a checkpoint, those are the ones stored Q8_0)."""
+    declares ``q8``, each with the type it is assumed stored as without a checkpoint (``Program.assumed_storage``)."""
 
     kind: str
     file: str | None = None
     entries: tuple[CheckpointEntry, ...] = ()
     storage: Storage = ALL_Q8
     refs: Mapping[str, tuple[TensorRef, str]] | None = None
-    declared_q8: frozenset[str] = frozenset()
+    declared_q8: Mapping[str, str] = field(default_factory=dict)
+    assumed: str | None = None
+
+    @property
+    def said(self) -> str:
+        """Whether the storage of every weight was read from the checkpoint or assumed, and from what."""
+        return storage_said(self.assumed, self.file)
 
     @staticmethod
-    def of(entries: tuple[CheckpointEntry, ...], storage: Storage, declared_q8: frozenset[str]) -> "Naming":
+    def of(entries: tuple[CheckpointEntry, ...], storage: Storage, declared_q8: Mapping[str, str]) -> "Naming":
         """The naming a lowering of a document with checkpoint ``entries`` over ``storage`` gives."""
         kind = "declared" if not entries else "document" if storage.all_q8 else "gguf"
         file = None if storage.all_q8 else PurePath(storage.source).name
-        return Naming(kind, file, tuple(entries), storage, None, frozenset(declared_q8))
+        return Naming(kind, file, tuple(entries), storage, None, dict(declared_q8),
+                      storage.assumed if storage.all_q8 else None)
 
     def ref(self, name: str) -> TensorRef:
         """The tensor (and part of it) the declared weight ``name`` reads."""
@@ -129,8 +179,10 @@ class Naming:
 
     def stored(self, name: str, ref: TensorRef | None = None) -> str:
         """How the weight ``name`` (which reads ``ref``, when known) is stored: the checkpoint's type (``Q8_0``,
-        ``F16``, ``F32``…; ``missing`` when the checkpoint lacks it); without a checkpoint, ``Q8_0`` for a weight
-        declared ``q8`` and ``dense`` for any other (``Storage.stored_as``)."""
+        ``F16``, ``F32``…; ``missing`` when the checkpoint lacks it); without a checkpoint, the type assumed for a
+        weight declared ``q8`` (``Program.assumed_storage``) and ``dense`` for any other."""
         if self.refs is not None and name in self.refs:
             return self.refs[name][1]
+        if self.storage.all_q8:
+            return self.declared_q8.get(name, "dense")
         return self.storage.stored_as(ref or self.ref(name), name in self.declared_q8)

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from gguf.constants import GGML_QUANT_SIZES, Keys
 
 from ..lang.files import FileProblem, size_of
-from ..lang.limits import MAX_DIMENSION, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONTEXT, MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
 from .names import gguf_tensor
 from . import gguf_keys
@@ -308,9 +308,10 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         mixer = _mixer(path, m, arch, l, d, tensors, need, shape, base, scaling, swa, n)
         ffn = _ffn(path, m, arch, l, d, tensors, need, shape)
         if ffn is None and mixer is not None:
-            # deci.cpp `continue`s past a layer without a feed-forward block before its attention joins the residual.
+            # ★ deci.cpp `continue`s past a layer without a feed-forward block before its attention joins the
+            # residual, dropping it; the model's own code adds it (LANGUAGE §4): the document keeps the attention, as
+            # the config.json route does, and says where llama.cpp differs.
             skipped.append(l)
-            mixer = None
         sandwich = shape(_t("ffn_post_norm", arch, l)) is not None
         # OLMo 2 norms only the blocks' outputs; a deci layer without attention has only its feed-forward norm.
         pre_norm = shape(_t("attn_norm", arch, l)) is not None if mixer is not None else \
@@ -319,8 +320,9 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
                                 residual_scale=residual))
     if skipped:
         which = f"layer{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
-        notes.append(f"llama.cpp skips {which} whole, and so does this document: a deci layer without a feed-forward "
-                     f"block `continue`s before its attention joins the residual (transformers adds it).")
+        notes.append(f"llama.cpp skips {which} whole, and this document does not: its deci graph `continue`s past a "
+                     f"layer without a feed-forward block before the attention joins the residual; the model's own "
+                     f"code (transformers' decoder layer) adds it, and so does this document.")
     if any(isinstance(l.mixer, LatentAttention) and l.mixer.kv_b_packed for l in layers):
         notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
                      "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
@@ -335,7 +337,8 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
     return ModelSpec(str(title), arch, d, vocab, tuple(layers), final_norm, tied=tied, embed_scale=embed_scale,
                      final_softcap=cap or None, logit_scale=logit_scale, logit_scale_why=why,
                      embed_scale_why="the checkpoint's embedding_scale" if arch not in ("gemma2", "gemma3") else None,
-                     naming="gguf", source=path, notes=tuple(notes))
+                     naming="gguf", source=path, notes=tuple(notes),
+                     trained=m.int(Keys.LLM.CONTEXT_LENGTH, maximum=MAX_CONTEXT))  # llama.cpp's n_ctx_train
 
 
 def _scale(m: _Meta, key: str) -> float | None:

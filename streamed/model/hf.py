@@ -29,7 +29,7 @@ from typing import Any
 
 from ..lang.files import FileProblem, read_file
 from ..lang.jsontext import JsonError, loads
-from ..lang.limits import MAX_CONFIG_BYTES, MAX_LAYER, beyond
+from ..lang.limits import MAX_CONFIG_BYTES, MAX_CONTEXT, MAX_LAYER, beyond
 from .hf_config import (
     _Config, _activation, _heads, _kind_of_layer, _mrope_note, _no, _partial, _rotation, _scaling_note, _window,
     _yarn_mscale,
@@ -280,19 +280,39 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
     if wrapper:
         notes.insert(0, f"The text model of a {wrapper} config (its text_config); the vision tower is not written.")
     quant = config.get("quantization_config")
-    if isinstance(quant, dict) and quant:
-        # FP8, MXFP4, GPTQ… checkpoints keep their weights in packs of their own (`weight_scale_inv`, `_blocks`,
-        # `qweight`): the model is the same, but the tensors bound below are transformers' dequantised parameters.
-        method = quant.get("quant_method", "an unnamed method")
-        notes.append(f"The published checkpoint is quantized ({method}): the bindings name transformers' "
-                     f"dequantised parameters, which its tensors are not stored as.")
+    if quant is not None and not isinstance(quant, dict):
+        raise SpecError(f"{where}: `quantization_config` must be an object, not {json.dumps(quant)[:40]}")
+    if quant:
+        # MXFP4 (gpt-oss) is what llama.cpp stores too (`--storage mxfp4_moe`: the expert banks in 17 bytes per 32
+        # values); any other method (FP8's blocks, GPTQ's packs…) is refused rather than assumed away.
+        method = quant.get("quant_method")
+        if method != "mxfp4":
+            raise SpecError(f"{where}: `quantization_config.quant_method` is {json.dumps(method)[:40]}: a "
+                            f"quantization the project does not model (mxfp4 is)")
+        notes.append("The published checkpoint is quantized (mxfp4): its expert banks are stored MXFP4, 17 bytes per "
+                     "32 values, as llama.cpp's MXFP4_MOE files store them — lower with `--storage mxfp4_moe` to "
+                     "count them so; the bindings name transformers' dequantised parameters.")
     return ModelSpec(
         name=name or extra.get("name", model_type), architecture=model_type, d=d, vocab=vocab, layers=tuple(layers),
         final_norm=extra.get("final_norm", Norm(eps)), tied=tied, embed_scale=extra.get("embed_scale"),
         final_softcap=extra.get("final_softcap"), logit_scale=extra.get("logit_scale"),
         logit_scale_why=extra.get("logit_scale_why"), embed_scale_why=extra.get("embed_scale_why"),
-        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed,
+        naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed, trained=_trained(c),
     )
+
+
+def _trained(c: _Config) -> int | None:
+    """The context the model was trained at: ``max_position_embeddings`` (as transformers holds it), else its rope
+    scaling's ``original_max_position_embeddings``; ``None`` when the config says neither."""
+    scaling = c.dict("rope_scaling") or c.dict("rope_parameters") or {}
+    for field, v in (("max_position_embeddings", c.get("max_position_embeddings")),
+                     ("rope_scaling.original_max_position_embeddings", scaling.get("original_max_position_embeddings"))):
+        if v is not None:
+            why = beyond(v, MAX_CONTEXT)
+            if why is not None:
+                raise c.fail(field, why)
+            return int(v)
+    return None
 
 
 def _tied(c: _Config, config: dict, outer: str | None, where: str) -> bool:

@@ -142,8 +142,8 @@ def _rotation(c: _Config, dims: int, layer_type: str = "full_attention", default
     """The rotation of a head rotating ``dims`` dims, with its frequency scaling and attention factor read as
     transformers' ``modeling_rope_utils`` reads them (``_compute_linear_scaling_rope_parameters``,
     ``_compute_llama3_parameters``, ``_compute_yarn_parameters``, ``_compute_longrope_parameters``); and the raw
-    scaling parameters. A scheme the language cannot express (``dynamic``: it depends on the sequence's length) leaves
-    the tables unscaled and is named in ``unmodelled``."""
+    scaling parameters. A scheme the language cannot express (``dynamic``: it depends on the sequence's length; any
+    other) is refused, naming the field and the scheme."""
     base, kind, params = _rope(c, layer_type, default_base)
     if kind == "default":
         return Rotation(dims, base, skip=skip, interleaved=interleaved), params
@@ -183,10 +183,12 @@ def _rotation(c: _Config, dims: int, layer_type: str = "full_attention", default
         return Rotation(dims, base, scaling, skip=skip, interleaved=interleaved, attention=attention), params
     if kind in ("longrope", "su"):
         return _longrope(c, dims, base, params, field, skip=skip, interleaved=interleaved), params
-    factor = params.get("factor")
-    shown = factor is not None and beyond(factor, math.inf, minimum=0, whole=False) is None
-    phrase = f"rope scaling `{kind}`" + (f" (factor {factor:g})" if shown else "")
-    return Rotation(dims, base, skip=skip, interleaved=interleaved, unmodelled=phrase), params
+    # ★ Refused, never written with plain frequencies: `dynamic` (NTK) changes θ with the sequence's length past the
+    # original context, which no table of the language holds; any other scheme computes what we cannot say.
+    why = ("its frequencies change with the sequence's length, which the language's tables do not express"
+           if kind == "dynamic" else "a scheme the language does not model (linear, llama3, yarn and longrope are)")
+    key = "rope_type" if "rope_type" in params else "type"
+    raise c.fail(f"{field}.{key}", f"is {json.dumps(kind)[:40]}: {why}")
 
 
 def _longrope(c: _Config, dims: int, base: float, params: dict, field: str, *, skip: int = 0,

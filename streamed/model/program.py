@@ -16,6 +16,7 @@ from ..lang.limits import MAX_DIMENSION, beyond
 from ..lang.limits import show as show_value
 from ..lang.lexer import Range
 from ..lang.parser import nearest, split_statements
+from .checkpoint import quantized_as
 from ..lang.syntax import (
     Binary,
     Call,
@@ -200,6 +201,40 @@ class Program:
             index, mine = _name_index(self._rep), self.section.shape.names
             return tuple(mine[index[n]] for n in self._rep.q8_declared())
         return tuple(d.name for d in self.decls.values() if d.role == "weight" and d.q8)
+
+
+    def assumed_storage(self, file_type: str = "Q8_0") -> tuple[tuple[str, str], ...]:
+        """Each weight this program declares ``q8``, with the type llama.cpp's quantizer writes it as in a file of
+        ``file_type`` (``Q8_0``, ``F16``, ``BF16``: ``llama_model_quantize``'s ``ftype``) — what a document read with
+        no checkpoint assumes, in declaration order (``model.checkpoint.quantized_as``, the rule). A renamed program's
+        are its representative's, renamed without renaming the rest of its declarations."""
+        if self._decls is None and self._rep is not None:
+            index, mine = _name_index(self._rep), self.section.shape.names
+            return tuple((mine[index[n]], t) for n, t in self._rep.assumed_storage(file_type))
+        kept = routers(self.statements)
+        return tuple((d.name, quantized_as(d.shape, file_type, d.name in kept)) for d in self.decls.values()
+                     if d.role == "weight" and d.q8)
+
+
+def routers(statements) -> frozenset[str]:
+    """The weights ``statements`` read as an ``experts``' router or shared gate — llama.cpp's ``ffn_gate_inp`` and
+    ``ffn_gate_inp_shexp``, which its quantizer never quantises."""
+    out: set[str] = set()
+
+    def walk(e) -> None:
+        if isinstance(e, Binary):
+            walk(e.left)
+            walk(e.right)
+        elif isinstance(e, Call):
+            if e.op == "experts":
+                out.update(a.text for slot, a in e.args if slot in ("R", "S") and isinstance(a, Name))
+            for _, a in e.args:
+                walk(a)
+
+    for st in statements:
+        if isinstance(st, (Let, Set)):
+            walk(st.value)
+    return frozenset(out)
 
 
 def _name_index(p: Program) -> dict[str, int]:

@@ -225,6 +225,9 @@ class ModelSpec:
     scale's reason where it is not Gemma's √d.
 
     ``naming`` is ``"gguf"`` or ``"hf"``: whose tensor names the author binds (llama.cpp's or transformers').
+    ``trained`` is the context the model was trained at (a config's ``max_position_embeddings``, else its rope
+    scaling's original context; a GGUF's ``context_length``): the document's ``trained`` constant, past which a
+    deployment's context is warned of (LANGUAGE §3).
     ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
     taken for them (transformers' class default): the author writes them first among the notes, and ``streamed
     author`` repeats them as warnings, so a config missing ``hidden_size`` is never authored at 4096 without a word."""
@@ -246,6 +249,7 @@ class ModelSpec:
     source: str = ""
     notes: tuple[str, ...] = field(default=())
     assumed: tuple[str, ...] = field(default=())
+    trained: int | None = None
 
     def __post_init__(self):
         if not self.layers:

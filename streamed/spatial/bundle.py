@@ -490,7 +490,8 @@ def read_bundle(directory: str | Path) -> StreamedModel:
         for shared in m["shared"].values():
             for w in (shared or {}).get("weights", ()):
                 refs[w["name"]] = (_ref(w["checkpoint"], w), w["storage"])
-        naming = Naming(m["checkpoint"]["naming"], m["checkpoint"]["file"], refs=refs)
+        naming = Naming(m["checkpoint"]["naming"], m["checkpoint"]["file"], refs=refs,
+                        assumed=m["checkpoint"].get("assumed"))
         target = SpatialTarget(**m["target_spec"])
         if target_problem(target) is not None:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its target's {target_problem(target)}")
@@ -502,7 +503,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             embed=embed, kinds=tuple(kinds), head=program(m["programs"]["head"]), layers=tuple(layers),
             residency=m["residency"], estimate=m["estimate"], deployment=deployment, target=target,
             title=m.get("title"), embed_identity=m["identities"]["embed"], head_identity=m["identities"]["head"],
-            naming=naming, document_sha256=m["document"]["sha256"],
+            naming=naming, document_sha256=m["document"]["sha256"], trained=m.get("trained"),
             statements=({name: tuple(sts) for name, sts in m["statements"].items()} if "statements" in m else None))
     except (KeyError, TypeError, ValueError) as e:  # what the schemas leave open, said rather than raised
         raise BundleError(f"{where}: malformed bundle ({type(e).__name__}: {str(e)[:120]})") from None
@@ -641,7 +642,7 @@ def document_problem(model: StreamedModel, analysis, storage) -> str | None:
         show = lambda ks: "; ".join(f"{n}: {layer_ranges(ls)}" for n, ls in ks) or "none"  # noqa: E731
         return f"its kinds are {show(theirs)}; the document's are {show(ours)}"
     programs = analysis.programs
-    q8 = frozenset(name for p in programs.all() for name in p.q8_declared())
+    q8 = {n: t for p in programs.all() for n, t in p.assumed_storage(storage.assumed)}
     naming = Naming.of(analysis.document.checkpoint, storage, q8)
     compare_storage = model.naming is not None and model.naming.kind == naming.kind
     kinds = {k.name: k for k in model.kinds}

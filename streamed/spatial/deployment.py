@@ -42,6 +42,21 @@ MODES = ("forward", "decode", "prefill", "batched", "tp", "batched-tp")
 SIZE_LIMITS = {"ctx": MAX_CONTEXT, "chunk": MAX_CONTEXT, "batch": MAX_BATCH, "tp": MAX_UNITS}
 
 
+def past_training(ctx: int, trained: int | None) -> str | None:
+    """The warning a context past the one the model was trained at gets (the document's ``trained`` constant, LANGUAGE
+    §3), or ``None``: the model computes there, but what it computes is nothing it learned."""
+    if trained is None or ctx <= trained:
+        return None
+    return (f"ctx {ctx:,} is past the {trained:,} positions the model was trained at (`trained`): what it computes "
+            f"there it was never trained to")
+
+
+def trained_of(constants: dict) -> int | None:
+    """The document's ``trained`` constant (LANGUAGE §3), when it is a whole number of positions."""
+    v = constants.get("trained")
+    return int(v) if isinstance(v, (int, float)) and v >= 1 and v == int(v) else None
+
+
 def size_problem(size: str, value, say_value: bool = True) -> str | None:
     """Why ``value`` cannot be the deployment's ``size`` (``ctx``, ``chunk``, ``batch``, ``tp``), as the end of a
     sentence that names it first, or ``None``: a whole number from 1 to its limit."""

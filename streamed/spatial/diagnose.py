@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from operator import itemgetter
+from types import SimpleNamespace
 
 from ..analysis.incremental import IncrementalAnalysis, as_analysis
 from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
-from ..lang.syntax import Diagnostic, Related, Severity
-from .deployment import Deployment
+from ..lang.syntax import Diagnostic, Related, SectionKind, Severity
+from .deployment import Deployment, past_training, trained_of
 from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_part, shared_tables
 from .lower import LoweringError, TPError
 from .passes.footprint import sram_footprint
@@ -36,6 +37,16 @@ def _at(program, statement: int | None):
             if st.index == statement:
                 return st.range
     return program.section.heading
+
+
+def _context(analysis: Analysis, deployment: Deployment) -> list:
+    """A warning on the ``## Model`` heading when the deployment's context is past the one the model was trained at
+    (its ``trained`` constant): the model computes there what it never learned to. As ``_rejects``' entries."""
+    why = past_training(deployment.ctx, trained_of(analysis.programs.constants))
+    model = next((s for s in analysis.document.sections if s.kind is SectionKind.MODEL), None)
+    if why is None or model is None:
+        return []
+    return [(SimpleNamespace(section=model), Diagnostic(model.heading, Severity.WARNING, why, "context"), ())]
 
 
 def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, target=None,
@@ -109,10 +120,11 @@ def _found(analysis: Analysis, deployment: Deployment, target, cache: dict):
     if analysis.errors or deployment.refusal():
         return []
     deployment = deployment.normal()
+    context = _context(analysis, deployment)
     try:
         target = load_target(target)
     except TargetError:
-        return []
+        return context
     progs = analysis.programs
     constants = tuple(sorted(progs.constants.items()))
     out: list = []
@@ -131,7 +143,7 @@ def _found(analysis: Analysis, deployment: Deployment, target, cache: dict):
         where = next((p for label, p, _, _ in chain if label == r.program), None)
         if where is not None:
             out.append((where, Diagnostic(_at(where, r.statement), Severity.ERROR, str(r), "reject"), ()))
-        return out
+        return context + out
     # Each program's outcome, as the last check found it while its program, its kind's digest, its part of the shared
     # tables, the constants, the storage and the checkpoint's bindings are the same: a keystroke asks the kind cache
     # only for what it changed.
@@ -181,17 +193,17 @@ def _found(analysis: Analysis, deployment: Deployment, target, cache: dict):
     cache[memo_key] = (shared, constants, stored, outcomes, {k: v for k, v in tables.items() if k in current})
     if not out:
         out += _residency(analysis, deployment, target, cache, [p for _, p, _, _ in chain], lowered)
-    return out
+    return context + out
 
 
 def _sizes(program, known: dict) -> tuple[int, int, int]:
-    """A lowered program's own SRAM (activations and tables), weight bytes and state bytes per chip — what the
+    """A lowered program's own SRAM (activations, tables and what its ops hold while they run), weight bytes and state bytes per chip — what the
     residency plan reads of it — computed once per program (``known``, carried from check to check)."""
     key = id(program)
     hit = known.get(key)
     if hit is None or hit[0] is not program:
         use = sram_footprint(program)
-        hit = known[key] = (program, (use["activations"] + use["tables"], weight_bytes(program), state_bytes(program)))
+        hit = known[key] = (program, (use["activations"] + use["tables"] + use["held"], weight_bytes(program), state_bytes(program)))
     return hit[1]
 
 

@@ -264,7 +264,7 @@ it, a picture of the chip all of it). ``pcus``: for each chip (``chip`` ``None``
 op that runs on it, in schedule order, the op's PCUs ``[start, stop)`` — ``op.pcus`` of them, end to end from PCU 0;
 an op replicated over the chips is listed on each. ``pmus``: for each chip, each on-chip buffer (a tensor by name) and
 its PMUs ``[start, stop)`` in order of first use, end to end from PMU 0: a buffer fills ``ceil(bytes / PMU bytes)``
-PMUs, a state one (the buffer it streams through from wherever residency keeps it), the weights of a program that
+PMUs (an op's first output also those of what the op holds while it runs, ``passes/shapes.held_parts``), a state one (the buffer it streams through from wherever residency keeps it), the weights of a program that
 keeps them on chip across its tiles their own; inputs and tables no op reads come last. Invariant (checked by
 ``certify``): on each chip the ranges are disjoint and within the target's PCUs and PMUs, every op of the chip has
 one range as long as its ``pcus``, and the buffers are exactly what ``pmus_needed`` counts.
@@ -281,7 +281,9 @@ ROLES = ("input", "weight", "state", "table", "intermediate", "output")
 #: The ops that read one tensor of every chip: they wait for every chip's phase before theirs.
 COLLECTIVES = ("allreduce", "allgather")
 TIERS = ("sram", "hbm", "ddr")
-DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0}
+#: Bytes a value: ``mxfp4`` is OCP MXFP4 as GGUF stores it, 32 four-bit values and one E8M0 scale in 17 bytes (a
+#: weight stored so is read dense by its ops; its dtype says what it holds in memory).
+DTYPE_BYTES = {"bf16": 2.0, "f16": 2.0, "f32": 4.0, "int8": 1.0, "int32": 4.0, "mxfp4": 17 / 32}
 Q8_BLOCK = 32
 #: Q8_0 stores 32 values in 34 bytes: 32 int8 values and one fp16 scale.
 Q8_BYTES_PER_BLOCK = 34

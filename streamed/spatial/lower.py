@@ -39,10 +39,11 @@ __all__ = ["PASSES", "LoweringError", "TPError", "lower_program"]
 PASSES = ("lift", "split_tp", "fold_q8", "tile", "place", "certify")
 
 
-def _unplaced(program: Program, constants: dict[str, float], cut: Cut, name: str, q8: frozenset[str]):
+def _unplaced(program: Program, constants: dict[str, float], cut: Cut, name: str, q8: frozenset[str],
+              dtypes: tuple[tuple[str, str], ...] = ()):
     """``lift → split_tp → fold_q8``: the program's tensors and ops for ``cut``, not yet tiled, placed or certified;
     and the declared weights stored Q8_0 that it reads dense (all its chips, or some), with why."""
-    tensors, ops, carried = lift(program, constants, cut)
+    tensors, ops, carried = lift(program, constants, cut, dtypes)
     dense: dict[str, str] = {}
     if cut.tp > 1:
         tensors, ops, carried, dense = split_tp(tensors, ops, carried, cut.tp, q8, name)
@@ -56,14 +57,15 @@ def _unplaced(program: Program, constants: dict[str, float], cut: Cut, name: str
 
 
 def lower_program(program: Program, constants: dict[str, float], cut: Cut, target: SpatialTarget, name: str,
-                  q8: frozenset[str] = frozenset()) -> SpatialProgram:
+                  q8: frozenset[str] = frozenset(), dtypes: tuple[tuple[str, str], ...] = ()) -> SpatialProgram:
     """One authored program, lowered and certified for ``cut`` on ``target``; raises ``LoweringError`` (with every
-    reject of the program in its ``every``)."""
-    sp, dense = _unplaced(program, constants, cut, name, q8)
+    reject of the program in its ``every``). ``q8``: the weights read as stored Q8_0; ``dtypes``: those held other
+    than bf16 (``lift``)."""
+    sp, dense = _unplaced(program, constants, cut, name, q8, dtypes)
     try:
         # A batched cut's rows are its sequences: a tile of n rows is a batch of n.
         at = lambda rows: replace(cut, rows=rows, batch=rows if cut.batched else cut.batch)  # noqa: E731
-        sp = tile(sp, lambda rows: _unplaced(program, constants, at(rows), name, q8)[0], target)
+        sp = tile(sp, lambda rows: _unplaced(program, constants, at(rows), name, q8, dtypes)[0], target)
         sp = certify(place(sp, target), target, {d.name for d in program.decls.values()
                                                  if d.role not in ("position", "state")})
     except LoweringError as e:

@@ -170,7 +170,9 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "batch": d.batch if d.batched else 1,
         "chunk": d.chunk or None,  # a prefill's rows; a decode's, the prefill it continues (0: none)
         "tp": d.chips,
-        "checkpoint": {"naming": naming.kind, "file": naming.file},
+        "trained": model.trained,
+        "past_trained": model.past_training,
+        "checkpoint": {"naming": naming.kind, "file": naming.file, "storage": naming.said, "assumed": naming.assumed},
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,
                      "head": _program_file("head")},
         "step": step,

@@ -39,7 +39,7 @@ from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage, bind
 from .ir import Access, SpatialProgram, authored
-from .deployment import Cut, Deployment
+from .deployment import Cut, Deployment, past_training, trained_of
 from .lower import LoweringError, TPError, lower_program
 from .passes.fold_q8 import read_dense, undeclared_dense
 from .passes.split_tp import replicas, tp_slices
@@ -177,6 +177,13 @@ class StreamedModel:
     #: "text"}`` for each statement an op of it was lifted from — its index in the program (``Op.statement``), its
     #: 1-based line in the document (the representative's, for a kind) and its text on one line.
     statements: dict | None = None
+    #: The context the model was trained at (the document's ``trained``), when it says.
+    trained: int | None = None
+
+    @property
+    def past_training(self) -> str | None:
+        """The warning for a context past the one the model was trained at (``deployment.past_training``)."""
+        return past_training(self.deployment.ctx, self.trained)
 
     def kind(self, name: str) -> LayerKindProgram:
         return next(k for k in self.kinds if k.name == name)
@@ -307,8 +314,21 @@ def q8_weights(progs, program, storage: Storage) -> frozenset[str]:
     """``stored_q8``, without reading the checkpoint section when there is no checkpoint (every q8 weight stored
     Q8_0): the same answer, at a cost that does not grow with the document."""
     if storage.all_q8:
-        return frozenset(d.name for d in program.decls.values() if d.role == "weight" and d.q8)
+        return frozenset(n for n, t in program.assumed_storage(storage.assumed) if t == "Q8_0")
     return stored_q8(progs, program, storage)
+
+
+#: The dtype a weight assumed stored other than Q8_0 is held in (``lift``): its bytes as stored.
+_HELD_AS = {"F32": "f32", "F16": "f16", "MXFP4": "mxfp4"}
+
+
+def dense_dtypes(program, storage: Storage) -> tuple[tuple[str, str], ...]:
+    """The weights ``program`` declares ``q8`` that the storage assumed keeps other than Q8_0 and bf16, with the
+    dtype each is held in: a router F32, a narrow weight F16, an expert bank MXFP4 (none when a checkpoint is read:
+    its dense tensors are read as bf16)."""
+    if not storage.all_q8:
+        return ()
+    return tuple((n, _HELD_AS[t]) for n, t in program.assumed_storage(storage.assumed) if t in _HELD_AS)
 
 
 def stored_undeclared(progs, program, storage: Storage) -> frozenset[str]:
@@ -434,10 +454,12 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     """The embed or the head lowered, or served from ``cache`` (keyed by its exact tokens). A refusal is cached too
     and raised again as the same ``LoweringError``."""
     q8 = q8_weights(progs, program, storage)
-    key = ("program", label, tuple(program.section.texts), q8, cut, target, constants, shared_part(program, shared))
+    dtypes = dense_dtypes(program, storage)
+    key = ("program", label, tuple(program.section.texts), q8, dtypes, cut, target, constants,
+           shared_part(program, shared))
     if key not in cache:
         try:
-            cache[key] = lower_program(program, progs.constants, cut, target, label, q8)
+            cache[key] = lower_program(program, progs.constants, cut, target, label, q8, dtypes)
         except LoweringError as e:
             cache[key] = e
     hit = cache[key]
@@ -452,11 +474,13 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
     kind's digest (its program up to names), the cut, the target, the constants and the shared tables. A program
     cached under another representative's names is renamed to ``rep``'s (names only: nothing is lowered again); a
     refusal is cached too, its binder renamed likewise."""
-    key = ("kind", kind.digest, cut, target, constants, shared_part(rep, shared))
+    key = ("kind", kind.digest, storage.assumed if storage.all_q8 else None, cut, target, constants,
+           shared_part(rep, shared))
     hit = cache.get(key)
     if hit is None:
         try:
-            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage))
+            program = lower_program(rep, progs.constants, cut, target, label, q8_weights(progs, rep, storage),
+                                    dense_dtypes(rep, storage))
             hit = (program, kind.representative, rep.section.texts)
         except LoweringError as e:
             hit = (e, kind.representative, rep.section.texts)
@@ -653,7 +677,7 @@ def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, es
     """The model with what identifies it: the embed's and the head's identities, which checkpoint tensor every
     weight reads (``Naming``), the document's title and SHA-256, and the statements behind each program's ops."""
     analysis, progs = d.analysis, d.progs
-    q8 = frozenset(name for p in progs.all() for name in p.q8_declared())  # without renaming every layer's decls
+    q8 = {n: t for p in progs.all() for n, t in p.assumed_storage(d.storage.assumed)}  # without renaming every layer's
     naming = Naming.of(analysis.document.checkpoint, d.storage, q8)
     data = analysis.document.text.encode("utf-8")
     statements = {kp.name: statements_of(d.by_layer[kp.representative], kp.program, data, to_document)
@@ -665,7 +689,7 @@ def _identified(d: _Deploying, embed, kind_programs, head, layers, residency, es
                          analysis.document.title,
                          d.whole_identity("embed", progs.embed, d.embed_cut) if embed is not None else None,
                          d.whole_identity("head", progs.head, d.head_cut), naming,
-                         hashlib.sha256(data).hexdigest(), statements)
+                         hashlib.sha256(data).hexdigest(), statements, trained_of(progs.constants))
 
 
 #: The longest statement text a manifest records (a statement longer than this is cut, with an ellipsis).

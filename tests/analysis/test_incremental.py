@@ -4,6 +4,7 @@ LSP edit rule is total; repairs and rejects are placed in document coordinates."
 import glob
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -88,9 +89,12 @@ def test_rejects_land_on_the_representatives_statement_in_document_coordinates()
     from streamed.spatial.diagnose import reject_diagnostics
     from streamed.spatial.deployment import Deployment
 
-    text = TINY.replace("Let d be 64.", "Let d be 48.")
-    whole = reject_diagnostics(analyze(text), Deployment("decode", 4096), None, {})
-    mine = reject_diagnostics_of(IncrementalAnalyzer().analyze(text), Deployment("decode", 4096), None, {})
+    from streamed.spatial.target import load_target
+
+    # A chip of 5 PCUs: every program has more ops than that, each refused on the statement with the most FLOPs.
+    few = replace(load_target("sn50"), pcus=5)
+    whole = reject_diagnostics(analyze(TINY), Deployment("decode", 4096), few, {})
+    mine = reject_diagnostics_of(IncrementalAnalyzer().analyze(TINY), Deployment("decode", 4096), few, {})
     assert list(mine) == whole and whole
 
 

@@ -19,7 +19,7 @@ import re
 import pytest
 
 import oracle
-from repo import ROOT, config
+from repo import ROOT, config, without_refused
 from streamed.model.author import author
 from streamed.model.gguf import read_gguf
 from streamed.model.hf import spec_from_config
@@ -107,7 +107,7 @@ GDN = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim
 def shrunk(name: str) -> dict:
     """The shipped (or test) config with its widths made small and everything that shapes a program kept."""
     test = ROOT / "tests" / "model" / "configs" / f"{name}.json"
-    c = json.loads(test.read_text()) if test.exists() else config(name)
+    c = without_refused(name, json.loads(test.read_text())) if test.exists() else config(name)
     t = c.get("text_config", c)
     heads = 2 if t.get("num_attention_heads", 2) >= 2 else 1
     small = dict(hidden_size=64, num_attention_heads=heads, num_key_value_heads=1, intermediate_size=64,
@@ -170,6 +170,25 @@ def test_a_config_and_the_gguf_converted_from_it_author_one_program(tmp_path, na
             from_config = changed
     assert from_config == from_gguf, _first_difference(from_config, from_gguf)
     assert applied == EXPECTED[name]
+
+
+def test_a_deci_layer_with_attention_and_no_feed_forward_block_is_attention_by_both_routes(tmp_path):
+    """llama.cpp's deci graph skips such a layer whole (its `continue` drops the attention it computed); the model's
+    own code adds the attention to the residual. Both routes write the attention (LANGUAGE §4), and the GGUF route says
+    where llama.cpp differs."""
+    cfg = shrunk("small-nemotron-nas")
+    cfg["block_configs"][2]["ffn"] = {"ffn_mult": None, "no_op": True, "replace_with_linear": False}
+    config_spec = spec_from_config(cfg)
+    gguf_spec = read_gguf(oracle.write(tmp_path / "deci.gguf", cfg).path).spec
+    for spec in (config_spec, gguf_spec):
+        assert spec.layers[2].mixer is not None and spec.layers[2].ffn is None
+    from_config, from_gguf = program_text(author(config_spec)), program_text(author(gguf_spec))
+    layer = lambda text: re.search(r"## Layer 2\n.*?(?=\n## )", text, re.S).group(0)  # noqa: E731
+    assert "attention of" in layer(from_gguf)
+    converted = re.sub(CONVENTIONS["q and k permuted for interleaved pairs"][0],
+                       CONVENTIONS["q and k permuted for interleaved pairs"][1], from_config)
+    assert converted == from_gguf, _first_difference(converted, from_gguf)
+    assert any("llama.cpp skips layer 2 whole, and this document does not" in n for n in gguf_spec.notes)
 
 
 def _closer(changed: str, before: str, target: str) -> bool:

@@ -1,6 +1,8 @@
 """config.json → ModelSpec → document: every supported model_type, layer_types as transformers derives them, and one
 clear error for every bad config."""
 
+import json
+
 import pytest
 
 from repo import config
@@ -216,12 +218,29 @@ def test_deepseek_and_llama4_rotate_adjacent_pairs_and_llama_rotates_halves():
     assert "interleaved" not in author(spec_from_config(config("llama-3.1-8b")))
 
 
-def test_a_rope_scaling_the_language_cannot_express_is_said_not_silently_dropped():
-    cfg = config("llama-3.1-8b")
-    cfg["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}
-    text = author(spec_from_config(cfg))
-    assert "rope scaling `dynamic` (factor 2) is not modelled" in text
-    assert "cosines of base 500000." in text
+@pytest.mark.parametrize("scaling, said", [
+    ({"rope_type": "dynamic", "factor": 2.0}, '`rope_scaling.rope_type` is "dynamic": its frequencies change with the '
+                                              "sequence's length"),
+    ({"type": "dynamic", "factor": 2.0}, '`rope_scaling.type` is "dynamic"'),
+    ({"rope_type": "foo"}, '`rope_scaling.rope_type` is "foo": a scheme the language does not model'),
+])
+def test_a_rope_scaling_the_language_cannot_express_is_refused_naming_the_field_and_the_value(scaling, said):
+    with pytest.raises(SpecError) as e:
+        spec_from_config({**config("llama-3.1-8b"), "rope_scaling": scaling})
+    assert said in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("method", ["fp8", "gptq", None])
+def test_a_quantization_config_other_than_mxfp4_is_refused_naming_the_method(method):
+    with pytest.raises(SpecError) as e:
+        spec_from_config({**config("llama-3.1-8b"), "quantization_config": {"quant_method": method}})
+    assert f"`quantization_config.quant_method` is {json.dumps(method)}: a quantization the project does not model" \
+        in str(e.value)
+
+
+def test_an_mxfp4_quantization_config_is_read_and_its_storage_named():
+    text = author(spec_from_config({**config("gpt-oss-20b"), "quantization_config": {"quant_method": "mxfp4"}}))
+    assert "expert banks are stored MXFP4, 17 bytes per 32 values" in text and "--storage mxfp4_moe" in text
 
 
 # ---- bad configs ----------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import transformers
 from dataclasses import replace
 from types import SimpleNamespace
 
-from repo import CONFIGS, ROOT
+from repo import CONFIGS, ROOT, without_refused
 from streamed.model.hf import SUPPORTED, spec_from_config
 from streamed.model.spec import Attention, Experts, GatedDeltaNet, LatentAttention, Linear, ModelSpec
 
@@ -121,7 +121,7 @@ KNOWN = {
 
 #: InternLM2Config as the published remote code defines it (``configuration_internlm2.py`` of the internlm2 repositories;
 #: transformers 5.24 does not ship the model): its defaults, ``num_key_value_heads`` the heads when None, and its
-#: ``rope_scaling`` (``linear`` or ``dynamic`` with a factor) kept as given.
+#: ``rope_scaling`` (``linear`` or ``dynamic`` with a factor) kept as given (``dynamic`` streamed refuses).
 INTERNLM2_DEFAULTS = dict(vocab_size=103168, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                           num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
                           max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False, bias=True,
@@ -503,7 +503,7 @@ def differences(want: dict, got: dict, where: str = "") -> list[str]:
 
 def config_of(path: Path, fields: dict) -> dict:
     """The config at ``path`` with ``fields`` set (``None``: left out), in its text config when it has one."""
-    cfg = json.loads(path.read_text())
+    cfg = without_refused(path.stem, json.loads(path.read_text()))  # what streamed refuses is held elsewhere
     target = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
     for k, v in fields.items():
         if v is None:

@@ -190,8 +190,6 @@ CASES = {
     # Nemotron-NAS (deci): per-layer key/value grouping and feed-forward widths, attention replaced by one product or
     # removed, a layer with neither block; Llama 3's rope_freqs from the rope parameters' original length.
     "deci": lambda: cfg("small-nemotron-nas"),
-    # A deci layer whose attention is kept and whose feed-forward block is removed: llama.cpp skips it whole.
-    "deci, attention without a feed-forward block": lambda: _deci_attention_only(),
 }
 
 
@@ -234,6 +232,25 @@ def evaluate(tmp_path, name: str, q8: bool = False, bundle: bool = True):
 def worst(got: np.ndarray, want: np.ndarray) -> tuple[float, int]:
     rel = oracle.relative(got, want)
     return float(rel.max()), int(rel.argmax())
+
+
+def test_a_deci_layer_with_attention_and_no_feed_forward_block_is_where_llama_cpp_differs_and_nowhere_else(tmp_path):
+    """llama.cpp's deci graph `continue`s past a layer without a feed-forward block before its attention joins the
+    residual: the layer is skipped whole. The model's own code adds the attention, and so does the document (both
+    routes; LANGUAGE §4). So llama.cpp's logits differ from the document's — and equal, within F32's tolerance, those
+    of the same document with that one layer as llama.cpp runs it (its input returned)."""
+    from dataclasses import replace
+
+    c = _deci_attention_only()
+    w = oracle.write(tmp_path / "model.gguf", c)
+    tokens = tokens_for(c)
+    want = llamacpp.logits(w.path, tokens, PREFILL)
+    kept = oracle.ours(w.path, tokens, PREFILL, bundle=False)
+    assert worst(kept.reference, want)[0] > 100 * F32_TOLERANCE
+    skipped = oracle.ours(w.path, tokens, PREFILL, bundle=False, edit=lambda spec: replace(
+        spec, layers=tuple(replace(l, mixer=None) if i == 2 else l for i, l in enumerate(spec.layers))))
+    rel, at = worst(skipped.reference, want)
+    assert rel <= F32_TOLERANCE, f"with layer 2 skipped, the document leaves llama.cpp at position {at}: {rel:.3g}"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

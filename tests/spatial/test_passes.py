@@ -15,6 +15,7 @@ from streamed.spatial.passes.certify import certify
 from streamed.spatial.passes.fold_q8 import fold_q8
 from streamed.spatial.passes.lift import lift
 from streamed.spatial.passes.place import place
+from streamed.spatial.passes.shapes import held_bytes
 from streamed.spatial.synth import two_kind_document
 from streamed.spatial.target import TargetError, load_target, parse_target
 from streamed.spatial.deployment import Deployment
@@ -108,7 +109,10 @@ def test_fold_q8_refuses_a_weight_whose_input_features_are_not_whole_blocks():
     layer = a.programs.layer(0)
     with pytest.raises(LoweringError, match="48 input features are not whole blocks of 32"):
         lower_program(layer, a.programs.constants, Cut(1, 64), load_target(), "layer 0",
-                      stored_q8(a.programs, layer))
+                      frozenset(layer.q8_declared()))
+    # No checkpoint: such a weight is assumed F16, as llama.cpp's quantizer falls back, and is not folded.
+    assert not stored_q8(a.programs, layer) & {n for n in layer.q8_declared() if layer.decls[n].shape[-2] == 48}
+    lower_program(layer, a.programs.constants, Cut(1, 64), load_target(), "layer 0", stored_q8(a.programs, layer))
 
 
 def test_place_gives_every_op_units_within_the_target_and_refuses_too_many_ops(doc, tmp_path):
@@ -253,6 +257,11 @@ def test_place_lays_each_chips_ops_end_to_end_on_its_pcus_and_its_buffers_on_its
         staged = lambda t: t.shape[1] * 2 if t.role == "table" and t.tier != "sram" else t.bytes  # noqa: E731
         want = {t.name: 1 if t.role == "state" else -(-staged(t) // pmu) for t in p.tensors
                 if t.chip in (None, c) and t.role != "weight" and (t.tier == "sram" or t.role in ("state", "table"))}
+        # ... and an op's first output, the PMUs of what the op holds while it runs (an all-reduce's partial sums,
+        # an attention's score tile)
+        for op in p.ops:
+            if op.chip in (None, c):
+                want[op.outputs[0]] += -(-held_bytes(op, lambda n: p.tensor(n).shape) // pmu) if op.outputs else 0
         assert {n: b - a for n, a, b in bufs} == want
         assert sum(b - a for _, a, b in bufs) == (p.certificate["pmus"] if c in (None, 0) else sum(want.values()))
 

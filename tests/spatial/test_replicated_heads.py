@@ -77,10 +77,11 @@ def test_qwen3_next_from_its_config_over_more_chips_than_kv_heads_holds_the_weig
     """Qwen3-Next 80B authored from examples/configs/qwen3-next-80b-a3b.json, over 4 and 8 chips: every chip its
     query heads (with their output gate), its copy of one of the 2 key/value heads, its gated-delta heads, its
     columns of every expert and of the shared expert; the router, the shared expert's gate, the norms, the embedding
-    and the head whole on every chip. Projections Q8_0 (34 bytes per 32 values), the rest bf16."""
+    and the head whole on every chip. Projections Q8_0 (34 bytes per 32 values), the router and shared gate F32 (as
+    llama.cpp's quantizer keeps them), the rest bf16."""
     model = lower_streamed(authored(CONFIGS / "qwen3-next-80b-a3b.json"), Deployment("tp", ctx=4096, tp=tp))
     d, vocab, heads, hd, kh, vh, lhd, conv, experts, eff = 2048, 151936, 16, 256, 16, 32, 128, 4, 512, 512
-    moe = (d * experts + 3 * experts * d * eff // tp + 3 * d * eff // tp + d) * Q8
+    moe = (3 * experts * d * eff // tp + 3 * d * eff // tp) * Q8 + (d * experts + d) * 4  # router, shared gate F32
     attention = ((2 * d * heads * hd // tp + 2 * d * hd + heads * hd // tp * d) * Q8  # Wq, Wqg; one KV head; Wo
                  + (2 * d + 2 * hd) * BF16 + moe)
     qk, v = kh * lhd // tp, vh * lhd // tp

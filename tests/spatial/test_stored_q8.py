@@ -17,11 +17,13 @@ from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import lower_streamed
 
 from repo import CONFIGS, ROOT
+from repo import example as example_text
 
 TEST_CONFIGS = ROOT / "tests" / "model" / "configs"
 
 Q8 = 34 / 32  # bytes per value: a block of 32 int8 values and one fp16 scale
 BF16 = 2
+F32 = 4  # a router (and a shared expert's gate): llama.cpp's quantizer keeps `ffn_gate_inp` as converted, F32
 
 
 def authored(path: Path):
@@ -36,7 +38,8 @@ def deepseek_v2():
 
 def deepseek_v2_count():
     """DeepSeek-V2's weights from its config.json (tests/model/configs/deepseek-v2-chat.json), counted by hand: what
-    is Q8_0 (every projection) and what bf16 (the embedding, the norms' gains), per program."""
+    is Q8_0 (every projection but the router), F32 (the router) and bf16 (the embedding, the norms' gains), per
+    program."""
     d, vocab, layers = 5120, 102400, 60
     q_rank, kv_rank, heads, nope, rope, v = 1536, 512, 128, 128, 64, 128
     ffn, experts, eff, shared, top = 12288, 160, 1536, 2 * 1536, 6
@@ -45,9 +48,10 @@ def deepseek_v2_count():
     norms_bf16 = d + q_rank + kv_rank + d
     dense_ffn_q8 = 3 * d * ffn
     banks_q8 = 3 * experts * d * eff
-    moe_rest_q8 = d * experts + 3 * d * shared  # the router and the shared expert
+    moe_rest_q8 = 3 * d * shared  # the shared expert
+    router_f32 = d * experts
     layer0 = attention_q8 * Q8 + norms_bf16 * BF16 + dense_ffn_q8 * Q8
-    moe = attention_q8 * Q8 + norms_bf16 * BF16 + (banks_q8 + moe_rest_q8) * Q8
+    moe = attention_q8 * Q8 + norms_bf16 * BF16 + (banks_q8 + moe_rest_q8) * Q8 + router_f32 * F32
     embed = vocab * d * BF16
     head = d * BF16 + d * vocab * Q8
     # A decode step reads all of a layer's weights but its experts' banks, of which it reads the 6 of 160 its token
@@ -64,6 +68,7 @@ def test_deepseek_v2s_weights_are_their_q8_0_bytes_by_an_independent_count_in_re
     # residency: every chip's weights, HBM and DDR together
     assert sum(model.residency["weights"].values()) == want["total"]
     assert round(want["total"] / 1e9) == 251  # not the 464 GB of reading the expert banks dense
+    assert want["total"] == 251_109_468_160  # the routers F32: 141,977,600 bytes past the 250.97 GB of all Q8_0
     per_layer = {g["kind"]: g["weight_bytes_per_layer"] for g in model.residency["layers"]}
     assert per_layer == {"latent attention": want["layer 0"], "latent attention, experts": want["moe"]}
     # the manifest: every tensor each program loads, a kind's once per layer
@@ -84,9 +89,9 @@ def gpt_oss_20b_count():
     """gpt-oss 20B from examples/configs/gpt-oss-20b.json: 24 layers of d 2880, 64 query heads and 8 key/value heads
     of 64 (with biases, and a sink per head), 32 experts of 2880 (with biases) behind a router with a bias."""
     d, vocab, layers, heads, kv, hd, experts, eff = 2880, 201088, 24, 64, 8, 64, 32, 2880
-    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + d * experts + 3 * experts * d * eff
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + 3 * experts * d * eff
     bf16 = 2 * d + (heads * hd + 2 * kv * hd + d) + heads + experts + 3 * experts * eff
-    layer = q8 * Q8 + bf16 * BF16
+    layer = q8 * Q8 + bf16 * BF16 + d * experts * F32
     return {"layers": {"attention, window 128, experts": layer, "attention, experts": layer},
             "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
             "total": layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8}
@@ -96,8 +101,8 @@ def llama_4_scout_count():
     """Llama 4 Scout from examples/configs/llama-4-scout.json: 48 layers of d 5120, 40 query heads and 8 key/value
     heads of 128 (their norms without weights), every layer 16 experts of 8192 and a shared expert of 8192."""
     d, vocab, layers, heads, kv, hd, experts, eff = 5120, 202048, 48, 40, 8, 128, 16, 8192
-    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + d * experts + 3 * experts * d * eff + 3 * d * eff
-    layer = q8 * Q8 + 2 * d * BF16
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d + 3 * experts * d * eff + 3 * d * eff
+    layer = q8 * Q8 + 2 * d * BF16 + d * experts * F32
     return {"layers": {"attention, chunks of 8192, experts": layer, "attention, experts": layer},
             "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
             "total": layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8}
@@ -111,11 +116,13 @@ def qwen3_next_count():
     d, vocab, layers, every = 2048, 151936, 48, 4
     heads, kv, hd, kh, vh, lhd, conv = 16, 2, 256, 16, 32, 128, 4
     experts, eff = 512, 512
-    moe_q8 = d * experts + 3 * experts * d * eff + 3 * d * eff + d
-    attention = (2 * d * heads * hd + 2 * d * kv * hd + heads * hd * d + moe_q8) * Q8 + (2 * d + 2 * hd) * BF16
+    moe_q8 = 3 * experts * d * eff + 3 * d * eff
+    router_f32 = d * experts + d  # the router and the shared expert's one-column gate
+    attention = ((2 * d * heads * hd + 2 * d * kv * hd + heads * hd * d + moe_q8) * Q8 + (2 * d + 2 * hd) * BF16
+                 + router_f32 * F32)
     qk, v = kh * lhd, vh * lhd
     gated = ((2 * d * qk + 2 * d * v + 2 * d * vh + v * d + moe_q8) * Q8
-             + (2 * d + conv * (2 * qk + v) + 2 * vh + lhd) * BF16)
+             + (2 * d + conv * (2 * qk + v) + 2 * vh + lhd) * BF16 + router_f32 * F32)
     n_attention = layers // every
     return {"layers": {"attention, experts": attention, "gated deltanet, experts": gated},
             "embed": vocab * d * BF16, "head": d * BF16 + d * vocab * Q8,
@@ -129,8 +136,8 @@ def qwen3_next_count():
                          ids=["gpt-oss-20b", "llama-4-scout", "qwen3-next-80b"])
 def test_a_real_moe_models_weights_are_their_q8_0_bytes_by_an_independent_count_in_residency_and_manifest(
         config, count):
-    """Expert banks, routers and shared experts counted at 34 bytes per 32 values: were any read dense (2 bytes a
-    value) the totals would be nearly twice these."""
+    """Expert banks and shared experts counted at 34 bytes per 32 values, routers at 4 bytes a value: were the banks
+    read dense (2 bytes a value) the totals would be nearly twice these."""
     want = count()
     model = lower_streamed(authored(config), Deployment("decode", ctx=4096))
     assert sum(model.residency["weights"].values()) == want["total"]
@@ -140,6 +147,31 @@ def test_a_real_moe_models_weights_are_their_q8_0_bytes_by_an_independent_count_
     loads = lambda program: sum(r["bytes"] for w in program["weights"] for r in w["reads"])  # noqa: E731
     assert {k["name"]: loads(k) for k in m["kinds"]} == want["layers"]
     assert loads(m["shared"]["embed"]) == want["embed"] and loads(m["shared"]["head"]) == want["head"]
+
+
+def test_gpt_oss_20b_assumed_mxfp4_moe_holds_its_expert_banks_at_17_bytes_per_32_values():
+    """gpt-oss's `quantization_config` (mxfp4), lowered as llama.cpp's MXFP4_MOE file stores it (`--storage
+    mxfp4_moe`): each expert bank (a stack of 32 matrices) MXFP4 — 32 four-bit values and a one-byte scale in 17
+    bytes —, every other projection Q8_0, the routers F32; counted by hand from examples/configs/gpt-oss-20b.json."""
+    from streamed.model.checkpoint import Storage
+
+    d, vocab, layers, heads, kv, hd, experts, eff = 2880, 201088, 24, 64, 8, 64, 32, 2880
+    q8 = d * heads * hd + 2 * d * kv * hd + heads * hd * d
+    banks = 3 * experts * d * eff
+    bf16 = 2 * d + (heads * hd + 2 * kv * hd + d) + heads + experts + 3 * experts * eff
+    layer = q8 * Q8 + banks * 17 / 32 + bf16 * BF16 + d * experts * F32
+    storage = Storage(assumed="MXFP4_MOE")
+    model = lower_streamed(analyze(example_text("gpt-oss-20b"), storage), Deployment("decode", ctx=4096),
+                           storage=storage)
+    per_layer = {g["kind"]: g["weight_bytes_per_layer"] for g in model.residency["layers"]}
+    assert per_layer == {"attention, window 128, experts": layer, "attention, experts": layer}
+    total = layers * layer + vocab * d * BF16 + d * BF16 + d * vocab * Q8
+    assert sum(model.residency["weights"].values()) == total
+    assert round(total / 1e9, 1) == 12.6  # against 22.8 GB with the banks Q8_0
+    m = manifest(model)
+    assert m["checkpoint"]["assumed"] == "MXFP4_MOE"
+    assert {s for row in m["layers"] for n, s in zip(row["weights"], row["storage"]) if n[:2] in ("Eg", "Eu", "Ed")} \
+        == {"MXFP4"}
 
 
 REAL = {"deepseek-v2": TEST_CONFIGS / "deepseek-v2-chat.json", "gpt-oss-20b": CONFIGS / "gpt-oss-20b.json",
@@ -167,16 +199,18 @@ def test_every_weight_a_real_model_stores_q8_0_is_read_as_its_planes_and_scales_
 
 
 @pytest.mark.parametrize("name", ["deepseek-v2", "gpt-oss-20b", "llama-4-scout", "qwen3-next-80b"])
-def test_a_real_models_experts_op_reads_its_router_banks_and_shared_expert_as_planes(name):
+def test_a_real_models_experts_op_reads_its_banks_and_shared_expert_as_planes_and_its_router_f32(name):
     model = lower_streamed(authored(REAL[name]), Deployment("decode", ctx=4096))
     for k in model.kinds:
         for op in k.program.ops:
             if op.kind == "experts":
                 optional = op.attr("optional")
-                products = {1, 2, 3, 4} | {5 + i for i, a in enumerate(optional)
-                                           if a in ("shared_gate_proj", "shared_up", "shared_down", "shared_gate")}
+                products = {2, 3, 4} | {5 + i for i, a in enumerate(optional)
+                                        if a in ("shared_gate_proj", "shared_up", "shared_down")}
                 assert set(op.attr("q8")) == products, k.name
                 assert all(k.program.tensor(op.inputs[i]).part == "planes" for i in products)
+                gates = [1] + [5 + i for i, a in enumerate(optional) if a == "shared_gate"]
+                assert all(k.program.tensor(op.inputs[i]).dtype == "f32" for i in gates)
             if op.kind == "latent_attention":
                 assert op.attr("q8") == (4, 5)
 

@@ -153,7 +153,10 @@ class Ours:
     bundle: dict[int, np.ndarray]  # position → logits, where the bundle's head gives them
 
 
-def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arithmetic: str = "exact") -> Ours:
+def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arithmetic: str = "exact",
+         edit=None) -> Ours:
+    """The document `streamed author` writes from the GGUF at ``path`` (its spec through ``edit`` first, when given)
+    run on ``tokens``: the reference's logits at every position, and the bundle's."""
     from streamed.analysis.whole import analyze
     from streamed.model.gguf import read_gguf
     from streamed.numerics.product import EXACT, llama_cpp
@@ -161,7 +164,7 @@ def ours(path: Path, tokens: list[int], prefill: int, bundle: bool = True, arith
     from streamed.numerics.weights import from_gguf
 
     ck = read_gguf(path)
-    text = author(ck.spec)
+    text = author(ck.spec if edit is None else edit(ck.spec))
     a = analyze(text, ck.storage)
     assert not a.errors, [d.message for d in a.errors][:3]
     weights = from_gguf(path, a.programs, ck.storage)

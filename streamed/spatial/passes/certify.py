@@ -16,7 +16,9 @@ from dataclasses import replace
 from ..ir import COLLECTIVES, Access, Op, SpatialProgram, Tensor, batched, column_tensors, rows_per_run
 from ..target import SpatialTarget
 from .errors import LoweringError
-from .footprint import buffers, ops_per_chip, over_limits, own_bytes, pmus_needed, sram_footprint
+from .footprint import (
+    buffers, fullest_chip, held_by_ops, ops_per_chip, over_limits, own_bytes, pmus_needed, sram_footprint,
+)
 from .shapes import infer, keys_reached
 from .tile import COLUMN_LOCAL, row_blocker
 
@@ -202,7 +204,8 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
     if program.tiles:
         _certify_tiles(program, tensors)
     # ★ A PROGRAM'S OWN FOOTPRINT IS WHAT MUST BE ON CHIP: its activations, tables and inputs (one tile's, when
-    # tiled). Its carried states (KV caches, recurrent state) are placed by residency over the whole deployment —
+    # tiled), and what each op holds while it runs (an expert's gate and up activations, an attention's score tile:
+    # `held_bytes`, op by op in `held_by_ops`) — a certificate that left them out certified programs that do not fit. Its carried states (KV caches, recurrent state) are placed by residency over the whole deployment —
     # SRAM while they fit, then HBM, then DDR, streamed from there — so a cache larger than SRAM is a residency
     # question, not a refusal here.
     chips = range(program.tp) if program.tp > 1 else (None,)
@@ -219,6 +222,9 @@ def certify(program: SpatialProgram, target: SpatialTarget, declared: set[str] |
         "pcus": max(sum(op.pcus for op in program.ops if c is None or op.chip in (None, c)) for c in chips),
         "pcus_available": target.pcus, "ops_per_chip": per_chip_ops, "pmus": pmus, "pmus_available": target.pmus,
         "sram_bytes": need, "sram_available": target.sram_bytes, "state_bytes": use["states"], "target": target.name,
+        "held_bytes": use["held"],
+        "held_by_ops": [{"op": i, "kind": program.ops[i].kind, "bytes": n}
+                        for i, n in held_by_ops(program, fullest_chip(program))],
     }
     if program.tiles:
         certificate.update({"tiles": len(program.tiles), "tile_rows": program.tile_rows, "tile_cols": program.tile_cols,

@@ -17,6 +17,7 @@ from ..ir import Op, SpatialProgram, Tensor, authored, column_tensors, rows_per_
 from ..target import SpatialTarget
 from ..units import beside, size
 from .errors import LimitError, LoweringError
+from .shapes import held_bytes, held_parts
 
 
 def on_chip(program: SpatialProgram, t: Tensor) -> int:
@@ -32,13 +33,25 @@ def on_chip(program: SpatialProgram, t: Tensor) -> int:
     return 0
 
 
+def held_by_ops(program: SpatialProgram, chip: int | None = None) -> list[tuple[int, int]]:
+    """Each op of ``chip`` (``None``: a program of one chip) that holds something while it runs beyond its inputs
+    and outputs — an expert's gate and up activations, an attention's score tile… (``shapes.held_parts``) — as
+    ``(op index, bytes)``, in program order. The ops of a program run at once, as a pipeline, so all of it is held
+    together."""
+    tensors = program._index()
+    shape = lambda n: tensors[n].shape  # noqa: E731
+    return [(i, n) for i, op in enumerate(program.ops) if chip is None or op.chip in (None, chip)
+            for n in [held_bytes(op, shape)] if n]
+
+
 def sram_footprint(program: SpatialProgram) -> dict[str, int]:
-    """A program's own on-chip bytes per kind of tensor, on its fullest chip: its states, tables (the rows a run reads
-    of one held off chip), inputs and intermediates (weights stream from HBM or DDR)."""
+    """A program's own on-chip bytes per kind, on its fullest chip: its states, tables (the rows a run reads of one
+    held off chip), inputs and intermediates (``activations``: weights stream from HBM or DDR), and what its ops hold
+    while they run beyond their inputs and outputs (``held``: ``held_by_ops``)."""
     chips = range(program.tp) if program.tp > 1 else (None,)
     best = None
     for c in chips:
-        use = {"states": 0, "tables": 0, "activations": 0}
+        use = {"states": 0, "tables": 0, "activations": 0, "held": sum(n for _, n in held_by_ops(program, c))}
         for t in program.tensors:
             held = on_chip(program, t)
             if not held or (c is not None and t.chip not in (None, c)):
@@ -78,10 +91,10 @@ def weight_bytes(program: SpatialProgram) -> int:
 
 def own_bytes(program: SpatialProgram) -> int:
     """What a program (one tile of a tiled one) holds in SRAM while it runs, on its fullest chip: its activations,
-    tables and inputs, and its weights when they stay on chip across its tiles — never its states, which residency
+    tables and inputs, what its ops hold while they run (``held_by_ops``), and its weights when they stay on chip across its tiles — never its states, which residency
     places over the whole deployment."""
     use = sram_footprint(program)
-    return use["activations"] + use["tables"] + (weight_bytes(program) if program.weights_on_chip else 0)
+    return use["activations"] + use["tables"] + use["held"] + (weight_bytes(program) if program.weights_on_chip else 0)
 
 
 def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0) -> list[tuple[str, int]]:
@@ -89,8 +102,10 @@ def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0
     touch takes the PMUs its bytes on chip fill (``on_chip``: a table held off chip, the rows a run stages); a state
     its ops read, one — the buffer it streams through from wherever residency puts it (a tile streams its own
     sequences'), so the buffers are the same before and after residency; weights kept on chip across tiles their
-    own. A tensor no op touches — a batched tile's other sequences' positions and states — takes none. ``chip`` 0
-    (or ``None``) holds the replicated tensors too."""
+    own. A tensor no op touches — a batched tile's other sequences' positions and states — takes none. What an op holds
+    while it runs (``held_by_ops``) is in the buffer of its first output: that op's PMUs. ``chip`` 0 (or ``None``)
+    holds the replicated tensors too."""
+    inside = {program.ops[i].outputs[0]: n for i, n in held_by_ops(program, chip)}
     held = [t for t in program.tensors if t.chip in (None, chip)]
     used = [n for _, op in program.schedule() if op.chip in (None, chip) for n in (*op.inputs, *op.outputs)]
     first = {n: k for k, n in reversed(list(enumerate(used)))}
@@ -101,7 +116,8 @@ def buffers(program: SpatialProgram, target: SpatialTarget, chip: int | None = 0
             if program.weights_on_chip:
                 out.append((t.name, math.ceil(t.bytes / target.pmu_bytes)))
         elif t.name in touched and (t.role == "state" or on_chip(program, t)):
-            out.append((t.name, 1 if t.role == "state" else math.ceil(on_chip(program, t) / target.pmu_bytes)))
+            own = 1 if t.role == "state" else math.ceil(on_chip(program, t) / target.pmu_bytes)
+            out.append((t.name, own + math.ceil(inside.get(t.name, 0) / target.pmu_bytes)))
     return out
 
 
@@ -146,19 +162,40 @@ def over_limits(p: SpatialProgram, target: SpatialTarget, how: str = "") -> list
 
 
 def _sram_refusal(p: SpatialProgram, target: SpatialTarget, how: str = "") -> LoweringError:
-    """``p`` (a program, or its smallest tile) does not fit: its footprint and its largest buffer, on the statement
-    that makes that buffer."""
+    """``p`` (a program, or its smallest tile) does not fit: its footprint and its largest buffer — a tensor, or
+    what one op holds while it runs, by its parts — on the statement that makes it."""
     use = sram_footprint(p)
     own = {k: v for k, v in use.items() if k != "states"}
     biggest = max(own, key=own.get)
-    what = {"tables": "its tables", "activations": "its activations"}[biggest]
-    name, size_, statement = _largest_on_chip(p, biggest)
     need, have = beside(own_bytes(p), target.sram_bytes)
     cols = f", {p.tile_cols} columns wide" if p.tile_cols else ""
     tiled = f" {how}{cols}" if how else ""
     on_chip = f", {size(weight_bytes(p))} for its weights kept on chip" if p.weights_on_chip else ""
+    held = ""
+    ops = held_by_ops(p, fullest_chip(p))
+    if ops:
+        i, n = max(ops, key=lambda io: io[1])
+        op = p.ops[i]
+        tensors = p._index()
+        what, most = max(held_parts(op, lambda m: tensors[m].shape), key=lambda wn: wn[1])
+        held = (f", {size(use['held'])} held by its ops while they run, the most by `{op.kind}` of "
+                f"`{authored(op.outputs[0])}`: {size(n)}, of which {what} {size(most)}")
+    if biggest == "held":
+        return LimitError(f"needs {need} of SRAM{tiled} ({size(use['activations'])} for its activations{held}"
+                             f"{on_chip}); the {target.name.upper()} has {have}", op.statement,
+                             authored(op.outputs[0]))
+    what = {"tables": "its tables", "activations": "its activations"}[biggest]
+    name, size_, statement = _largest_on_chip(p, biggest)
     return LimitError(f"needs {need} of SRAM{tiled} ({size(use[biggest])} for {what}, the largest `{name}` of "
-                         f"{size(size_)}{on_chip}); the {target.name.upper()} has {have}", statement, name)
+                         f"{size(size_)}{held}{on_chip}); the {target.name.upper()} has {have}", statement, name)
+
+
+def fullest_chip(p: SpatialProgram) -> int | None:
+    """The chip whose own bytes are the most (``None`` for a program of one chip): the one ``sram_footprint`` reports."""
+    if p.tp <= 1:
+        return None
+    return max(range(p.tp), key=lambda c: sum(n for _, n in held_by_ops(p, c)) + sum(
+        on_chip(p, t) for t in p.tensors if t.role != "state" and t.chip in (None, c)))
 
 
 def _heaviest_statement(program: SpatialProgram, weigh: Callable[[Op], int]) -> tuple[int | None, str | None]:

@@ -69,6 +69,8 @@ class _Emitter:
         self.carried: list[str] = []
         #: The states held as rings (``model.caches``), each with its rows.
         self.rings: dict[str, int] = {}
+        #: The weights stored other than bf16 and read dense, with the dtype they are held in (``lift``).
+        self.dtypes: dict[str, str] = {}
 
     # -- tensors --
     def shape(self, name: str) -> tuple[int, ...]:
@@ -96,7 +98,7 @@ class _Emitter:
             else:
                 self.add(d.name, (), "int32", "input")
         elif d.role == "weight":
-            self.add(d.name, _resolve(d.shape, c), "bf16", "weight", "hbm")
+            self.add(d.name, _resolve(d.shape, c), self.dtypes.get(d.name, "bf16"), "weight", "hbm")
         elif d.role == "input":
             self.add(d.name, _resolve(d.shape, c), "bf16", "input")
         elif d.role == "state":
@@ -405,9 +407,12 @@ class _Lifter(_Emitter):
             self.tensors[name] = replace(self.tensors[name], role="output")
 
 
-def lift(program: Program, constants: dict[str, float], cut: Cut):
-    """The program's tensors (by name, declared first) and ops in statement order, and the states it carries."""
+def lift(program: Program, constants: dict[str, float], cut: Cut, dtypes: tuple[tuple[str, str], ...] = ()):
+    """The program's tensors (by name, declared first) and ops in statement order, and the states it carries.
+    ``dtypes``: the weights held in memory other than bf16 — as stored, when the storage says (a router F32, an
+    expert bank MXFP4) — so that their bytes are what is stored."""
     lf = _Lifter(program, constants, cut)
+    lf.dtypes = dict(dtypes)
     lf.rings = ring_lengths(program, constants, cut.ctx, cut.written)
     for d in sorted(program.decls.values(), key=lambda d: d.statement):
         lf.decl(d)

@@ -103,6 +103,82 @@ def keys_reached(op: Op) -> int | float:
     return min(op.attr("window", math.inf) or math.inf, op.attr("chunk", math.inf) or math.inf)
 
 
+#: The keys one query row scores at a time (attention and latent attention compute their softmax a block of keys at a
+#: time, keeping each row's running maximum and sum, as FlashAttention does): the score tile an attention op holds.
+KEY_BLOCK = 128
+#: Bytes of one value an op holds while it runs: bf16 for what it hands on (an expert's gate and up activations, the
+#: absorbed queries, a convolution's window, a partial sum received), f32 for what it accumulates (scores, running
+#: maxima and sums, an attention's output accumulator, a recurrence's state as it is updated).
+HELD, ACCUMULATED = 2, 4
+
+
+def held_parts(op: Op, shape) -> list[tuple[str, int]]:
+    """What ``op`` holds on chip while it runs beyond its inputs and outputs, each part with its bytes (``R`` the rows
+    of one run, ``H`` the op's heads on this chip; ``HELD``/``ACCUMULATED`` bytes a value):
+
+    - ``experts``: the router's scores ``R·E``; the routed experts' gate and up activations ``2·R·top·f`` (``f``
+      each expert's width on this chip); the shared expert's gate and up ``2·R·f₂`` and its gate's ``R``;
+    - ``attention``: a score tile of ``R·H·min(keys, KEY_BLOCK)`` and each row's running maximum and sum ``2·R·H``
+      (f32), the output accumulator ``R·H·dv`` (f32);
+    - ``latent_attention``: the absorbed queries ``R·H·r``, the score tile and running maximum and sum as
+      attention's (f32), and the latent accumulator ``R·H·r`` (f32) before it is read back through B;
+    - ``gated_delta``: the state as it is updated ``H·dk·dv`` and each row's ``Sᵀk`` and delta ``2·H·dv`` (f32);
+    - ``short_convolution``: the window ``(k − 1 + R)·c`` — the state's rows and the step's, concatenated;
+    - ``allreduce``: the other chips' partial sums ``(tp − 1)·|Y|``, received before they are added.
+
+    Every other op computes as its values stream through (a product reads its weight a block at a time and
+    accumulates into its output): it holds nothing more. ★ An op's own buffers are part of a program's footprint as
+    its intermediates are — a dense SwiGLU's gate and up are tensors, an expert's the same values held inside one op."""
+    k, ins = op.kind, [shape(n) for n in op.inputs]
+    if k == "experts":
+        x, r, g = ins[0], ins[1], ins[2]
+        rows, top = x[0], op.attr("top", 1)
+        parts = [("the router's scores", rows * r[-1] * HELD),
+                 (f"the routed experts' gate and up activations ({_rows(rows)} × top {top} × {g[-1]:,})",
+                  2 * rows * top * g[-1] * HELD)]
+        optional = op.attr("optional", ())
+        if "shared_gate_proj" in optional:
+            f2 = ins[5 + optional.index("shared_gate_proj")][-1]
+            parts.append((f"the shared expert's gate and up activations ({_rows(rows)} × {f2:,})", 2 * rows * f2 * HELD))
+        if "shared_gate" in optional:
+            parts.append(("the shared expert's gate", rows * HELD))
+        return parts
+    if k in ("attention", "latent_attention"):
+        q, cache = ins[0], ins[1]
+        rows, heads = q[0], op.attr("heads")
+        keys = min(cache[0], keys_reached(op)) if k == "attention" else cache[0]
+        block = min(keys, KEY_BLOCK)
+        tile = [(f"a score tile ({_rows(rows)} × {heads} heads × {block} keys) and its running maxima and sums",
+                 rows * heads * (block + 2) * ACCUMULATED)]
+        if k == "attention":
+            dv = ins[2][1] // op.attr("groups")
+            return tile + [(f"the output accumulator ({_rows(rows)} × {heads} heads × {dv})",
+                            rows * heads * dv * ACCUMULATED)]
+        rank = cache[1]
+        return [(f"the absorbed queries ({_rows(rows)} × {heads} heads × rank {rank})", rows * heads * rank * HELD),
+                *tile, (f"the latent accumulator ({_rows(rows)} × {heads} heads × rank {rank})",
+                        rows * heads * rank * ACCUMULATED)]
+    if k == "gated_delta":
+        s = ins[3]
+        return [(f"the state as it is updated ({' × '.join(map(str, s))})", _size(s) * ACCUMULATED),
+                ("each row's read-out and delta", 2 * s[0] * s[2] * ACCUMULATED)]
+    if k == "short_convolution":
+        x, w = ins[0], ins[2]
+        return [(f"the window ({w[0] - 1} + {_rows(x[0])} × {x[1]:,})", (w[0] - 1 + x[0]) * x[1] * HELD)]
+    if k == "allreduce":
+        return [(f"the other {len(ins) - 1} chips' partial sums", (len(ins) - 1) * _size(ins[0]) * HELD)]
+    return []
+
+
+def _rows(n: int) -> str:
+    return "1 row" if n == 1 else f"{n:,} rows"
+
+
+def held_bytes(op: Op, shape) -> int:
+    """The bytes ``op`` holds on chip while it runs beyond its inputs and outputs (``held_parts``)."""
+    return sum(n for _, n in held_parts(op, shape))
+
+
 def flops_of(op: Op, shape) -> int:
     """Floating-point operations of one op (multiply-adds count two)."""
     k, ins = op.kind, [shape(n) for n in op.inputs]
