@@ -222,4 +222,5 @@ def refuse_unless_it_fits(command: str, doc: str, need, args) -> None:
 def add_arithmetic_option(p) -> None:
     p.add_argument("--arithmetic", choices=("exact", "llama.cpp"), default="exact",
                    help="exact float32 (default), or llama.cpp's CPU arithmetic where it differs: Q8_0 activations "
-                        "for Q8_0 products, fp16 activations for F16 products, GELU from its fp16 table")
+                        "for Q8_0 products, fp16 activations for F16 products, Q8_K activations and AVX2 dots for "
+                        "Q4_K, Q5_K and Q6_K products, GELU from its fp16 table")

@@ -107,6 +107,13 @@ def cmd_run(args) -> int:
     from ..spatial.streamed_model import StreamedReject
 
     arithmetic = ARITHMETICS[args.arithmetic]
+    if arithmetic.ggml:
+        from ..numerics.ggml_quants import not_computed
+
+        left = not_computed(weights.values.values())
+        if left:
+            print(f"streamed run: note: in llama.cpp's arithmetic a product over a weight stored {', '.join(left)} "
+                  f"is the float32 product of its exact dequantisation, not llama.cpp's", file=sys.stderr)
     progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
         result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \
