@@ -90,3 +90,42 @@ def test_a_run_counts_a_weight_kept_in_blocks_at_its_stored_bytes_and_one_band()
     assert f32.weights == 4 * f32.values
     assert q4k.weights == int(f32.values * 144 / 256) + BAND_BYTES
     assert q6k.weights == int(f32.values * 210 / 256) + BAND_BYTES
+
+
+def test_a_checkpoint_tensor_of_a_type_streamed_does_not_read_is_refused_in_one_line_naming_it(tmp_path, capsys):
+    import ggufs
+    from streamed.cli import main
+
+    path = ggufs.llama_like(tmp_path / "iq.gguf", layers=2, types={"blk.1.attn_k.weight": "IQ4_NL",
+                                                                   "blk.0.attn_q.weight": "Q4_0"})
+    assert main(["author", str(path), "-o", str(tmp_path / "iq.lgm")]) == 0
+    capsys.readouterr()
+    code = main(["run", str(tmp_path / "iq.lgm"), "--checkpoint", str(path), "--tokens", "1,2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "`Wk1`: \"blk.1.attn_k.weight\" is stored IQ4_NL, a type streamed does not read" in err[0]
+
+
+@pytest.mark.parametrize("kind", ["Q5_1", "MXFP4"])
+def test_a_run_over_weights_kept_in_blocks_is_the_run_over_their_gguf_dequantised_copy_bit_for_bit(
+        tmp_path, capsys, kind):
+    import json
+
+    import ggufs
+    import quants
+    from streamed.cli import main
+
+    projections = [f"blk.{l}.{t}.weight" for l in range(2)
+                   for t in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")]
+    path = ggufs.llama_like(tmp_path / "q.gguf", layers=2, types=dict.fromkeys(projections + ["output.weight"], kind))
+    copy = quants.dequantized(path, tmp_path / "f32.gguf")
+    assert main(["author", str(path), "-o", str(tmp_path / "q.lgm")]) == 0
+    logits = {}
+    for name, ckpt in (("stored", path), ("copy", copy)):
+        capsys.readouterr()
+        code = main(["run", str(tmp_path / "q.lgm"), "--checkpoint", str(ckpt), "--tokens", "3,1,4,1,5",
+                     "--prefill", "3", "--json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        logits[name] = np.asarray(json.loads(out.out)["logits"], dtype=np.float32)
+    assert np.array_equal(logits["stored"].view(np.uint32), logits["copy"].view(np.uint32))
