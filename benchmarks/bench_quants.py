@@ -8,7 +8,7 @@ the file — exact arithmetic and ``--arithmetic llama.cpp``. For
 each: wall time, peak resident memory (``ru_maxrss``, the mapped file's pages it touched included) over the file's
 size, and the logits' largest difference from llama.cpp's relative to its largest logit at each position.
 
-    .venv/bin/python benchmarks/bench_quants.py [--tokens N] [--write]
+    .venv/bin/python benchmarks/bench_quants.py [--tokens N] [--only Q4_K_M …] [--write]
 
 ``--write`` records ``## Quantised checkpoints, beside llama.cpp`` in docs/performance.md.
 """
@@ -36,15 +36,28 @@ CFG = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 2, "num_
        "rope_theta": 500000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
 
 
+MAKE = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import oracle, quants
+source = oracle.write(Path(sys.argv[3]), json.loads(sys.argv[2]), fast=True).path
+for ftype in sys.argv[4:]:
+    quants.quantize(source, source.parent / f"{ftype}.gguf", ftype)
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=8)
+    ap.add_argument("--only", nargs="+", default=None, help="these file types (default: every one of quants.FTYPES)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     import numpy as np
 
-    import oracle
     import quants
+
+    args.only = args.only or list(quants.FTYPES)
 
     tokens = [int(t) for t in np.random.default_rng(7).integers(0, 32000, args.tokens)]
     text = ",".join(map(str, tokens))
@@ -53,9 +66,13 @@ def main() -> None:
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="bench-quants-") as tmp:
         folder = Path(tmp)
-        source = oracle.write(folder / "f32.gguf", CFG, fast=True).path
-        for ftype in quants.FTYPES:
-            gguf = quants.quantize(source, folder / f"{ftype}.gguf", ftype)
+        # The files are made in a process of their own: a child's peak resident set starts from this process's
+        # (Linux keeps ``maxrss`` across fork and exec), so this one stays small.
+        source = folder / "f32.gguf"
+        subprocess.run([PY, "-c", MAKE, str(ROOT / "tests" / "support"), json.dumps(CFG), str(source),
+                        *args.only], cwd=ROOT, check=True)
+        for ftype in args.only:
+            gguf = folder / f"{ftype}.gguf"
             size = gguf.stat().st_size
             doc = folder / f"{ftype}.lgm"
             subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
