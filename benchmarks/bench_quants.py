@@ -8,7 +8,7 @@ the file — exact arithmetic and ``--arithmetic llama.cpp``. For
 each: wall time, peak resident memory (``ru_maxrss``, the mapped file's pages it touched included) over the file's
 size, and the logits' largest difference from llama.cpp's relative to its largest logit at each position.
 
-    .venv/bin/python benchmarks/bench_quants.py [--tokens N] [--only Q4_K_M …] [--write]
+    .venv/bin/python benchmarks/bench_quants.py [--tokens N] [--only Q4_K_M …] [--into DIR] [--write]
 
 ``--write`` records ``## Quantised checkpoints, beside llama.cpp`` in docs/performance.md.
 """
@@ -41,7 +41,9 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import oracle, quants
-source = oracle.write(Path(sys.argv[3]), json.loads(sys.argv[2]), fast=True).path
+source = Path(sys.argv[3])
+if not source.exists():
+    oracle.write(source, json.loads(sys.argv[2]), fast=True)
 for ftype in sys.argv[4:]:
     quants.quantize(source, source.parent / f"{ftype}.gguf", ftype)
 """
@@ -51,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--only", nargs="+", default=None, help="these file types (default: every one of quants.FTYPES)")
+    ap.add_argument("--into", help="work in this folder (its files already made are used, and left there)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     import numpy as np
@@ -65,12 +68,14 @@ def main() -> None:
     rows = []
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="bench-quants-") as tmp:
-        folder = Path(tmp)
+        folder = Path(args.into or tmp)
         # The files are made in a process of their own: a child's peak resident set starts from this process's
         # (Linux keeps ``maxrss`` across fork and exec), so this one stays small.
         source = folder / "f32.gguf"
-        subprocess.run([PY, "-c", MAKE, str(ROOT / "tests" / "support"), json.dumps(CFG), str(source),
-                        *args.only], cwd=ROOT, check=True)
+        missing = [f for f in args.only if not (folder / f"{f}.gguf").exists()]
+        if missing:
+            subprocess.run([PY, "-c", MAKE, str(ROOT / "tests" / "support"), json.dumps(CFG), str(source),
+                            *missing], cwd=ROOT, check=True)
         for ftype in args.only:
             gguf = folder / f"{ftype}.gguf"
             size = gguf.stat().st_size
@@ -91,7 +96,8 @@ def main() -> None:
                 rows.append({"file": ftype, "size": size, "who": f"streamed ({arithmetic})", "seconds": took,
                              "peak": peak, "agreement": relative(np.asarray(got["logits"], np.float32), want)})
                 print(rows[-1], flush=True)
-            gguf.unlink()
+            if not args.into:
+                gguf.unlink()
     publish(render(rows, args, start_load), args.write)
 
 
@@ -112,9 +118,9 @@ def render(rows: list[dict], args, start_load: str) -> str:
         lines.append(f"| {r['file']} | {r['size'] / 1e6:.0f} MB | {r['who']} | {r['seconds']:.1f} | "
                      f"{r['peak'] / 1e6:.0f} MB | {r['peak'] / r['size']:.2f} | {agree} |")
     lines += ["", "What to read in it: #29's bound on peak memory is the file plus caches within 1.2×; in llama.cpp's "
-              "arithmetic a K-quant file (Q4_K_M, Q5_K_M, Q6_K) computes llama.cpp's products bit for bit "
-              "(`tests/oracle/test_quants.py`) — what is left of the agreement is the other operations' path (#27) — "
-              "and Q4_0 and BF16 products are still the float32 product of their exact dequantisation."]
+              "arithmetic the K-quant products follow ggml's AVX2 dots (bit for bit over one or two blocks of 256, "
+              "`tests/oracle/test_quants.py`), Q4_0's and BF16's are the float32 product of their exact "
+              "dequantisation."]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -18,6 +18,10 @@ every row, prefill or decode, is this dot. The AVX2 dot, per block of 256:
   at the end as ``(m₀+m₂)+(m₁+m₃)``; Q5_K sums the four integers and keeps one float, ``summs += dmin·Σ``;
 - the result ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins' float.
 
+Held to llama.cpp's own product tensors bit for bit over reductions of one and two blocks (``tests/oracle/
+test_quants.py``); over eight (d 2048) most elements still differ from llama.cpp's in the last bit — the
+accumulation across blocks is not yet the build's (docs/performance.md).
+
 ``PATH`` names the path this is (AVX2, 8 lanes): the other types read as stored (the legacy quants, BF16, MXFP4,
 Q2_K, Q3_K) are not computed here, and ``computes(type)`` says so — their products in llama.cpp's arithmetic are
 the float product of their exact dequantisation (``ggml.mul_mat`` over float32), which is not llama.cpp's.

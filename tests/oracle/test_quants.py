@@ -10,7 +10,8 @@ computed as llama.cpp computes them.
   activations, which exact arithmetic does not.)
 - llama.cpp's arithmetic: a product over a Q4_K, Q5_K or Q6_K weight is llama.cpp's, bit for bit — held to each
   product tensor llama.cpp's graph computes (``llamacpp.tensors``) at a prefill of several rows and at decode steps,
-  from the very input llama.cpp's product read. The logits of such a file then come within the F32 bound of
+  from the very input llama.cpp's product read (these widths are reductions of one and two blocks of 256; at d 2048
+  most elements still differ in the last bit: docs/performance.md). The logits of such a file then come within the F32 bound of
   llama.cpp's own (where exact arithmetic is 2e-2 away); bit for bit once the other operations follow this host's
   AVX2 path (#27: ``ggml.py``'s norms, rotation and attention are the AVX-512 build's).
 - Kinds: a Q4_K_M file whose layer 1 keeps ``attn_v`` and ``ffn_down`` Q6_K (llama.cpp's ``use_more_bits``) has two
