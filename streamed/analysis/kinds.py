@@ -5,12 +5,13 @@ The definitions are the seed's (``streamed.rs``) and LANGUAGE §7, exactly:
 - ``tokens``: each maximal run of ASCII letters, digits and ``_``, and each other non-space character;
 - ``binders``: every token that follows a ``Let`` token;
 - ``shape_digest``: SHA-256 of the token stream with every binder replaced by the order of its first appearance,
-  marked when the checkpoint stores it Q8_0, every other token kept;
+  marked when the checkpoint keeps it in blocks with the type it keeps it in (Q8_0, Q4_K, Q6_K, BF16…), every other
+  token kept;
 - a **kind** is the layers sharing a digest, in order of their first layer;
 - ``renaming(a, b)``: the one-to-one map of binders aligning ``a`` to ``b`` token by token, or ``None``.
 
 Invariant: two layers have equal digests exactly when ``renaming`` between them is not ``None`` and maps every
-binder to a binder read the same way (stored Q8_0 or not). Kinds are computed in one pass over the layers: cost is
+binder to a binder read the same way (kept in the same stored type, or dense in both). Kinds are computed in one pass over the layers: cost is
 linear in the document, whatever the depth.
 """
 
@@ -23,7 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..lang.lexer import Range, tokens as _lex_tokens
 from ..lang.shapes import let_binders
@@ -33,7 +34,7 @@ from ..model.program import Program, Programs, unparsed_statements
 
 __all__ = [
     "tokens", "binders", "shape_digest", "renaming", "layer_kinds", "LayerKind", "Divergence", "divergences",
-    "describe", "rebind", "rebind_via", "layer_input", "stacked_layer_input", "stored_q8", "HOST_TABLE",
+    "describe", "rebind", "rebind_via", "layer_input", "stacked_layer_input", "stored_q8", "stored_kept", "HOST_TABLE",
 ]
 
 
@@ -55,14 +56,20 @@ def _texts(program: str | Sequence[str]) -> list[str]:
     return [t if isinstance(t, str) else t.text for t in program]
 
 
-def shape_digest(program: str | Sequence, stored: Iterable[str] = ()) -> str:
+def shape_digest(program: str | Sequence, stored: Iterable[str] | Mapping[str, str] = ()) -> str:
     """The digest of a program up to the names it binds: every binder replaced by the order of its first appearance,
-    marked when it is in ``stored`` (read as stored, Q8_0), every other token kept. Hex SHA-256."""
+    marked when it is in ``stored`` (read as stored: Q8_0 for a name listed, the type a mapping gives it — Q4_K,
+    Q6_K… — otherwise), every other token kept. Hex SHA-256."""
     toks = _texts(program)
     names = binders(toks)
-    stored = set(stored)
+    stored = dict(stored) if isinstance(stored, Mapping) else dict.fromkeys(stored, "Q8_0")
     first = dict.fromkeys(filter(names.__contains__, toks))  # the binders in the order they first appear
-    mark = {t: f"\x01{n}\x02" if t in stored else f"\x01{n}" for n, t in enumerate(first)}
+
+    def marked(n: int, t: str) -> str:
+        kept = stored.get(t)
+        return f"\x01{n}" if kept is None else f"\x01{n}\x02" if kept == "Q8_0" else f"\x01{n}\x02{kept}"
+
+    mark = {t: marked(n, t) for n, t in enumerate(first)}
     return hashlib.sha256(" ".join(map(mark.get, toks, toks)).encode("utf-8")).hexdigest()
 
 
@@ -165,6 +172,21 @@ def stored_q8(programs: Programs, program: Program, storage: Storage = ALL_Q8) -
     return frozenset(n for n in declared if storage.q8(bind(entries, n), True))
 
 
+def stored_kept(programs: Programs, program: Program, storage: Storage = ALL_Q8) -> dict[str, str]:
+    """The weights ``program`` declares that the checkpoint keeps in blocks, each with its type (``Q8_0``, ``Q4_K``,
+    ``Q6_K``, ``BF16``… — ``Storage.kept``): what a layer's kind records of its storage."""
+    if storage.all_q8:  # no checkpoint: the ones assumed Q8_0 (``stored_q8``)
+        return dict.fromkeys(sorted(stored_q8(programs, program, storage)), "Q8_0")
+    declared = program.q8_declared()
+    entries = programs.document.checkpoint
+    out = {}
+    for n in declared:
+        kept = storage.kept(bind(entries, n), True)
+        if kept is not None:
+            out[n] = kept
+    return out
+
+
 def stored_as(programs: Programs, name: str, declared_q8: bool, storage: Storage) -> str:
     """How the declared weight ``name`` is stored: as the checkpoint says, or — with none read — as it is assumed
     (``Program.assumed_storage``, by the program that declares it)."""
@@ -193,14 +215,14 @@ class LayerKind:
 
 
 def digest_key(programs: Programs, p: Program, storage: Storage = ALL_Q8):
-    """What ``digest_of`` caches layer ``p``'s digest under: its shape and which of its names are stored Q8_0 — with
-    no checkpoint too, where that follows the declared shapes (``Program.assumed_storage``: a weight whose input
+    """What ``digest_of`` caches layer ``p``'s digest under: its shape and how each of its names is kept
+    (``stored_kept``) — with no checkpoint too, where that follows the declared shapes (``Program.assumed_storage``: a weight whose input
     features are not whole blocks is assumed F16), and so the ``## Model`` constants. ``None``: not cached."""
     shape = p.section.shape
     if shape is None or shape.key is None:
         return None
-    stored = stored_q8(programs, p, storage)
-    return shape.key, tuple(n in stored for n in shape.names)
+    stored = stored_kept(programs, p, storage)
+    return shape.key, tuple(stored.get(n) for n in shape.names)
 
 
 def digest_of(programs: Programs, p: Program, storage: Storage = ALL_Q8, cache: dict | None = None) -> str:
@@ -209,10 +231,10 @@ def digest_of(programs: Programs, p: Program, storage: Storage = ALL_Q8, cache: 
     weights Q8_0 — with no checkpoint, always."""
     key = digest_key(programs, p, storage) if cache is not None else None
     if key is None:
-        return shape_digest(p.section.texts, stored_q8(programs, p, storage))
+        return shape_digest(p.section.texts, stored_kept(programs, p, storage))
     d = cache.get(key)
     if d is None:
-        d = cache[key] = shape_digest(p.section.texts, stored_q8(programs, p, storage))
+        d = cache[key] = shape_digest(p.section.texts, stored_kept(programs, p, storage))
     return d
 
 
@@ -665,13 +687,14 @@ def _binding_difference(programs: Programs, layer: Program, rep: Program, storag
             if forward.get(x, y) != y:
                 return (k, k), (k, k), f"layer {L} reads `{y}` where layer {R} reads `{x}`, which is layer {L}'s `{forward[x]}`", True
             return (k, k), (k, k), f"layer {L} reads `{y}` where layer {R} reads `{x}`: layer {L}'s `{y}` is layer {R}'s `{back[y]}`", True
-    qa, qb = stored_q8(programs, rep, storage), stored_q8(programs, layer, storage)
+    qa, qb = stored_kept(programs, rep, storage), stored_kept(programs, layer, storage)
     for x, y in forward.items():
-        if (x in qa) != (y in qb):
+        if qa.get(x) != qb.get(y):
             k = next(k for k in range(len(xb) - 1) if xb[k] == "Let" and xb[k + 1] == y) + 1
             sa = stored_as(programs, x, True, storage) if x in rep.decls and rep.decls[x].q8 else "dense"
             sb = stored_as(programs, y, True, storage) if y in layer.decls and layer.decls[y].q8 else "dense"
-            return (k, k), (k, k), f"`{y}` is stored {sb} but `{x}` is stored {sa}: layer {L} reads it {'dense' if x in qa else 'as stored, Q8_0'}", True
+            reads = "dense" if qb.get(y) is None else f"as stored, {qb[y]}"
+            return (k, k), (k, k), f"`{y}` is stored {sb} but `{x}` is stored {sa}: layer {L} reads it {reads}", True
     return None, None, f"layer {L} is layer {R} renamed, but a weight is read differently", False
 
 

@@ -257,7 +257,8 @@ def refuse_unless_it_fits(command: str, doc: str, need, args) -> None:
 
 def add_arithmetic_option(p) -> None:
     p.add_argument("--arithmetic", default="exact", metavar="exact|llama.cpp[:PATH]",
-                   help="exact float32 (default), or llama.cpp's CPU arithmetic bit for bit as the llama.cpp build on "
+                   help="exact float32 (default), or llama.cpp's CPU arithmetic (Q8_0, F16 and K-quant activations "
+                        "quantised as ggml quantises them, every sum in ggml's order) as the llama.cpp build on "
                         "this machine computes it (its kernel path: what llama-cpp-python's build reports, else what "
                         "a native build compiles for this CPU), or on the path named: llama.cpp:avx2, "
                         "llama.cpp:avx512 (:nollamafile for a build without llamafile's tinyBLAS)")

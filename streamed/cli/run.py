@@ -133,6 +133,13 @@ def cmd_run(args) -> int:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
+    if arithmetic.ggml:
+        from ..numerics.ggml_quants import not_computed
+
+        left = not_computed(weights.values.values())
+        if left:
+            print(f"streamed run: note: in llama.cpp's arithmetic a product over a weight stored {', '.join(left)} "
+                  f"is the float32 product of its exact dequantisation, not llama.cpp's", file=sys.stderr)
     progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
         result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \

@@ -16,6 +16,13 @@ from typing import Mapping
 from ..lang.syntax import CheckpointEntry
 
 Q8_BLOCK = 32
+#: The quantised types a weight is read as stored in — kept in its blocks, never densified whole: each type's
+#: values and bytes per block (ggml's ``GGML_QUANT_SIZES``). F32 and F16 are read where they are as arrays.
+BLOCKS = {
+    "Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
+    "Q2_K": (256, 84), "Q3_K": (256, 110), "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210),
+    "MXFP4": (32, 17), "BF16": (1, 2),
+}
 
 
 class CheckpointError(Exception):
@@ -102,6 +109,22 @@ class Storage:
             return "unbound"
         return self.types.get(ref.tensor, "missing")
 
+    def kept(self, ref: TensorRef | None, declared_q8: bool) -> str | None:
+        """The type a declared weight is kept in, as stored (``Q8_0``, ``Q4_K``, ``BF16``… — ``BLOCKS``), or
+        ``None`` when it is read as an array: declared ``q8``, stored in one of ``BLOCKS``, and its part of the
+        tensor whole blocks. Part of a layer's kind: two layers whose weights are kept differently differ."""
+        if self.q8(ref, declared_q8):
+            return "Q8_0"
+        if not declared_q8 or self.types is None or ref is None:
+            return None
+        kind = self.types.get(ref.tensor)
+        if kind not in BLOCKS:
+            return None
+        block = BLOCKS[kind][0]
+        if ref.rows is not None and (ref.rows[0] % block or ref.rows[1] % block):
+            return None
+        return kind
+
     def q8(self, ref: TensorRef | None, declared_q8: bool) -> bool:
         """Whether a declared weight is read as stored, Q8_0: declared ``q8``, stored Q8_0, and its part of the
         tensor whole blocks (a row slice must start and end on a 32-element block)."""
@@ -117,6 +140,27 @@ class Storage:
 
 
 ALL_Q8 = Storage()
+
+#: Values and bytes per block of every type whose bytes are counted (``BLOCKS`` and the float types).
+SIZES = {**BLOCKS, "F32": (1, 4), "F16": (1, 2)}
+
+
+def stored_bytes(storage: Storage, tensors) -> dict[str, int]:
+    """The bytes the checkpoint holds ``tensors`` in (each counted once), by type (``{"Q4_K": …, "Q6_K": …}``):
+    values over the type's block times its bytes per block — the file's own bytes. A tensor the checkpoint lacks,
+    or of a type with no size here, is not counted."""
+    out: dict[str, int] = {}
+    for name in sorted(set(tensors)):
+        kind = (storage.types or {}).get(name)
+        shape = storage.shapes.get(name)
+        if kind not in SIZES or shape is None:
+            continue
+        values, nbytes = SIZES[kind]
+        n = 1
+        for d in shape:
+            n *= int(d)
+        out[kind] = out.get(kind, 0) + n // values * nbytes
+    return out
 
 
 def storage_said(assumed: str | None, file: str | None) -> str:
@@ -147,8 +191,9 @@ class Naming:
     the storage assumed (``Storage``: what llama.cpp's quantizer writes for the file type assumed);
     ``declared`` — the document binds nothing, so each weight's tensor is its declared name (as seeded weights are
     read). A weight no binding names is read under its declared name in every case. ``refs`` holds the names a
-    manifest recorded, when a bundle is read back without its document. ``declared_q8``: the weights the document
-    declares ``q8``, each with the type it is assumed stored as without a checkpoint (``Program.assumed_storage``)."""
+    manifest recorded, when a bundle is read back without its document, and ``recorded`` the bytes it said the file
+    holds them in (``checkpoint.stored``). ``declared_q8``: the weights the document declares ``q8``, each with the
+    type it is assumed stored as without a checkpoint (``Program.assumed_storage``)."""
 
     kind: str
     file: str | None = None
@@ -157,6 +202,7 @@ class Naming:
     refs: Mapping[str, tuple[TensorRef, str]] | None = None
     declared_q8: Mapping[str, str] = field(default_factory=dict)
     assumed: str | None = None
+    recorded: Mapping[str, int] | None = None
 
     @property
     def said(self) -> str:

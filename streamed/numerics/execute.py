@@ -35,6 +35,7 @@ import numpy as np
 from . import kernels as nx
 from ..analysis.kinds import rebind
 from .product import EXACT, Arithmetic
+from .blocks import Blocks
 from .q8 import BLOCK, Planes
 from ..spatial.ir import (
     COLLECTIVES, Op, SpatialProgram, Tensor, batched, column_tensors, in_tile, row_tensors, runs_in, sequence_of,
@@ -55,8 +56,8 @@ class ExecuteError(Exception):
 
 
 def _cut(a, axis: int, start: int, stop: int):
-    """``a`` cut along ``axis``: a numpy view, or a Q8_0 weight's (or plane's) own cut."""
-    if isinstance(a, (Planes, Part)):
+    """``a`` cut along ``axis``: a numpy view, or a stored weight's (or plane's) own cut."""
+    if isinstance(a, (Planes, Part, Blocks)):
         return a.cut(axis, start, stop)
     index = [slice(None)] * a.ndim
     index[axis] = slice(start, stop)

@@ -3,9 +3,10 @@ is refused with the bytes it needs, never stopped by a MemoryError or the kernel
 
 A run holds (each counted from declared shapes, with ``rows``, ``ctx`` bound):
 
-- **weights**, in their working form (``weights.py``): a checkpoint's float32, float16 and Q8_0 tensors are read
-  where they are mapped, so they occupy their own bytes in the page cache (4, 2 and 34/32 bytes a value); any other
-  quantisation is dequantised (4 bytes a value); seeded weights are made as float32 (a ``q8`` one then kept as its
+- **weights**, in their working form (``weights.py``): a checkpoint's tensors of every type read as stored (float32,
+  float16, Q8_0, the legacy and K-quants, BF16, MXFP4) are read where they are mapped, so they occupy their own bytes
+  in the page cache (4, 2, 34/32, 144/256 for Q4_K… bytes a value), and a product over one kept in blocks other than
+  Q8_0 densifies a band of columns at a time (``BAND_BYTES``, counted once); seeded weights are made as float32 (a ``q8`` one then kept as its
   planes, 34/32 bytes a value, after one float32 copy of the largest).
 - **states and tables**: every carried state (KV caches, recurrent states) at ``ctx`` — a windowed cache as its ring
   (LANGUAGE §8), beside the one frame of ``ctx`` positions its attention reads it into while it runs — every host
@@ -30,13 +31,17 @@ from ..model.caches import ring_lengths
 from ..model.checkpoint import Storage, bind
 from ..analysis.kinds import calls_of
 from ..lang.syntax import Name
+from ..model.checkpoint import BLOCKS, SIZES
 from ..model.program import Program, Programs
 from .kernels import ATTENTION_SCORE_BYTES, attention_block
 from .q8 import BLOCK, BLOCK_BYTES
 from .reference import operands
 
-#: Bytes a value of a weight occupies, by how the checkpoint stores it (anything else is dequantised to float32).
-STORED_BYTES = {"F32": 4.0, "F16": 2.0, "BF16": 4.0, "Q8_0": BLOCK_BYTES / BLOCK}
+#: Bytes a value of a weight occupies, by how the checkpoint stores it: every type read as stored (``SIZES``: the
+#: float types, Q8_0, the legacy and K-quants, BF16, MXFP4) its own bytes; anything else counted as float32.
+STORED_BYTES = {kind: nbytes / values for kind, (values, nbytes) in SIZES.items()}
+#: What a product over a weight kept in blocks other than Q8_0 holds densified at once (``product.BAND_BYTES``).
+BAND_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
     seen: set[str] = set()
     states = tables = step = frame = scores = 0
     vocab = 0
+    banded = False
     for p in programs.all():
         rings = ring_lengths(p, programs.constants, ctx, rows)
         for d in p.decls.values():
@@ -101,6 +107,7 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
                     ref = bind(entries, d.name)
                     kind = storage.types.get(ref.tensor) if ref is not None else None
                     weights += n * STORED_BYTES.get(kind or "F32", 4.0)
+                    banded |= kind in BLOCKS and kind != "Q8_0"
                 if p is programs.embed and len(d.shape) == 2 and isinstance(d.shape[0], int):
                     vocab = max(vocab, d.shape[0])
             elif d.role == "state":
@@ -112,6 +119,8 @@ def of_run(programs: Programs, storage: Storage | None, *, rows: int, ctx: int, 
         scores = max(scores, attention_scores(p, programs.constants, rows, ctx))
     if (storage is None or storage.types is None) and seeded_q8:
         weights += 4 * largest  # a q8 weight is made as float32 first, one at a time
+    if banded:
+        weights += BAND_BYTES  # one band of columns densified by the product that reads it
     logits = 4 * positions * vocab
     return Footprint(int(weights), (copies + held_steps - 1) * states + copies * tables,
                      held_steps * int(step) + frame + scores + logits, values)

@@ -21,8 +21,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..model.context import longrope_factors
-from . import ggml
-from .product import EXACT, Arithmetic, product
+from . import ggml, ggml_quants
+from .blocks import Blocks
+from .product import BAND_BYTES, EXACT, Arithmetic, product
 
 F32 = np.float32
 
@@ -94,10 +95,27 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``; float32, float16, or Q8_0 planes,
     read where they are). Every product is ``product.product``'s, whose fixed order of arithmetic makes a row's
     result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
-    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``)."""
+    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``; over a weight kept in a
+    K-quant, ``ggml_quants.mul_mat``)."""
     if arithmetic.ggml:
+        if isinstance(w, Blocks):
+            return _ggml_blocks(x, w, arithmetic)
         return ggml.mul_mat(x, w, arithmetic.rows, path=arithmetic.path)
     return product(x, w)
+
+
+def _ggml_blocks(x: np.ndarray, w: Blocks, arithmetic: Arithmetic) -> np.ndarray:
+    """A product over a weight kept in blocks, in llama.cpp's arithmetic: a K-quant's as ggml computes it
+    (``ggml_quants``); any other type's (``ggml_quants.computes`` says which) as ggml's float32 product of its exact
+    dequantisation, a band of columns at a time — not llama.cpp's (docs/language.md, §8's arithmetic). A band is a multiple
+    of 4 columns (or the whole weight), so ggml's choice of float kernel is the whole product's."""
+    if ggml_quants.computes(w.type) and w.raw.ndim == 2:
+        return ggml_quants.mul_mat(x, w)
+    k, n = w.shape[-2:]
+    band = n if n % 4 else max(4, BAND_BYTES // max(1, 4 * k) // 4 * 4)
+    parts = [ggml.mul_mat(x, np.swapaxes(w.columns(c, min(n, c + band)), -1, -2), arithmetic.rows,
+                          path=arithmetic.path) for c in range(0, n, band)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
 def _per_head(x: np.ndarray, heads: int) -> np.ndarray:

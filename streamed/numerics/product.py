@@ -17,8 +17,9 @@ rounding — so a tensor-parallel chip whose slice is whole blocks computes exac
 and the all-reduce bound of ``verify`` is the rounding of the partial sums alone. The lanes are 8 float32 wide, which
 one AVX2 register holds, so the kernels below run it at the speed of a float32 product.
 
-A weight is read where it is: float32 or float16 (any row stride, unit stride along the reduction), or Q8_0 as
-GGUF stores it (``q8.Planes``: 34-byte blocks, never densified). A Q8_0 weight's value ``q·d`` is exact in float32,
+A weight is read where it is: float32 or float16 (any row stride, unit stride along the reduction), Q8_0 as GGUF
+stores it (``q8.Planes``: 34-byte blocks, never densified), or another stored quantisation (``blocks.Blocks``: a
+band of output columns dequantised at a time, exactly). A Q8_0 weight's value ``q·d`` is exact in float32,
 so its product is the product of its dequantised weight, bit for bit; likewise float16. In llama.cpp's arithmetic
 (``Arithmetic``) a product is ggml's instead (``ggml.mul_mat``).
 
@@ -36,6 +37,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .blocks import Blocks
 from .cpu import KernelPath
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
@@ -45,6 +47,9 @@ F32 = np.float32
 PARALLEL_WORK = 1 << 20
 #: Rows of ``X`` kept in cache together while a column of ``W`` is read (a cache tile; it changes no sum's order).
 ROW_TILE = 32
+#: Bytes of a quantised weight (``blocks.Blocks``) a product densifies at once: a band of output columns (what
+#: ``footprint.BAND_BYTES`` counts).
+BAND_BYTES = 8 << 20
 
 # ---- the block, as vector code ------------------------------------------------------------------------------------
 
@@ -250,6 +255,8 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     array, any strides) or a ``q8.Planes``, shared by every leading index of ``x`` — or, with ``batched`` > 0, ``w``
     is ``B' × K × N`` and ``x``'s ``B = batched`` leading matrices read ``w[b // (B / B')]`` (grouped heads share
     their key-value head's matrix)."""
+    if isinstance(w, Blocks):
+        return _banded(x, w, batched)
     o = operands(x, w, batched)
     out = o.empty()
     if out.size:
@@ -257,6 +264,18 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
         raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
         _KERNEL[parallel](o.x, raw, o.ratio, out)
     return o.shaped(out)
+
+
+def _banded(x: np.ndarray, w: Blocks, batched: int) -> np.ndarray:
+    """``X · W`` over a weight kept in its blocks: a band of output columns dequantised at a time (exactly,
+    ``blocks.dequantize_rows``) and multiplied by the rule above. Each element reads its own column alone, so the
+    bands change no sum: the result is the product of the dense weight, bit for bit, holding one band of it."""
+    k, n = w.shape[-2:]
+    lead = int(np.prod(w.shape[:-2], dtype=np.int64))
+    band = max(1, BAND_BYTES // max(1, 4 * k * lead))
+    parts = [product(x, np.swapaxes(w.columns(c, min(n, c + band)), -1, -2), batched)
+             for c in range(0, n, band)] or [product(x, np.zeros((*w.shape[:-1], 0), dtype=F32), batched)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
 
 
 # ---- which arithmetic -------------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ Invariants:
 - ``Weights[name]`` is every declared weight of every program, keyed by name, in the DECLARED shape — the
   language's ``in by out`` for a product — read where it is: a checkpoint's float32 and float16 tensors are views of
   the memory-mapped file (transposed into product orientation by strides, never copied), its Q8_0 tensors in
-  product orientation are ``q8.Planes`` over the file's own blocks, a table it stores quantised is a ``Rows`` that
-  dequantises only the rows looked up. Only other quantisations are dequantised (their working form is float32).
+  product orientation are ``q8.Planes`` over the file's own blocks, its other quantised matrices ``blocks.Blocks``
+  over theirs (a product dequantises a band of columns at a time), a table it stores quantised is a ``Rows`` that
+  dequantises only the rows looked up. Only a quantised vector or a sliced table is dequantised whole.
   A weight two programs declare by one name (``Emb``) is one value.
 - ``Weights.dense[name]`` is that weight as float32, made when asked (tests, comparisons); ``Weights.planes`` the
   Q8_0 ones. A product reads the stored numbers themselves (``product``), and the product of Q8_0 planes is the
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import q8 as q8mod
+from . import blocks, q8 as q8mod
 from ..analysis.kinds import stored_q8
 from ..lang.syntax import Call, Binary
 from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
@@ -65,17 +66,15 @@ class Rows:
 
 
 def _dequantize(raw: np.ndarray, qtype) -> np.ndarray:
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
-
-    if qtype == GGMLQuantizationType.Q8_0:
+    """A quantised tensor's bytes as float32, exactly (``blocks.dequantize_rows``; Q8_0 by ``q8``)."""
+    if qtype.name == "Q8_0":
         return q8mod.dequantize_blocks(*q8mod.from_bytes(raw))
-    return np.asarray(dequantize(np.asarray(raw), qtype), dtype=np.float32)
+    return blocks.dequantize_rows(raw, qtype.name)
 
 
 def as_float32(value) -> np.ndarray:
     """A weight's value as float32 in its declared shape (a copy unless it is float32 already)."""
-    if isinstance(value, (q8mod.Planes, Rows)):
+    if isinstance(value, (q8mod.Planes, blocks.Blocks, Rows)):
         return value.dense()
     return np.asarray(value, dtype=np.float32)
 
@@ -316,7 +315,9 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     """The declared weight ``name`` read from checkpoint tensor ``ref``, oriented and sliced as §6 says (``lookup``: a
     weight the programs look rows up in, which binds as stored when both orientations fit) — where it is: a view of
     the mapped file for float32 and float16, ``q8.Planes`` over the file's blocks for Q8_0 in product orientation,
-    ``Rows`` for a quantised table read as stored; other quantisations dequantised."""
+    ``blocks.Blocks`` over them for any other quantisation in product orientation, ``Rows`` for a quantised table
+    read as stored; what is left (a quantised vector, a sliced table) dequantised. A type this does not read
+    (``blocks.unread``) is refused, naming the tensor and its type."""
     from gguf import GGMLQuantizationType
 
     t = tensors.get(ref.tensor)
@@ -325,11 +326,16 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     # GGML's tensors have four dimensions and a file lists ``ne`` only up to the last that is not 1: a stored ``[d]``
     # is ``[d, 1]`` (llama.cpp's loader takes either for a shared expert's gate). A tensor of fewer dimensions than
     # its declaration is read with the missing trailing ``ne`` of 1 — numpy's leading axes (a view, as every read).
+    why = blocks.unread(t.tensor_type.name)
+    if why is not None:
+        raise WeightError(name, f"\"{ref.tensor}\" is {why}")
     pad = (1,) * max(0, len(declared) - len(t.shape))
     data = t.data.reshape(pad + t.data.shape)
     product, cols = _orient(name, ref, pad + _logical(t), declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
         return q8mod.Planes(data).select(ref.rows, cols)
+    if t.tensor_type.name in blocks.TYPES and product:
+        return blocks.Blocks(data.view(np.uint8), t.tensor_type.name).select(ref.rows, cols)
     if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
         full = data
     elif not product and ref.rows is None and cols is None and len(declared) == 2 and not pad:

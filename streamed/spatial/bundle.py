@@ -491,7 +491,7 @@ def read_bundle(directory: str | Path) -> StreamedModel:
             for w in (shared or {}).get("weights", ()):
                 refs[w["name"]] = (_ref(w["checkpoint"], w), w["storage"])
         naming = Naming(m["checkpoint"]["naming"], m["checkpoint"]["file"], refs=refs,
-                        assumed=m["checkpoint"].get("assumed"))
+                        assumed=m["checkpoint"].get("assumed"), recorded=m["checkpoint"].get("stored"))
         target = SpatialTarget(**m["target_spec"])
         if target_problem(target) is not None:
             raise BundleError(f"{where}: not a {FORMAT} manifest: its target's {target_problem(target)}")

@@ -16,7 +16,7 @@ from pathlib import PurePath
 
 from ..lang.files import display
 from ..lang.jsontext import dumps
-from ..model.checkpoint import Naming, TensorRef
+from ..model.checkpoint import Naming, TensorRef, stored_bytes
 from ..model.context import longrope_factors
 from .ir import SpatialProgram, tile_to_json
 from .passes.fold_q8 import read_dense
@@ -138,6 +138,23 @@ def tiles_entry(p: SpatialProgram) -> dict | None:
     return None if brief is None else {**brief, "order": [tile_to_json(t) for t in p.tiles]}
 
 
+def _checkpoint(model: StreamedModel, naming: Naming) -> dict:
+    """Where the tensor names come from and, for a GGUF the lowering read, the bytes the file holds the tensors the
+    bundle reads in, by stored type (``stored``: what a runtime maps, as against what the chip holds —
+    ``residency``)."""
+    out = {"naming": naming.kind, "file": naming.file, "storage": naming.said, "assumed": naming.assumed}
+    if naming.refs is not None:  # read back without the file: what the manifest said (the file is not at hand)
+        return out if naming.recorded is None else {**out, "stored": dict(naming.recorded)}
+    if naming.kind == "gguf":
+        names = [naming.ref(w["name"]).tensor for p in (model.embed, model.head) if p is not None
+                 for w in weight_reads(p)]
+        kinds = {k.name: k.program for k in model.kinds}
+        names += [naming.ref(b.tensors.get(w["name"], w["name"])).tensor for b in model.layers
+                  for w in weight_reads(kinds[b.kind])]
+        out["stored"] = stored_bytes(naming.storage, names)
+    return out
+
+
 def manifest(model: StreamedModel, source: str | None = None) -> dict:
     """The manifest (the module docstring): what runs at each layer, and every tensor it loads — by its own name, its
     checkpoint tensor and its part of it — without the document; ``files``, every file the bundle's writer writes
@@ -172,7 +189,7 @@ def manifest(model: StreamedModel, source: str | None = None) -> dict:
         "tp": d.chips,
         "trained": model.trained,
         "past_trained": model.past_training,
-        "checkpoint": {"naming": naming.kind, "file": naming.file, "storage": naming.said, "assumed": naming.assumed},
+        "checkpoint": _checkpoint(model, naming),
         "programs": {"embed": _program_file("embed") if model.embed is not None else None,
                      "head": _program_file("head")},
         "step": step,

@@ -341,9 +341,30 @@ def stored_undeclared(progs, program, storage: Storage) -> frozenset[str]:
                      and storage.stored_as(bind(entries, d.name), False) == "Q8_0")
 
 
-def _dense_named(p: SpatialProgram, undeclared: frozenset[str]) -> SpatialProgram:
-    """``p`` with the weights of ``undeclared`` it reads dense added to its certificate's ``read_dense``."""
+def kept_dense(progs, program, storage: Storage) -> dict[str, str]:
+    """The weights ``program`` declares ``q8`` that the checkpoint keeps in blocks of a type other than Q8_0
+    (``Storage.kept``: Q4_K, Q6_K, Q4_0, BF16, MXFP4…), each with why the chip reads it dense: its products fold Q8_0
+    alone (docs/language.md §1.6), so the host dequantises the type's blocks and loads the weight bf16."""
+    if storage.all_q8:
+        return {}
+    entries = progs.document.checkpoint
+    out = {}
+    for d in program.decls.values():
+        if d.role == "weight" and d.q8:
+            kept = storage.kept(bind(entries, d.name), True)
+            if kept is not None and kept != "Q8_0":
+                out[d.name] = (f"stored {kept}: the chip's products fold Q8_0 blocks alone, so the host dequantises "
+                               f"its {kept} blocks and loads it bf16")
+    return out
+
+
+def _dense_named(p: SpatialProgram, undeclared: frozenset[str], kept: dict[str, str] | None = None) -> SpatialProgram:
+    """``p`` with the weights of ``undeclared`` it reads dense, and those of ``kept`` (with their why), added to its
+    certificate's ``read_dense`` — each only where ``p`` holds it."""
     why = undeclared_dense(p, undeclared) if undeclared else {}
+    if kept:
+        held = {t.of or t.name for t in p.tensors if t.role == "weight" and t.part is None}
+        why = {**why, **{n: w for n, w in kept.items() if n in held}}
     if not why:
         return p
     return replace(p, certificate={**p.certificate, "read_dense": {**p.certificate.get("read_dense", {}), **why}})
@@ -465,7 +486,7 @@ def lower_whole(progs, label: str, program, cut: Cut, target: SpatialTarget, sto
     hit = cache[key]
     if isinstance(hit, LoweringError):
         raise hit
-    return _dense_named(hit, stored_undeclared(progs, program, storage))
+    return _dense_named(hit, stored_undeclared(progs, program, storage), kept_dense(progs, program, storage))
 
 
 def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, storage: Storage, constants, shared,
@@ -499,7 +520,7 @@ def lower_kind(progs, kind, label: str, rep, cut: Cut, target: SpatialTarget, st
         found = rename_program(found, template.bind(kind.representative, tokens).__getitem__, label)
     elif found.name != label:
         found = replace(found, name=label)
-    return _dense_named(found, stored_undeclared(progs, rep, storage))
+    return _dense_named(found, stored_undeclared(progs, rep, storage), kept_dense(progs, rep, storage))
 
 
 def lower_streamed(analysis: Analysis, deployment: Deployment, target: SpatialTarget | str | None = None,

@@ -53,6 +53,15 @@ def test_a_weight_stored_differently_is_reported_with_how_each_is_stored():
     assert d.why.startswith("`Wv2` is stored F16 but `Wv0` is stored Q8_0")
 
 
+def test_a_layer_kept_in_another_quantisation_is_reported_with_both_types():
+    text = document(5) + "\n## Checkpoint\nWv{l} is \"blk.{l}.attn_v.weight\".\n"
+    types = {f"blk.{l}.attn_v.weight": "Q4_K" for l in range(5)}
+    types["blk.3.attn_v.weight"] = "Q6_K"
+    (d,) = _divs(text, Storage(types=types, source="t.gguf"))
+    assert d.layer == 3
+    assert d.why == "`Wv3` is stored Q6_K but `Wv0` is stored Q4_K: layer 3 reads it as stored, Q6_K"
+
+
 def test_a_longer_layer_names_its_extra_statement_and_where_it_is():
     text = document(5).replace("Return xo3.", "Let extra3 be xo3.\nReturn xo3.")
     (d,) = _divs(text)

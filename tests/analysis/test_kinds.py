@@ -47,6 +47,20 @@ def test_a_weight_stored_differently_splits_them():
     assert [layers for _, layers in _kinds(text, storage)] == [[0, 2], [1]]
 
 
+def test_a_q4_k_m_mix_splits_the_layers_whose_weight_is_kept_q6_k_from_those_kept_q4_k():
+    text = document(4) + "\n## Checkpoint\nWv{l} is \"blk.{l}.attn_v.weight\".\n"
+    types = {f"blk.{l}.attn_v.weight": "Q4_K" for l in range(4)}
+    types["blk.0.attn_v.weight"] = types["blk.3.attn_v.weight"] = "Q6_K"  # llama.cpp's Q4_K_M keeps some Q6_K
+    assert [layers for _, layers in _kinds(text, Storage(types=types, source="test"))] == [[0, 3], [1, 2]]
+
+
+def test_a_weight_kept_bf16_is_its_own_kind_beside_the_same_weight_read_as_f16():
+    text = document(3) + "\n## Checkpoint\nWq{l} is \"blk.{l}.attn_q.weight\".\n"
+    types = {f"blk.{l}.attn_q.weight": "F16" for l in range(3)}
+    types["blk.2.attn_q.weight"] = "BF16"
+    assert [layers for _, layers in _kinds(text, Storage(types=types, source="test"))] == [[0, 1], [2]]
+
+
 def test_a_weight_declared_q8_but_read_dense_everywhere_keeps_one_kind():
     text = document(3) + "\n## Checkpoint\nWq{l} is \"blk.{l}.attn_q.weight\".\n"
     storage = Storage(types={f"blk.{l}.attn_q.weight": "F16" for l in range(3)}, source="test")

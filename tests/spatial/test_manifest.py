@@ -10,7 +10,7 @@ import pytest
 
 from streamed.analysis.whole import analyze
 from streamed.model.checkpoint import Storage
-from streamed.spatial.bundle import manifest, write_bundle
+from streamed.spatial.bundle import manifest, read_bundle, write_bundle
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import lower_streamed
 from streamed.spatial.synth import two_kind_document
@@ -98,13 +98,33 @@ def test_a_document_that_binds_no_tensor_names_each_weight_by_its_declared_name(
 
 
 def test_lowered_with_a_gguf_the_manifest_names_the_file_and_each_tensors_stored_type():
-    storage = Storage({"blk.2.attn_output.weight": "F16", "blk.2.attn_q.weight": "Q8_0"}, "/data/ckpt/tiny.gguf")
+    types = {"blk.2.attn_output.weight": "F16", "blk.2.attn_q.weight": "Q8_0", "blk.1.attn_q.weight": "Q4_K",
+             "blk.0.attn_q.weight": "IQ2_XXS"}
+    storage = Storage(types, "/data/ckpt/tiny.gguf", {t: (256, 64) for t in types})
     a = analyze(example("tiny-llama"), storage)
     m = manifest(lower_streamed(a, Deployment("decode", ctx=16), storage=storage))
-    assert m["checkpoint"] == {"naming": "gguf", "file": "tiny.gguf"}
+    # the file's own bytes of the tensors the bundle reads, by type: values over the block times bytes per block
+    # (a type with no size here — IQ2_XXS, which nothing reads — is not counted)
+    stored = {"F16": 256 * 64 * 2, "Q8_0": 256 * 64 // 32 * 34, "Q4_K": 256 * 64 // 256 * 144}
+    assert m["checkpoint"] == {"naming": "gguf", "file": "tiny.gguf", "stored": stored}
     row = m["layers"][2]
     stored = dict(zip(row["weights"], row["storage"]))
     assert (stored["Wo2"], stored["Wq2"], stored["Wk2"]) == ("F16", "Q8_0", "missing")
+    assert dict(zip(m["layers"][1]["weights"], m["layers"][1]["storage"]))["Wq1"] == "Q4_K"
+    # layer 1's weight kept Q4_K makes it its own kind, which says the chip reads it dense, and why
+    (kind,) = [k for k in m["kinds"] if 1 in k["layers"]]
+    assert kind["layers"] == [1]
+    assert [(d["of"], d["why"].split(":")[0]) for d in kind["read_dense"]] == [("Wq1", "stored Q4_K")]
+
+
+def test_a_bundle_read_back_keeps_the_stored_bytes_its_manifest_counted(tmp_path):
+    types = {f"blk.{l}.attn_q.weight": "Q4_K" for l in range(4)} | {"blk.1.attn_q.weight": "Q6_K"}
+    storage = Storage(types, "/data/tiny.gguf", {t: (64, 64) for t in types})
+    a = analyze(example("tiny-llama"), storage)
+    path = write_bundle(lower_streamed(a, Deployment("decode", ctx=16), storage=storage), tmp_path / "b")
+    m = json.loads(path.read_text())
+    assert m["checkpoint"]["stored"] == {"Q4_K": 3 * 64 * 64 // 256 * 144, "Q6_K": 64 * 64 // 256 * 210}
+    assert manifest(read_bundle(path.parent))["checkpoint"] == m["checkpoint"]
 
 
 def test_the_document_is_recorded_by_name_and_sha256_never_by_its_path(tmp_path):

@@ -8,18 +8,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
 
 def add(w: GGUFWriter, name: str, ne: tuple[int, ...], qtype: str, rng: np.random.Generator) -> None:
+    """Tensor ``name`` of GGUF shape ``ne`` stored ``qtype``: quantised by the ``gguf`` package where it can, random
+    blocks of the type's size where it cannot (an IQ type: bytes enough to be listed, never meant to be read)."""
     data = rng.standard_normal(tuple(reversed(ne))).astype(np.float32) * 0.05
-    if qtype == "Q8_0":
-        w.add_tensor(name, quantize(data, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
-    elif qtype == "F16":
+    if qtype == "F16":
         w.add_tensor(name, data.astype(np.float16))
-    else:
+    elif qtype == "F32":
         w.add_tensor(name, data)
+    else:
+        kind = GGMLQuantizationType[qtype]
+        try:
+            raw = quantize(data, kind)
+        except NotImplementedError:
+            values, nbytes = GGML_QUANT_SIZES[kind]
+            raw = rng.integers(0, 256, (*data.shape[:-1], data.shape[-1] // values * nbytes), dtype=np.uint8)
+        w.add_tensor(name, raw, raw_dtype=kind)
 
 
 def writer(path: Path, arch: str, kv: dict) -> GGUFWriter:
