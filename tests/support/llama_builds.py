@@ -91,7 +91,7 @@ def build(path: cpu.KernelPath, log=print) -> Path:
         CACHE.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{where.name}-", dir=CACHE))
         for lib in out.rglob("lib*.so*"):
-            shutil.copy2(lib, staging / lib.name, follow_symlinks=True)
+            shutil.copy2(lib, staging / lib.name, follow_symlinks=False)  # its version links as links
         (staging / "BUILT").write_text(f"llama-cpp-python {version()}, {path.described}\n")
         if where.exists():
             shutil.rmtree(where)
