@@ -266,6 +266,25 @@ What the tolerances are made of:
   quantised router input can flip a top-k choice). Granite's multipliers damp it — each block's output is added
   ×0.22 to an embedding ×12 — to 2e-4, within the Q8_0 bound even in exact float32 (`QUANTISATION_DAMPED`).
 
+## Every kernel path the host runs, against a build of that path
+
+llama-cpp-python builds llama.cpp natively: on an AVX2 host its build is AVX2's, on an AVX-512 host AVX-512's, and the
+whole oracle above holds that path. A CPU runs narrower paths too (an AVX-512 host runs AVX2 code), so
+`tests/support/llama_builds.py` — run by `make test` before the Python suite — builds llama.cpp once for each other
+path the CPU runs: the sources of the installed llama-cpp-python (its sdist, from pip's cache or the index), its
+vendored llama.cpp configured with `GGML_NATIVE=OFF` and the path's instruction sets (AVX2: `GGML_AVX2`, `GGML_FMA`,
+`GGML_F16C`, `GGML_AVX512=OFF`), shared libraries only, into `~/.cache/streamed-llama/<version>-<path>/`, kept for
+later runs. `tests/oracle/test_kernel_paths.py` then runs the kernel tests, the real-width Q8_0 slice and the oracle's
+cases in llama.cpp's arithmetic in a process whose `llama_cpp` loads that build (`LLAMA_CPP_LIB_PATH`), and must pass;
+a path the CPU cannot run is reported not testable there, with the reason (on this project's AVX2 machines: "the
+avx512 path needs a CPU that runs it, and this CPU has no avx512dq, avx512f").
+
+On an AVX2 host nothing is built. On an AVX-512 host the AVX2 build is made once: measured here (AMD EPYC, 2 cores,
+2026-12-02) by building that same AVX2 library on this AVX2 host, 25 minutes of wall time niced under a load of 15 to
+25 from the team's other work (a quiet machine takes a fraction of that: llama-cpp-python's own build, which compiles
+the tools and multimodal library too, is about 9 minutes there); the kernel tests against it passed, 12 of 12, bit
+for bit. A cold `make test` on an AVX-512 host pays it once; later runs find it cached.
+
 ## Metadata read as llama.cpp reads it
 
 llama.cpp's loader reads a fixed set of keys for every architecture and then its architecture's own; any other key is

@@ -42,8 +42,13 @@ esac
 CLEANUP = """if ((process.env.FAIL ?? '').split(' ').includes('e2e-cleanup')) { console.log('e2e-cleanup: 1 passed, 1 failed'); process.exit(1); }
 console.log('e2e-cleanup: 2 passed, 0 failed');
 """
-# The stand-in Python: `python -m pytest …` prints the last line pytest -q prints and exits with $PYTEST_EXIT.
+# The stand-in Python: `python tests/support/llama_builds.py` (the other kernel paths' llama.cpp builds) exits with
+# $BUILDS_EXIT; `python -m pytest …` prints the last line pytest -q prints and exits with $PYTEST_EXIT.
 PYTHON = r"""#!/usr/bin/env bash
+if [[ $1 == tests/support/llama_builds.py ]]; then
+  [[ -f $1 ]] || { echo "stand-in python: no $1" >&2; exit 97; }
+  exit "${BUILDS_EXIT:-0}"
+fi
 case ${PYTEST_EXIT:-0} in
   0) echo "12 passed in 1.00s";;
   1) echo "2 failed, 10 passed in 1.00s";;
@@ -73,6 +78,8 @@ def tree(tmp_path):
     (root / "vscode-extension" / "e2e").mkdir()
     (root / "vscode-extension" / "e2e" / "cleanup-test.mjs").write_text(CLEANUP)
     executable(root / "tests" / "server" / "neovim-setup.sh", "exit 0\n")
+    (root / "tests" / "support").mkdir(parents=True)
+    (root / "tests" / "support" / "llama_builds.py").write_text("")  # run by the stand-in python (PYTHON above)
     (root / "pyproject.toml").write_text("")
     executable(root / ".venv" / "bin" / "python", PYTHON)
     os.utime(root / "pyproject.toml", (1, 1))
@@ -81,8 +88,9 @@ def tree(tmp_path):
     return root
 
 
-def make_test(root: Path, fail: str = "", pytest_exit: int = 0):
-    env = {**os.environ, "FAIL": fail, "PYTEST_EXIT": str(pytest_exit), "PATH": f"{root.parent / 'bin'}:{os.environ['PATH']}"}
+def make_test(root: Path, fail: str = "", pytest_exit: int = 0, builds_exit: int = 0):
+    env = {**os.environ, "FAIL": fail, "PYTEST_EXIT": str(pytest_exit), "BUILDS_EXIT": str(builds_exit),
+           "PATH": f"{root.parent / 'bin'}:{os.environ['PATH']}"}
     done = subprocess.run(["make", "--no-print-directory", "-C", str(root), "test"], env=env, capture_output=True,
                           text=True, timeout=120)
     tail = done.stdout.split("==== make test: one line per suite, this run\n")[-1].splitlines()
@@ -102,6 +110,15 @@ def test_a_failing_python_suite_still_runs_and_shows_every_other_suite(tree):
     code, lines = make_test(tree, pytest_exit=1)
     assert list(lines) == list(SUITES)
     assert lines["python"].startswith("failed (2 failed, 10 passed, exit 1, ")
+    assert all(lines[s].startswith("passed (") for s in SUITES[1:]), lines
+    assert code != 0
+
+
+def test_the_other_kernel_paths_builds_failing_fail_the_python_line_and_say_so(tree):
+    code, lines = make_test(tree, builds_exit=1)
+    assert list(lines) == list(SUITES)
+    assert lines["python"].startswith("failed (12 passed, exit 1; llama.cpp for the other kernel paths not built "
+                                      "(tests/support/llama_builds.py), ")
     assert all(lines[s].startswith("passed (") for s in SUITES[1:]), lines
     assert code != 0
 

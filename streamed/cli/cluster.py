@@ -76,7 +76,7 @@ def _source(args, storage):
 
     if args.checkpoint:
         return Source(os.path.abspath(args.checkpoint), storage), f"checkpoint {storage.source}"
-    return Source(seed=args.seed), f"seed {args.seed}"
+    return Source(seed=args.seed), f"random weights from seed {args.seed}"  # as seeded() names them
 
 
 class Progress:

@@ -66,7 +66,9 @@ def test_ten_megabytes_are_refused_at_once_with_one_clear_diagnostic():
     a = analyze(text)
     assert time.perf_counter() - start < 5
     (d,) = a.diagnostics
-    assert d.message.startswith("the document is 10.") and "up to 4 MB" in d.message
+    # sizes said exactly, in bytes (issue 30): the document's own and the limit's
+    assert d.message.startswith(f"the document is {len(text.encode()):,} bytes;") and len(text.encode()) > 10_000_000
+    assert "up to 4,194,304 bytes (4 MiB" in d.message and d.message.endswith("so nothing else was checked")
 
 
 def test_a_megabyte_of_statements_is_read_in_full():

@@ -223,14 +223,20 @@ def test_a_document_authored_from_a_gguf_verifies_against_that_gguf(run, tmp_pat
 
 
 def test_a_line_break_in_the_name_or_in_the_config_never_writes_headings_into_the_document(run, tmp_path):
-    """A newline in `--name` is refused; one in the config's `_name_or_path` (or any text it carries into a comment,
-    such as a rope scaling scheme) is written as a space, so the document keeps its own sections."""
+    """A newline in `--name` is refused; one in the config's `_name_or_path` is written as a space, so the document
+    keeps its own sections; a rope scaling scheme carrying one is no scheme the language models, refused in one line
+    that shows the value escaped (#28), so it never reaches the document either."""
     code, _, err = run("author", CONFIGS / "tiny-llama.json", "--name", "x\n## Layer 0\nLet q be 1.")
     assert code == 2 and "a title is one line" in err and err.count("\n") == 1
     cfg = json.loads((CONFIGS / "tiny-llama.json").read_text())
     cfg["_name_or_path"] = "org/evil\n## Layer 0\nLet q0 be 1."
     cfg["rope_scaling"] = {"rope_type": "yarn\n## Head\nReturn x.", "factor": 2.0}
     src = tmp_path / "config.json"
+    src.write_text(json.dumps(cfg))
+    code, out, err = run("author", src)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "`rope_scaling.rope_type`" in err and "a scheme the language does not model" in err
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}
     src.write_text(json.dumps(cfg))
     code, out, _ = run("author", src)
     assert code == 0

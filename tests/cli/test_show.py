@@ -39,10 +39,14 @@ def test_show_svg_writes_the_chip_of_each_program_the_memory_and_the_roofline(bu
                                               ("chip-embed.svg", "chip-gated-deltanet.svg", "chip-attention.svg",
                                                "chip-head.svg", "memory.svg", "roofline.svg")]
     memory = _texts(out / "memory.svg")
-    # SRAM: the states it holds and the working set, whose rotation tables live in HBM (a decode step stages a row):
+    # SRAM: the states it holds (347 MB) and the working set reserved for the largest program's own buffers, what its
+    # ops hold while they run included (3.62 MB), whose rotation tables live in HBM (a decode step stages a row):
     # 2 tables × 4096 positions × 32 columns × 2 bytes = 524 KB.
-    for label in ("SRAM · 347 MB of 432 MB", "HBM · 29.8 GB of 64 GB", "DDR · 0 B of 2.05 TB", "states: attention",
-                  "weights: gated deltanet"):
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    residency = manifest["residency"]
+    assert residency["states"]["sram"] + residency["reserved_sram_bytes"] == 350_505_824
+    for label in ("SRAM · 351 MB of 432 MB", "HBM · 29.8 GB of 64 GB", "DDR · 0 B of 2.05 TB", "states: attention",
+                  "working set: activations and inputs", "weights: gated deltanet"):
         assert label in memory, label
     roofline = _texts(out / "roofline.svg")
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -58,7 +62,8 @@ def test_show_in_words_says_each_picture(bundle, capsys):
     assert main(["show", str(bundle)]) == 0
     out = capsys.readouterr().out
     assert "chip      attention — 23 ops in 23 phases" in out
-    assert "memory    SRAM 347 MB of 432 MB" in out and "tables: rotations 524 KB" in out
+    assert "memory    SRAM 351 MB of 432 MB: working set: activations and inputs 3.62 MB" in out  # states 347 MB
+    assert "tables: rotations 524 KB" in out
     assert "nothing spills" in out
     assert "tokens/s by batch: 1: 66.09" in out
 

@@ -193,12 +193,15 @@ def test_rotary_frequencies_scale_as_transformers_computes_them(scaling, want):
 
 def test_longrope_divides_each_frequency_by_its_short_factor_within_the_original_context_and_its_long_one_past_it():
     # transformers' _compute_longrope_parameters: inv_freq = 1 / (ext_factors · base^(2i/dim)), its attention factor on
-    # the cosines; the short factors up to the original context, the long ones past it (llama.cpp: by its context).
+    # the cosines; the short factors while the context llama.cpp runs at (rounded up to a multiple of 256) is within
+    # the original one, the long ones past it — a table of 16 rows of a model run at 16 positions is one of 256.
     base, dim, short, long = 10000.0, 8, (1.0, 1.5, 2.0, 4.0), (2.0, 3.0, 5.0, 9.0)
-    fill = ("cosines", base, (("scaling", "longrope"), ("context", 16.0), ("short", short), ("long", long),
-                              ("attention", 1.2)))
-    for ctx, factors in ((16, short), (17, long)):
-        table = nx.fill_table(fill, ctx, dim // 2)
+    for original, run_ctx, factors in ((256.0, 16, short), (256.0, 256, short), (256.0, 257, long),
+                                       (16.0, 16, long), (300.0, 300, long), (512.0, 300, short)):
+        fill = ("cosines", base, (("scaling", "longrope"), ("context", original), ("short", short), ("long", long),
+                                  ("attention", 1.2)))
+        ctx = 16
+        table = nx.fill_table(fill, ctx, dim // 2, run_ctx=run_ctx)
         for p in (0, 5, ctx - 1):
             for i in range(dim // 2):
                 theta = 1.0 / (factors[i] * base ** (2 * i / dim))

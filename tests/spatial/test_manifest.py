@@ -9,7 +9,7 @@ import jq
 import pytest
 
 from streamed.analysis.whole import analyze
-from streamed.model.checkpoint import Storage
+from streamed.model.checkpoint import Storage, storage_said
 from streamed.spatial.bundle import manifest, read_bundle, write_bundle
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.streamed_model import lower_streamed
@@ -57,7 +57,10 @@ def test_jq_shows_layer_17s_wq_as_its_own_checkpoint_tensor_in_every_deployment_
 def test_every_layer_row_names_every_weight_of_its_kind_by_that_layers_checkpoint_tensor(twenty):
     m = manifest(lower_streamed(twenty, Deployment("batched-tp", ctx=64, batch=2, tp=2)))
     kinds = {k["name"]: k for k in m["kinds"]}
-    assert m["checkpoint"] == {"naming": "document", "file": None}
+    # no checkpoint read: the storage is assumed (a Q8_0 file, by default) and the manifest says so
+    assert m["checkpoint"] == {"naming": "document", "file": None, "assumed": "Q8_0",
+                               "storage": storage_said("Q8_0", None)}
+    assert m["checkpoint"]["storage"].startswith("assumed: what llama.cpp's quantizer writes for a Q8_0 file")
     for row in m["layers"]:
         l = row["layer"]
         columns = kinds[row["kind"]]["weights"]
@@ -81,10 +84,11 @@ def test_a_documents_own_naming_is_kept_with_the_part_of_a_shared_tensor_each_we
     assert [(w["name"], w["checkpoint"]) for w in embed] == [("Emb", "model.language_model.embed_tokens.weight")]
     assert ("Wout", "lm_head.weight") in [(w["name"], w["checkpoint"]) for w in head]
     # norms and the router are weights of their layer like any other: replicated, read whole on every chip (the
-    # router as it is stored: its Q8_0 planes and scales)
+    # router as it is stored: with no checkpoint read, as llama.cpp's quantizer writes a Q8_0 file — routers kept F32,
+    # so read dense though the document declares it q8)
     router = next(w for w in m["kinds"][0]["weights"] if w["name"] == "Wr0")
-    assert [(r["encoding"], r["chip"], r["slice"]) for r in router["reads"]] == [("planes", None, None),
-                                                                                 ("scales", None, None)]
+    assert [(r["encoding"], r["chip"], r["slice"]) for r in router["reads"]] == [("dense", None, None)]
+    assert m["layers"][0]["storage"][m["layers"][0]["weights"].index("Wr0")] == "F32"
     assert m["layers"][0]["checkpoint"][m["layers"][0]["weights"].index("Wr0")] == \
         "model.language_model.layers.0.mlp.gate.weight"
 
@@ -93,7 +97,8 @@ def test_a_document_that_binds_no_tensor_names_each_weight_by_its_declared_name(
     text = two_kind_document(3)
     text = text[:text.index("\n## Checkpoint")] + text[text.index("\n## Embed"):]
     m = manifest(lower_streamed(analyze(text), Deployment("decode", ctx=16)))
-    assert m["checkpoint"] == {"naming": "declared", "file": None}
+    assert m["checkpoint"] == {"naming": "declared", "file": None, "assumed": "Q8_0",
+                               "storage": storage_said("Q8_0", None)}
     assert m["layers"][2]["checkpoint"] == m["layers"][2]["weights"]
 
 
@@ -106,7 +111,9 @@ def test_lowered_with_a_gguf_the_manifest_names_the_file_and_each_tensors_stored
     # the file's own bytes of the tensors the bundle reads, by type: values over the block times bytes per block
     # (a type with no size here — IQ2_XXS, which nothing reads — is not counted)
     stored = {"F16": 256 * 64 * 2, "Q8_0": 256 * 64 // 32 * 34, "Q4_K": 256 * 64 // 256 * 144}
-    assert m["checkpoint"] == {"naming": "gguf", "file": "tiny.gguf", "stored": stored}
+    # read, not assumed: the storage sentence names the file
+    assert m["checkpoint"] == {"naming": "gguf", "file": "tiny.gguf", "stored": stored, "assumed": None,
+                               "storage": "read from tiny.gguf"}
     row = m["layers"][2]
     stored = dict(zip(row["weights"], row["storage"]))
     assert (stored["Wo2"], stored["Wq2"], stored["Wk2"]) == ("F16", "Q8_0", "missing")

@@ -151,9 +151,19 @@ def test_the_pmus_of_a_floorplan_are_its_buffers_and_the_states_the_residency_ke
     used = {n for op in program["ops"] for n in (*op["inputs"], *op["outputs"])}
     buffers = sum(1 if t["role"] == "state" else math.ceil(t["bytes"] / pmu_bytes) for t in program["tensors"]
                   if t["tier"] == "sram" and t["role"] != "weight" and t["name"] in used)
+    # what an op holds while it runs (a convolution's window, gated delta's state update: the certificate's
+    # held_by_ops) is in the buffer of its first output, so in that op's PMUs too
+    held = program["certificate"]["held_by_ops"]
+    assert {h["kind"] for h in held} == {"short_convolution", "gated_delta"}
+    buffers += sum(math.ceil(h["bytes"] / pmu_bytes) for h in held)
     plan = next(p for p in floorplans(model) if p.program == kind["name"])
     resident = sum(r.count for r in plan.regions if r.unit == "pmu" and r.op is None and r.tensor is None)
     assert plan.used("pmu") - resident == buffers == program["certificate"]["pmus"]
+    (delta,) = [h for h in held if h["kind"] == "gated_delta"]
+    out = program["ops"][delta["op"]]["outputs"][0]
+    u = next(r for r in plan.regions if r.unit == "pmu" and r.tensor == out)
+    size = next(t["bytes"] for t in program["tensors"] if t["name"] == out)
+    assert u.count == math.ceil(size / pmu_bytes) + math.ceil(delta["bytes"] / pmu_bytes) > 1
     assert resident == math.ceil(m["residency"]["states"]["sram"] / pmu_bytes)
 
 
