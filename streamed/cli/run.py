@@ -108,6 +108,11 @@ def cmd_run(args) -> int:
             raise UserError(f"--ctx {args.ctx}: {why}")
         if args.ctx < len(tokens):
             raise UserError(f"--ctx {args.ctx}: the {len(tokens)} tokens given do not fit a context of {args.ctx}")
+    from ..spatial.deployment import modelled_of, past_modelled
+
+    why = past_modelled(len(tokens), modelled_of(a.programs.constants), "tokens")
+    if why is not None:
+        raise UserError(f"--tokens: {why}")
     prefill = 1 if args.decode else (args.prefill if args.prefill is not None else len(tokens))
     if not 1 <= prefill <= len(tokens):
         raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")

@@ -730,6 +730,9 @@ class _Author:
             consts.append(("lscale", spec.logit_scale, "the logits' scale"))
         if spec.trained is not None:
             consts.append(("trained", spec.trained, "the context it was trained at: a longer ctx is warned of"))
+        if spec.modelled is not None:
+            consts.append(("modelled", spec.modelled, f"the positions it computes as the model does: a longer ctx is "
+                                                       f"refused ({spec.modelled_why})"))
         lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))

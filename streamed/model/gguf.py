@@ -34,8 +34,8 @@ from .checkpoint import CheckpointError, Storage
 from .names import gguf_tensor
 from . import gguf_keys
 from .spec import (
-    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, Linear, ModelSpec, Norm, Rotation, Scaling,
-    SpecError,
+    Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, Linear, ModelSpec, NOPE_NOTE, Norm, Rotation,
+    Scaling, SpecError,
 )
 
 __all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "read_gguf", "SUPPORTED"]
@@ -338,7 +338,22 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
                      final_softcap=cap or None, logit_scale=logit_scale, logit_scale_why=why,
                      embed_scale_why="the checkpoint's embedding_scale" if arch not in ("gemma2", "gemma3") else None,
                      naming="gguf", source=path, notes=tuple(notes),
-                     trained=m.int(Keys.LLM.CONTEXT_LENGTH, maximum=MAX_CONTEXT))  # llama.cpp's n_ctx_train
+                     trained=m.int(Keys.LLM.CONTEXT_LENGTH, maximum=MAX_CONTEXT),  # llama.cpp's n_ctx_train
+                     **(LLAMA4_TEMPERATURE if arch == "llama4" and not _llama4_unchunked(m) and n >= 4 else {}))
+
+
+#: llama.cpp's Llama 4 multiplies its NoPE layers' queries by ``log(floor((p + 1)/8192) + 1)·0.1 + 1``
+#: (``n_attn_temp_floor_scale``, ``f_attn_temp_scale``, fixed for the architecture): exactly 1 for the first 8,191
+#: positions, which the document computes as the model does; past them a deployment is refused (``ModelSpec.modelled``).
+LLAMA4_TEMPERATURE = {"modelled": 8191, "modelled_why": "llama.cpp's Llama 4 NoPE layers scale their queries by a "
+                                                        "temperature that is 1 only before position 8,191, and is not "
+                                                        "written"}
+
+
+def _llama4_unchunked(m: "_Meta") -> bool:
+    """Whether a Llama 4 file's sliding window is 0: then llama.cpp chunks no layer and only the last is NoPE, with
+    no query temperature (``n_no_rope_layer_step`` becomes the layer count)."""
+    return m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW, minimum=0) == 0
 
 
 def _scale(m: _Meta, key: str) -> float | None:
@@ -627,14 +642,14 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
         # llama.cpp: chunks of 8192 whatever the metadata says, on the layers its pattern slides (three of four), and
         # rotation on every layer but each 4th (NoPE, with a query temperature) — unless its sliding window is 0: then
         # no layer is chunked and only the last is NoPE (n_no_rope_layer_step becomes the layer count).
-        unchunked = m.has(Keys.Attention.SLIDING_WINDOW) and m.int(Keys.Attention.SLIDING_WINDOW, minimum=0) == 0
+        unchunked = _llama4_unchunked(m)
         if swa[l]:
             chunk = 8192
             rotation = scaling.rotation(rope_dims, base=m.float(Keys.Rope.FREQ_BASE_SWA, base, positive=True))
         if (l + 1) % (n if unchunked else 4) == 0:
             rotation = None
             if not unchunked:
-                notes = ("NoPE layer: Llama 4's position-dependent query temperature is not modelled",)
+                notes = (NOPE_NOTE,)  # its query temperature: the document's `modelled` (LLAMA4_TEMPERATURE)
     elif swa[l]:
         default = gguf_keys.SWA_DEFAULT.get(arch)
         window = m.int(Keys.Attention.SLIDING_WINDOW, default, required=default is None)

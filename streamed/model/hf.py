@@ -37,7 +37,8 @@ from .hf_config import (
 from .hf_defaults import DEFAULTS
 from .hf_blocks import BUILDERS as BLOCK_BUILDERS
 from .hf_families import BUILDERS
-from .spec import Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, Norm, SpecError
+from .spec import (Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, ModelSpec, NOPE_NOTE, Norm,
+                   SpecError)
 
 __all__ = ["read_config", "spec_from_config", "SUPPORTED", "derive_layer_types"]
 
@@ -298,6 +299,7 @@ def spec_from_config(config: Any, where: str = "config.json", name: str | None =
         final_softcap=extra.get("final_softcap"), logit_scale=extra.get("logit_scale"),
         logit_scale_why=extra.get("logit_scale_why"), embed_scale_why=extra.get("embed_scale_why"),
         naming="hf", hf_prefix=prefix, source=where, notes=tuple(notes), assumed=assumed, trained=_trained(c),
+        modelled=extra.get("modelled"), modelled_why=extra.get("modelled_why"),
     )
 
 
@@ -463,6 +465,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
     tuning = c.raw("attn_temperature_tuning", True)
     if not isinstance(tuning, (bool, int)):
         raise c.fail("attn_temperature_tuning", f"must be true or false, not {json.dumps(tuning)}")
+    temperature = _llama4_temperature(c, tuning, rope_layers)
     norm = Norm(eps)
     layers = []
     for i, t in enumerate(layer_types):
@@ -470,9 +473,7 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         rope = bool(rope_layers[i])
         # `attention_chunk_size: null` is no chunking: the layer attends to all it has seen, as transformers does.
         chunk = c.int("attention_chunk_size") if t == "chunked_attention" and c.has("attention_chunk_size") else None
-        notes = () if rope or not tuning else (
-            "NoPE layer: Llama 4's query temperature (attn_temperature_tuning) is not modelled; it is 1 below "
-            "position floor_scale − 1",)
+        notes = () if rope or not temperature else (NOPE_NOTE,)
         mixer = Attention(heads, kv, hd, rotation if rope else None, chunk=chunk,
                           qk_l2=qk_l2 and rope, bias=c.bool("attention_bias", False),
                           out_bias=c.bool("attention_bias", False), notes=notes)
@@ -482,7 +483,24 @@ def _llama4(c, model_type, family, d, eps, layer_types, moe):
         else:
             ffn = Dense(c.int("intermediate_size_mlp"), _activation(c, "hidden_act", "silu"))
         layers.append(LayerSpec(mixer, ffn, norm))
-    return layers, {"notes": _scaling_note(rotation)}
+    return layers, {"notes": _scaling_note(rotation), **temperature}
+
+
+def _llama4_temperature(c, tuning, rope_layers) -> dict:
+    """Llama 4's query temperature on its NoPE layers — transformers multiplies their queries by
+    ``log1p(floor((p + 1)/floor_scale))·attn_scale + 1`` — as what the document leaves out: exactly 1 for the first
+    ``floor_scale − 1`` positions, which the document then computes as the model does (``modelled``); past them it
+    is refused, not approximated. Nothing when no layer is NoPE, tuning is off or ``attn_scale`` is 0."""
+    if not tuning or all(rope_layers) or c.float("attn_scale", 0.1) == 0:
+        return {}
+    floor = c.int("floor_scale", 8192)
+    if floor < 2:
+        raise c.fail("floor_scale", f"is {floor}: Llama 4's query temperature then scales the queries from the "
+                                    f"first position, which the language does not express")
+    return {"modelled": floor - 1,
+            "modelled_why": f"Llama 4's NoPE layers scale their queries by a temperature (attn_temperature_tuning) "
+                            f"that is 1 only before position floor_scale − 1 = {floor - 1:,}, and is not written"}
+
 
 
 def _gpt_oss(c, model_type, family, d, eps, layer_types, moe):

@@ -228,6 +228,10 @@ class ModelSpec:
     ``trained`` is the context the model was trained at (a config's ``max_position_embeddings``, else its rope
     scaling's original context; a GGUF's ``context_length``): the document's ``trained`` constant, past which a
     deployment's context is warned of (LANGUAGE §3).
+    ``modelled`` is how many positions the document computes as the model does, when a part of the model that
+    changes with the position is not written past them (Llama 4's query temperature on its NoPE layers, 1 below its
+    ``floor_scale``), with the reason in ``modelled_why``: the document's ``modelled`` constant, past which a
+    deployment or a run is refused (LANGUAGE §3) — never a silent approximation.
     ``assumed`` says, a sentence each, which of the fields that size the model the source left out and what was
     taken for them (transformers' class default): the author writes them first among the notes, and ``streamed
     author`` repeats them as warnings, so a config missing ``hidden_size`` is never authored at 4096 without a word."""
@@ -250,10 +254,16 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default=())
     assumed: tuple[str, ...] = field(default=())
     trained: int | None = None
+    modelled: int | None = None
+    modelled_why: str | None = None
 
     def __post_init__(self):
         if not self.layers:
             raise ValueError("a model has at least one layer")
+
+
+#: What a Llama 4 NoPE layer's attention says of its query temperature, by both routes (the document's ``modelled``).
+NOPE_NOTE = "NoPE layer: its query temperature is 1 within `modelled` positions, and is not written"
 
 
 class SpecError(Exception):

@@ -51,9 +51,29 @@ def past_training(ctx: int, trained: int | None) -> str | None:
             f"there it was never trained to")
 
 
+def past_modelled(positions: int, modelled: int | None, unit: str = "ctx") -> str | None:
+    """The refusal a context (``unit`` ``ctx``) or a run (``tokens``) of more ``positions`` than the document models
+    gets (its ``modelled`` constant, LANGUAGE §3), or ``None``: past it the model computes something the document
+    does not say (Llama 4's query temperature), so no answer there would be the model's."""
+    if modelled is None or positions <= modelled:
+        return None
+    said = f"ctx {positions:,} is" if unit == "ctx" else f"{positions:,} {unit} are"
+    return (f"{said} past the {modelled:,} positions the document computes as the model does (`modelled`: its "
+            f"comment says what it leaves out past them); use at most {modelled:,}")
+
+
 def trained_of(constants: dict) -> int | None:
     """The document's ``trained`` constant (LANGUAGE §3), when it is a whole number of positions."""
-    v = constants.get("trained")
+    return positions_constant(constants, "trained")
+
+
+def modelled_of(constants: dict) -> int | None:
+    """The document's ``modelled`` constant (LANGUAGE §3), when it is a whole number of positions."""
+    return positions_constant(constants, "modelled")
+
+
+def positions_constant(constants: dict, name: str) -> int | None:
+    v = constants.get(name)
     return int(v) if isinstance(v, (int, float)) and v >= 1 and v == int(v) else None
 
 

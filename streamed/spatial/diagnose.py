@@ -19,7 +19,7 @@ from ..analysis.incremental import IncrementalAnalysis, as_analysis
 from ..analysis.kinds import layer_of_kind
 from ..analysis.whole import Analysis
 from ..lang.syntax import Diagnostic, Related, SectionKind, Severity
-from .deployment import Deployment, past_training, trained_of
+from .deployment import Deployment, modelled_of, past_modelled, past_training, trained_of
 from .streamed_model import StreamedReject, lower_kind, lower_streamed, lower_whole, shared_part, shared_tables
 from .lower import LoweringError, TPError
 from .passes.footprint import sram_footprint
@@ -40,13 +40,22 @@ def _at(program, statement: int | None):
 
 
 def _context(analysis: Analysis, deployment: Deployment) -> list:
-    """A warning on the ``## Model`` heading when the deployment's context is past the one the model was trained at
-    (its ``trained`` constant): the model computes there what it never learned to. As ``_rejects``' entries."""
-    why = past_training(deployment.ctx, trained_of(analysis.programs.constants))
+    """On the ``## Model`` heading: an error when the deployment's context is past the positions the document
+    computes as the model does (its ``modelled`` constant: the lowering refuses it, naming the largest ctx), a
+    warning when it is past the one the model was trained at (its ``trained`` constant): the model computes there
+    what it never learned to. As ``_rejects``' entries."""
     model = next((s for s in analysis.document.sections if s.kind is SectionKind.MODEL), None)
-    if why is None or model is None:
+    if model is None:
         return []
-    return [(SimpleNamespace(section=model), Diagnostic(model.heading, Severity.WARNING, why, "context"), ())]
+    constants = analysis.programs.constants
+    out = []
+    refused = past_modelled(deployment.ctx, modelled_of(constants))
+    if refused is not None:
+        out.append(Diagnostic(model.heading, Severity.ERROR, refused, "context"))
+    warned = past_training(deployment.ctx, trained_of(constants))
+    if warned is not None:
+        out.append(Diagnostic(model.heading, Severity.WARNING, warned, "context"))
+    return [(SimpleNamespace(section=model), d, ()) for d in out]
 
 
 def reject_diagnostics(analysis: Analysis, deployment: Deployment = DEFAULT, target=None,

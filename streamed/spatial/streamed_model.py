@@ -39,7 +39,7 @@ from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage, bind
 from .ir import Access, SpatialProgram, authored
-from .deployment import Cut, Deployment, past_training, trained_of
+from .deployment import Cut, Deployment, modelled_of, past_modelled, past_training, trained_of
 from .lower import LoweringError, TPError, lower_program
 from .passes.fold_q8 import read_dense, undeclared_dense
 from .passes.split_tp import replicas, tp_slices
@@ -564,6 +564,9 @@ def _admitted(analysis: Analysis, deployment: Deployment, target, storage) -> tu
     deployment = deployment.normal()
     if analysis.errors:
         raise _first_error(analysis)
+    why = past_modelled(deployment.ctx, modelled_of(analysis.programs.constants))
+    if why:
+        raise StreamedReject("bundle", why)
     try:
         target = load_target(target)
     except TargetError as e:
