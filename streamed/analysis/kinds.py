@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..lang.lexer import Range, tokens as _lex_tokens
 from ..lang.shapes import let_binders
-from ..lang.syntax import Call, Binary, Let, SectionKind, Set
+from ..lang.syntax import Call, Binary, Set
 from ..model.checkpoint import ALL_Q8, Storage, bind
 from ..model.program import Program, Programs, unparsed_statements
 

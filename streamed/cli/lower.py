@@ -22,9 +22,9 @@ from .common import (
 def _rate(x: float | None) -> str:
     if x is None:
         return "?"
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= size:
-            return f"{x / size:.3g}{unit}"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g}{unit}"
     return f"{x:.3g}"
 
 
@@ -116,9 +116,9 @@ def _tiles(name: str, p, reads: int) -> str:
 
 
 def _seconds(s: float) -> str:
-    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if s >= size:
-            return f"{s / size:.3g} {unit}"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
     return f"{s * 1e9:.3g} ns"
 
 

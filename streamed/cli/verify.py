@@ -5,7 +5,6 @@ lowers, and prints; the comparison itself is ``streamed.numerics.verify``."""
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path

@@ -30,7 +30,7 @@ import numpy as np
 from ..model.program import Programs
 from ..numerics.product import Arithmetic
 from ..numerics.run import Logits, steps as run_steps
-from ..numerics.verify import Report, _vocab, sequence
+from ..numerics.verify import Report, vocab_of, sequence
 from ..spatial.deployment import Deployment
 from ..spatial.units import size
 from .split import Range, Slot
@@ -320,7 +320,7 @@ def verify(placed: Placed, programs: Programs, source: Source, dep: Deployment, 
         return outs[-1].next
 
     try:
-        sequence(dep, steps, seed, _vocab(programs), one)
+        sequence(dep, steps, seed, vocab_of(programs), one)
     except _Ended:
         pass
     finally:

@@ -27,7 +27,7 @@ from ..model.program import Programs
 from ..numerics.execute import Bound, ExecuteError, Executed, Executor, Session
 from ..numerics.product import Arithmetic
 from ..numerics.reference import Reference, ReferenceError
-from ..numerics.verify import (Measure, _feed_states, _hidden_measures, _renamer, _roles, _Tolerances, compare_step,
+from ..numerics.verify import (Measure, feed_states, hidden_measures, renamer, roles_of, Tolerances, compare_step,
                                shares_of, states_of)
 from ..numerics.weights import declared_weights, from_gguf, seeded
 from .split import Range
@@ -110,17 +110,17 @@ class Stage:
         self.plans = {k: part_of_plan(p, r) for k, p in (plans or {}).items()}
         self.certify, self.per_layer = certify, chips > 1
         if certify:
-            rename = _renamer()
-            self.rtol = _Tolerances(plans, rename, chips) if self.per_layer else (lambda program, name: 0.0)
+            rename = renamer()
+            self.rtol = Tolerances(plans, rename, chips) if self.per_layer else (lambda program, name: 0.0)
             self.shares = shares_of(plans, rename) if self.per_layer else None
-            roles = _roles(self.programs)
+            roles = roles_of(self.programs)
             self.skip = lambda label, name: roles.get(label, {}).get(name) == "weight"  # noqa: E731
         self._reset()
 
     def _reset(self) -> None:
         self.reference = Reference(self.programs, self.weights, self.ctx, self.arithmetic, rows=self.rows) \
             if self.certify or not self.plans else None
-        self.executor = Executor(self.weights, Session(), _renamer(), self.arithmetic) if self.plans else None
+        self.executor = Executor(self.weights, Session(), renamer(), self.arithmetic) if self.plans else None
         self.done = 0
 
     def where(self) -> tuple[str, int]:
@@ -191,7 +191,7 @@ class Stage:
             hidden = []
             for b, fed in zip(layers, inputs):
                 if self.per_layer:
-                    _feed_states(self.executor.session, b, before)
+                    feed_states(self.executor.session, b, before)
                     h = fed
                 env, values[b.label] = self.executor.run(b, tokens, positions, h)
                 h = env[b.program.output]
@@ -208,4 +208,4 @@ class Stage:
         labels = [p.label for p in self.programs.layers]
         return Out(hidden=want.hidden[-1], bundle=h, next=want.next if head is not None else None,
                    compared=compare_step(t.index, want.values, values, self.skip, self.rtol, self.shares),
-                   measured=_hidden_measures(t.index, want, got, labels, self.rtol, head=head is not None))
+                   measured=hidden_measures(t.index, want, got, labels, self.rtol, head=head is not None))

@@ -170,9 +170,9 @@ def storage_said(assumed: str | None, file: str | None) -> str:
         return f"read from {file}"
     article = "an" if assumed[0] in "AEFHILMNORSX" else "a"
     if assumed == "MXFP4_MOE":
-        return (f"assumed: what llama.cpp's quantizer writes for an MXFP4_MOE file (expert banks MXFP4, 17 bytes per "
-                f"32 values; routers and shared gates F32; every other weight Q8_0, F16 where its input features are "
-                f"not whole blocks of 32)")
+        return ("assumed: what llama.cpp's quantizer writes for an MXFP4_MOE file (expert banks MXFP4, 17 bytes per "
+                "32 values; routers and shared gates F32; every other weight Q8_0, F16 where its input features are "
+                "not whole blocks of 32)")
     return (f"assumed: what llama.cpp's quantizer writes for {article} {assumed} file (routers and shared gates F32"
             + (", weights whose input features are not whole blocks of 32 F16" if assumed == "Q8_0" else "") + ")")
 

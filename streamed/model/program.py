@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from ..lang import ops as ops_table
 from ..lang.limits import MAX_DIMENSION, beyond
 from ..lang.limits import show as show_value
 from ..lang.lexer import Range

@@ -226,14 +226,14 @@ def chip_part(whole: np.ndarray, part_shape: tuple, chip: int) -> np.ndarray | N
 # ---- what the reference says a deployment's step is ----------------------------------------------------------------
 
 
-def _roles(programs: Programs) -> dict[str, dict[str, str]]:
+def roles_of(programs: Programs) -> dict[str, dict[str, str]]:
     return {p.label: {d.name: d.role for d in p.decls.values()} for p in programs.all()}
 
 
 def stacked(programs: Programs, steps: list[Step]) -> Step:
     """A batch of one-row steps as the batched bundle names them: rows stacked in sequence order, sequence b's states
     and position under ``…_s{b}``."""
-    roles = _roles(programs)
+    roles = roles_of(programs)
     values: dict[str, dict[str, np.ndarray]] = {}
     for label in steps[0].values:
         env: dict[str, np.ndarray] = {}
@@ -363,7 +363,7 @@ def reassociated(program: SpatialProgram) -> set[str]:
     return out
 
 
-class _Tolerances:
+class Tolerances:
     """Which layer tensors of a tensor-parallel plan an all-reduce flows into, by the name the layer gives them (a
     chip's part ``Kc3_c1`` under the whole ``Kc3``): those are measured within ``tp_rtol``, every other bit for bit."""
 
@@ -387,7 +387,7 @@ class _Tolerances:
         return self.rtol if name in self.names.get(program, ()) else 0.0
 
 
-def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rtol, head: bool = True) -> list[Measure]:
+def hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rtol, head: bool = True) -> list[Measure]:
     """Each layer's output, then (``head``) the logits and the next token: what a step's report adds after
     ``compare_step``'s. A layer range run apart (``streamed.cluster``) measures its own layers, and the range with
     the head the head's."""
@@ -402,7 +402,7 @@ def _hidden_measures(step: int, want: Step, got: Executed, layers: list[str], rt
     return out
 
 
-def _feed_states(session: Session, b: Bound, before: dict[str, np.ndarray]) -> None:
+def feed_states(session: Session, b: Bound, before: dict[str, np.ndarray]) -> None:
     """Layer ``b``'s carried states as the reference held them before this step, each chip's share cut from the
     reference's whole (a share two chips hold, a copy for each)."""
     p = b.program
@@ -433,7 +433,7 @@ def fed_step(executor: Executor, plan: Plan, tokens, positions: list[int], want:
     inputs = [want.x] + list(want.hidden[:-1])
     hidden = []
     for b, h in zip(plan.layers, inputs):
-        _feed_states(executor.session, b, before)
+        feed_states(executor.session, b, before)
         env, values[b.label] = executor.run(b, tokens, positions, h)
         hidden.append(env[b.program.output])
     env, values["head"] = executor.run(plan.head, tokens, positions, want.hidden[-1])
@@ -460,7 +460,7 @@ def reference_steps(programs: Programs, weights, dep: Deployment, steps: int, se
     for the first step and for every prefill chunk, then each sequence's greedy next token — so the sequence is a
     function of the document, the weights, the deployment's shape and the seed alone."""
     rng = np.random.default_rng(seed)
-    vocab = _vocab(programs)
+    vocab = vocab_of(programs)
     out: list[ReferenceStep] = []
     if dep.batched:
         ref = Batch(programs, weights, dep.ctx, dep.batch, arithmetic)
@@ -539,13 +539,13 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
     dep = deployment
     steps = covering(programs, dep)[0] if steps is None else steps
     report = Report(dep)
-    roles = _roles(programs)
+    roles = roles_of(programs)
     skip = lambda label, name: roles.get(label, {}).get(name) == "weight"  # noqa: E731
     layers = [p.label for p in programs.layers]
-    rename = _renamer()
+    rename = renamer()
     executor = Executor(weights, Session(), rename, arithmetic)
     per_layer = report.per_layer
-    rtol = _Tolerances(plans, rename, dep.chips) if per_layer else (lambda program, name: 0.0)
+    rtol = Tolerances(plans, rename, dep.chips) if per_layer else (lambda program, name: 0.0)
     shares = shares_of(plans, rename) if per_layer else None
     try:
         trajectory = (references or References(programs, weights, arithmetic)).steps(dep, steps, seed)
@@ -556,7 +556,7 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
             else:
                 got = executor.step(plan, r.tokens, r.positions, r.want.x if dep.mode == "forward" else None)
             report.measures.extend(compare_step(s, r.want.values, got.values, skip, rtol, shares)
-                                   + _hidden_measures(s, r.want, got, layers, rtol))
+                                   + hidden_measures(s, r.want, got, layers, rtol))
             report.steps += 1
             if stop_at_first and report.first_failure is not None:
                 break
@@ -565,7 +565,7 @@ def run(programs: Programs, weights, deployment: Deployment, plans: dict[str, Pl
     return report
 
 
-def _vocab(programs: Programs) -> int:
+def vocab_of(programs: Programs) -> int:
     """Token ids are drawn below the embedding table's rows."""
     e = programs.embed
     if e is not None:
@@ -575,5 +575,5 @@ def _vocab(programs: Programs) -> int:
     return 2
 
 
-def _renamer():
+def renamer():
     return lambda bound, name: bound.bound(name)

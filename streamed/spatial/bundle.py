@@ -67,8 +67,8 @@ from ..model.checkpoint import Naming, TensorRef
 from .ir import PROGRAM_FORMAT, SpatialProgram, nbytes, op_to_json
 from .target import SpatialTarget, target_problem
 from .deployment import Deployment, size_problem
-from .manifests import (  # noqa: F401 — kind_file, manifest_text, tiles_entry, weight_reads: read from here too
-    FORMAT, kind_file, manifest, manifest_text, program_files, program_text, sha256, tiles_entry, weight_reads,
+from .manifests import (  # noqa: F401 — manifest_text, weight_reads: read from here too
+    FORMAT, manifest, manifest_text, program_files, program_text, sha256, weight_reads,
 )
 from .streamed_model import LayerBinding, LayerKindProgram, StreamedModel, tp_summary
 

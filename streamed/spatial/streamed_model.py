@@ -31,14 +31,13 @@ bundle and the seed's, can be compared program by program and layer by layer.
 from __future__ import annotations
 
 import hashlib
-import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
 from ..analysis.kinds import layer_input, layer_of_kind, rebind_via, stacked_layer_input, stored_q8
 from ..model.checkpoint import Naming, Storage, bind
-from .ir import Access, SpatialProgram, authored
+from .ir import SpatialProgram, authored
 from .deployment import Cut, Deployment, modelled_of, past_modelled, past_training, trained_of
 from .lower import LoweringError, TPError, lower_program
 from .passes.fold_q8 import read_dense, undeclared_dense

@@ -31,7 +31,7 @@ def header(path):
         parts = t.field.parts
         # parts: name length, name, n_dims, dims, type, offset — each a view whose offset in the file is known
         at = t.field.offset + sum(int(p.nbytes) for p in parts[:2])
-        n_dims_at, dims_at = at, at + 4
+        dims_at = at + 4  # past n_dims (4 bytes)
         type_at = dims_at + int(parts[3].nbytes)
         out.append((t.name, type_at, type_at + 4, dims_at, int(parts[2][0])))
     return out
