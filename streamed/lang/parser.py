@@ -599,7 +599,7 @@ def _failures(section: Section, failed: list) -> tuple[_Failure, ...]:
             at = (starts.get(d.range.start.offset), ends.get(d.range.end.offset))
             message = replacement = None
             if None in at:
-                at = None  # not at token boundaries (none is): parsed again in each layer
+                at = None  # not at token boundaries (none is): each layer of the shape is parsed on its own
             elif a == b - 1 or t.texts[b - 1] != ".":  # a lone `.` or an unterminated statement: quotes nothing
                 message = _template(d.message)
             else:
@@ -621,8 +621,9 @@ def _failures(section: Section, failed: list) -> tuple[_Failure, ...]:
 def _shared_failures(rep: Section, to: Section) -> list[Diagnostic] | None:
     """The diagnostics the body of ``to`` — a layer of ``rep``'s shape, ``rep`` broken — gives, from ``rep``'s
     templates: each range the same tokens of ``to``, each message filled with ``to``'s binders; a statement whose
-    message depends on a spelling is parsed in ``to``. ``None`` if such a statement parses there after all (it
-    cannot: the parser reads a binder's spelling only in a guess or a cut)."""
+    message depends on a spelling is parsed in ``to``. ``None`` — ``to`` is parsed on its own — if such a statement
+    parses there after all, or a range of ``rep``'s is not at token boundaries (neither happens: the parser reads a
+    binder's spelling only in a guess or a cut, and every range it makes runs from a token's start to a token's end)."""
     known = rep.broken
     if isinstance(known, list):
         known = rep.broken = _failures(rep, known)
@@ -631,6 +632,8 @@ def _shared_failures(rep: Section, to: Section) -> list[Diagnostic] | None:
     pos, starts, ends = t.source.pos, t.starts, t.ends
     out = []
     for f in known:
+        if f.at is None:
+            return None
         if f.message is not None:
             out.append(Diagnostic(Range(pos(starts[f.at[0]]), pos(ends[f.at[1]])), Severity.ERROR,
                                   f.message.format(*names), "syntax",
