@@ -36,6 +36,7 @@ from ..lang.lexer import Pos, Range, utf8_length
 from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
 from ..lang.chunks import Chunk
 from ..lang.parser import ChunkParse, parse_chunk
+from ..lang.shapes import broken_key
 from ..lang.syntax import Diagnostic, Document, Section, SectionKind, Severity
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.links import chain_link, link_programs, section_links
@@ -375,19 +376,25 @@ class IncrementalAnalyzer:
         checked = tuple(self._by_shape.values())
         for s in came:
             if s is not None and s.shape is not None and s.shape.key is not None:
-                for k, caches in ((("shape", s.shape.key), checked), (("frame", s.shape.frame), (self._shared,))):
+                for k, caches in self._keys(s, checked):
                     uses[k] = uses.get(k, 0) + 1
                     if uses[k] == 1:
                         for c in caches:
                             c.revive(k[1])
         for s in gone:
             if s is not None and s.shape is not None and s.shape.key is not None:
-                for k, caches in ((("shape", s.shape.key), checked), (("frame", s.shape.frame), (self._shared,))):
+                for k, caches in self._keys(s, checked):
                     uses[k] -= 1
                     if uses[k] == 0:
                         del uses[k]
                         for c in caches:
                             c.retire(k[1])
+
+    def _keys(self, s: Section, checked: tuple) -> tuple:
+        """The keys a layer is counted under, each with the caches it keeps alive: its shape (checked programs), its
+        frame (a clean layer's parse) and its shape's broken layer (``shapes.broken_key``)."""
+        return ((("shape", s.shape.key), checked), (("frame", s.shape.frame), (self._shared,)),
+                (("broken", broken_key(s.shape)), (self._shared,)))
 
     def _digest(self, programs: Programs, program: Program) -> str:
         key = digest_key(programs, program, self.storage)

@@ -12,11 +12,18 @@ names; its *frame* is that with the digits of its numbers left out too (``shapes
 is parsed; a later layer of the same frame (``shared``) takes that tree, renamed into its own names, numbers and
 ranges when first read, instead of a parse. That is exact, not a guess: the parser reads a binder's spelling only to
 ask whether it is a name and no word of the language, and a run of digits only as a piece of a number, so it shares
-only when every binder of the layer is such a plain name and every number it writes one the parser accepts, and
-only a parse without diagnostics (whose messages quote the text).
+only when every binder of the layer is such a plain name and every number it writes one the parser accepts.
+
+**Recovery costs a parse per shape, not per layer.** A broken layer is its shape's tree too (``broken_key``): a
+later layer of its shape takes its tree and its diagnostics — each the same tokens' range, each message a template
+over the binders (``_failures``: the failed statement parsed once more with every binder spelt as a mark, kept only
+when filled with the layer's own binders it says what the parse said) filled with the layer's own. A message that
+reads a binder's spelling otherwise than by quoting it whole — a guess at what was meant (``nearest``), a quotation
+cut at 40 characters — is no template: that statement is parsed in each layer. So a document whose every layer has
+the same errors parses each statement once, and diagnoses the rest at the cost of placing their diagnostics.
 
 Invariant: every diagnostic's range lies inside the text, and every node's range covers exactly its tokens; a
-shared layer's statements equal those a parse of its own text gives. No expression nests deeper than
+shared layer's statements and diagnostics equal those a parse of its own text gives. No expression nests deeper than
 ``MAX_NESTING`` (the parser refuses it, so no later stage recurses as deep as the input).
 """
 
@@ -26,13 +33,14 @@ import difflib
 import math
 from bisect import bisect_right
 import re
+import threading
 from dataclasses import dataclass, replace
 
 from . import ops as ops_table
 from .limits import MAX_LAYER, MAX_NESTING, document_too_large
 from .chunks import cut, first_line, heading_line, heading_ranges
 from .lexer import BOM, COMMENT, Pos, Range, Source, Table, decode, pieces, table, texts_of, utf8_length
-from .shapes import LARGEST, same_numerals, shape_of
+from .shapes import LARGEST, broken_key, same_numerals, shape_of
 from .syntax import (
     Binary,
     Call,
@@ -86,11 +94,15 @@ def _error(range_: Range, message: str, code: str = "syntax", replacement: str |
 
 
 def _quote(text: str) -> str:
+    if _TEMPLATING.on and _MARK in text:
+        raise _Spelling  # its length decides where it is cut
     return f"`{text[:40]}{'…' if len(text) > 40 else ''}`"
 
 
 def nearest(word: str, choices) -> str | None:
     """The choice a person most likely meant: the closest spelling, ties going to one that starts alike."""
+    if _TEMPLATING.on and _MARK in word:
+        raise _Spelling  # the guess depends on the spelling
     best, score = None, 0.6
     for c in choices:
         r = difflib.SequenceMatcher(None, word, c).ratio() + (0.05 if c[:1] == word[:1] else 0.0)
@@ -504,24 +516,136 @@ def split_statements(t: Table) -> list[tuple[int, int, bool]]:
     return spans
 
 
-def _program(t: Table, diagnostics: list[Diagnostic]) -> tuple[tuple[Statement, ...], tuple[tuple[int, int], ...]]:
+def _program(t: Table, diagnostics: list[Diagnostic], failed: list | None = None) -> tuple[tuple[Statement, ...], tuple[tuple[int, int], ...]]:
+    """The statements of a program and their spans; what does not parse is a diagnostic. ``failed``: each
+    statement that did not parse as ``(first, end, index)`` (``index``: how many parsed before it), in the order of
+    its diagnostic."""
     statements: list[Statement] = []
     spans: list[tuple[int, int]] = []
     for a, b, closed in split_statements(t):
         if not closed:
             diagnostics.append(_error(t.range(a, b - 1), "this statement does not end with `.`"))
-            continue
-        if a == b - 1:
+        elif a == b - 1:
             diagnostics.append(_error(t.token_range(b - 1), "a `.` with no statement before it"))
+        else:
+            try:
+                stmt = _statement(_Statement(t, a, b - 1, b - 1), len(statements))
+            except _Fail as f:
+                diagnostics.append(_error(f.range, f.message, replacement=f.replacement))
+            else:
+                statements.append(stmt)
+                spans.append((a, b))
+                continue
+        if failed is not None:
+            failed.append((a, b, len(statements)))
+    return tuple(statements), tuple(spans)
+
+
+# ---- a broken program's diagnostics, for the other layers of its shape --------------------------------------------
+
+#: A binder's mark in a template parse: a plain name to every rule of the parser (a letter first, no word of the
+#: language), and a character no token holds (tokens and comments hold no line end) to find it again in a message.
+_MARK = "\r"
+_MARKED = re.compile("Z\r(\\d+)\r")
+
+
+class _Spelling(Exception):
+    """A template parse read a binder's spelling (a guess at what was meant, a quotation cut at its length)."""
+
+
+class _Templating(threading.local):
+    on = False
+
+
+_TEMPLATING = _Templating()
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A statement of a broken program that does not parse: its span, how many statements parsed before it, the
+    tokens its diagnostic's range runs over, and that diagnostic's message and replacement as format strings over
+    the program's binders (``str.format(*names)``); ``message`` is ``None`` when what it says depends on a binder's
+    spelling otherwise than by quoting it whole — that statement is parsed again in each layer."""
+
+    first: int
+    end: int
+    index: int
+    at: tuple[int, int] | None = None
+    message: str | None = None
+    replacement: str | None = None
+
+
+def _template(text: str | None) -> str | None:
+    """``text`` as a format string over the binders (each mark ``Z\\rK\\r`` made ``{K}``)."""
+    if text is None:
+        return None
+    return _MARKED.sub(r"{\1}", text.replace("{", "{{").replace("}", "}}"))
+
+
+def _failures(section: Section, failed: list) -> tuple[_Failure, ...]:
+    """What ``section`` (a broken layer) says of each statement that does not parse, as templates: each such
+    statement parsed again with every binder spelt as its mark (once per shape, not per layer), kept only when the
+    template filled with this layer's own binders says exactly what its parse said."""
+    t, names = section.table, section.shape.names
+    marks = {n: f"Z\r{k}\r" for k, n in enumerate(names)}
+    marked = Table(t.source, [marks.get(x, x) for x in t.texts], t.first, t.stop)
+    marked._starts, marked._ends, marked._comments = t.starts, t.ends, t.comments
+    starts, ends = section.token_index
+    body = section.diagnostics[len(section.diagnostics) - len(failed):]
+    out = []
+    _TEMPLATING.on = True
+    try:
+        for (a, b, index), d in zip(failed, body):
+            at = (starts.get(d.range.start.offset), ends.get(d.range.end.offset))
+            message = replacement = None
+            if None in at:
+                at = None  # not at token boundaries (none is): each layer of the shape is parsed on its own
+            elif a == b - 1 or t.texts[b - 1] != ".":  # a lone `.` or an unterminated statement: quotes nothing
+                message = _template(d.message)
+            else:
+                try:
+                    _statement(_Statement(marked, a, b - 1, b - 1), index)
+                except _Fail as f:
+                    message, replacement = _template(f.message), _template(f.replacement)
+                    said = (d.data or {}).get("replacement")
+                    if message.format(*names) != d.message or (replacement and replacement.format(*names)) != said:
+                        message = replacement = None
+                except _Spelling:
+                    pass
+            out.append(_Failure(a, b, index, at, message, replacement))
+    finally:
+        _TEMPLATING.on = False
+    return tuple(out)
+
+
+def _shared_failures(rep: Section, to: Section) -> list[Diagnostic] | None:
+    """The diagnostics the body of ``to`` — a layer of ``rep``'s shape, ``rep`` broken — gives, from ``rep``'s
+    templates: each range the same tokens of ``to``, each message filled with ``to``'s binders; a statement whose
+    message depends on a spelling is parsed in ``to``. ``None`` — ``to`` is parsed on its own — if such a statement
+    parses there after all, or a range of ``rep``'s is not at token boundaries (neither happens: the parser reads a
+    binder's spelling only in a guess or a cut, and every range it makes runs from a token's start to a token's end)."""
+    known = rep.broken
+    if isinstance(known, list):
+        known = rep.broken = _failures(rep, known)
+    names = to.shape.names
+    t = to.table
+    pos, starts, ends = t.source.pos, t.starts, t.ends
+    out = []
+    for f in known:
+        if f.at is None:
+            return None
+        if f.message is not None:
+            out.append(Diagnostic(Range(pos(starts[f.at[0]]), pos(ends[f.at[1]])), Severity.ERROR,
+                                  f.message.format(*names), "syntax",
+                                  data={"replacement": f.replacement.format(*names)} if f.replacement else None))
             continue
         try:
-            stmt = _statement(_Statement(t, a, b - 1, b - 1), len(statements))
-        except _Fail as f:
-            diagnostics.append(_error(f.range, f.message, replacement=f.replacement))
-            continue
-        statements.append(stmt)
-        spans.append((a, b))
-    return tuple(statements), tuple(spans)
+            _statement(_Statement(t, f.first, f.end - 1, f.end - 1), f.index)
+        except _Fail as fail:
+            out.append(_error(fail.range, fail.message, replacement=fail.replacement))
+        else:
+            return None
+    return out
 
 
 def _model(t: Table, diagnostics: list[Diagnostic]) -> tuple[Constant, ...]:
@@ -666,22 +790,36 @@ def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Dia
         rep = shared.get(shape.frame) if shared is not None and shape.key is not None else None
         if rep is not None and rep.shape.key != shape.key and not same_numerals(rep, texts):
             rep = None  # a number this layer writes is one the parser refuses: its own parse says so
+        if rep is None and shared is not None and shape.key is not None:
+            rep = shared.get(broken_key(shape))
         if rep is not None:
-            # One program up to names (and numbers) with a layer already parsed cleanly: its tree, renamed when first
-            # read.
+            # One program up to names (and numbers) with a layer already parsed: its tree, renamed when first read;
+            # a broken one's diagnostics, renamed now.
             body = table(src, body_start, parts=parts, placed=False, texts=texts, like=rep.table)
             heading, full, index_range = placed or (None, None, None)
-            return Section(SectionKind.LAYER, heading, head_text, index, note, full, body, None, None,
-                           index_range=index_range, shape=shape, diagnostics=tuple(diagnostics), shared_from=rep)
+            section = Section(SectionKind.LAYER, heading, head_text, index, note, full, body, None, None,
+                              index_range=index_range, shape=shape, shared_from=rep)
+            mine = _shared_failures(rep, section) if rep.broken is not None else []
+            if mine is not None:
+                diagnostics += mine
+                section.diagnostics = tuple(diagnostics)
+                return section
         heading, full, index_range = placed or heading_ranges(src)
         body = table(src, body_start, parts=parts, texts=texts)
-        mine: list[Diagnostic] = []
-        statements, spans = _program(body, mine)
+        mine = []
+        failed: list = []
+        statements, spans = _program(body, mine, failed)
         diagnostics += mine
         section = Section(SectionKind.LAYER, heading, head_text, index, note, full, body, statements, spans,
                           index_range=index_range, shape=shape, diagnostics=tuple(diagnostics))
-        if shared is not None and shape.key is not None and not mine:
-            shared[shape.frame] = section
+        if shared is not None and shape.key is not None:
+            if not mine:
+                shared[shape.frame] = section
+            else:
+                # A broken layer is its shape's tree too, what its failed statements say kept as templates (made
+                # when a second layer of its shape asks): recovery costs a parse per shape, not per layer.
+                section.broken = failed
+                shared[broken_key(shape)] = section
         return section
     heading, full, _ = heading_ranges(src)
     body = table(src, body_start)

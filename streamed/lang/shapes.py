@@ -59,6 +59,12 @@ class Shape:
     frame: tuple[str, str] | None = None
 
 
+def broken_key(shape: Shape) -> tuple:
+    """Where a broken layer of ``shape`` is kept for the other layers of its shape (``parser``): beside the clean
+    layers kept by frame, under a key no frame is."""
+    return (*shape.key, "broken")
+
+
 def let_binders(texts) -> tuple[str, ...]:
     """Every token that follows a ``Let`` token (LANGUAGE §7), once each, in the order of their first ``Let``."""
     out: list[str] = []

@@ -181,7 +181,7 @@ class Section:
 
     __slots__ = ("kind", "title", "index", "note", "constants", "entries", "table", "shape", "diagnostics",
                  "shared_from", "_heading", "_range", "_index_range", "_statements", "_spans", "_tokens",
-                 "token_at", "_numerals", "_framed", "__weakref__")
+                 "token_at", "_numerals", "_framed", "broken", "unparsed", "__weakref__")
 
     def __init__(self, kind: SectionKind, heading: Range | None, title: str, index: int | None, note: str | None,
                  range: Range | None, table=None, statements: tuple | None = (), spans: tuple | None = (),
@@ -207,6 +207,10 @@ class Section:
         self.token_at = None  # (start offset → token, end offset → token), made by the first renaming from it
         self._numerals = None  # its numbers' tokens (``number_tokens``)
         self._framed = None
+        #: A layer whose body did not parse cleanly, as the parser keeps it for the other layers of its shape (what
+        #: each statement that failed says, ``parser._failures``); ``None`` for any other section.
+        self.broken = None
+        self.unparsed = None  # the spans of its statements that did not parse (``model.program.unparsed_statements``)
 
     def _place(self) -> None:
         self._heading, self._range, self._index_range = heading_ranges(self.table.source)

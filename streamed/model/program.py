@@ -790,13 +790,15 @@ class _Checker:
             self.output = st.name.text
 
 
-def unparsed_statements(section: Section) -> list[tuple[int, int]]:
+def unparsed_statements(section: Section) -> tuple[tuple[int, int], ...]:
     """The token spans of ``section``'s statements that did not parse (each reported once, by the parser). Only a
     section the parser reported on has any: a clean one answers without reading its tokens."""
-    if not section.diagnostics or section.table is None or section.statements is None:
-        return []
-    parsed = set(section.spans)
-    return [(a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed]
+    if not section.diagnostics or section.table is None:
+        return ()
+    if section.unparsed is None:  # found once: the analysis asks of every layer after each edit
+        parsed = set(section.spans)  # (a layer sharing another's tree has its spans: no statement is renamed to ask)
+        section.unparsed = tuple((a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed)
+    return section.unparsed
 
 
 def unparsed_binders(section: Section) -> set[str]:

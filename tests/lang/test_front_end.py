@@ -291,3 +291,93 @@ def test_a_layer_read_from_another_layers_parse_places_each_token_where_its_text
         e = t.texts.index("epsilon") + 1
         assert [t.adjacent(k) for k in range(e - 1, e + 2)] == [False, True, True]  # `epsilon 123e-17`, as written
         assert t._starts is None
+
+
+def _broken_alike(layers: int, *errors: tuple[str, str]) -> str:
+    """``layers`` layers alike but for their names, each with the same errors (``(pattern, replacement)``: the first
+    match in each layer's text replaced, ``re.sub``) — one broken shape."""
+    import re
+
+    from builders import document
+
+    parts = document(layers).split("\n## ")
+    for k, p in enumerate(parts):
+        if p.startswith("Layer "):
+            for old, new in errors:
+                p = re.sub(old, new, p, count=1)
+            parts[k] = p
+    return "\n## ".join(parts)
+
+
+def _counting_statements(monkeypatch) -> list[int]:
+    """Counts every statement the parser parses (``parser._statement``: a sentence read token by token)."""
+    import streamed.lang.parser as parser
+
+    count = [0]
+    real = parser._statement
+
+    def counted(s, index):
+        count[0] += 1
+        return real(s, index)
+
+    monkeypatch.setattr(parser, "_statement", counted)
+    return count
+
+
+ERRORS = ((" be an input", " bee an input"), (" times ", " timse "), ("rmsnorm of", "rmsnrom of"), ("by d\\.\n", "by d\n"))
+
+
+def test_layers_broken_alike_have_their_statements_parsed_once_however_many_layers_there_are(monkeypatch):
+    """Error recovery costs a parse per broken shape, not per broken layer: a model whose every layer carries the same
+    errors (a `Let` misspelt everywhere) parses as many statements at 32 layers as at 4 — each other layer's
+    diagnostics are the first's, renamed and placed — and says exactly what parsing every layer on its own says."""
+    count = _counting_statements(monkeypatch)
+    parsed = []
+    for layers in (4, 8, 32):
+        text = _broken_alike(layers, *ERRORS)
+        count[0] = 0
+        doc = parse(text)
+        parsed.append(count[0])
+        alone = parse(text, share=False)
+        assert len(alone.diagnostics) == 3 * layers  # each layer's three (the full stop left out joins two statements)
+        assert doc.diagnostics == alone.diagnostics
+    assert parsed[0] == parsed[1] == parsed[2]
+    assert doc.layers[0].shared_from is None and all(s.shared_from is doc.layers[0] for s in doc.layers[1:])
+
+
+def test_a_broken_layers_message_that_depends_on_a_names_spelling_is_its_own(monkeypatch):
+    """What the parser guesses a misspelt word meant reads a name's spelling, and so does a quotation cut at 40
+    characters: those statements are parsed in each layer, so each says its own, while the others are still read
+    from the first layer — the statements parsed grow by those alone."""
+    count = _counting_statements(monkeypatch)
+    spelt = (
+        (r"be attention of qr(\d+)", r"be Kc\1 of qr\1"),  # "unknown operation `Kc3`; did you mean …": a guess from a name
+        (r"plus a(\d+) times", r"plus a\1"),  # "unexpected `Wo3…`": a name quoted, cut past 40 characters
+    )
+    parsed = []
+    for layers in (4, 8):
+        text = _broken_alike(layers, *ERRORS, *spelt).replace("Wo", "W" + "o" * 40)
+        count[0] = 0
+        doc = parse(text)
+        parsed.append(count[0])
+        assert doc.diagnostics == parse(text, share=False).diagnostics
+        assert len(doc.diagnostics) == 5 * layers
+        assert len({d.message for d in doc.diagnostics if "unknown operation `Kc" in d.message}) == layers
+        cut = [d.message for d in doc.diagnostics if d.message.startswith("unexpected `Wooo")]
+        assert len(cut) == layers and all(m == f"unexpected `W{'o' * 39}…` after the end of the statement" for m in cut)
+        assert all(s.shared_from is doc.layers[0] for s in doc.layers[1:])
+    assert parsed[1] - parsed[0] == 4 * 2  # two statements in each of the four more layers
+
+
+def test_an_analysis_of_layers_broken_alike_parses_each_shape_once_and_says_what_the_whole_analysis_says():
+    from streamed.analysis.incremental import IncrementalAnalyzer
+    from streamed.analysis.whole import analyze
+
+    text = _broken_alike(24, *ERRORS)
+    a = IncrementalAnalyzer()
+    got = a.analyze(text)
+    assert got.diagnostics == analyze(text).diagnostics and len(got.diagnostics) == 3 * 24
+    assert a.parsed == 5  # the title, the model, the embed, the head and layer 0: every other layer is layer 0's shape
+    # An edit in one layer reads its statements from the others' shape, and moves nothing but the lines after it.
+    edited = text.replace("## Layer 7\n", "## Layer 7\n-- a comment\n")
+    assert a.analyze(edited).diagnostics == analyze(edited).diagnostics
