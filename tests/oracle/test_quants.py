@@ -21,6 +21,9 @@ computed as llama.cpp computes them.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader
@@ -29,6 +32,7 @@ from gguf.quants import dequantize
 import llamacpp
 import oracle
 import quants
+from repo import ROOT
 from llamacpp import MUL_MAT
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
@@ -184,3 +188,53 @@ def test_a_run_in_llama_cpp_s_arithmetic_says_which_stored_types_it_does_not_com
                         "float32 product of its exact dequantisation, not llama.cpp's"], err
     else:
         assert said == [], err
+
+
+#: A modest Q4_K_M file (d 1024, FFN 4096, vocabulary 32000: 64 MB), and the least one of the same architecture.
+MODEST = {**WIDE, "intermediate_size": 4096, "vocab_size": 32000}
+LEAST = CFG
+MEMORY_TOKENS = [int(t) for t in np.random.default_rng(7).integers(0, 256, 8)]
+
+
+#: ``python -m streamed …`` that says, as it exits, its own peak resident set (``VmHWM``: the process's memory since
+#: its ``exec``; ``ru_maxrss`` would start from the forking test process's, which Linux carries across fork and exec).
+PEAK_AT_EXIT = """
+import atexit, runpy, sys
+def said():
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print("peak-kB", hwm.split()[1], file=sys.stderr)
+atexit.register(said)
+sys.argv[0] = "streamed"
+runpy.run_module("streamed", run_name="__main__")
+"""
+
+
+def _peak_bytes(args: list) -> int:
+    """The peak resident set of ``streamed ARGS`` (this checkout's), a whole process."""
+    p = subprocess.run([sys.executable, "-c", PEAK_AT_EXIT, *map(str, args)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 0, p.stderr
+    return int(next(line for line in p.stderr.splitlines() if line.startswith("peak-kB")).split()[1]) * 1024
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "llama.cpp"])
+def test_a_run_of_a_q4_k_m_file_holds_the_file_and_its_caches_within_1_2x_beyond_the_process_s_own(
+        tmp_path_factory, arithmetic):
+    """Issue 29: ``run`` on a Q4_K_M file held 1.99× the file. What a run holds beyond the process's fixed cost (the
+    interpreter, numpy, numba and LLVM's pages, the kernels loaded: the same run of the least file of the same
+    architecture) is within 1.2× of the file plus its caches (the KV cache, the logits) — its weights are read where
+    they are mapped, never copied."""
+    folder = tmp_path_factory.mktemp("memory")
+    sizes, peaks = {}, {}
+    for name, cfg in (("least", LEAST), ("modest", MODEST)):
+        source = oracle.write(folder / f"{name}-f32.gguf", cfg, fast=True).path
+        path = quants.quantize(source, folder / f"{name}.gguf", "Q4_K_M")
+        source.unlink()
+        assert _peak_bytes(["author", path, "-o", folder / f"{name}.lgm"]) > 0
+        sizes[name] = path.stat().st_size
+        peaks[name] = _peak_bytes(["run", folder / f"{name}.lgm", "--checkpoint", path, "--tokens",
+                                   ",".join(map(str, MEMORY_TOKENS)), "--arithmetic", arithmetic])
+    layers, kv = MODEST["num_hidden_layers"], MODEST["num_key_value_heads"] * MODEST["head_dim"]
+    caches = 2 * layers * kv * len(MEMORY_TOKENS) * 4 + len(MEMORY_TOKENS) * MODEST["vocab_size"] * 4
+    held = peaks["modest"] - peaks["least"]
+    assert held <= 1.2 * (sizes["modest"] - sizes["least"] + caches), (held, sizes, peaks)
