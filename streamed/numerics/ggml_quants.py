@@ -7,13 +7,17 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
 
 - K-quants → Q8_K (``quantize_row_q8_K``, the reference C: per block of 256, the value of largest magnitude ``max``,
   ``iscale = −127 / max``, ``q = nearest_int(iscale·x)`` capped at 127, ``d = 1 / iscale``, the sums of each 16
-  ``q``). No tinyBLAS path takes a K-quant, so every row, prefill or decode, is the type's ``vec_dot``. Per block of
-  256: each 8-bit product of a weight value (Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits) with its activation, times
+  ``q``). No tinyBLAS path takes a K-quant; below 8 rows computed together each element is the type's ``vec_dot``.
+  Per block of 256: each 8-bit product of a weight value (Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits) with its activation, times
   its sub-block's scale, summed into eight int32 lanes — value ``p`` into lane ``(p mod 32) // 4`` — exactly (Q6_K's
   lanes then lose ``32·(bsums·scales)`` of sub-blocks ``2l`` and ``2l+1``); ``d = y.d · fp16(x.d)`` and
   ``acc[l] ← fma(d, lane l, acc[l])``; Q4_K's mins in four float lanes ``acc_m[t] ← fma(−y.d·fp16(x.dmin),
   m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁, acc_m[t])`` added at the end as ``(m₀+m₂)+(m₁+m₃)``, Q5_K's in one float; the result
   ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins.
+  From 8 rows on, ggml's tiled kernel takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``), a
+  different sum: per block, the whole integer ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and ``s₂ = Σ min·S``
+  exactly, ``r = fma(−fp16(x.dmin), s₂, fp16(x.d)·s₁)`` (no mins for Q6_K), and ``acc ← fma(r, y.d, acc)`` from 0
+  in block order — the cause of the last-bit differences a prefill of 8 tokens or more showed.
 - Q4_0, Q5_0 → Q8_0 (``quantize_row_q8_0``, ``ggml.quantize_q8_0``); Q4_1, Q5_1 → Q8_1 (the same ``q`` and ``d``,
   and ``s = fp16(d·Σq)`` per block). Per block of 32: eight int32 lanes, lane ``l`` the products of values
   ``4l … 4l+3`` (exact), ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; the ``_1`` types add their minimum as
@@ -45,6 +49,8 @@ F32 = np.float32
 QK_K = 256
 #: The K-quants whose products this module computes as llama.cpp does, and the code of each in ``_dot``.
 DOTS = {"Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
+#: From this many rows computed together, ggml's tiled K-quant kernel takes the product (``ggml_tiled_min_batch``).
+TILED_ROWS = 8
 #: The legacy quants, and the code of each in ``_legacy_block`` (``blocks``' codes).
 LEGACY = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3}
 
@@ -124,18 +130,24 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def _dot(code, w, qx, dx, bs, lanes, acc, accm):
-    """One weight row ``w`` (its blocks' bytes) with one Q8_K activation row (``qx``, ``dx``, ``bs``)."""
+def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
+    """One weight row ``w`` (its blocks' bytes) with one Q8_K activation row (``qx``, ``dx``, ``bs``): the type's
+    ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``)."""
     acc[:] = 0
     accm[:] = 0
     summs = F32(0)
+    total = F32(0)
+    prods = np.zeros(4, dtype=np.int32)
     nbytes = 144 if code == 6 else 176 if code == 7 else 210
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
         lanes[:] = 0
+        prods[:] = 0
+        dm = F32(0)
         if code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
-            d = dx[i] * _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            dw = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            d = dx[i] * dw
             for half in range(2):
                 ql = at + 64 * half
                 qh = at + 128 + 32 * half
@@ -172,19 +184,26 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm):
                         v2 += ((hb >> (2 * g + 1)) & 1) << 4
                     lanes[l // 4] += sc1 * v1 * np.int32(qx[o + 64 * g + l]) \
                         + sc2 * v2 * np.int32(qx[o + 64 * g + 32 + l])
-            prods = np.zeros(4, dtype=np.int32)
             for t in range(4):
                 for u in range(2):
                     sb = 2 * t + u
                     mn = np.int32(_scale_min_k4(sb, w, at + 4)[1])
                     prods[t] += mn * (bs[16 * i + 2 * sb] + bs[16 * i + 2 * sb + 1])
-            if code == 6:
+            if code == 6 and not tiled:
                 for t in range(4):
                     accm[t] = _fma(dmin, F32(prods[t]), accm[t])
-            else:
+            elif not tiled:
                 summs = _fma(dmin, F32((prods[0] + prods[1]) + (prods[2] + prods[3])), summs)
+        if tiled:
+            res = dw * F32(lanes.sum())
+            if code != 8:
+                res = _fma(-dm, F32(prods.sum()), res)
+            total = _fma(res, dx[i], total)
+            continue
         for l in range(8):
             acc[l] = _fma(d, F32(lanes[l]), acc[l])
+    if tiled:
+        return total
     total = _hsum8(acc)
     if code == 6:
         return total + ((accm[0] + accm[2]) + (accm[1] + accm[3]))
@@ -194,7 +213,7 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm):
 
 
 @njit(cache=True, parallel=True)
-def _kernel(code, qx, dx, bs, w, out):
+def _kernel(code, qx, dx, bs, w, tiled, out):
     rows = qx.shape[0]
     n_out = w.shape[0]
     for n in prange(n_out):
@@ -202,7 +221,7 @@ def _kernel(code, qx, dx, bs, w, out):
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm)
+            out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) ----------------
@@ -335,7 +354,8 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
         raw = np.ascontiguousarray(w.raw)
         if w.type in DOTS:
             q, d, bs = quantize_q8_k(x2)
-            _kernel(DOTS[w.type], q, d, bs, raw, out)
+            tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
+            _kernel(DOTS[w.type], q, d, bs, raw, tiled, out)
         elif w.type in LEGACY:
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)

@@ -13,7 +13,8 @@ computed as llama.cpp computes them.
   (``llamacpp.tensors``) at a prefill of several rows and at decode steps, from the very input llama.cpp's product
   read — and so are the logits of such a file, ``np.array_equal`` with llama.cpp's own, through the reference and
   the prefill and decode bundles, where exact arithmetic is 1e-4 or more away. These at a real width (d 1024, FFN
-  2048: reductions of 4 and 8 blocks of 256), where the accumulation across blocks counts. A type not computed so
+  2048: reductions of 4 and 8 blocks of 256), where the accumulation across blocks counts; a prefill of 8 rows, from
+  which ggml's tiled K-quant kernel takes the product, and of 6, where the ``vec_dot`` does. A type not computed so
   (Q3_K here) is said by ``run``.
 - Kinds: a Q4_K_M file whose layer 1 keeps ``attn_v`` and ``ffn_down`` Q6_K (llama.cpp's ``use_more_bits``) has two
   layer kinds, and the divergence says which weight is stored how.
@@ -54,6 +55,10 @@ COMPUTED = tuple(WEIGHT_TYPES)
 #: A real width (a reduction of 4, 8 blocks of 256 and 32, 64 of 32), where a product's accumulation across blocks
 #: shows: llama.cpp's hidden 1024, FFN 2048.
 WIDE = {**CFG, "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 2048}
+#: The logits' prefill is 8 rows, where ggml's tiled kernel takes a K-quant's product (the products' test's 6 rows
+#: take the ``vec_dot``), then two decode steps.
+WIDE_TOKENS = [int(t) for t in np.random.default_rng(6).integers(0, 256, 10)]
+WIDE_PREFILL = 8
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +119,12 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit
         ftype, wide):
     _computed_on_this_path(ftype)
     path = quants.quantize(wide, wide.parent / f"logits-{ftype}.gguf", ftype)
-    want = llamacpp.logits(path, TOKENS, PREFILL)
-    assert worst(oracle.ours(path, TOKENS, PREFILL, bundle=False).reference, want) > 1e-4, "activations converted"
-    ours = oracle.ours(path, TOKENS, PREFILL, arithmetic="llama.cpp")
+    want = llamacpp.logits(path, WIDE_TOKENS, WIDE_PREFILL)
+    assert worst(oracle.ours(path, WIDE_TOKENS, WIDE_PREFILL, bundle=False).reference, want) > 1e-4
+    ours = oracle.ours(path, WIDE_TOKENS, WIDE_PREFILL, arithmetic="llama.cpp")
     assert np.array_equal(ours.reference, want), (ftype, worst(ours.reference, want))  # prefill and decode steps
     positions = sorted(ours.bundle)
-    assert positions[0] < PREFILL <= positions[-1]  # the prefill bundle's last row and the decode bundle's
+    assert positions[0] < WIDE_PREFILL <= positions[-1]  # the prefill bundle's last row and the decode bundle's
     got = np.stack([ours.bundle[p] for p in positions])
     assert np.array_equal(got, want[positions]), (ftype, worst(got, want[positions]))
 
