@@ -29,7 +29,9 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
 
 Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024
 (``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either x86 path (an AVX-512 build
-compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact); BF16 is the AVX2 path's alone (AVX-512
+compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant
+adds ``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an
+AVX-512 host); BF16 is the AVX2 path's alone (AVX-512
 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)`` says so. Q2_K, Q3_K and MXFP4 are not computed
 here (nor a bank of experts: ``mul_mat_id``): their products in llama.cpp's arithmetic are the float product of their
 exact dequantisation (``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so.
