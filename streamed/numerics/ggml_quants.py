@@ -1,4 +1,4 @@
-"""llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q4_K, Q5_K, Q6_K, the legacy
+"""llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q2_K … Q6_K, the legacy
 quants Q4_0, Q4_1, Q5_0, Q5_1, and BF16 — bit for bit on the AVX2 path: ``--arithmetic llama.cpp`` for a weight kept
 in its blocks (``blocks.Blocks``).
 
@@ -7,17 +7,18 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
 
 - K-quants → Q8_K (``quantize_row_q8_K``, the reference C: per block of 256, the value of largest magnitude ``max``,
   ``iscale = −127 / max``, ``q = nearest_int(iscale·x)`` capped at 127, ``d = 1 / iscale``, the sums of each 16
-  ``q``). No tinyBLAS path takes a K-quant; below 8 rows computed together each element is the type's ``vec_dot``.
-  Per block of 256: each 8-bit product of a weight value (Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits) with its activation, times
-  its sub-block's scale, summed into eight int32 lanes — value ``p`` into lane ``(p mod 32) // 4`` — exactly (Q6_K's
-  lanes then lose ``32·(bsums·scales)`` of sub-blocks ``2l`` and ``2l+1``); ``d = y.d · fp16(x.d)`` and
-  ``acc[l] ← fma(d, lane l, acc[l])``; Q4_K's mins in four float lanes ``acc_m[t] ← fma(−y.d·fp16(x.dmin),
-  m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁, acc_m[t])`` added at the end as ``(m₀+m₂)+(m₁+m₃)``, Q5_K's in one float; the result
-  ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins.
-  From 8 rows on, ggml's tiled kernel takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``), a
-  different sum: per block, the whole integer ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and ``s₂ = Σ min·S``
-  exactly, ``r = fma(−fp16(x.dmin), s₂, fp16(x.d)·s₁)`` (no mins for Q6_K), and ``acc ← fma(r, y.d, acc)`` from 0
-  in block order — the cause of the last-bit differences a prefill of 8 tokens or more showed.
+  ``q``). No tinyBLAS path takes a K-quant; below 8 rows computed together each element is the type's ``vec_dot``. Per
+  block of 256: each 8-bit product of a weight value (Q2_K's 2 bits, Q3_K's 3 less 4, Q4_K's nibble, Q5_K's 5 bits,
+  Q6_K's 6 bits) with its activation, times its sub-block's scale, summed into eight int32 lanes — value ``p`` into
+  lane ``(p mod 32) // 4`` — exactly (Q6_K's lanes then lose ``32·(bsums·scales)`` of sub-blocks ``2l`` and ``2l+1``);
+  ``d = y.d · fp16(x.d)`` and ``acc[l] ← fma(d, lane l, acc[l])``; Q4_K's mins in four float lanes ``acc_m[t] ←
+  fma(−y.d·fp16(x.dmin), m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁, acc_m[t])`` added at the end as ``(m₀+m₂)+(m₁+m₃)``, Q5_K's in one
+  float, Q2_K's into ``acc`` itself before the block's values (lane ``l`` ``m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁``); the result
+  ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins. From 8 rows on, ggml's tiled kernel
+  takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``), a different sum: per block, the whole integer
+  ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and ``s₂ = Σ min·S`` exactly, ``r = fma(−fp16(x.dmin), s₂,
+  fp16(x.d)·s₁)`` (no mins for Q3_K, Q6_K), and ``acc ← fma(r, y.d, acc)`` from 0 in block order — the cause of the
+  last-bit differences a prefill of 8 tokens or more showed.
 - Q4_0, Q5_0 → Q8_0 (``quantize_row_q8_0``, ``ggml.quantize_q8_0``); Q4_1, Q5_1 → Q8_1 (the same ``q`` and ``d``,
   and ``s = fp16(d·Σq)`` per block). Per block of 32: eight int32 lanes, lane ``l`` the products of values
   ``4l … 4l+3`` (exact), ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; the ``_1`` types add their minimum as
@@ -29,12 +30,12 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
 
 Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024
 (``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either x86 path (an AVX-512 build
-compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant
-adds ``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an
-AVX-512 host); BF16 is the AVX2 path's alone (AVX-512
-sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)`` says so. Q2_K, Q3_K and MXFP4 are not computed
-here (nor a bank of experts: ``mul_mat_id``): their products in llama.cpp's arithmetic are the float product of their
-exact dequantisation (``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so.
+compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant adds
+``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an AVX-512
+host); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
+says so. MXFP4 is not computed here (gpt-oss keeps it for its experts), nor a bank of experts of any type (ggml's
+``mul_mat_id``): their products in llama.cpp's arithmetic are the float product of their exact dequantisation
+(``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from .product import _fma
 F32 = np.float32
 QK_K = 256
 #: The K-quants whose products this module computes as llama.cpp does, and the code of each in ``_dot``.
-DOTS = {"Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
+DOTS = {"Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
 #: From this many rows computed together, ggml's tiled K-quant kernel takes the product (``ggml_tiled_min_batch``).
 TILED_ROWS = 8
 #: The legacy quants, and the code of each in ``_legacy_block`` (``blocks``' codes).
@@ -140,7 +141,7 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
     summs = F32(0)
     total = F32(0)
     prods = np.zeros(4, dtype=np.int32)
-    nbytes = 144 if code == 6 else 176 if code == 7 else 210
+    nbytes = 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
@@ -167,6 +168,34 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
                 s0 = np.int32(np.int8(w[at + 192 + 2 * l]))
                 s1 = np.int32(np.int8(w[at + 192 + 2 * l + 1]))
                 lanes[l] -= 32 * (bs[16 * i + 2 * l] * s0 + bs[16 * i + 2 * l + 1] * s1)
+        elif code == 4 or code == 5:  # Q2_K: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d
+            dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
+                _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
+            d = dx[i] * dw
+            for p in range(QK_K):  # value p: byte 32j + t of qs, bits 2m (p = 128j + 32m + t); sub-block p // 16
+                j = p // 128
+                m = (p % 128) // 32
+                t = p % 32
+                sb = p // 16
+                if code == 4:
+                    v = np.int32((w[at + 16 + 32 * j + t] >> (2 * m)) & 3)
+                    sc = np.int32(w[at + sb] & 0xF)
+                else:
+                    high_bit = (w[at + t] >> (4 * j + m)) & 1
+                    v = np.int32((w[at + 32 + 32 * j + t] >> (2 * m)) & 3) - (0 if high_bit else 4)
+                    low = (w[at + 96 + sb % 8] >> (4 * (sb // 8))) & 0xF
+                    high = (w[at + 104 + sb % 4] >> (2 * (sb // 4))) & 3
+                    sc = np.int32(low | (high << 4)) - 32
+                lanes[t // 4] += sc * v * np.int32(qx[o + p])
+            if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
+                dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
+                dmin = -dx[i] * dm
+                for l in range(8):
+                    mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
+                        + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
+                    prods[0] += mins
+                    if not tiled:
+                        acc[l] = _fma(dmin, F32(mins), acc[l])
         else:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
             dw = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
             dm = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
@@ -198,7 +227,7 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
                 summs = _fma(dmin, F32((prods[0] + prods[1]) + (prods[2] + prods[3])), summs)
         if tiled:
             res = dw * F32(lanes.sum())
-            if code != 8:
+            if code == 4 or code == 6 or code == 7:
                 res = _fma(-dm, F32(prods.sum()), res)
             total = _fma(res, dx[i], total)
             continue

@@ -1,6 +1,6 @@
-"""The checkpoints people download — Q4_K_M, Q5_K_M, Q6_K, Q4_0 (Q4_1, Q5_0, Q5_1), BF16, each made by llama.cpp's own quantizer from
-one F32 GGUF of a small Llama (widths multiples of 256, so every projection takes a K-quant) — read as stored and
-computed as llama.cpp computes them.
+"""The checkpoints people download — Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_0 (Q4_1, Q5_0, Q5_1), BF16, each made by
+llama.cpp's own quantizer from one F32 GGUF of a small Llama (widths multiples of 256, so every projection takes a
+K-quant) — read as stored and computed as llama.cpp computes them.
 
 - Read as stored: every product's weight is kept in its blocks (``Blocks``, its file's type), and dequantised
   exactly as the ``gguf`` package does (the format's reference implementation, not ``streamed``'s).
@@ -8,14 +8,14 @@ computed as llama.cpp computes them.
   tensor dequantised (by ``gguf.quants``) and stored F32, within the F32 bound of ``test_llamacpp.py`` — through the
   reference and through the prefill and decode bundles. (On the quantised file itself llama.cpp quantises its
   activations, which exact arithmetic does not.)
-- llama.cpp's arithmetic: a product over a K-quant (Q4_K, Q5_K, Q6_K), a legacy quant (Q4_0, Q4_1, Q5_0, Q5_1) or
-  BF16 weight is llama.cpp's, bit for bit — held to each product tensor llama.cpp's graph computes
-  (``llamacpp.tensors``) at a prefill of several rows and at decode steps, from the very input llama.cpp's product
-  read — and so are the logits of such a file, ``np.array_equal`` with llama.cpp's own, through the reference and
-  the prefill and decode bundles, where exact arithmetic is 1e-4 or more away. These at a real width (d 1024, FFN
-  2048: reductions of 4 and 8 blocks of 256), where the accumulation across blocks counts; a prefill of 8 rows, from
-  which ggml's tiled K-quant kernel takes the product, and of 6, where the ``vec_dot`` does. A type not computed so
-  (Q3_K here) is said by ``run``.
+- llama.cpp's arithmetic: a product over a K-quant (Q2_K … Q6_K), a legacy quant (Q4_0, Q4_1, Q5_0, Q5_1) or BF16
+  weight is llama.cpp's, bit for bit — held to each product tensor llama.cpp's graph computes (``llamacpp.tensors``)
+  at a prefill of several rows and at decode steps, from the very input llama.cpp's product read — and so are the
+  logits of such a file, ``np.array_equal`` with llama.cpp's own, through the reference and the prefill and decode
+  bundles, where exact arithmetic is 1e-4 or more away (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_0, Q4_1, Q5_0, Q5_1,
+  BF16 files). These at a real width (d 1024, FFN 2048: reductions of 4 and 8 blocks of 256), where the accumulation
+  across blocks counts; a prefill of 8 rows, from which ggml's tiled K-quant kernel takes the product, and of 6, where
+  the ``vec_dot`` does. What is not computed so (MXFP4, banks of experts kept in blocks) ``run`` names.
 - Kinds: a Q4_K_M file whose layer 1 keeps ``attn_v`` and ``ffn_down`` Q6_K (llama.cpp's ``use_more_bits``) has two
   layer kinds, and the divergence says which weight is stored how.
 """
@@ -37,6 +37,7 @@ from repo import ROOT
 from llamacpp import MUL_MAT
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
+from streamed.model.checkpoint import BLOCKS
 from streamed.model.gguf import read_gguf
 from streamed.numerics import ggml_quants
 from streamed.numerics.blocks import Blocks
@@ -50,6 +51,7 @@ PREFILL = 6
 F32_TOLERANCE = 1e-5  # test_llamacpp.py's: both in float32, each in its own order of summation
 #: The file types whose every product llama.cpp's arithmetic computes here, and the types their layers' weights take.
 WEIGHT_TYPES = {"Q4_K_M": {"Q4_K", "Q6_K"}, "Q5_K_M": {"Q5_K", "Q6_K"}, "Q6_K": {"Q6_K"}, "Q4_0": {"Q4_0"},
+                "Q3_K_M": {"Q3_K", "Q4_K", "Q5_K"}, "Q2_K": {"Q2_K", "Q3_K"},
                 "Q4_1": {"Q4_1"}, "Q5_0": {"Q5_0"}, "Q5_1": {"Q5_1"}, "BF16": {"BF16"}}
 COMPUTED = tuple(WEIGHT_TYPES)
 #: A real width (a reduction of 4, 8 blocks of 256 and 32, 64 of 32), where a product's accumulation across blocks
@@ -178,21 +180,28 @@ def test_a_q4_k_m_file_s_layer_with_q6_k_weights_is_its_own_kind_and_says_why(so
     assert "is stored Q6_K but" in d.why and "is stored Q4_K" in d.why and "as stored, Q6_K" in d.why
 
 
-@pytest.mark.parametrize("ftype,note", [("Q3_K_S", True), ("Q4_0", False)])
-def test_a_run_in_llama_cpp_s_arithmetic_says_which_stored_types_it_does_not_compute_as_llama_cpp(
-        tmp_path, run, source, ftype, note):
+@pytest.mark.parametrize("ftype", ["Q3_K_S", "Q4_0"])
+def test_a_run_in_llama_cpp_s_arithmetic_of_a_file_whose_every_type_it_computes_says_nothing_of_them(
+        tmp_path, run, source, ftype):
     path = quants.quantize(source, tmp_path / f"{ftype}.gguf", ftype)
     code, _, err = run("author", path, "-o", tmp_path / "model.lgm")
     assert code == 0, err
     code, out, err = run("run", tmp_path / "model.lgm", "--checkpoint", path, "--tokens",
                          ",".join(map(str, TOKENS)), "--arithmetic", "llama.cpp", "--json")
     assert code == 0, err
-    said = [line for line in err.splitlines() if "note:" in line]
-    if note:
-        assert said == ["streamed run: note: in llama.cpp's arithmetic a product over a weight stored Q3_K is the "
-                        "float32 product of its exact dequantisation, not llama.cpp's"], err
-    else:
-        assert said == [], err
+    assert [line for line in err.splitlines() if "note:" in line] == [], err
+
+
+def test_what_llama_cpp_s_arithmetic_does_not_compute_is_mxfp4_a_bank_of_experts_and_bf16_off_avx2():
+    """What ``run`` names in its note (``not_computed``): MXFP4 (gpt-oss's experts), any bank of experts kept in blocks
+    (ggml's ``mul_mat_id``), BF16 on the AVX-512 path; every other type read is computed as llama.cpp computes it."""
+    from streamed.numerics.cpu import AVX2, AVX512
+
+    one = lambda t, *lead: Blocks(np.zeros((*lead, 4, 2 * BLOCKS[t][1]), np.uint8), t)  # noqa: E731
+    read = [one(t) for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "BF16")]
+    assert ggml_quants.not_computed(read, AVX2) == []
+    assert ggml_quants.not_computed([*read, one("MXFP4"), one("Q4_K", 3)], AVX2) == ["MXFP4", "Q4_K"]
+    assert ggml_quants.not_computed(read, AVX512) == ["BF16"]
 
 
 #: A modest Q4_K_M file (d 1024, FFN 4096, vocabulary 32000: 64 MB), and the least one of the same architecture.
