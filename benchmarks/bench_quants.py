@@ -117,10 +117,15 @@ def render(rows: list[dict], args, start_load: str) -> str:
         agree = "" if r["agreement"] is None else f"{r['agreement']:.2g}"
         lines.append(f"| {r['file']} | {r['size'] / 1e6:.0f} MB | {r['who']} | {r['seconds']:.1f} | "
                      f"{r['peak'] / 1e6:.0f} MB | {r['peak'] / r['size']:.2f} | {agree} |")
-    lines += ["", "What to read in it: #29's bound on peak memory is the file plus caches within 1.2×; in llama.cpp's "
-              "arithmetic the K-quant products follow ggml's AVX2 dots (bit for bit over one or two blocks of 256, "
-              "`tests/oracle/test_quants.py`), Q4_0's and BF16's are the float32 product of their exact "
-              "dequantisation."]
+    lines += ["", "What to read in it. Agreement: in llama.cpp's arithmetic every product over these types is ggml's "
+              "(`streamed/numerics/ggml_quants.py`: the K-quants' vec_dot, and from 8 rows ggml's tiled kernel; the "
+              "legacy quants' and BF16's dots), so a 0 is llama.cpp's logits bit for bit (`tests/oracle/"
+              "test_quants.py` holds it at d 1024). Peak memory: a streamed process holds about 160 MB before it "
+              "reads a weight (the interpreter, numpy, numba and LLVM's pages, the kernels loaded: a run of a "
+              "d-256 file peaks there); beyond that a run holds the mapped file's pages it reads and one band, under "
+              "0.9× the file (`tests/oracle/test_quants.py` holds 1.2× of file and caches at 64 MB) — no copy of a "
+              "weight. The whole process's ratio to the file is that fixed cost over the file's size: above 1.2× for "
+              "files under about 450 MB."]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -141,7 +141,7 @@ def cmd_run(args) -> int:
     if arithmetic.ggml:
         from ..numerics.ggml_quants import not_computed
 
-        left = not_computed(weights.values.values())
+        left = not_computed(weights.values.values(), arithmetic.path)
         if left:
             print(f"streamed run: note: in llama.cpp's arithmetic a product over a weight stored {', '.join(left)} "
                   f"is the float32 product of its exact dequantisation, not llama.cpp's", file=sys.stderr)

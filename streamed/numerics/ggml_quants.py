@@ -1,30 +1,41 @@
-"""llama.cpp's CPU products over the K-quants (Q4_K, Q5_K, Q6_K), bit for bit on the AVX2 path — ``--arithmetic
-llama.cpp`` for a weight kept in its blocks (``blocks.Blocks``).
+"""llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q2_K … Q6_K, the legacy
+quants Q4_0, Q4_1, Q5_0, Q5_1, and BF16 — bit for bit on the AVX2 path: ``--arithmetic llama.cpp`` for a weight kept
+in its blocks (``blocks.Blocks``).
 
-What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c): a K-quant's ``vec_dot_type`` is Q8_K, so the
-activations are quantised a row at a time by ``quantize_row_q8_K`` (the reference C: per block of 256, the value of
-largest magnitude ``max``, ``iscale = −127 / max``, ``q = nearest_int(iscale·x)`` capped at 127, ``d = 1 / iscale``,
-and the sums of each 16 ``q``), then each output element is ``ggml_vec_dot_<type>_q8_K`` of a weight row with an
-activation row. No tinyBLAS path takes a K-quant (llamafile/sgemm.cpp: F32, F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL), so
-every row, prefill or decode, is this dot. The AVX2 dot, per block of 256:
+What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile/sgemm.cpp). Each type has a
+``vec_dot_type`` the activations are converted to, a row at a time, before the product:
 
-- integer sums, exact: each 8-bit product of a weight value (unsigned: Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits)
-  with its activation, times its sub-block's scale, summed into eight int32 lanes — value ``p`` of the block into
-  lane ``(p mod 32) // 4`` (``maddubs`` pairs, ``madd`` pairs again); Q6_K's lanes then lose ``32·(bsums·scales)``
-  of the sub-blocks ``2l`` and ``2l+1`` (its values' offset of 32, taken out lane by lane);
-- ``d = y.d · fp16(x.d)`` in float32, and ``acc[l] ← fma(d, float(lane l), acc[l])`` over the blocks;
-- Q4_K's and Q5_K's mins: ``dmin = −y.d · fp16(x.dmin)``; Q4_K keeps four float lanes,
-  ``acc_m[t] ← fma(dmin, float(m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁), acc_m[t])`` (``S`` a sub-block's sum of activations), added
-  at the end as ``(m₀+m₂)+(m₁+m₃)``; Q5_K sums the four integers and keeps one float, ``summs += dmin·Σ``;
-- the result ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins' float.
+- K-quants → Q8_K (``quantize_row_q8_K``, the reference C: per block of 256, the value of largest magnitude ``max``,
+  ``iscale = −127 / max``, ``q = nearest_int(iscale·x)`` capped at 127, ``d = 1 / iscale``, the sums of each 16
+  ``q``). No tinyBLAS path takes a K-quant; below 8 rows computed together each element is the type's ``vec_dot``. Per
+  block of 256: each 8-bit product of a weight value (Q2_K's 2 bits, Q3_K's 3 less 4, Q4_K's nibble, Q5_K's 5 bits,
+  Q6_K's 6 bits) with its activation, times its sub-block's scale, summed into eight int32 lanes — value ``p`` into
+  lane ``(p mod 32) // 4`` — exactly (Q6_K's lanes then lose ``32·(bsums·scales)`` of sub-blocks ``2l`` and ``2l+1``);
+  ``d = y.d · fp16(x.d)`` and ``acc[l] ← fma(d, lane l, acc[l])``; Q4_K's mins in four float lanes ``acc_m[t] ←
+  fma(−y.d·fp16(x.dmin), m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁, acc_m[t])`` added at the end as ``(m₀+m₂)+(m₁+m₃)``, Q5_K's in one
+  float, Q2_K's into ``acc`` itself before the block's values (lane ``l`` ``m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁``); the result
+  ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins. From 8 rows on, ggml's tiled kernel
+  takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``), a different sum: per block, the whole integer
+  ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and ``s₂ = Σ min·S`` exactly, ``r = fma(−fp16(x.dmin), s₂,
+  fp16(x.d)·s₁)`` (no mins for Q3_K, Q6_K), and ``acc ← fma(r, y.d, acc)`` from 0 in block order — the cause of the
+  last-bit differences a prefill of 8 tokens or more showed.
+- Q4_0, Q5_0 → Q8_0 (``quantize_row_q8_0``, ``ggml.quantize_q8_0``); Q4_1, Q5_1 → Q8_1 (the same ``q`` and ``d``,
+  and ``s = fp16(d·Σq)`` per block). Per block of 32: eight int32 lanes, lane ``l`` the products of values
+  ``4l … 4l+3`` (exact), ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; the ``_1`` types add their minimum as
+  ``summs ← fma(m_w, s_x, summs)``; the result ``hsum_float_8(acc) (+ summs)``. tinyBLAS's Q4_0/Q5_0 kernel
+  (several rows) computes each element alike.
+- BF16 → bf16 (``ggml_compute_fp32_to_bf16``: nearest, ties to even). With two or more rows, tinyBLAS<8> (one fma
+  accumulator of 8 lanes, ``hsum``: ``ggml._tiny``); with one, ``ggml_vec_dot_bf16``: four 8-lane fma
+  accumulators over each 32 values, ``(c₀+c₂)+(c₁+c₃)``, ``hsum``, the tail in float64.
 
-Held to llama.cpp's own product tensors bit for bit over reductions of one and two blocks (``tests/oracle/
-test_quants.py``); over eight (d 2048) most elements still differ from llama.cpp's in the last bit — the
-accumulation across blocks is not yet the build's (docs/performance.md).
-
-``PATH`` names the path this is (AVX2, 8 lanes): the other types read as stored (the legacy quants, BF16, MXFP4,
-Q2_K, Q3_K) are not computed here, and ``computes(type)`` says so — their products in llama.cpp's arithmetic are
-the float product of their exact dequantisation (``ggml.mul_mat`` over float32), which is not llama.cpp's.
+Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024
+(``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either x86 path (an AVX-512 build
+compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant adds
+``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an AVX-512
+host); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
+says so. MXFP4 is not computed here (gpt-oss keeps it for its experts), nor a bank of experts of any type (ggml's
+``mul_mat_id``): their products in llama.cpp's arithmetic are the float product of their exact dequantisation
+(``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so.
 """
 
 from __future__ import annotations
@@ -33,26 +44,32 @@ import numpy as np
 from numba import njit, prange
 
 from .blocks import _HALF, Blocks, _scale_min_k4
-from .ggml import _hsum8
+from .cpu import AVX2, KernelPath
+from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
 from .product import _fma
 
 F32 = np.float32
 QK_K = 256
-#: The CPU path whose kernels these are: AVX2, eight float32 lanes.
-PATH = "avx2"
-#: The types whose products this module computes as llama.cpp does, and the code of each in ``_dot``.
-DOTS = {"Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
+#: The K-quants whose products this module computes as llama.cpp does, and the code of each in ``_dot``.
+DOTS = {"Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
+#: From this many rows computed together, ggml's tiled K-quant kernel takes the product (``ggml_tiled_min_batch``).
+TILED_ROWS = 8
+#: The legacy quants, and the code of each in ``_legacy_block`` (``blocks``' codes).
+LEGACY = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3}
 
 
-def computes(type_name: str) -> bool:
-    """Whether a product over a weight stored ``type_name`` is computed here, as llama.cpp's CPU backend does."""
-    return type_name in DOTS
+def computes(type_name: str, path: KernelPath = AVX2) -> bool:
+    """Whether a product over a weight stored ``type_name`` is computed here as llama.cpp's CPU backend computes it on
+    ``path``: the K-quants and legacy quants on either x86 path (their dots are AVX2 code on both, their integer sums
+    exact), BF16 on the AVX2 path alone (AVX-512 builds sum it 16 lanes wide, or with ``dpbf16``)."""
+    return type_name in DOTS or type_name in LEGACY or (type_name == "BF16" and path.isa == "avx2")
 
 
-def not_computed(values) -> list[str]:
+def not_computed(values, path: KernelPath = AVX2) -> list[str]:
     """The types of the weights among ``values`` kept in blocks whose products are not llama.cpp's here (sorted):
     what a run in llama.cpp's arithmetic says it computes otherwise."""
-    return sorted({v.type for v in values if isinstance(v, Blocks) and not (computes(v.type) and v.raw.ndim == 2)})
+    return sorted({v.type for v in values
+                   if isinstance(v, Blocks) and not (computes(v.type, path) and v.raw.ndim == 2)})
 
 
 # ---- Q8_K activations (quantize_row_q8_K_ref) ---------------------------------------------------------------------
@@ -116,18 +133,24 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def _dot(code, w, qx, dx, bs, lanes, acc, accm):
-    """One weight row ``w`` (its blocks' bytes) with one Q8_K activation row (``qx``, ``dx``, ``bs``)."""
+def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
+    """One weight row ``w`` (its blocks' bytes) with one Q8_K activation row (``qx``, ``dx``, ``bs``): the type's
+    ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``)."""
     acc[:] = 0
     accm[:] = 0
     summs = F32(0)
-    nbytes = 144 if code == 6 else 176 if code == 7 else 210
+    total = F32(0)
+    prods = np.zeros(4, dtype=np.int32)
+    nbytes = 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
         lanes[:] = 0
+        prods[:] = 0
+        dm = F32(0)
         if code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
-            d = dx[i] * _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            dw = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            d = dx[i] * dw
             for half in range(2):
                 ql = at + 64 * half
                 qh = at + 128 + 32 * half
@@ -145,6 +168,34 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm):
                 s0 = np.int32(np.int8(w[at + 192 + 2 * l]))
                 s1 = np.int32(np.int8(w[at + 192 + 2 * l + 1]))
                 lanes[l] -= 32 * (bs[16 * i + 2 * l] * s0 + bs[16 * i + 2 * l + 1] * s1)
+        elif code == 4 or code == 5:  # Q2_K: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d
+            dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
+                _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
+            d = dx[i] * dw
+            for p in range(QK_K):  # value p: byte 32j + t of qs, bits 2m (p = 128j + 32m + t); sub-block p // 16
+                j = p // 128
+                m = (p % 128) // 32
+                t = p % 32
+                sb = p // 16
+                if code == 4:
+                    v = np.int32((w[at + 16 + 32 * j + t] >> (2 * m)) & 3)
+                    sc = np.int32(w[at + sb] & 0xF)
+                else:
+                    high_bit = (w[at + t] >> (4 * j + m)) & 1
+                    v = np.int32((w[at + 32 + 32 * j + t] >> (2 * m)) & 3) - (0 if high_bit else 4)
+                    low = (w[at + 96 + sb % 8] >> (4 * (sb // 8))) & 0xF
+                    high = (w[at + 104 + sb % 4] >> (2 * (sb // 4))) & 3
+                    sc = np.int32(low | (high << 4)) - 32
+                lanes[t // 4] += sc * v * np.int32(qx[o + p])
+            if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
+                dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
+                dmin = -dx[i] * dm
+                for l in range(8):
+                    mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
+                        + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
+                    prods[0] += mins
+                    if not tiled:
+                        acc[l] = _fma(dmin, F32(mins), acc[l])
         else:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
             dw = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
             dm = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
@@ -164,19 +215,26 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm):
                         v2 += ((hb >> (2 * g + 1)) & 1) << 4
                     lanes[l // 4] += sc1 * v1 * np.int32(qx[o + 64 * g + l]) \
                         + sc2 * v2 * np.int32(qx[o + 64 * g + 32 + l])
-            prods = np.zeros(4, dtype=np.int32)
             for t in range(4):
                 for u in range(2):
                     sb = 2 * t + u
                     mn = np.int32(_scale_min_k4(sb, w, at + 4)[1])
                     prods[t] += mn * (bs[16 * i + 2 * sb] + bs[16 * i + 2 * sb + 1])
-            if code == 6:
+            if code == 6 and not tiled:
                 for t in range(4):
                     accm[t] = _fma(dmin, F32(prods[t]), accm[t])
-            else:
+            elif not tiled:
                 summs = _fma(dmin, F32((prods[0] + prods[1]) + (prods[2] + prods[3])), summs)
+        if tiled:
+            res = dw * F32(lanes.sum())
+            if code == 4 or code == 6 or code == 7:
+                res = _fma(-dm, F32(prods.sum()), res)
+            total = _fma(res, dx[i], total)
+            continue
         for l in range(8):
             acc[l] = _fma(d, F32(lanes[l]), acc[l])
+    if tiled:
+        return total
     total = _hsum8(acc)
     if code == 6:
         return total + ((accm[0] + accm[2]) + (accm[1] + accm[3]))
@@ -186,7 +244,7 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm):
 
 
 @njit(cache=True, parallel=True)
-def _kernel(code, qx, dx, bs, w, out):
+def _kernel(code, qx, dx, bs, w, tiled, out):
     rows = qx.shape[0]
     n_out = w.shape[0]
     for n in prange(n_out):
@@ -194,21 +252,148 @@ def _kernel(code, qx, dx, bs, w, out):
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm)
+            out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
-def mul_mat(x: np.ndarray, w: Blocks) -> np.ndarray:
-    """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it for a weight stored in a K-quant (``computes``):
-    ``x`` (``… × k``) quantised to Q8_K row by row, each element the type's AVX2 dot. ``w`` is one matrix."""
-    if w.raw.ndim != 2:
-        raise ValueError(f"a bank of {w.type} matrices is not a product computed here")
+# ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) ----------------
+
+
+@njit(cache=True)
+def _legacy_block(code, w, at, v):
+    """Block ``at`` of a legacy weight row as ggml's AVX2 dot unpacks it: its 32 integers in value order into ``v``
+    (Q4_0 ``q − 8``, Q5_0 ``q − 16``, Q4_1 and Q5_1 ``q`` unsigned), and its fp16 ``d`` and ``m`` (0 for the ``_0``
+    types) widened."""
+    d = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
+    m = F32(0)
+    if code == 1 or code == 3:
+        m = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
+    five = code == 2 or code == 3
+    h = at + (2 if code == 2 else 4)
+    qh = np.int64(0)
+    if five:
+        qh = np.int64(w[h]) | (np.int64(w[h + 1]) << 8) | (np.int64(w[h + 2]) << 16) | (np.int64(w[h + 3]) << 24)
+    qs = at + (2 if code == 0 else 4 if code == 1 else 6 if code == 2 else 8)
+    offset = 8 if code == 0 else 16 if code == 2 else 0
+    for j in range(16):
+        lo = np.int32(w[qs + j] & 0xF)
+        hi = np.int32(w[qs + j] >> 4)
+        if five:
+            lo |= np.int32((qh >> j) & 1) << 4
+            hi |= np.int32((qh >> (j + 16)) & 1) << 4
+        v[j] = lo - offset
+        v[j + 16] = hi - offset
+    return d, m
+
+
+@njit(cache=True, parallel=True)
+def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
+    """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
+    ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
+    ``hsum_float_8(acc) + summs``."""
+    rows, k = qx.shape
+    for n in prange(w.shape[0]):
+        v = np.empty(32, dtype=np.int32)
+        acc = np.zeros((rows, 8), dtype=np.float32)
+        summs = np.zeros(rows, dtype=np.float32)
+        for b in range(k // 32):
+            dw, mw = _legacy_block(code, w[n], b * nbytes, v)
+            for r in range(rows):
+                d = dw * dx[r, b]
+                for l in range(8):
+                    s = np.int32(0)
+                    for j in range(4):
+                        s += v[4 * l + j] * np.int32(qx[r, 32 * b + 4 * l + j])
+                    acc[r, l] = _fma(d, F32(s), acc[r, l])
+                if code == 1 or code == 3:
+                    summs[r] = _fma(mw, sx[r, b], summs[r])
+        for r in range(rows):
+            out[r, n] = _hsum8(acc[r]) + summs[r] if code == 1 or code == 3 else _hsum8(acc[r])
+
+
+def quantize_q8_1(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``x`` as ``quantize_row_q8_1`` (AVX2) quantises them: ``q`` and ``d`` as Q8_0's (``ggml.quantize_q8_0``),
+    and per block ``s = fp16(d₃₂ · Σq)``, ``d₃₂ = max|x| / 127`` in float32 before its rounding to fp16."""
+    q, d = quantize_q8_0(x)
+    top = np.max(np.abs(x.reshape(*x.shape[:-1], -1, 32)), axis=-1)
+    total = q.reshape(*q.shape[:-1], -1, 32).sum(axis=-1, dtype=np.int32)
+    s = ((top / F32(127)).astype(F32) * total.astype(F32)).astype(np.float16).astype(F32)
+    return q, d, s
+
+
+# ---- BF16 (ggml_vec_dot_bf16, AVX2; tinyBLAS<8> over bf16) ----------------------------------------------------------
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to bf16 as ``ggml_compute_fp32_to_bf16`` does (nearest, ties to even; a NaN kept quiet), held
+    as float32."""
+    bits = np.ascontiguousarray(x, dtype=F32).view(np.uint32).astype(np.uint64)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    rounded = np.where(nan, (bits >> 16) | 64, (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+    return (rounded.astype(np.uint32) << 16).view(F32)
+
+
+@njit(cache=True)
+def _bf16_dot(x, y):
+    """``ggml_vec_dot_bf16`` on AVX2 over values already widened: four accumulators of 8 lanes (value ``k`` of each
+    32 to accumulator ``(k mod 32) // 8``, lane ``k mod 8``, by fma), added ``(c₀+c₂)+(c₁+c₃)`` and ``hsum``ed; the
+    rest added one float32 product at a time in float64."""
+    n = x.shape[0]
+    full = n - n % 32
+    acc = np.zeros((4, 8), np.float32)
+    for i in range(0, full, 32):
+        for j in range(4):
+            for l in range(8):
+                acc[j, l] = _fma(x[i + 8 * j + l], y[i + 8 * j + l], acc[j, l])
+    for l in range(8):
+        acc[0, l] = (acc[0, l] + acc[2, l]) + (acc[1, l] + acc[3, l])
+    t = np.float64(_hsum(acc[0], 8))
+    for i in range(full, n):
+        t += np.float64(np.float32(x[i] * y[i]))
+    return np.float32(t)
+
+
+@njit(cache=True, parallel=True)
+def _bf16_kernel(x, w, tiny, out):
+    rows, k = x.shape
+    for n in prange(w.shape[0]):
+        col = np.empty(k, np.float32)
+        for j in range(k):
+            col[j] = _from_bits(np.int64(w[n, j]) << 16)
+        for r in range(rows):
+            out[r, n] = _tiny(x[r], col, 8) if tiny else _bf16_dot(x[r], col)
+
+
+# ---- the product ----------------------------------------------------------------------------------------------------
+
+
+def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPath = AVX2) -> np.ndarray:
+    """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it on ``path`` for a weight ``computes`` says it
+    computes: ``x`` (``… × k``) converted to the type's ``vec_dot_type`` row by row (Q8_K, Q8_0, Q8_1 or bf16), each
+    element the type's dot — or, for BF16 and two or more ``rows`` together, tinyBLAS's (``ggml.tiny_blas``). ``w`` is
+    one matrix; ``rows`` how many rows ggml computes together (default: ``x``'s)."""
+    if not computes(w.type, path) or w.raw.ndim != 2:
+        raise ValueError(f"a product over {'a bank of ' if w.raw.ndim != 2 else ''}{w.type} on the {path.name} path "
+                         "is not computed here")
     x = np.asarray(x, dtype=F32)
     lead, k = x.shape[:-1], x.shape[-1]
     if w.shape[0] != k:
         raise ValueError(f"a product of {'×'.join(map(str, x.shape))} by {'×'.join(map(str, w.shape))}: "
                          f"{k} ≠ {w.shape[0]}")
-    q, d, bs = quantize_q8_k(x.reshape(-1, k))
-    out = np.empty((q.shape[0], w.shape[1]), dtype=F32)
+    x2 = np.ascontiguousarray(x.reshape(-1, k))
+    out = np.empty((x2.shape[0], w.shape[1]), dtype=F32)
     if out.size:
-        _kernel(DOTS[w.type], q, d, bs, np.ascontiguousarray(w.raw), out)
+        raw = np.ascontiguousarray(w.raw)
+        if w.type in DOTS:
+            q, d, bs = quantize_q8_k(x2)
+            tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
+            _kernel(DOTS[w.type], q, d, bs, raw, tiled, out)
+        elif w.type in LEGACY:
+            if w.type in ("Q4_1", "Q5_1"):
+                q, d, s = quantize_q8_1(x2)
+            else:  # the ``_0`` types have no minimum: ``s`` is not read
+                (q, d), s = quantize_q8_0(x2), None
+            _legacy_kernel(LEGACY[w.type], w.block_bytes, q, d, d if s is None else s, raw, out)
+        else:
+            tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path)
+            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, out)
     return out.reshape(*lead, w.shape[1])

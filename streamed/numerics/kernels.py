@@ -109,8 +109,8 @@ def _ggml_blocks(x: np.ndarray, w: Blocks, arithmetic: Arithmetic) -> np.ndarray
     (``ggml_quants``); any other type's (``ggml_quants.computes`` says which) as ggml's float32 product of its exact
     dequantisation, a band of columns at a time — not llama.cpp's (docs/language.md, §8's arithmetic). A band is a multiple
     of 4 columns (or the whole weight), so ggml's choice of float kernel is the whole product's."""
-    if ggml_quants.computes(w.type) and w.raw.ndim == 2:
-        return ggml_quants.mul_mat(x, w)
+    if ggml_quants.computes(w.type, arithmetic.path) and w.raw.ndim == 2:
+        return ggml_quants.mul_mat(x, w, arithmetic.rows, path=arithmetic.path)
     k, n = w.shape[-2:]
     band = n if n % 4 else max(4, BAND_BYTES // max(1, 4 * k) // 4 * 4)
     parts = [ggml.mul_mat(x, np.swapaxes(w.columns(c, min(n, c + band)), -1, -2), arithmetic.rows,
