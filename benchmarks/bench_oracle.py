@@ -204,17 +204,13 @@ block, which llama.cpp skips whole) agree within {new_families}.
 
 **In llama.cpp's arithmetic** (`--arithmetic llama.cpp`, `streamed/numerics/ggml.py`: ggml's CPU kernels as the
 vendored build compiles them — Q8_0 activations quantised and F16 ones rounded before their products, vec_dot and
-tinyBLAS orders, RMS and layer norms, rotation tables and turns, attention's `kq`/`soft_max`/`kqv`, SiLU, GELU's fp16
-table, soft caps, softplus and sigmoid, the experts' routing, renormalisation and sum — each held to llama.cpp's own
-tensors by `tests/oracle/test_ggml_kernels.py` on the host's path) the cases bit for bit on each path are counted in
+tinyBLAS orders, RMS and layer norms, rotation tables (YaRN's ramp and LongRoPE's factors among them) and turns,
+attention's `kq`/`soft_max`/`kqv` (latent attention's as its absorbed graph computes it), SiLU, GELU's fp16 table,
+soft caps, softplus and sigmoid, the experts' routing, renormalisation and sum, the fused Gated DeltaNet
+recurrence — each held to llama.cpp's own tensors by
+`tests/oracle/test_ggml_kernels.py` on the host's path) the cases bit for bit on each path are counted in
 its table's heading (a 0 in the table). What is left, each named in the suite (`Q8_LEFT`, `Q8_LEFT_ON` for one path,
 `F16_LEFT`) and held to 1e-3 (the figures below are the AVX-512 host's unless said):
-
-- **Gated DeltaNet on AVX2** (Qwen3.5-MoE Q8_0 1.5e-2, held to 3e-2; Qwen3-Next F16 4.9e-4; both bit for bit on
-  AVX-512): llama.cpp's fused `ggml_gated_delta_net` sums its dot products in the path's `ggml_vec_dot_f32` and scales
-  by `1/√d` after them; the document states the recurrence step by step with q scaled first, and this arithmetic does
-  not emulate the fused order (next: a `scale` on the language's `gated delta`, so the document states llama.cpp's
-  order). Where the AVX-512 path's sums happen to round alike, it shows nothing.
 
 - **Gemma 3** (Q8_0 6.3e-4, F16 3.4e-5; F32 3.1e-6): its document, not the arithmetic. It scales the embedding by √d
   written to 7 digits (llama.cpp multiplies by `sqrtf(d)`), and puts the attention scale on the logits (llama.cpp
@@ -222,24 +218,9 @@ its table's heading (a 0 in the table). What is left, each named in the suite (`
   otherwise than llama.cpp's graph, each a last bit per value, which Q8_0's activation rounding carries on.
 - **Cohere 2** (Q8_0 2.1e-7, F16 5.9e-4): its document adds the residual as `(x + attention) + MLP`; llama.cpp's
   graph adds `(MLP + x) + attention` — float32 addition in another order.
-- **YaRN** (DeepSeek-V2 and with its YaRN, gpt-oss, Mistral 3 and Qwen3 with YaRN; F16 5.3e-4 to 7.6e-4, Q8_0 bit for
-  bit): the rotation tables. The language's YaRN table is its angles in float64 rounded once, times the attention
-  factor its document writes to 7 digits; ggml's `rope_yarn` mixes the interpolated and extrapolated angles in
-  float32 and makes the attention factor in float32 from the file's parameters, as two factors (`yarn_attn_factor`,
-  then `1 + 0.1·ln(1/s)`) — the 7-digit factor alone is a few last bits of every cosine and sine. Llama 3's scaled
-  table (from its stored divisors, `rope_freqs`) and linear scaling are ggml's, and bit for bit.
-- **LongRoPE** (Phi-3 with its long and its short factors; F16 6.7e-4 and 8.8e-4): the document's attention factor
-  written to 7 digits (1.414214 and 1.105542, where the file's float32 is 1.4142135 and 1.1055416: four last bits of
-  every cosine and sine).
 - **Qwen2-MoE** (both cases, F16 2.5e-5): llama.cpp's Qwen2-MoE computes its shared expert's gate `σ(g)` as
   `silu(g)/g` (`qwen2moe.cpp`; its Qwen3-Next and Qwen3.5 call `ggml_sigmoid`); with that quotient in its place the
   case is bit for bit — the document says σ, as transformers does.
-- **Gated DeltaNet, Qwen3.5 and Qwen3.5-MoE** (F16 3.1e-4 and 8.8e-4; Q8_0 bit for bit): the recurrence. llama.cpp
-  computes it as one fused operation, `ggml_gated_delta_net` (per head: the state scaled by `expf(g)`, each column's
-  `ggml_vec_dot_f32` with k, the fma'd outer-product update, each column's dot product with q, then `·1/√d`); the
-  language states it step by step, q scaled by `1/√d` before its dot products, and this arithmetic does not emulate
-  the fused order. Every layer before the first Gated DeltaNet layer that differs is bit for bit (Qwen3.5's layer 0 at
-  prefill; its L2 norms, softplus, sigmoid and convolution are ggml's); Qwen3-Next's cases happen to be bit for bit.
 
 What the tolerances are made of:
 
@@ -341,6 +322,22 @@ Disagreements the oracle found, each fixed in the authoring or the weight readin
 - Rope scaling was not modelled: `llama3` (Llama 3.1's `rope_freqs`), YaRN with its attention factor (DeepSeek, Qwen,
   gpt-oss) and linear (Gemma 3's global layers) are now in the tables' fill; so is LongRoPE (Phi-3's
   `rope_factors_short`/`_long`, chosen as llama.cpp chooses, by the context against the original one).
+- Measured on an AVX2 host (AMD EPYC, 2026-12-02), three families were not llama.cpp's bits in its arithmetic,
+  each found by comparing the tensors of llama.cpp's graph step by step, and none was the kernel path's own sums:
+  the rotation tables' attention factors were written to 7 digits (Phi-3's LongRoPE 1.414214 where the file's
+  float32 is 1.4142135: Q8_0 1.5e-2) and YaRN's were made in float64 and its ramp mixed in float64 (ggml's
+  `rope_yarn` works in float32, its factor `llama_context`'s float32 steps times its own `1 + 0.1·ln F`) — the
+  factors are now written as the float32 llama.cpp multiplies by (`author.number32`; from a GGUF, computed in
+  llama.cpp's float32 steps, `model/float32.py`) and the arithmetic builds every scaled table as ggml's rope cache
+  does; DeepSeek-V2's latent attention summed `q̃·c` and `q_rope·kᴿ` apart where llama.cpp's absorbed graph takes
+  one dot product over `[c | kᴿ]` (Q8_0 2.3e-2 with YaRN, F16 8.4e-4 without; on AVX-512 its Q8_0 cases happened
+  to round alike); and Gated DeltaNet's recurrence was the document's step-by-step order where llama.cpp
+  runs the fused `ggml_gated_delta_net` (the path's `ggml_vec_dot_f32`, fma'd updates, `1/sqrtf(d)` after the
+  sums: Qwen3.5-MoE Q8_0 1.5e-2) — a GGUF's document now states that order (`gated delta …, scale F`) and the
+  arithmetic computes the fused kernel's. Each is a rule of the arithmetic or the authoring, the same on every
+  path (rope and the recurrence's scalar steps are C code no path vectorises; the sums take the path's lanes), so
+  no case is left on either path; the AVX-512 table above predates them (its F16 YaRN, LongRoPE and Gated
+  DeltaNet rows) until a host of that path measures it again.
 - An Olmo 3-style OLMo 2 file's sliding layers were rotated at `rope.freq_base_swa`, which its loader reads; its graph
   rotates them at the global base, unscaled: 0.55 off.
 

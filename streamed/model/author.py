@@ -30,6 +30,7 @@ from ..lang.ops import KEYWORDS
 from .spec import (
     Attention, Dense, Experts, GatedDeltaNet, LatentAttention, LayerSpec, Linear, ModelSpec, Norm, Rotation, SpecError,
 )
+from .float32 import f32
 from .names import gguf_arch, gguf_tensor, hf_tensor
 
 __all__ = ["author", "summary", "number", "gguf_tensor", "hf_tensor", "gguf_arch", "kind_label"]
@@ -48,6 +49,15 @@ def number(v: float) -> str:
         mant = mant.rstrip("0").rstrip(".")
         return f"{mant}e{int(exp)}"
     return f"{v:.7g}"
+
+
+def number32(v: float) -> str:
+    """A float32 (a factor the tables or the logits are multiplied by, which llama.cpp computes or reads in float32)
+    as the shortest decimal that reads back as it, so the document states the value multiplied by, bit for bit; any
+    other number as ``number``."""
+    if v != f32(v) or v == int(v) or abs(v) < 1e-3:
+        return number(v)
+    return next(t for t in (f"{v:.{d}g}" for d in range(7, 10)) if f32(float(t)) == v)
 
 
 # ---- one layer ----------------------------------------------------------------------------------------------------
@@ -166,7 +176,7 @@ def _scaling(rot: Rotation) -> str:
             if sc.unrounded:
                 out += ", unrounded ramp"
     if rot.attention != 1:
-        out += f", attention factor {number(rot.attention)}"
+        out += f", attention factor {number32(f32(rot.attention))}"
     return out
 
 
@@ -510,9 +520,14 @@ class _Author:
         qc = w.let("qc", f"silu of (short convolution of ({xn} times {Wq}) with state {Sq} and {Cq})")
         kc = w.let("kc", f"silu of (short convolution of ({xn} times {Wk}) with state {Sk} and {Ck})")
         vc = w.let("vc", f"silu of (short convolution of ({xn} times {Wv}) with state {Sv} and {Cv})")
-        scale = 1 / math.sqrt(m.key_dim)
-        qh = w.let("qh", f"(l2norm of {qc}, epsilon 1e-6, heads {m.key_heads}) scaled by {number(scale)}",
-                   f"1/√{m.key_dim}: queries scaled by the key head width")
+        scale, after = 1 / math.sqrt(m.key_dim), ""
+        if self.spec.naming == "gguf":
+            # llama.cpp's fused recurrence scales its output by 1/sqrtf(dv) after the dot products, not q before them.
+            qh = w.let("qh", f"l2norm of {qc}, epsilon 1e-6, heads {m.key_heads}")
+            after = f", scale {number32(f32(1 / f32(math.sqrt(m.value_dim))))}"
+        else:
+            qh = w.let("qh", f"(l2norm of {qc}, epsilon 1e-6, heads {m.key_heads}) scaled by {number(scale)}",
+                       f"1/√{m.key_dim}: queries scaled by the key head width")
         kh = w.let("kh", f"l2norm of {kc}, epsilon 1e-6, heads {m.key_heads}")
         bt = w.let("bt", f"sigmoid of ({xn} times {Wb})")
         if self.spec.naming == "gguf":
@@ -522,7 +537,8 @@ class _Author:
             gt = w.let("gt", f"softplus of ({xn} times {Wa} plus {dt}) multiplied by (exp of {A})")
             dc = w.let("dc", f"exp of ({gt} scaled by -1)", "the decay exp(−exp(A_log)·softplus(x·Wa + dt))")
         sharing = f" sharing {m.key_heads}" + (", in turn" if m.in_turn else "") if m.key_heads != m.value_heads else ""
-        u = w.let("u", f"gated delta of {qh}, {kh} and {vc} with state {St}, decay {dc} and beta {bt}, heads {m.value_heads}{sharing}")
+        u = w.let("u", f"gated delta of {qh}, {kh} and {vc} with state {St}, decay {dc} and beta {bt}, heads {m.value_heads}{sharing}{after}",
+                  f"1/√{m.value_dim} on the output, as llama.cpp's ggml_gated_delta_net" if after else None)
         un = w.let("un", f"{_norm(u, gn, m.norm, m.value_heads)} multiplied by (silu of ({xn} times {Wz}))",
                    "a gated RMS norm per value head")
         return w.let("o", f"{un} times {Wo}")
@@ -572,7 +588,7 @@ class _Author:
                    f"each head's last {M} dims rotate")
         w.set(f"row pos of {Cl} to {_norm(f'({xn} times {Wkv})', gkv, layer.norm)}")
         w.set(f"row pos of {Kr} to rope of ({xn} times {Wkr}) at pos with {c} and {s}, heads 1{pairs}")
-        scale = f", scale {number(m.scale)}" if m.scale is not None else ""
+        scale = f", scale {number32(f32(m.scale))}" if m.scale is not None else ""
         a = w.let("a", f"latent attention of {qr} over {Cl} and {Kr} at pos with {Wkb} and {Wvb}, heads {H}, nope {N}, rope {M}{scale}",
                   m.scale_why)
         return w.let("o", f"{a} times {Wo}")

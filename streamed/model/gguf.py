@@ -31,6 +31,7 @@ from gguf.constants import GGML_QUANT_SIZES, Keys
 from ..lang.files import FileProblem, size_of
 from ..lang.limits import MAX_CONTEXT, MAX_DIMENSION, MAX_LAYER, beyond
 from .checkpoint import CheckpointError, Storage
+from .float32 import f32, fmaf, logf
 from .names import gguf_tensor
 from . import gguf_keys
 from .spec import (
@@ -431,21 +432,20 @@ class _Rope:
         self.factor = factor
         attn = m.float(Keys.Rope.SCALING_ATTN_FACTOR, 1.0)
         self.scaling: Scaling | None = None
-        # What an unscaled rotation's cosines carry: the metadata's factor alone (YaRN's own cancels at freq_scale 1).
+        # What an unscaled rotation's cosines carry: the graph's factor (YaRN's own term is 1 at freq_scale 1).
         self.stated_attention = self.attention = attn
+        # ln of the frequencies' divisor as llama.cpp forms it (freq_scale = 1/F in float32, unscaled when none), and
+        # YaRN's log multiplier as its loader holds it: what DeepSeek-V2's attention scale is made of.
+        scaled = kind != "none" and factor != 1
+        self.ln_factor = logf(f32(1.0) / f32(f32(1.0) / f32(factor))) if scaled else 0.0
+        self.log_mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL, 0.0)
+        if arch == "deepseek2":
+            self.log_mul = f32(self.log_mul / f32(0.1))  # its loader undoes the converter's 0.1 (deepseek2.cpp)
         if kind == "yarn" and factor != 1:
             context = m.int(Keys.Rope.SCALING_ORIG_CTX_LEN) or m.int(Keys.LLM.CONTEXT_LENGTH, required=True)
             self.scaling = Scaling("yarn", factor, float(context), fast=m.float(Keys.Rope.SCALING_YARN_BETA_FAST, 32.0),
                                    slow=m.float(Keys.Rope.SCALING_YARN_BETA_SLOW, 1.0))
-            # llama_context: get_mscale(F, m)/get_mscale(F, log_mul) with m = log_mul for DeepSeek-V2 (whose ratio is so
-            # 1), else 1; without a log_mul, get_mscale(F, 1) = 1 + 0.1 ln F.
-            log_mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL, 0.0)
-            if log_mul:
-                own = log_mul if arch == "deepseek2" and log_mul != 1 else 1.0
-                mine = (0.1 * own * math.log(factor) + 1.0) / (0.1 * log_mul * math.log(factor) + 1.0)
-            else:
-                mine = 0.1 * math.log(factor) + 1.0
-            self.attention = mine * attn
+            self.stated_attention, self.attention = self.yarn_attention(arch, attn)
         elif kind == "linear" and factor != 1:
             self.scaling = Scaling("linear", factor)
         elif kind not in ("linear", "yarn", "none", "longrope"):  # LongRoPE's factors are tensors (``longrope``)
@@ -456,6 +456,26 @@ class _Rope:
         if arch == "phi3" and ROPE_SHORT in rope:
             self.scaling = self.longrope(path, m, rope)
         self.path = path
+
+    def yarn_attention(self, arch: str, attn: float) -> tuple[float, float]:
+        """YaRN's attention factor as llama.cpp computes it, in float32 (``float32``): ``llama_context`` makes the
+        graph's ``attn_factor`` — ``get_mscale(F, m)/get_mscale(F, log_mul)`` (``m`` = log_mul for DeepSeek-V2, whose
+        ratio is so 1, else 1; without a log_mul ``get_mscale(F, 1)`` = 1 + 0.1 ln F), times ``1/(1 + 0.1 ln F)``,
+        times the file's ``attn_factor`` — and ggml's ``rope_yarn`` multiplies it by ``1 + 0.1 ln F`` again (an
+        fma) before the cosines and sines take it. ``F`` is ``1/freq_scale`` with ``freq_scale = 1/factor``, each in
+        float32. Returns (the graph's factor — an unscaled rotation's, whose own term is 1 — and the rotation's)."""
+        tenth, ln, log_mul = f32(0.1), self.ln_factor, self.log_mul
+
+        def get_mscale(ms: float) -> float:
+            return f32(f32(f32(tenth * ms) * ln) + 1.0)
+
+        if log_mul:
+            own = log_mul if arch == "deepseek2" and log_mul != 1 else 1.0
+            graph = f32(get_mscale(own) / get_mscale(log_mul))
+        else:
+            graph = get_mscale(1.0)
+        graph = f32(f32(graph * f32(1.0 / f32(f32(tenth * ln) + 1.0))) * attn)
+        return graph, f32(graph * fmaf(tenth, ln, 1.0))
 
     def longrope(self, path: str, m: _Meta, rope: Mapping[str, list[float]]) -> Scaling:
         """Phi-3's LongRoPE: the short and long factors as stored, chosen by the context against the original one
@@ -600,13 +620,13 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
             raise SpecError(f"{path}: tensor {T('attn_kv_a_mqa')} has {kva[1]} outputs, but kv_lora_rank + rope dims is {kv_rank + rope}")
         rotation = scaling.rotation(rope, skip=qk - rope)
         scale, why = None, None
-        mul = m.float(Keys.Rope.SCALING_YARN_LOG_MUL)
-        fac = scaling.factor
-        if (mul and fac > 1) or rotation.attention != 1:
-            # llama.cpp's DeepSeek-V2 graph: the logit scale is (A · (1 + log_mul · ln F))² / √(N+M), with A the
-            # attention factor its rotation applies and log_mul as the converter stores it (0.1 × mscale_all_dim).
-            ms = rotation.attention * ((mul or 0.0) * math.log(fac) + 1.0 if fac > 1 else 1.0)
-            scale = qk ** -0.5 * ms * ms
+        if (scaling.log_mul and scaling.ln_factor) or rotation.attention != 1:
+            # llama.cpp's DeepSeek-V2 graph, in float32 (its library rounds each step): the logit scale is
+            # (A · (1 + 0.1 ln F) · (1 + 0.1 · log_mul · ln F))² / √(N+M), with A the graph's attention factor.
+            tenth, ln = f32(0.1), scaling.ln_factor
+            ms = f32(scaling.stated_attention * f32(1.0 + f32(tenth * ln)))
+            ms = f32(ms * f32(1.0 + f32(f32(tenth * scaling.log_mul) * ln)))
+            scale = f32(f32(ms * ms) / f32(math.sqrt(qk)))
             why = f"1/√{qk} × {ms:.4f}²: yarn's attention scale"
         return LatentAttention(heads, q_rank, kv_rank, qk - rope, rope, v, rotation,
                                scale, why, kv_b_packed=shape(T("attn_k_b")) is None)

@@ -219,7 +219,8 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
         return (nx.latent_attention(v[0], v[1], v[2], int(v[3]), v[4], v[5], a("heads"), a("nope"), a("rope"),
                                     a("scale"), arithmetic),)
     if k == "gated_delta":
-        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False))
+        return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False),
+                              a("scale"), arithmetic)
     if k == "short_convolution":
         return nx.short_convolution(v[0], v[1], v[2])
     if k == "experts":

@@ -278,26 +278,51 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, epsilon: float, heads: int = 1) ->
 
 
 @njit(cache=True)
-def _rope_tables(ctx, half, theta_scale, freq_scale, factors, mscale, cos, sin):
+def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_factor, mscale, cos, sin):
+    """``ggml_rope_cache_init`` and ``rope_yarn`` as compiled (GCC contracts the ramp's mix into one fma)."""
+    one, zero = np.float32(1.0), np.float32(0.0)
     for p in range(ctx):
         theta = np.float32(p)
         for i in range(half):
-            t = freq_scale * (theta / factors[i])
+            extrap = theta / factors[i]
+            t = freq_scale * extrap
+            if ext_factor != zero:
+                y = (np.float32(i) - low) / max(np.float32(0.001), high - low)
+                mix = (one - min(one, max(zero, y))) * ext_factor
+                t = _fma(t, one - mix, extrap * mix)
             cos[p, i] = np.float32(math.cos(t)) * mscale
             sin[p, i] = np.float32(math.sin(t)) * mscale
             theta = theta * theta_scale
 
 
+@njit(cache=True)
+def _corr_dim(dims, context, turns, base):
+    return np.float32(dims) * math.log(np.float32(context) / (turns * np.float32(2.0) * np.float32(math.pi))) \
+        / (np.float32(2.0) * math.log(base))
+
+
+def yarn_corr_dims(dims: int, context: int, base: float, fast: float, slow: float) -> tuple[np.float32, np.float32]:
+    """``ggml_rope_yarn_corr_dims``: the dims at which the original context spans ``fast`` and ``slow`` turns, in
+    float32 (``logf``), the first rounded down and the second up, clamped to ``[0, dims − 1]``."""
+    low = math.floor(_corr_dim(dims, int(context), F32(fast), F32(base)))
+    high = math.ceil(_corr_dim(dims, int(context), F32(slow), F32(base)))
+    return F32(max(0, low)), F32(min(dims - 1, high))
+
+
 def rope_tables(base: float, ctx: int, half: int, freq_scale: float = 1.0, factors: np.ndarray | None = None,
-                mscale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """The cosines and sines ggml's rope reads (``ggml_rope_cache_init`` without YaRN's ramp): at position ``p``,
-    ``θ₀ = p`` and ``θᵢ₊₁ = θᵢ · base^(−2/R)`` in float32 (``powf``), angle ``freq_scale · θᵢ / fᵢ`` (``fᵢ`` the
-    stored frequency factors, Llama 3's ``rope_freqs``), ``cosf``/``sinf`` of it times ``mscale``."""
+                mscale: float = 1.0, ramp: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The cosines and sines ggml's rope reads (``ggml_rope_cache_init``): at position ``p``, ``θ₀ = p`` and
+    ``θᵢ₊₁ = θᵢ · base^(−2/R)`` in float32 (``powf``); angle ``freq_scale · θᵢ / fᵢ`` (``fᵢ`` the stored frequency
+    factors: Llama 3's ``rope_freqs``, LongRoPE's list), with YaRN's ``ramp`` (its corrected dims,
+    ``yarn_corr_dims``) mixed with the unscaled ``θᵢ / fᵢ`` as ``rope_yarn`` mixes them; ``cosf``/``sinf`` of it
+    times ``mscale``, the float32 factor the rotation carries (for YaRN, ``rope_yarn``'s own term already in it)."""
     theta_scale = _powf(F32(base), F32(F32(-2.0) / F32(2 * half)))
     f = np.ones(half, F32) if factors is None else np.ascontiguousarray(factors, dtype=F32)
+    low, high = ramp if ramp is not None else (F32(0), F32(0))
     cos = np.empty((ctx, half), F32)
     sin = np.empty((ctx, half), F32)
-    _rope_tables(ctx, half, theta_scale, F32(freq_scale), f, F32(mscale), cos, sin)
+    _rope_tables(ctx, half, theta_scale, F32(freq_scale), f, F32(low), F32(high), F32(1 if ramp is not None else 0),
+                 F32(mscale), cos, sin)
     return cos, sin
 
 
@@ -657,3 +682,46 @@ def weights_sum(w: np.ndarray) -> np.ndarray:
     for k in range(w.shape[-1]):  # in order, as ggml_vec_sum_f32 adds
         total += w[..., k:k + 1].astype(np.float64)
     return (w / np.maximum(total.astype(F32), F32(6.103515625e-5))).astype(F32)
+
+
+# ---- Gated DeltaNet (ggml_compute_forward_gated_delta_net) ---------------------------------------------------------
+
+
+@njit(cache=True)
+def _gated_delta(q, k, v, s, a, b, kv_of, scale, lanes, out):
+    """Per row in order and value head ``h``, with the state held as ggml holds it (``m[j]`` = column ``j`` of
+    ``S``): ``m ← a·m`` (``ggml_vec_scale_f32``); ``δⱼ = (vⱼ − m[j]·k)·b`` with the path's ``ggml_vec_dot_f32``;
+    ``m[j] ← fma(k, δⱼ, m[j])`` (``ggml_vec_mad_f32``); ``oⱼ = (m[j]·q)·scale``."""
+    rows, heads = a.shape
+    dv, dk = s.shape[1], s.shape[2]
+    delta = np.empty(dv, np.float32)
+    for t in range(rows):
+        for h in range(heads):
+            g = kv_of[h]
+            kt, qt = k[t, g], q[t, g]
+            m = s[h]
+            for j in range(dv):
+                for i in range(dk):
+                    m[j, i] = m[j, i] * a[t, h]
+            for j in range(dv):
+                delta[j] = (v[t, h, j] - _vec_dot(m[j], kt, False, lanes)) * b[t, h]
+            for j in range(dv):
+                for i in range(dk):
+                    m[j, i] = _fma(kt[i], delta[j], m[j, i])
+            for j in range(dv):
+                out[t, h, j] = _vec_dot(m[j], qt, False, lanes) * scale
+
+
+def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, decay: np.ndarray, beta: np.ndarray,
+                kv_of: np.ndarray, scale: float, *, path: KernelPath) -> tuple[np.ndarray, np.ndarray]:
+    """The Gated DeltaNet recurrence as ggml's fused ``ggml_gated_delta_net`` computes it on the CPU: ``q``, ``k``
+    ``rows × G × dk``, ``v`` ``rows × H × dv``, ``state`` ``H × dk × dv``, ``decay`` (``expf`` of the log-decay
+    ggml is given) and ``beta`` ``rows × H``, value head ``h`` reading key head ``kv_of[h]``; the output scaled by
+    ``scale`` after its dot products (ggml's ``1/sqrtf(dv)``). Returns ``rows × H × dv`` and the new state."""
+    s = np.ascontiguousarray(np.swapaxes(np.asarray(state, dtype=F32), 1, 2))  # H × dv × dk: ggml's rows
+    out = np.empty(np.shape(v), F32)
+    _gated_delta(np.ascontiguousarray(q, dtype=F32), np.ascontiguousarray(k, dtype=F32),
+                 np.ascontiguousarray(v, dtype=F32), s, np.ascontiguousarray(decay, dtype=F32),
+                 np.ascontiguousarray(beta, dtype=F32), np.ascontiguousarray(kv_of, dtype=np.int64), F32(scale),
+                 path.lanes, out)
+    return out, np.ascontiguousarray(np.swapaxes(s, 1, 2))

@@ -282,20 +282,32 @@ def fill_table(fill, ctx: int, width: int, arithmetic: Arithmetic = EXACT, run_c
     """The table a fill describes (``model.program.Fill``, as the document and the bundle carry it: ``(kind, base)``
     or ``(kind, base, params)``), ``ctx × width`` — computed from the fill and the context the model runs at
     (``run_ctx``, default ``ctx``: LongRoPE's list, ``longrope_factors``) and nothing else. In llama.cpp's
-    arithmetic, as ggml's rope computes its angles (``ggml.rope_tables``) where the scaling is one it reproduces
-    (none, ``linear``, ``llama3`` — its divisors as the converter stores them, ``rope_freqs``); YaRN's ramp and
-    LongRoPE's factors keep the table above (float64, rounded once)."""
+    arithmetic, as ggml's rope computes its angles and their factor in float32 (``ggml.rope_tables``) for every
+    scaling llama.cpp has: none, ``linear``, ``llama3`` (its divisors as the converter stores them, ``rope_freqs``),
+    ``yarn`` (its ramp at the dims ``ggml_rope_yarn_corr_dims`` gives) and ``longrope`` (the chosen list as
+    divisors); the ``attention`` factor the document states is the float32 the cosines and sines are multiplied by.
+    A ramp left ``unrounded`` is transformers', not llama.cpp's: that table keeps the one above (float64, rounded
+    once)."""
+    if fill[0] not in ("cosines", "sines"):
+        raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
     params = dict(fill[2]) if len(fill) > 2 else {}
-    llama3 = params.get("scaling") == "llama3" and set(params) <= {"scaling", "factor", "context", "low", "high"}
-    plain = params.get("scaling") in (None, "linear") and set(params) <= {"scaling", "factor"}
-    if arithmetic.ggml and (llama3 or plain):
-        scale = 1.0 / float(params.get("factor", 1.0)) if params.get("scaling") == "linear" else 1.0
-        factors = _llama3_factors(fill[1], width, **params) if llama3 else None
-        cos, sin = ggml.rope_tables(fill[1], ctx, width, freq_scale=scale, factors=factors)
-        if fill[0] not in ("cosines", "sines"):
-            raise ValueError(f"a table is filled with `cosines` or `sines`, not `{fill[0]}`")
-        return cos if fill[0] == "cosines" else sin
-    return rotary_table(fill[0], fill[1], ctx, width, run_ctx, **params)
+    if not arithmetic.ggml or params.get("unrounded"):
+        return rotary_table(fill[0], fill[1], ctx, width, run_ctx, **params)
+    kind, base = params.get("scaling"), fill[1]
+    scale, factors, ramp = 1.0, None, None
+    if kind in ("linear", "yarn"):
+        scale = 1.0 / float(params["factor"])
+    if kind == "llama3":
+        factors = _llama3_factors(base, width, kind, params["factor"], params["context"], params["low"], params["high"])
+    elif kind == "longrope":
+        chosen = longrope_factors(run_ctx or ctx, params["context"])
+        factors = params["long"] if chosen == "long" else params["short"]
+    elif kind == "yarn":
+        ramp = ggml.yarn_corr_dims(2 * width, int(params["context"]), base, params.get("fast", 32.0),
+                                   params.get("slow", 1.0))
+    cos, sin = ggml.rope_tables(base, ctx, width, freq_scale=scale, factors=factors,
+                                mscale=float(params.get("attention", 1.0)), ramp=ramp)
+    return cos if fill[0] == "cosines" else sin
 
 
 # ---- rotation and attention ----------------------------------------------------------------------------------------
@@ -450,7 +462,8 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
     ``cⱼ`` (``r`` wide) and one shared rotated key ``kᴿⱼ`` (``M`` wide) per position. Head ``h``'s query is split
     ``[q_nope (N), q_rope (M)]``; the key up-projection is absorbed into the query, ``q̃ = q_nope·A[h]`` (``r``
     wide), so ``logitᵢⱼ = F·(q̃·cⱼ + q_rope·kᴿⱼ)`` over causal ``j ≤ pos + i``, the attended latent
-    ``ōᵢ = Σⱼ pᵢⱼ cⱼ`` is read back through the value up-projection ``ōᵢ·B[h]``. ``F`` defaults to ``1/√(N+M)``."""
+    ``ōᵢ = Σⱼ pᵢⱼ cⱼ`` is read back through the value up-projection ``ōᵢ·B[h]``. ``F`` defaults to ``1/√(N+M)``. In llama.cpp's arithmetic, as its absorbed graph computes it: ggml's
+    attention (``ggml.attention``) of ``[q̃ | q_rope]`` over keys ``[cⱼ | kᴿⱼ]`` and values ``cⱼ``."""
     q, c, kr = f32(q), f32(latents), f32(rope_keys)
     rows = q.shape[0]
     block = attention_block(heads, rows, c.shape[0])
@@ -464,6 +477,15 @@ def latent_attention(q: np.ndarray, latents: np.ndarray, rope_keys: np.ndarray, 
     # Every product is ``product``'s, as in ``attention``: a row computes alike in any tile. A and B are weights
     # (one matrix per head; float32 or Q8_0 planes), so what enters them follows the arithmetic.
     q_lat = _per_matrix(q_nope, a, arithmetic)  # H × rows × r
+    if arithmetic.ggml:
+        f = F32(1) / np.sqrt(F32(nope + rope_dims)) if scale is None else F32(scale)  # 1/sqrtf(N+M), as kq_scale
+        # llama.cpp's absorbed MLA (deepseek2.cpp): attention of [q̃ | q_rope] over one key/value head, keys
+        # [c | kᴿ] and values c — one dot product over r + M, as its `kq` sums it — then the value up-projection.
+        qq = np.concatenate([q_lat, q_rope], axis=-1).transpose(1, 0, 2).reshape(rows, -1)
+        o = ggml.attention(qq, np.concatenate([c, kr], axis=-1), c, causal_mask(pos, rows, c.shape[0]), heads, 1, f,
+                           None, arithmetic.rows, path=arithmetic.path)
+        out = _per_matrix(o.reshape(rows, heads, -1).transpose(1, 0, 2), b, arithmetic)  # H × rows × V
+        return out.transpose(1, 0, 2).reshape(rows, -1).astype(F32)
     logits = (product(q_lat, c.T) + product(q_rope, kr.T)) * f  # H × rows × ctx
     keep = causal_mask(pos, rows, c.shape[0])[None]
     p = softmax(np.where(keep, logits, -np.inf))
@@ -481,12 +503,14 @@ def _per_matrix(x: np.ndarray, w, arithmetic: Arithmetic) -> np.ndarray:
 
 
 def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, decay: np.ndarray, beta: np.ndarray,
-                heads: int, sharing: int | None = None, in_turn: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                heads: int, sharing: int | None = None, in_turn: bool = False, scale: float | None = None,
+                arithmetic: Arithmetic = EXACT) -> tuple[np.ndarray, np.ndarray]:
     """The Gated DeltaNet recurrence (Yang, Kautz & Hatamizadeh 2024, eq. 10; Qwen3-Next's linear attention), row
     by row in order and for each value head ``h`` reading key head ``g = h // (H/G)`` — or ``g = h mod G`` when the
     value heads take the key heads ``in_turn`` (llama.cpp's converter stores Qwen3.5's value heads so):
-    ``S ← a·S``; ``S ← S + b·k (v − Sᵀk)ᵀ``; ``o = Sᵀq`` — with ``S`` the head's ``dk × dv`` memory. Returns the
-    ``rows × H·dv`` outputs and the updated state (the step carries it)."""
+    ``S ← a·S``; ``S ← S + b·k (v − Sᵀk)ᵀ``; ``o = Sᵀq``, times ``scale`` when given — with ``S`` the head's
+    ``dk × dv`` memory. Returns the ``rows × H·dv`` outputs and the updated state (the step carries it). In
+    llama.cpp's arithmetic, as its fused ``ggml_gated_delta_net`` computes it (``ggml.gated_delta``)."""
     q, k, v, s = f32(q), f32(k), f32(v), f32(state).copy()
     a, bt = f32(decay), f32(beta)
     rows = q.shape[0]
@@ -496,14 +520,20 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, 
     qh = q.reshape(rows, groups, dk)
     kh = k.reshape(rows, groups, dk)
     vh = v.reshape(rows, heads, dv)
-    out = np.zeros((rows, heads, dv), dtype=F32)
     kv_of = np.arange(heads) % groups if in_turn else np.arange(heads) // per
+    if arithmetic.ggml:
+        out, s = ggml.gated_delta(qh, kh, vh, s, a, bt, kv_of, 1.0 if scale is None else scale,
+                                  path=arithmetic.path)
+        return out.reshape(rows, heads * dv), s
+    out = np.zeros((rows, heads, dv), dtype=F32)
     for t in range(rows):
         kt, qt = kh[t, kv_of], qh[t, kv_of]  # H × dk
         s = s * a[t][:, None, None]
         err = vh[t] - np.einsum("hkv,hk->hv", s, kt)  # H × dv
         s = s + bt[t][:, None, None] * kt[:, :, None] * err[:, None, :]
         out[t] = np.einsum("hkv,hk->hv", s, qt)
+    if scale is not None:
+        out = out * F32(scale)
     return out.reshape(rows, heads * dv).astype(F32), s.astype(F32)
 
 

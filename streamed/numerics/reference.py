@@ -246,7 +246,7 @@ class Reference:
                                        i("nope:N"), i("rope:M"), n.get("scale:F"), self.arithmetic)
         if op == "gated delta":
             out, s = nx.gated_delta(v["Q"], v["K"], v["V"], v["S"], v["A"], v["B"], i("heads:H"), i("heads:G"),
-                                    "in turn" in c.options)
+                                    "in turn" in c.options, n.get("scale:F"), self.arithmetic)
             self._update(c.arg("S"), s, env)
             return out
         if op == "short convolution":

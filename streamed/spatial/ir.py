@@ -119,8 +119,8 @@ latent_attention Q, C, R, P, A, B → Y           DeepSeek-V2 MLA, absorbed: ``h
 gated_delta    Q, K, V, S, A, B → Y, S          Gated DeltaNet, ``heads`` H value heads sharing ``groups`` G key
                                                 heads (value head h reads key head ``h // (H/G)``); S ``H by dk by
                                                 dv``; for each row r in order and head h: ``S[h] ← A[r,h]·S[h]``;
-                                                ``S[h] ← S[h] + B[r,h]·k ⊗ (v − S[h]ᵀk)``; ``y = S[h]ᵀq``.
-                                                Updates S.
+                                                ``S[h] ← S[h] + B[r,h]·k ⊗ (v − S[h]ᵀk)``; ``y = S[h]ᵀq``, times
+                                                ``scale`` when given. Updates S.
 short_convolution X, S, W → Y, S                causal depthwise convolution: W ``k by c``, S ``k−1 by c`` the rows
                                                 before this step; with Z = concat(S, X) over rows,
                                                 ``Y[r] = Σ_i Z[r + i] · W[i]``; then S ← the last k−1 rows of Z.

@@ -229,3 +229,42 @@ def test_llama_cpp_s_gelu_reads_the_fp16_table_of_the_tanh_approximation(x):
     table = (0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * h * (1 + 0.044715 * h * h)))).astype(np.float16)
     assert got[0] == 0 and got[-1] == 12.0
     assert np.array_equal(got[1:-1], table[1:-1].astype(np.float32))
+
+
+@BOTH
+def test_the_fused_gated_delta_recurrence_is_ggml_s_column_dots_fmad_update_and_scale_after(path):
+    """``ggml_gated_delta_net`` per head and row: the state (held as columns) scaled by the decay, each column's dot
+    with k, ``δ = (v − dot)·β``, each column ``fma(k, δ, column)``, each column's dot with q times the scale."""
+    rows, heads, d = 2, 2, 40
+    q, k = (R.standard_normal((rows, 1, d)).astype(np.float32) for _ in range(2))
+    v = R.standard_normal((rows, heads, d)).astype(np.float32)
+    s0 = R.standard_normal((heads, d, d)).astype(np.float32)
+    decay, beta = (R.random((rows, heads)).astype(np.float32) for _ in range(2))
+    scale = np.float32(1) / np.sqrt(np.float32(d))
+    out, state = ggml.gated_delta(q, k, v, s0, decay, beta, np.zeros(heads, np.int64), scale, path=path)
+    for h in range(heads):
+        cols = [[F(s0[h, i, j]) for i in range(d)] for j in range(d)]  # column j of S
+        for t in range(rows):
+            cols = [[round_f32(c * F(decay[t, h])) for c in col] for col in cols]
+            kt = [F(x) for x in k[t, 0]]
+            f32 = lambda c: np.array([float(x) for x in c], np.float32)  # noqa: E731
+            deltas = [round_f32(round_f32(F(v[t, h, j]) - F(vec_dot(f32(cols[j]), k[t, 0], False, path.lanes)))
+                                * F(beta[t, h])) for j in range(d)]
+            cols = [[fma(kt[i], deltas[j], cols[j][i]) for i in range(d)] for j in range(d)]
+            want = [round_f32(F(vec_dot(f32(cols[j]), q[t, 0], False, path.lanes)) * F(scale)) for j in range(d)]
+            assert [Fraction(float(x)) for x in out[t, h]] == want, (h, t)
+        assert [[Fraction(float(state[h, i, j])) for i in range(d)] for j in range(d)] == cols
+
+
+def test_yarn_s_table_is_ggml_s_float32_rope_cache_close_to_the_float64_one():
+    """ggml's YaRN cache: angles by repeated float32 multiplication, the ramp between the corrected dims mixed by one
+    fma, ``cosf``·factor — within a few float32 steps of the same table in float64, and not the same bits."""
+    from streamed.numerics.kernels import rotary_table
+
+    half, ctx, base, factor, context = 8, 28, 10000.0, 8.0, 64
+    ramp = ggml.yarn_corr_dims(2 * half, context, base, 32.0, 1.0)
+    assert ramp == (0.0, 3.0)  # 16·ln(64/(2π·β))/(2 ln 10000): −0.99 rounded down and clamped to 0, 2.02 up
+    cos, _ = ggml.rope_tables(base, ctx, half, freq_scale=1 / factor, mscale=1.2079442, ramp=ramp)
+    exact = rotary_table("cosines", base, ctx, half, scaling="yarn", factor=factor, context=float(context),
+                         attention=1.2079442)
+    assert np.abs(cos - exact).max() <= 2e-5 and not np.array_equal(cos, exact)

@@ -16,12 +16,13 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
   that table emulated (each entry as ``ggml-cpu.c`` computes it: libm's ``tanhf``, one fma) all three agree within
   the F32 bound — Gemma 2 and StarCoder2 bit for bit —, which a test here shows.
 - In llama.cpp's arithmetic (``--arithmetic llama.cpp``: ggml's CPU kernels, bit for bit — its products with Q8_0
-  activations and fp16 ones, norms, rotation, attention, SiLU, GELU's fp16 table, the experts' routing and sum;
-  ``test_ggml_kernels.py`` holds each to llama.cpp's own tensors) a Q8_0 checkpoint's logits are llama.cpp's, every
+  activations and fp16 ones, norms, rotation tables and turns, attention (latent too), the fused Gated DeltaNet
+  recurrence, SiLU, GELU's fp16 table, the experts' routing and sum; ``test_ggml_kernels.py`` holds most of them to
+  llama.cpp's own tensors, the cases here the rest through the logits) a Q8_0 checkpoint's logits are llama.cpp's, every
   bit of them, through the reference and through the bundles, and so are most F16 checkpoints' — but for the cases
   of ``Q8_LEFT`` and ``F16_LEFT``, each named with what its difference is made of (a document that states one of
-  llama.cpp's operations in another order or with a constant to 7 digits, a table this arithmetic does not build as
-  ggml does), held to ``Q8_TOLERANCE``, 1e-3.
+  llama.cpp's operations in another order or with a constant to 7 digits, as transformers' model does), held to
+  ``Q8_TOLERANCE``, 1e-3.
 - Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
@@ -52,32 +53,18 @@ GEMMA3 = "the document's √d to 7 digits (llama.cpp multiplies by sqrtf(d)) and
          "(llama.cpp scales the rotated queries and attends with a scale of 1)"
 COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as (MLP + x) + attention"
 Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
-GDN_Q8 = "the fused recurrence ggml_gated_delta_net's own order (its dot products a path's, q's 1/√d after them), " \
-         "not emulated: the document states it step by step"
-YARN_Q8 = "YaRN's tables: angles in float64 rounded once, the attention factor to 7 digits (ggml: rope_yarn in " \
-          "float32), carried on by Q8_0's rounding"
-LONGROPE_Q8 = "LongRoPE: the document's attention factor to 7 digits, carried on by Q8_0's rounding"
 #: Q8_0 cases left on one kernel path only, with the bound each is held to (measured on a host of that path, 2×
-#: room): where a path's sums happen to round as the document's tables and orders do, the case is bit for bit there.
-Q8_LEFT_ON = {"avx2": {"qwen35moe": (GDN_Q8, 3e-2),  # 1.46e-2 (AMD EPYC, AVX2); bit for bit on AVX-512
-                       "deepseek2, yarn rope scaling": (YARN_Q8, 5e-2),  # 2.33e-2; bit for bit on AVX-512
-                       "phi3, an original context of 128": (LONGROPE_Q8, 3e-2)},  # 1.49e-2
-              # a case added on an AVX2 host: held on AVX-512 to AVX2's bound until measured there
-              "avx512": {"phi3, an original context of 128": (LONGROPE_Q8, 3e-2)}}
+#: room): where a path's sums happen to round as the document's orders do, the case is bit for bit there. None is
+#: left: the rotation tables (YaRN's, LongRoPE's) are ggml's scalar code, alike on every path, and the factors the
+#: documents state llama.cpp's float32s; latent attention and the fused Gated DeltaNet recurrence sum on the path's
+#: lanes as ggml's do, on whichever path computes.
+Q8_LEFT_ON: dict[str, dict[str, tuple[str, float]]] = {"avx2": {}, "avx512": {}}
 #: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 2.5e-5 to 8.8e-4). An fp16
 #: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
 #: product's activations and the logits.
-YARN = "YaRN's tables: angles in float64 rounded once, the attention factor to 7 digits (ggml: rope_yarn in float32)"
-LONGROPE = "LongRoPE: the document's attention factor to 7 digits (the file's is 1.4142135 and 1.1055416)"
 QWEN2MOE = "llama.cpp's Qwen2-MoE computes the shared expert's gate σ(g) as silu(g)/g (qwen2moe.cpp)"
-GDN = "the fused recurrence ggml_gated_delta_net's own order (q's 1/√d after its dot products), not emulated"
 F16_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2,
-            "deepseek2": YARN, "deepseek2, yarn rope scaling": YARN, "gpt-oss": YARN,
-            "mistral3, yarn rope scaling": YARN, "qwen3, yarn rope scaling": YARN,
-            "phi3": LONGROPE, "phi3, longrope within the original context": LONGROPE,
-            "phi3, an original context of 32": LONGROPE, "phi3, an original context of 128": LONGROPE,
-            "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE,
-            "qwen35": GDN, "qwen35moe": GDN, "qwen3next": GDN}  # Qwen3-Next: 4.9e-4 on AVX2, 0 on AVX-512
+            "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE}
 #: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
 #: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
 QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}

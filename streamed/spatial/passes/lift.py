@@ -320,6 +320,8 @@ class _Lifter(_Emitter):
             attrs = [("heads", heads), ("groups", int(n("G")) if c.number("G") is not None else heads)]
             if "in turn" in c.options:
                 attrs.append(("in_turn", True))
+            if "scale" in c.options:
+                attrs.append(("scale", n("F")))
             dest = dest or self.fresh()
             return self.emit(kind, (t("Q"), t("K"), t("V"), s, t("A"), t("B")), attrs, dest, outputs=(dest, s))
         if op == "short convolution":
