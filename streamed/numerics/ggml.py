@@ -44,7 +44,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .product import _address, _element, _fma, _i32, _i64, _load, _v8, operands
+from .product import (ACTIVATIONS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8, compiled,
+                      operands)
 from .cpu import KernelPath
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
@@ -79,6 +80,9 @@ def quantize_q8_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
 
 _i8x32 = ir.VectorType(ir.IntType(8), 32)
+#: The quantised activations and their block scales as ``_q8_kernel`` is compiled for them (``product.compiled``).
+_INT8 = types.Array(types.int8, 3, "C")
+_SCALES = types.Array(types.float32, 3, "A")
 _i32x16 = ir.VectorType(_i32, 16)
 _i32x8 = ir.VectorType(_i32, 8)
 
@@ -297,12 +301,14 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
         return o.shaped(out)
     if isinstance(w, Planes):
         q, d = quantize_q8_0(o.x)
-        _q8_kernel(q, d, o.raw, o.ratio, out)
+        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], types.int64, ACTIVATIONS)(q, d, o.raw, o.ratio, out)
     else:
         half = o.raw.dtype == np.float16
         xs = o.x.astype(np.float16).astype(F32) if half else o.x
         tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1], path)
-        _float_kernel(xs, o.raw.view(np.uint16) if half else o.raw, o.ratio, tiny, half, path.lanes, out)
+        raw = o.raw.view(np.uint16) if half else o.raw
+        compiled(_float_kernel, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.boolean, types.boolean,
+                 types.int64, ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, out)
     return o.shaped(out)
 
 

@@ -36,6 +36,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
@@ -43,8 +44,6 @@ from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
 F32 = np.float32
-#: Below this many multiply-adds a product runs on one thread: starting the pool costs more than it saves.
-PARALLEL_WORK = 1 << 20
 #: Bytes of a quantised weight (``blocks.Blocks``) a product densifies at once: a band of output columns (what
 #: ``footprint.BAND_BYTES`` counts).
 BAND_BYTES = 8 << 20
@@ -175,8 +174,8 @@ def _element(typingctx, v):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------------
-# One Python source, compiled per storage (float32, float16 as uint16, Q8_0 as uint8) and twice — on one thread, and
-# in parallel over output columns — with one arithmetic.
+# One Python source, compiled once per storage (float32, float16 as uint16, Q8_0 as uint8: ``compiled``), in parallel
+# over output columns, with one arithmetic.
 
 
 def _kernel(x, w, ratio, out):
@@ -209,7 +208,30 @@ def _kernel(x, w, ratio, out):
             out[b, r, n] = np.float32(acc[r])
 
 
-_KERNEL = (njit(cache=True)(_kernel), njit(cache=True, parallel=True)(_kernel))
+_KERNEL = njit(cache=True, parallel=True)(_kernel)
+
+
+# ---- one compiled signature a kernel ------------------------------------------------------------------------------
+
+#: A product's operands as its kernels are compiled for them: activations and results C-contiguous float32; a
+#: weight any layout, read-only, by how it is stored (float32, float16 as ``uint16``, Q8_0 blocks as ``uint8``).
+ACTIVATIONS = types.Array(types.float32, 3, "C")
+WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=True)
+           for d in (np.float32, np.uint16, np.uint8)}
+_COMPILED: set = set()
+
+
+def compiled(kernel, *argtypes):
+    """``kernel`` compiled for ``argtypes`` — the most general of the arrays a run passes (any layout, read-only), so
+    every call converts to it and no other specialisation is made: a memory-mapped weight and a seeded one, a view
+    and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
+    after) — what a warm-up on a small model compiles is what a real-size run uses."""
+    if (kernel, argtypes) not in _COMPILED:
+        kernel.disable_compile(False)
+        kernel.compile(argtypes)
+        kernel.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
+        _COMPILED.add((kernel, argtypes))
+    return kernel
 
 
 # ---- the product --------------------------------------------------------------------------------------------------
@@ -281,9 +303,8 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     o = operands(x, w, batched)
     out = o.empty()
     if out.size:
-        parallel = int(out.size * o.x.shape[2] >= PARALLEL_WORK)
         raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
-        _KERNEL[parallel](o.x, raw, o.ratio, out)
+        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, ACTIVATIONS)(o.x, raw, o.ratio, out)
     return o.shaped(out)
 
 
