@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "support")]
 
 from bench_realsize import ONE_B  # noqa: E402
-from common import cpu_model, load_average, publish, run_process  # noqa: E402
+from common import load_average, machine, publish, run_process  # noqa: E402
 
 HEADING = "## The first run: compiling the kernels"
 PY = sys.executable
@@ -83,11 +83,11 @@ def main() -> None:
 
 
 def render(rows: list[dict], args, start_load: str) -> str:
+    command = f"benchmarks/bench_cold.py --runs {args.runs} --tokens {args.tokens}"
     lines = [HEADING, "",
-             f"Measured {datetime.date.today().isoformat()} by `benchmarks/bench_cold.py --runs {args.runs} --tokens "
-             f"{args.tokens}` on {os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}; load average "
-             f"{start_load} at the start, {load_average()} at the end, on a machine shared with other work. A "
-             f"{args.tokens}-token prefill of the 1B-shaped Q8_0 checkpoint, whole `streamed run` processes; medians "
+             f"Measured {datetime.date.today().isoformat()} by `{command}` on {machine()}; load average {start_load} "
+             f"at the start, {load_average()} at the end, on a machine shared with other work. A {args.tokens}-token "
+             f"prefill of the 1B-shaped Q8_0 checkpoint, whole `streamed run` processes; medians "
              f"of {args.runs}, the three ways alternating.", "",
              "| arithmetic | kernel cache | wall s | CPU s | CPU beyond warm |", "|---|---|---:|---:|---:|"]
     warm = {r["arithmetic"]: r["cpu"] for r in rows if r["way"] == "warm"}
