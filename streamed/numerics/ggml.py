@@ -232,15 +232,16 @@ def _vec_reduce(v, lanes):
 
 
 @njit(cache=True)
-def _vec_dot(x, y, wide_tail, lanes):
+def _vec_dot(x, y, wide_tail, lanes, acc):
     """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
     float32, ``L = lanes``: value ``k < n − n mod 4L`` goes to accumulator ``(k mod 4L) // L``, lane ``k mod L``, by
     fma in increasing ``k``; the four are added ``(s₀+s₂)+(s₁+s₃)`` and reduced (``_vec_reduce``); the rest one by
-    one, each float32 product added in float32 (f32) or in float64 (f16)."""
+    one, each float32 product added in float32 (f32) or in float64 (f16). ``acc``: the caller's scratch of at least
+    ``4 × lanes`` float32 (a kernel's, made once a thread's task, not once a dot)."""
     n = x.shape[0]
     step = 4 * lanes
     full = n - n % step
-    acc = np.zeros((4, lanes), np.float32)
+    acc[:4, :lanes] = 0
     for i in range(0, full, step):
         for j in range(4):
             for l in range(lanes):
@@ -259,10 +260,10 @@ def _vec_dot(x, y, wide_tail, lanes):
 
 
 @njit(cache=True)
-def _tiny(x, y, lanes):
+def _tiny(x, y, lanes, acc):
     """llamafile's ``tinyBLAS<L>`` element: one ``L``-lane fma accumulator over the reduction (a multiple of ``L``),
-    then ``hsum``."""
-    acc = np.zeros(lanes, np.float32)
+    then ``hsum``; ``acc`` the caller's scratch of at least ``lanes`` float32."""
+    acc[:lanes] = 0
     for i in range(0, x.shape[0], lanes):
         for l in range(lanes):
             acc[l] = _fma(x[i + l], y[i + l], acc[l])
@@ -277,10 +278,12 @@ def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
         b = i // n_out
         n = i - b * n_out
         col = np.empty(k, np.float32)
+        acc = np.empty((4, 16), np.float32)
         for j in range(k):
             col[j] = _element(w[b // ratio, n, j])
         for r in range(rows):
-            out[b, r, n] = _tiny(x[b, r], col, lanes) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes)
+            out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes,
+                                                                                       acc)
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
@@ -499,8 +502,9 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         w = np.empty(n, np.float32)
         p = np.empty(n, np.float32)
         col = np.empty(n, np.float32)
+        acc = np.empty((4, 16), np.float32)
         for j in range(n):
-            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes) * scale
+            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes, acc) * scale
             if cap > 0:
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
@@ -523,7 +527,7 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         for c in range(dv):
             for j in range(n):
                 col[j] = vc[j, g, c]
-            out[r, h, c] = _tiny(col, p, lanes) if tiny else _vec_dot(col, p, False, lanes)
+            out[r, h, c] = _tiny(col, p, lanes, acc[0]) if tiny else _vec_dot(col, p, False, lanes, acc)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
