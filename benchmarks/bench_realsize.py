@@ -8,14 +8,16 @@ into a temporary folder that is removed after):
 - Llama-3.1-8B-shaped, Q8_0: d 4096, 32 layers, FFN 14336, vocabulary 32000 (about 8.5 GB; ``--no-8b`` leaves it).
 
 For each: llama.cpp (``llama-cpp-python``, 2 threads, memory-mapped, f32 KV cache), ``streamed run`` on the document
-``streamed author`` writes from the file (the reference interpreter; Q8_0 in ``--arithmetic llama.cpp``) and on a
-lowered decode bundle (``streamed lower --mode decode`` then ``streamed run --bundle``), each a new process: its wall
-time, its peak resident memory (``ru_maxrss``, the mapped file's pages it touched included), and its logits'
+``streamed author`` writes from the file (the reference interpreter; a Q8_0 checkpoint in both arithmetics, the default
+and ``--arithmetic llama.cpp``) and on a lowered decode bundle (``streamed lower --mode decode`` then ``streamed run
+--bundle``; ``--no-bundle`` leaves it), each a new process: its wall time, its peak resident memory (``ru_maxrss``, the mapped file's pages it touched included), and its logits'
 largest difference from llama.cpp's relative to llama.cpp's largest logit at each position. Prefill is every token
-in one step; decode one token a step. Runs alternate (llama.cpp, then streamed) so the machine's other load falls
-on both; the figures are medians of ``--runs``.
+in one step; decode one token a step. Runs alternate (llama.cpp, then each of streamed's) so the machine's other
+load falls on all; the figures are medians of ``--runs`` (a ratio: the median of each run's time over the llama.cpp
+run just before it), and the summary gives each type's and arithmetic's ratio to
+llama.cpp for prefill and decode.
 
-    .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--no-8b] [--write]
+    .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--no-8b] [--no-bundle] [--keep] [--write]
 
 ``--write`` records ``## Real size, beside llama.cpp`` in docs/performance.md. The 8B run needs about 16 GB free at
 its peak (llama.cpp's mapping and ours are one page cache, read one after the other): it is skipped, saying so, when
@@ -86,7 +88,7 @@ def free_bytes() -> int:
 
 
 def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: int, bundle: bool,
-         fast: bool = False) -> list[dict]:
+         fast: bool = False, keep: bool = False) -> list[dict]:
     """Every row of one checkpoint: prefill and decode, llama.cpp and streamed (reference; bundle for decode)."""
     import numpy as np
 
@@ -100,7 +102,7 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
     doc = folder / f"{name}.lgm"
     subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
     text = ",".join(map(str, tokens))
-    arithmetic = ["--arithmetic", "llama.cpp"] if q8 else []
+    arithmetics = ("llama.cpp", "exact") if q8 else ("exact",)
     bundle_dir = folder / f"{name}.bundle"
     if bundle:
         subprocess.run([PY, "-m", "streamed", "lower", str(doc), "--mode", "decode", "--ctx", str(len(tokens)),
@@ -109,10 +111,11 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
     rows = []
     for step, prefill in (("prefill", len(tokens)), ("decode", 1)):
         ours_argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", text,
-                     "--prefill", str(prefill), "--json", *arithmetic]
-        kinds = [("reference", ours_argv)]
+                     "--prefill", str(prefill), "--json"]
+        kinds = [(f"reference {a}", [*ours_argv, "--arithmetic", a]) for a in arithmetics]
         if bundle and step == "decode":
-            kinds.append(("bundle", [*ours_argv, "--bundle", str(bundle_dir)]))
+            kinds.append((f"bundle {arithmetics[0]}", [*ours_argv, "--arithmetic", arithmetics[0], "--bundle",
+                                                        str(bundle_dir)]))
         times: dict[str, list[float]] = {"llama.cpp": [], **{k: [] for k, _ in kinds}}
         peaks: dict[str, int] = {}
         agree: dict[str, float] = {}
@@ -131,13 +134,14 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
                 peaks[kind] = max(peaks.get(kind, 0), peak)
                 got = json.loads(out.read_text())
                 agree[kind] = relative(np.asarray(got["logits"], dtype=np.float32), want[got["positions"]])
-        base = statistics.median(times["llama.cpp"])
         for kind in ["llama.cpp"] + [k for k, _ in kinds]:
             rows.append({"checkpoint": name, "size": gguf.stat().st_size, "step": step, "who": kind,
-                         "seconds": statistics.median(times[kind]), "ratio": statistics.median(times[kind]) / base,
+                         "seconds": statistics.median(times[kind]),
+                         "ratio": statistics.median(t / b for t, b in zip(times[kind], times["llama.cpp"])),
                          "peak": peaks[kind], "agreement": agree.get(kind)})
             print(rows[-1], flush=True)
-    gguf.unlink()
+    if not keep:
+        gguf.unlink()
     shutil.rmtree(bundle_dir, ignore_errors=True)
     return rows
 
@@ -151,6 +155,8 @@ def main() -> None:
     ap.add_argument("--dir", default=str(ROOT / "build"), help="where the temporary folder is made")
     ap.add_argument("--into", help="work in this folder instead (a checkpoint already there is used; each is "
                                    "removed after its runs)")
+    ap.add_argument("--no-bundle", action="store_true", help="leave out the lowered decode bundle's runs")
+    ap.add_argument("--keep", action="store_true", help="keep the checkpoints written (with --into)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     import numpy as np
@@ -170,8 +176,19 @@ def main() -> None:
             if name == "8b-q8" and free_bytes() < 16e9:
                 notes.append(f"The 8B-shaped run was left out: {free_bytes() / 1e9:.1f} GB free, it needs 16 GB.")
                 continue
-            rows += case(Path(tmp), name, cfg, q8, tokens, args.runs, bundle, fast=name.startswith("8b"))
+            rows += case(Path(tmp), name, cfg, q8, tokens, args.runs, bundle and not args.no_bundle,
+                         fast=name.startswith("8b"), keep=args.keep and bool(args.into))
     publish(render(rows, notes, args, start_load), args.write)
+
+
+def ratios_by_type(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
+    """``{(checkpoint, who): {step: median time ÷ llama.cpp's}}`` for each of streamed's runs (``reference exact``,
+    ``reference llama.cpp``, ``bundle …``)."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        if r["who"] != "llama.cpp":
+            out.setdefault((r["checkpoint"], r["who"]), {})[r["step"]] = r["ratio"]
+    return out
 
 
 def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
@@ -181,7 +198,7 @@ def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
              f"{os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}; load average {start_load} at "
              f"the start, {load_average()} at the end, on a machine shared with other work. Whole processes, "
              f"{args.tokens} tokens, 2 threads each; medians of {args.runs}. Agreement: the largest difference from "
-             "llama.cpp's logits relative to its largest logit at each position (Q8_0 in `--arithmetic llama.cpp`). "
+             "llama.cpp's logits relative to its largest logit at each position. "
              "Peak: the process's largest resident set, the mapped checkpoint's pages included.", "",
              "| checkpoint | file | steps | who | seconds | × llama.cpp | peak memory | agreement |",
              "|---|---:|---|---|---:|---:|---:|---:|"]
@@ -189,6 +206,10 @@ def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
         agree = "" if r["agreement"] is None else f"{r['agreement']:.2g}"
         lines.append(f"| {r['checkpoint']} | {r['size'] / 1e9:.2f} GB | {r['step']} | {r['who']} | "
                      f"{r['seconds']:.1f} | {r['ratio']:.2f} | {r['peak'] / 1e9:.2f} GB | {agree} |")
+    lines += ["", "| checkpoint | arithmetic | prefill × llama.cpp | decode × llama.cpp |", "|---|---|---:|---:|"]
+    for (checkpoint, who), ratios in ratios_by_type(rows).items():
+        lines.append(f"| {checkpoint} | {who} | {ratios.get('prefill', float('nan')):.2f} | "
+                     f"{ratios.get('decode', float('nan')):.2f} |")
     lines += ["", *notes, "",
               "What to read in it. Time: the issue's bound is 2× llama.cpp for F32 prefill and decode and for Q8_0 "
               "prefill, 5× for Q8_0 decode. Peak: the mapped checkpoint's pages count in the resident set (about the "

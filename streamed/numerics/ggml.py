@@ -38,18 +38,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils  # noqa: F401  (product's address helper relies on it)
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .product import _address, _element, _fma, _i32, _i64, _load, _v8, operands
+from .product import (ACTIVATIONS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8, compiled,
+                      operands)
 from .cpu import KernelPath
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
-#: Rows of ``X`` kept in cache together while a column of ``W`` is read (changes no sum's order).
-ROW_TILE = 16
+#: Rows of ``X`` kept in cache together while a group of ``COLUMNS`` columns of ``W`` is read by a Q8_0 product (the
+#: rows' int8 blocks 16 KB at a 2048 reduction, within a core's first-level cache); neither changes a sum's order.
+ROW_TILE = 8
+COLUMNS = 16
 
 
 # ---- Q8_0 activations (quantize_row_q8_0, arch/x86/quants.c) ------------------------------------------------------
@@ -76,39 +80,98 @@ def quantize_q8_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
 
 _i8x32 = ir.VectorType(ir.IntType(8), 32)
-_i32x32 = ir.VectorType(_i32, 32)
+#: The quantised activations and their block scales as ``_q8_kernel`` is compiled for them (``product.compiled``).
+_INT8 = types.Array(types.int8, 3, "C")
+_SCALES = types.Array(types.float32, 3, "A")
+_i32x16 = ir.VectorType(_i32, 16)
+_i32x8 = ir.VectorType(_i32, 8)
 
 
-@intrinsic
-def _q8_step(typingctx, qx, b, r, blk, dx, w, wb, n, acc):
-    """One block of a Q8_0 × Q8_0 dot: ``acc[l] ← fma(d_w·d_x, Σ_{j<4} qw[4l+j]·qx[4l+j], acc[l])`` for the eight
-    lanes — the integer sums exact (``_mm256_dpbusd_epi32``), the scales' product rounded once, one fma a lane."""
+def _halves(builder, v, width: int):
+    """The even and the odd elements of ``v``."""
+    half = ir.VectorType(_i32, width // 2)
+    return [builder.shuffle_vector(v, v, ir.Constant(half, list(range(j, width, 2)))) for j in (0, 1)]
 
-    def codegen(context, builder, signature, args):
-        qx, b, r, blk, dx, w, wb, n, acc = args
-        qxty, wty, accty = signature.args[0], signature.args[5], signature.args[8]
-        blk64 = builder.sext(blk, _i64) if blk.type != _i64 else blk
-        xat = _address(context, builder, qxty, qx, (b, r, builder.mul(blk64, ir.Constant(_i64, BLOCK))), 1)
-        wat = _address(context, builder, wty, w, (wb, n, blk64), BLOCK_BYTES)
-        dw = builder.fpext(builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1), ir.FloatType())
-        dd = builder.fmul(dw, dx)
-        prod = builder.mul(builder.sext(_load(builder, xat, 0, _i8x32), _i32x32),
-                           builder.sext(_load(builder, wat, 2, _i8x32), _i32x32))
-        lanes = ir.VectorType(_i32, 8)
-        s = None
-        for j in range(4):
-            part = builder.shuffle_vector(prod, prod, ir.Constant(lanes, [4 * l + j for l in range(8)]))
-            s = part if s is None else builder.add(s, part)
-        sf = builder.sitofp(s, _v8)
-        splat = builder.insert_element(ir.Constant(_v8, None), dd, ir.Constant(_i32, 0))
-        splat = builder.shuffle_vector(splat, splat, ir.Constant(lanes, [0] * 8))
-        a = context.make_array(accty)(context, builder, acc)
-        p = builder.bitcast(a.data, _v8.as_pointer())
-        fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
-        builder.store(builder.call(fma, [splat, sf, builder.load(p, align=4)]), p, align=4)
-        return context.get_dummy_value()
 
-    return types.void(qx, b, r, blk, dx, w, wb, n, acc), codegen
+#: Whether the host has AVX2, whose byte products (``vpmaddubsw``) LLVM does not select for generic code.
+_AVX2 = "+avx2" in llvm_binding.get_host_cpu_features().flatten().split(",")
+
+
+def _block_sums(context, builder, qw, qx):
+    """``Σ_{j<4} qw[4l+j]·qx[4l+j]`` for the eight lanes ``l`` of a block (32 int8 each), in int32 and exact: on AVX2
+    as ggml's ``mul_sum_i8_pairs_float`` sums them — ``|qw|`` (unsigned) times ``qx`` with ``qw``'s sign, in pairs
+    (``vpmaddubsw``: at most 2·128·127, never saturating, since an activation's ``|q|`` is at most 127), then pairs
+    of pairs (``vpmaddwd`` by ones); elsewhere the same integers written generically."""
+    i16x16 = ir.VectorType(ir.IntType(16), 16)
+    if _AVX2:
+        sign = builder.module.declare_intrinsic("llvm.x86.avx2.psign.b", (), ir.FunctionType(_i8x32, [_i8x32] * 2))
+        bytes_ = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.ub.sw", (),
+                                                  ir.FunctionType(i16x16, [_i8x32] * 2))
+        words = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.wd", (), ir.FunctionType(_i32x8, [i16x16] * 2))
+        pairs = builder.call(bytes_, [builder.call(sign, [qw, qw]), builder.call(sign, [qx, qw])])
+        return builder.call(words, [pairs, ir.Constant(i16x16, [1] * 16)])
+    i16x32 = ir.VectorType(ir.IntType(16), 32)
+    (xe, xo), (we, wo) = _halves(builder, builder.sext(qx, i16x32), 32), _halves(builder, builder.sext(qw, i16x32), 32)
+    pairs = builder.add(builder.mul(builder.sext(xe, _i32x16), builder.sext(we, _i32x16)),
+                        builder.mul(builder.sext(xo, _i32x16), builder.sext(wo, _i32x16)))
+    even, odd = _halves(builder, pairs, 16)
+    return builder.add(even, odd)
+
+
+def _hsum8_ir(builder, v):
+    """``hsum_float_8`` of an ``<8 x float>``: ``((a₀+a₄)+(a₂+a₆)) + ((a₁+a₅)+(a₃+a₇))``."""
+    a = [builder.extract_element(v, ir.Constant(_i32, i)) for i in range(8)]
+    return builder.fadd(builder.fadd(builder.fadd(a[4], a[0]), builder.fadd(a[6], a[2])),
+                        builder.fadd(builder.fadd(a[5], a[1]), builder.fadd(a[7], a[3])))
+
+
+def _q8_dots(rows: int):
+    """An intrinsic writing ``out[b, r+i, n]`` for ``i < rows``: the Q8_0 × Q8_0 dot of row ``r+i`` of ``qx[b]``
+    with column ``n`` of ``w[wb]``, ``ggml_vec_dot_q8_0_q8_0``'s arithmetic — for each block, lane ``l`` takes
+    ``acc[l] ← fma(d_w·d_x, Σ_{j<4} qw[4l+j]·qx[4l+j], acc[l])``, the integer sums exact (int8 widened to int16,
+    products of at most 2¹⁴ summed in pairs to int32, as ``_mm256_maddubs_epi16`` and ``_mm256_madd_epi16`` sum
+    them), the scales' product rounded once, one fma a lane; then ``hsum_float_8``. The accumulators stay in
+    registers across the blocks, and each block of the weight is read and widened once for the rows."""
+
+    @intrinsic
+    def dots(typingctx, qx, b, r, dx, w, wb, n, out):
+        def codegen(context, builder, signature, args):
+            qx, b, r, dx, w, wb, n, out = args
+            qxty, dxty, wty, outty = signature.args[0], signature.args[3], signature.args[4], signature.args[7]
+            r64 = builder.sext(r, _i64) if r.type != _i64 else r
+            n64 = builder.sext(n, _i64) if n.type != _i64 else n
+            blocks = builder.udiv(cgutils.unpack_tuple(builder, context.make_array(qxty)(context, builder, qx).shape,
+                                                       3)[2], ir.Constant(_i64, BLOCK))
+            fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(_v8, [0.0] * 8)) for _ in range(rows)]
+            with cgutils.for_range(builder, blocks) as loop:
+                blk = loop.index
+                wat = _address(context, builder, wty, w, (wb, n64, blk), BLOCK_BYTES)
+                dw = builder.fpext(builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1),
+                                   ir.FloatType())
+                qw = _load(builder, wat, 2, _i8x32)
+                for i, acc in enumerate(accs):
+                    row = builder.add(r64, ir.Constant(_i64, i))
+                    xat = _address(context, builder, qxty, qx, (b, row, builder.mul(blk, ir.Constant(_i64, BLOCK))), 1)
+                    dat = _address(context, builder, dxty, dx, (b, row, blk), 4)
+                    dd = builder.fmul(dw, builder.load(builder.inttoptr(dat, ir.FloatType().as_pointer())))
+                    splat = builder.insert_element(ir.Constant(_v8, None), dd, ir.Constant(_i32, 0))
+                    splat = builder.shuffle_vector(splat, splat, ir.Constant(_i32x8, [0] * 8))
+                    sums = _block_sums(context, builder, qw, _load(builder, xat, 0, _i8x32))
+                    builder.store(builder.call(fma, [splat, builder.sitofp(sums, _v8), builder.load(acc)]), acc)
+            for i, acc in enumerate(accs):
+                at = _address(context, builder, outty, out, (b, builder.add(r64, ir.Constant(_i64, i)), n64), 4)
+                builder.store(_hsum8_ir(builder, builder.load(acc)), builder.inttoptr(at, ir.FloatType().as_pointer()))
+            return context.get_dummy_value()
+
+        return types.void(qx, b, r, dx, w, wb, n, out), codegen
+
+    return dots
+
+
+#: Rows sharing one read of a weight's block; the rest one at a time. Neither changes a sum's order.
+_Q8_ROWS = 4
+_q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
 
 
 @njit(cache=True)
@@ -119,22 +182,23 @@ def _hsum8(a):
 
 @njit(cache=True, parallel=True)
 def _q8_kernel(qx, dx, w, ratio, out):
+    """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
+    columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group."""
     nb_, rows, k = qx.shape
     n_out = w.shape[1]
-    blocks = k // 32
-    for i in prange(nb_ * n_out):
-        b = i // n_out
-        n = i - b * n_out
+    groups = (n_out + COLUMNS - 1) // COLUMNS
+    for g in prange(nb_ * groups):
+        b = g // groups
+        n0 = (g - b * groups) * COLUMNS
         wb = b // ratio
-        acc = np.zeros((ROW_TILE, 8), dtype=np.float32)
         for r0 in range(0, rows, ROW_TILE):
             r1 = min(rows, r0 + ROW_TILE)
-            acc[:] = 0
-            for blk in range(blocks):
-                for r in range(r0, r1):
-                    _q8_step(qx, b, r, blk, dx[b, r, blk], w, wb, n, acc[r - r0])
-            for r in range(r0, r1):
-                out[b, r, n] = _hsum8(acc[r - r0])
+            shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
+            for n in range(n0, min(n_out, n0 + COLUMNS)):
+                for r in range(r0, shared, _Q8_ROWS):
+                    _q8_rows(qx, b, r, dx, w, wb, n, out)
+                for r in range(shared, r1):
+                    _q8_row(qx, b, r, dx, w, wb, n, out)
 
 
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
@@ -168,15 +232,16 @@ def _vec_reduce(v, lanes):
 
 
 @njit(cache=True)
-def _vec_dot(x, y, wide_tail, lanes):
+def _vec_dot(x, y, wide_tail, lanes, acc):
     """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
     float32, ``L = lanes``: value ``k < n − n mod 4L`` goes to accumulator ``(k mod 4L) // L``, lane ``k mod L``, by
     fma in increasing ``k``; the four are added ``(s₀+s₂)+(s₁+s₃)`` and reduced (``_vec_reduce``); the rest one by
-    one, each float32 product added in float32 (f32) or in float64 (f16)."""
+    one, each float32 product added in float32 (f32) or in float64 (f16). ``acc``: the caller's scratch of at least
+    ``4 × lanes`` float32 (a kernel's, made once a thread's task, not once a dot)."""
     n = x.shape[0]
     step = 4 * lanes
     full = n - n % step
-    acc = np.zeros((4, lanes), np.float32)
+    acc[:4, :lanes] = 0
     for i in range(0, full, step):
         for j in range(4):
             for l in range(lanes):
@@ -195,10 +260,10 @@ def _vec_dot(x, y, wide_tail, lanes):
 
 
 @njit(cache=True)
-def _tiny(x, y, lanes):
+def _tiny(x, y, lanes, acc):
     """llamafile's ``tinyBLAS<L>`` element: one ``L``-lane fma accumulator over the reduction (a multiple of ``L``),
-    then ``hsum``."""
-    acc = np.zeros(lanes, np.float32)
+    then ``hsum``; ``acc`` the caller's scratch of at least ``lanes`` float32."""
+    acc[:lanes] = 0
     for i in range(0, x.shape[0], lanes):
         for l in range(lanes):
             acc[l] = _fma(x[i + l], y[i + l], acc[l])
@@ -213,10 +278,12 @@ def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
         b = i // n_out
         n = i - b * n_out
         col = np.empty(k, np.float32)
+        acc = np.empty((4, 16), np.float32)
         for j in range(k):
             col[j] = _element(w[b // ratio, n, j])
         for r in range(rows):
-            out[b, r, n] = _tiny(x[b, r], col, lanes) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes)
+            out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes,
+                                                                                       acc)
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
@@ -237,12 +304,14 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
         return o.shaped(out)
     if isinstance(w, Planes):
         q, d = quantize_q8_0(o.x)
-        _q8_kernel(q, d, o.raw, o.ratio, out)
+        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], types.int64, ACTIVATIONS)(q, d, o.raw, o.ratio, out)
     else:
         half = o.raw.dtype == np.float16
         xs = o.x.astype(np.float16).astype(F32) if half else o.x
         tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1], path)
-        _float_kernel(xs, o.raw.view(np.uint16) if half else o.raw, o.ratio, tiny, half, path.lanes, out)
+        raw = o.raw.view(np.uint16) if half else o.raw
+        compiled(_float_kernel, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.boolean, types.boolean,
+                 types.int64, ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, out)
     return o.shaped(out)
 
 
@@ -458,8 +527,9 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         w = np.empty(n, np.float32)
         p = np.empty(n, np.float32)
         col = np.empty(n, np.float32)
+        acc = np.empty((4, 16), np.float32)
         for j in range(n):
-            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes) * scale
+            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes, acc) * scale
             if cap > 0:
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
@@ -482,7 +552,7 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         for c in range(dv):
             for j in range(n):
                 col[j] = vc[j, g, c]
-            out[r, h, c] = _tiny(col, p, lanes) if tiny else _vec_dot(col, p, False, lanes)
+            out[r, h, c] = _tiny(col, p, lanes, acc[0]) if tiny else _vec_dot(col, p, False, lanes, acc)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,

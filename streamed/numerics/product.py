@@ -36,6 +36,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
@@ -43,10 +44,6 @@ from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
 F32 = np.float32
-#: Below this many multiply-adds a product runs on one thread: starting the pool costs more than it saves.
-PARALLEL_WORK = 1 << 20
-#: Rows of ``X`` kept in cache together while a column of ``W`` is read (a cache tile; it changes no sum's order).
-ROW_TILE = 32
 #: Bytes of a quantised weight (``blocks.Blocks``) a product densifies at once: a band of output columns (what
 #: ``footprint.BAND_BYTES`` counts).
 BAND_BYTES = 8 << 20
@@ -57,6 +54,7 @@ _f32 = ir.FloatType()
 _v8 = ir.VectorType(_f32, LANES)
 _i64 = ir.IntType(64)
 _i32 = ir.IntType(32)
+_f64 = ir.DoubleType()
 
 
 def _address(context, builder, aryty, ary, indices, scale_last: int):
@@ -109,25 +107,47 @@ def _weight_values(builder, wty, at):
 _BLOCK_STRIDE = {types.float32: 128, types.uint16: 64, types.uint8: BLOCK_BYTES}
 
 
-@intrinsic
-def _block(typingctx, x, b, r, blk, w, wb, n):
-    """Block ``blk``'s partial of row ``x[b, r]`` with column ``n`` of ``w[wb]``: 4 steps of an 8-lane fma, then the
-    tree — explicit vector code, so the compiler cannot reorder it."""
+def _rows_partials(rows: int):
+    """An intrinsic setting ``acc[r+i]`` (float64), ``i < rows``, to the sum of every whole block's partial of row
+    ``r+i`` of ``x[b]`` with column ``n`` of ``w[wb]``, added in increasing block order from 0: each partial 4 steps
+    of an 8-lane fma and the tree — explicit vector code, so the compiler cannot reorder it. The sums stay in
+    registers across the blocks, and each block of the weight is read and widened once for the rows."""
 
-    def codegen(context, builder, signature, args):
-        x, b, r, blk, w, wb, n = args
-        xty, wty = signature.args[0], signature.args[4]
-        blk64 = builder.sext(blk, _i64) if blk.type != _i64 else blk
-        k0 = builder.mul(blk64, ir.Constant(_i64, BLOCK))
-        xat = _address(context, builder, xty, x, (b, r, k0), 4)
-        wat = _address(context, builder, wty, w, (wb, n, blk64), _BLOCK_STRIDE[wty.dtype])
-        fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
-        acc = ir.Constant(_v8, [0.0] * LANES)
-        for step, wv in enumerate(_weight_values(builder, wty, wat)):
-            acc = builder.call(fma, [_load(builder, xat, 32 * step, _v8), wv, acc])
-        return _tree(builder, acc)
+    @intrinsic
+    def partials(typingctx, x, b, r, w, wb, n, acc):
+        def codegen(context, builder, signature, args):
+            x, b, r, w, wb, n, acc = args
+            xty, wty, accty = signature.args[0], signature.args[3], signature.args[6]
+            r64 = builder.sext(r, _i64) if r.type != _i64 else r
+            blocks = builder.udiv(cgutils.unpack_tuple(builder, context.make_array(xty)(context, builder, x).shape,
+                                                       3)[2], ir.Constant(_i64, BLOCK))
+            fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
+            sums = [cgutils.alloca_once_value(builder, ir.Constant(_f64, 0.0)) for _ in range(rows)]
+            with cgutils.for_range(builder, blocks) as loop:
+                blk = loop.index
+                k0 = builder.mul(blk, ir.Constant(_i64, BLOCK))
+                values = _weight_values(builder, wty, _address(context, builder, wty, w, (wb, n, blk),
+                                                               _BLOCK_STRIDE[wty.dtype]))
+                for i, total in enumerate(sums):
+                    xat = _address(context, builder, xty, x, (b, builder.add(r64, ir.Constant(_i64, i)), k0), 4)
+                    lanes = ir.Constant(_v8, [0.0] * LANES)
+                    for step, wv in enumerate(values):
+                        lanes = builder.call(fma, [_load(builder, xat, 32 * step, _v8), wv, lanes])
+                    builder.store(builder.fadd(builder.load(total), builder.fpext(_tree(builder, lanes), _f64)), total)
+            at = builder.bitcast(context.make_array(accty)(context, builder, acc).data, _f64.as_pointer())
+            for i, total in enumerate(sums):
+                builder.store(builder.load(total), builder.gep(at, [builder.add(r64, ir.Constant(_i64, i))]))
+            return context.get_dummy_value()
 
-    return types.float32(x, b, r, blk, w, wb, n), codegen
+        return types.void(x, b, r, w, wb, n, acc), codegen
+
+    return partials
+
+
+#: Rows of ``X`` that share one read of a weight's block (its values widened once); the rows past a multiple of it
+#: one at a time. Neither changes a sum's order.
+SHARED_ROWS = 4
+_partials_rows, _partials_row = _rows_partials(SHARED_ROWS), _rows_partials(1)
 
 
 @intrinsic
@@ -154,8 +174,8 @@ def _element(typingctx, v):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------------
-# One Python source, compiled per storage (float32, float16 as uint16, Q8_0 as uint8) and twice — on one thread, and
-# in parallel over output columns — with one arithmetic.
+# One Python source, compiled once per storage (float32, float16 as uint16, Q8_0 as uint8: ``compiled``), in parallel
+# over output columns, with one arithmetic.
 
 
 def _kernel(x, w, ratio, out):
@@ -169,12 +189,12 @@ def _kernel(x, w, ratio, out):
         b = i // n_out
         n = i - b * n_out
         wb = b // ratio
-        acc = np.zeros(rows)
-        for r0 in range(0, rows, ROW_TILE):
-            r1 = min(rows, r0 + ROW_TILE)
-            for blk in range(blocks):
-                for r in range(r0, r1):
-                    acc[r] += np.float64(_block(x, b, r, blk, w, wb, n))
+        acc = np.empty(rows)
+        shared = rows // SHARED_ROWS * SHARED_ROWS
+        for r in range(0, shared, SHARED_ROWS):
+            _partials_rows(x, b, r, w, wb, n, acc)
+        for r in range(shared, rows):
+            _partials_row(x, b, r, w, wb, n, acc)
         if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
             k0 = blocks * 32
             lanes = np.zeros(LANES, dtype=np.float32)
@@ -188,7 +208,30 @@ def _kernel(x, w, ratio, out):
             out[b, r, n] = np.float32(acc[r])
 
 
-_KERNEL = (njit(cache=True)(_kernel), njit(cache=True, parallel=True)(_kernel))
+_KERNEL = njit(cache=True, parallel=True)(_kernel)
+
+
+# ---- one compiled signature a kernel ------------------------------------------------------------------------------
+
+#: A product's operands as its kernels are compiled for them: activations and results C-contiguous float32; a
+#: weight any layout, read-only, by how it is stored (float32, float16 as ``uint16``, Q8_0 blocks as ``uint8``).
+ACTIVATIONS = types.Array(types.float32, 3, "C")
+WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=True)
+           for d in (np.float32, np.uint16, np.uint8)}
+_COMPILED: set = set()
+
+
+def compiled(kernel, *argtypes):
+    """``kernel`` compiled for ``argtypes`` — the most general of the arrays a run passes (any layout, read-only), so
+    every call converts to it and no other specialisation is made: a memory-mapped weight and a seeded one, a view
+    and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
+    after) — what a warm-up on a small model compiles is what a real-size run uses."""
+    if (kernel, argtypes) not in _COMPILED:
+        kernel.disable_compile(False)
+        kernel.compile(argtypes)
+        kernel.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
+        _COMPILED.add((kernel, argtypes))
+    return kernel
 
 
 # ---- the product --------------------------------------------------------------------------------------------------
@@ -260,9 +303,8 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     o = operands(x, w, batched)
     out = o.empty()
     if out.size:
-        parallel = int(out.size * o.x.shape[2] >= PARALLEL_WORK)
         raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
-        _KERNEL[parallel](o.x, raw, o.ratio, out)
+        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, ACTIVATIONS)(o.x, raw, o.ratio, out)
     return o.shaped(out)
 
 

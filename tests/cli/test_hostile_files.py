@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,20 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from privileges import unprivileged
 from repo import CONFIGS, EXAMPLES
 
 TINY = EXAMPLES / "tiny-llama.lgm"
 
 STREAMED = [sys.executable, "-m", "streamed"]
-
-
-def unprivileged() -> list[str]:
-    """A prefix that runs a command subject to file modes, as a user is."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    assert setpriv, "the permission tests need util-linux's setpriv to drop root's override of file modes"
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner"]
 
 
 def streamed(*args, cwd: Path, limited: bool = True, timeout: float = 60) -> tuple[int, str, str]:

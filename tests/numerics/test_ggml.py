@@ -6,11 +6,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from numba import njit
 
 from exact import round_f32, round_f64
 from streamed.numerics import ggml
 from streamed.numerics.cpu import AVX2, AVX512, PATHS
-from streamed.numerics.q8 import from_bytes, quantize_weight
+from streamed.numerics.q8 import Planes, from_bytes, quantize_weight
 
 R = np.random.default_rng(21)
 
@@ -85,13 +86,20 @@ def q8_element(x_row: np.ndarray, w_blocks: np.ndarray) -> np.float32:
     return np.float32(add(add(t[0], t[2]), add(t[1], t[3])))
 
 
-def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across_lanes():
+@pytest.mark.parametrize("generic", [False, True], ids=["this host's code", "code for a host without AVX2"])
+def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across_lanes(generic, monkeypatch):
     w = quantize_weight(R.standard_normal((96, 6)).astype(np.float32))
-    x = R.standard_normal((3, 96)).astype(np.float32)
+    raw = w.raw.copy()
+    raw[:, 2:5] = 0x80  # int8 −128, which no quantiser writes but a file may hold: still exact
+    w = Planes(raw)
+    x = R.standard_normal((6, 96)).astype(np.float32)  # rows that share a weight's block, and rows alone
+    if generic:
+        monkeypatch.setattr(ggml, "_AVX2", False)
+        monkeypatch.setattr(ggml, "_q8_kernel", njit(parallel=True)(ggml._q8_kernel.py_func))
     got = ggml.mul_mat(x, w, path=AVX2)
-    want = [[q8_element(x[r], w.raw[n]) for n in range(6)] for r in range(3)]
+    want = [[q8_element(x[r], w.raw[n]) for n in range(6)] for r in range(6)]
     assert np.array_equal(got, np.array(want, dtype=np.float32))
-    assert np.array_equal(ggml.mul_mat(x[1:2], w, path=AVX2), got[1:2])  # one row or three: one arithmetic
+    assert np.array_equal(ggml.mul_mat(x[1:2], w, path=AVX2), got[1:2])  # one row or six: one arithmetic
     assert np.array_equal(ggml.mul_mat(x, w, path=AVX512), got)  # exact integer sums, one hsum: one arithmetic
 
 
