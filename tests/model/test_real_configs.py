@@ -175,7 +175,7 @@ CASES = {
         "silu of (columns 0 to 8192 of gu0) multiplied by (columns 8192 to 16384 of gu0)")),
     "phi-3-mini-128k-instruct": Case(32, lambda i: "attention, window 262144", (
         "longrope scaling from 4096 with short factors 1.05 1.05 1.05 1.1", "and long factors 1.03 1.05",
-        "64.81001, attention factor 1.190238.")),
+        "64.81001, attention factor 1.1902381.")),
     # StarCoder2: layer norms with biases, a GELU MLP that is not gated, every projection biased.
     "starcoder2-7b": Case(32, lambda i: "attention, window 4096", (
         "layernorm of x with g0, bias gb0, epsilon 1e-5.", "gelu of (hn0 times Wu0 plus bu0)", "f0 times Wd0 plus bd0",
