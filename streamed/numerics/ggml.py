@@ -765,6 +765,7 @@ def _gated_delta(q, k, v, s, a, b, kv_of, scale, lanes, out):
     rows, heads = a.shape
     dv, dk = s.shape[1], s.shape[2]
     delta = np.empty(dv, np.float32)
+    acc = np.empty((4, 16), np.float32)  # _vec_dot's scratch, made once
     for t in range(rows):
         for h in range(heads):
             g = kv_of[h]
@@ -774,12 +775,12 @@ def _gated_delta(q, k, v, s, a, b, kv_of, scale, lanes, out):
                 for i in range(dk):
                     m[j, i] = m[j, i] * a[t, h]
             for j in range(dv):
-                delta[j] = (v[t, h, j] - _vec_dot(m[j], kt, False, lanes)) * b[t, h]
+                delta[j] = (v[t, h, j] - _vec_dot(m[j], kt, False, lanes, acc)) * b[t, h]
             for j in range(dv):
                 for i in range(dk):
                     m[j, i] = _fma(kt[i], delta[j], m[j, i])
             for j in range(dv):
-                out[t, h, j] = _vec_dot(m[j], qt, False, lanes) * scale
+                out[t, h, j] = _vec_dot(m[j], qt, False, lanes, acc) * scale
 
 
 def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, decay: np.ndarray, beta: np.ndarray,

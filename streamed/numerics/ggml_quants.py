@@ -357,10 +357,11 @@ def _bf16_kernel(x, w, tiny, out):
     rows, k = x.shape
     for n in prange(w.shape[0]):
         col = np.empty(k, np.float32)
+        acc = np.empty(8, np.float32)  # _tiny's scratch, made once a column
         for j in range(k):
             col[j] = _from_bits(np.int64(w[n, j]) << 16)
         for r in range(rows):
-            out[r, n] = _tiny(x[r], col, 8) if tiny else _bf16_dot(x[r], col)
+            out[r, n] = _tiny(x[r], col, 8, acc) if tiny else _bf16_dot(x[r], col)
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------

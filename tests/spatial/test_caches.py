@@ -81,7 +81,15 @@ def test_gemma_3_12b_at_ctx_131072_rings_its_40_sliding_layers_and_keeps_its_8_g
 
 
 def test_llama_4_scout_at_a_million_positions_rings_its_chunked_layers():
-    model = lower_streamed(authored(CONFIGS / "llama-4-scout.json"), Deployment("decode", ctx=1 << 20))
+    # Without its query temperature (attn_temperature_tuning off): with it, the document is the model for 8,191
+    # positions only, and a million is refused (tests/spatial/test_modelled_context.py).
+    import json
+
+    from streamed.model.hf import spec_from_config
+
+    config = json.loads((CONFIGS / "llama-4-scout.json").read_text())
+    config["text_config"] = {**config["text_config"], "attn_temperature_tuning": False}
+    model = lower_streamed(analyze(author(spec_from_config(config))), Deployment("decode", ctx=1 << 20))
     # 48 layers of 8 KV heads of 128: 36 attend in chunks of 8192 (a ring of 8192 for decode), every 4th (12) globally.
     chunked, whole = 36 * 2 * 8192 * 8 * 128 * 2, 12 * 2 * (1 << 20) * 8 * 128 * 2
     assert states(model) == chunked + whole  # 52.8 GB (every position everywhere: 206 GB)
