@@ -85,3 +85,12 @@ def test_run_over_more_tokens_than_modelled_is_refused_before_anything_is_comput
     assert f"--tokens: {FLOOR} tokens are past the {FLOOR - 1} positions" in err and "Traceback" not in err
     assert main(["run", str(doc), "--tokens", tokens.rsplit(",", 1)[0], "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["logits"]) == FLOOR - 1
+
+
+def test_the_library_s_lowering_refuses_a_ctx_past_modelled_before_lowering_anything():
+    from streamed.spatial.streamed_model import StreamedReject, lower_streamed
+
+    a = analyze(small_llama4())
+    with pytest.raises(StreamedReject, match=f"ctx {FLOOR} is past the {FLOOR - 1} positions"):
+        lower_streamed(a, Deployment("decode", FLOOR))
+    assert lower_streamed(a, Deployment("decode", FLOOR - 1)).deployment.ctx == FLOOR - 1
