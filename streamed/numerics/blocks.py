@@ -60,6 +60,15 @@ def _u32(raw, at):
 
 
 @njit(inline="always")
+def _e8m0_half(e):
+    """An MXFP4 block's e8m0 scale halved, as float32 (``ggml_e8m0_to_fp32_half``: ``2^(e − 128)``; its two least
+    ``e`` subnormal) — the half that matches ``_MXFP4``'s doubled values."""
+    e = np.uint32(e)
+    bits = (np.uint32(0x00200000) << e) if e < 2 else ((e - np.uint32(1)) << np.uint32(23))
+    return np.array([bits], dtype=np.uint32).view(np.float32)[0]
+
+
+@njit(inline="always")
 def _scale_min_k4(j, raw, s):
     """``get_scale_min_k4``: the 6-bit scale and min of sub-block ``j`` from the 12 packed bytes at ``s``."""
     if j < 4:
@@ -180,9 +189,7 @@ def _block(code, raw, at, out, o, half, mx):
                 out[y + l + 64] = (d * f32(np.int8(raw[sc + i + 4]))) * f32(q3)
                 out[y + l + 96] = (d * f32(np.int8(raw[sc + i + 6]))) * f32(q4)
     elif code == 9:  # MXFP4: e (e8m0), qs[16]
-        e = np.uint32(raw[at])
-        bits = (np.uint32(0x00200000) << e) if e < 2 else ((e - np.uint32(1)) << np.uint32(23))
-        d = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+        d = _e8m0_half(raw[at])
         for j in range(16):
             b = raw[at + 1 + j]
             out[o + j] = d * f32(mx[b & 0xF])

@@ -1,6 +1,6 @@
 """llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q2_K … Q6_K, the legacy
-quants Q4_0, Q4_1, Q5_0, Q5_1, and BF16 — bit for bit on the AVX2 path: ``--arithmetic llama.cpp`` for a weight kept
-in its blocks (``blocks.Blocks``).
+quants Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and BF16 — bit for bit on the AVX2 path: ``--arithmetic llama.cpp`` for a weight
+kept in its blocks (``blocks.Blocks``), one matrix or an expert's of a bank.
 
 What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile/sgemm.cpp). Each type has a
 ``vec_dot_type`` the activations are converted to, a row at a time, before the product:
@@ -24,18 +24,32 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
   ``4l … 4l+3`` (exact), ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; the ``_1`` types add their minimum as
   ``summs ← fma(m_w, s_x, summs)``; the result ``hsum_float_8(acc) (+ summs)``. tinyBLAS's Q4_0/Q5_0 kernel
   (several rows) computes each element alike.
+- MXFP4 → Q8_0 (``ggml_vec_dot_mxfp4_q8_0``; tinyBLAS takes no MXFP4). Per block of 32: the values ``kvalues_mxfp4``
+  (e2m1 doubled) of the nibbles, eight int32 lanes as the legacy quants' (exact), the scale ``fp16(d_x) ·
+  e8m0_half(e)``; blocks in pairs, the even one's lanes ``acc[l] ← fma(scale, lane l, acc[l])``, the odd one's
+  likewise into a second ``acc′``; the result ``hsum_float_8(acc + acc′)``, and an odd last block's 32 products
+  summed exactly and added as ``fma(scale, Σ, ·)`` (the C's ``sumf += d·Σ`` as GCC contracts it by default; the
+  product is exact in float32 while ``|Σ| < 2¹³``, so the contraction shows only in rare last bits, which no test has
+  seen). AVX-512 builds compile the same ``__AVX2__`` branch (there is no wider one).
 - BF16 → bf16 (``ggml_compute_fp32_to_bf16``: nearest, ties to even). With two or more rows, tinyBLAS<8> (one fma
   accumulator of 8 lanes, ``hsum``: ``ggml._tiny``); with one, ``ggml_vec_dot_bf16``: four 8-lane fma
   accumulators over each 32 values, ``(c₀+c₂)+(c₁+c₃)``, ``hsum``, the tail in float64.
 
-Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024
+A bank of experts (ggml's ``mul_mat_id``, ``ggml_compute_forward_mul_mat_id``): the activations are converted row by
+row as above, the step's rows (token and slot) grouped by the expert they are routed to, and each expert's computed
+alone — a K-quant's by the tiled kernel when 8 rows or more are routed to it (``ggml_compute_forward_mul_mat_id_tiled``
+decides per expert, with the same per-element sum as ``mul_mat``'s), every other element (fewer rows, or any other
+type) by the type's dot, one row at a time: ``mul_mat_id`` calls no tinyBLAS, and the repacked layouts are an extra
+buffer type the oracle turns off. ``mul_mat(…, routed=n)`` is that expert's product (``Arithmetic.routed``).
+
+Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024 and in MoE files
+(gpt-oss MXFP4_MOE; a Qwen3-MoE Q4_K_M, some experts routed 8 rows or more and some fewer)
 (``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either x86 path (an AVX-512 build
 compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant adds
 ``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an AVX-512
 host); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
-says so. MXFP4 is not computed here (gpt-oss keeps it for its experts), nor a bank of experts of any type (ggml's
-``mul_mat_id``): their products in llama.cpp's arithmetic are the float product of their exact dequantisation
-(``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so.
+says so: on that path a BF16 product in llama.cpp's arithmetic is the float product of its exact dequantisation
+(``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so (``not_computed``).
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .blocks import _HALF, Blocks, _scale_min_k4
+from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
 from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
 from .product import _fma
@@ -56,20 +70,23 @@ DOTS = {"Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8}
 TILED_ROWS = 8
 #: The legacy quants, and the code of each in ``_legacy_block`` (``blocks``' codes).
 LEGACY = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3}
+#: MXFP4's code in ``_legacy_block``: its dot has the legacy quants' shape over Q8_0 activations.
+MXFP4 = 9
 
 
 def computes(type_name: str, path: KernelPath = AVX2) -> bool:
-    """Whether a product over a weight stored ``type_name`` is computed here as llama.cpp's CPU backend computes it on
-    ``path``: the K-quants and legacy quants on either x86 path (their dots are AVX2 code on both, their integer sums
-    exact), BF16 on the AVX2 path alone (AVX-512 builds sum it 16 lanes wide, or with ``dpbf16``)."""
-    return type_name in DOTS or type_name in LEGACY or (type_name == "BF16" and path.isa == "avx2")
+    """Whether a product over a weight stored ``type_name`` — one matrix, or an expert's of a bank (``mul_mat_id``) —
+    is computed here as llama.cpp's CPU backend computes it on ``path``: the K-quants, legacy quants and MXFP4 on
+    either x86 path (their dots are AVX2 code on both, their integer sums exact), BF16 on the AVX2 path alone
+    (AVX-512 builds sum it 16 lanes wide, or with ``dpbf16``)."""
+    return type_name in DOTS or type_name in LEGACY or type_name == "MXFP4" or (type_name == "BF16"
+                                                                                and path.isa == "avx2")
 
 
 def not_computed(values, path: KernelPath = AVX2) -> list[str]:
-    """The types of the weights among ``values`` kept in blocks whose products are not llama.cpp's here (sorted):
-    what a run in llama.cpp's arithmetic says it computes otherwise."""
-    return sorted({v.type for v in values
-                   if isinstance(v, Blocks) and not (computes(v.type, path) and v.raw.ndim == 2)})
+    """The types of the weights among ``values`` kept in blocks (matrices or banks of experts) whose products are not
+    llama.cpp's here (sorted): what a run in llama.cpp's arithmetic says it computes otherwise."""
+    return sorted({v.type for v in values if isinstance(v, Blocks) and not computes(v.type, path)})
 
 
 # ---- Q8_K activations (quantize_row_q8_K_ref) ---------------------------------------------------------------------
@@ -255,14 +272,22 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
             out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
-# ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) ----------------
+# ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
+# ---- (ggml_vec_dot_mxfp4_q8_0) -----------------------------------------------------------------------------------
 
 
 @njit(cache=True)
 def _legacy_block(code, w, at, v):
-    """Block ``at`` of a legacy weight row as ggml's AVX2 dot unpacks it: its 32 integers in value order into ``v``
-    (Q4_0 ``q − 8``, Q5_0 ``q − 16``, Q4_1 and Q5_1 ``q`` unsigned), and its fp16 ``d`` and ``m`` (0 for the ``_0``
-    types) widened."""
+    """Block ``at`` of a legacy (or MXFP4) weight row as ggml's AVX2 dot unpacks it: its 32 integers in value order
+    into ``v`` (Q4_0 ``q − 8``, Q5_0 ``q − 16``, Q4_1 and Q5_1 ``q`` unsigned, MXFP4 ``kvalues_mxfp4[q]``, its e2m1
+    values doubled), and its ``d`` and ``m`` widened (fp16; MXFP4's ``d`` its e8m0 scale halved; ``m`` 0 but for the
+    ``_1`` types)."""
+    if code == MXFP4:  # e (e8m0), qs[16]: value j the low nibble of byte j, value j + 16 its high one
+        for j in range(16):
+            b = w[at + 1 + j]
+            v[j] = _MXFP4[b & 0xF]
+            v[j + 16] = _MXFP4[b >> 4]
+        return _e8m0_half(w[at]), F32(0)
     d = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
     m = F32(0)
     if code == 1 or code == 3:
@@ -289,25 +314,38 @@ def _legacy_block(code, w, at, v):
 def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
     """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
     ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
-    ``hsum_float_8(acc) + summs``."""
+    ``hsum_float_8(acc) + summs``. MXFP4 takes its blocks in pairs, the even one's lanes into ``acc``, the odd one's
+    into a second ``acc′``, and an odd last block apart: the result ``hsum_float_8(acc + acc′)``, then ``fma(d, Σ
+    of the last block's products, ·)``."""
     rows, k = qx.shape
+    nb = k // 32
+    paired = nb - nb % 2 if code == MXFP4 else nb
     for n in prange(w.shape[0]):
         v = np.empty(32, dtype=np.int32)
-        acc = np.zeros((rows, 8), dtype=np.float32)
+        acc = np.zeros((rows, 2, 8), dtype=np.float32)
         summs = np.zeros(rows, dtype=np.float32)
-        for b in range(k // 32):
+        for b in range(paired):
             dw, mw = _legacy_block(code, w[n], b * nbytes, v)
+            half = b % 2 if code == MXFP4 else 0
             for r in range(rows):
                 d = dw * dx[r, b]
                 for l in range(8):
                     s = np.int32(0)
                     for j in range(4):
                         s += v[4 * l + j] * np.int32(qx[r, 32 * b + 4 * l + j])
-                    acc[r, l] = _fma(d, F32(s), acc[r, l])
+                    acc[r, half, l] = _fma(d, F32(s), acc[r, half, l])
                 if code == 1 or code == 3:
                     summs[r] = _fma(mw, sx[r, b], summs[r])
         for r in range(rows):
-            out[r, n] = _hsum8(acc[r]) + summs[r] if code == 1 or code == 3 else _hsum8(acc[r])
+            total = _hsum8(acc[r, 0] + acc[r, 1]) if code == MXFP4 else _hsum8(acc[r, 0])
+            out[r, n] = total + summs[r] if code == 1 or code == 3 else total
+        if paired < nb:  # MXFP4's odd last block: its 32 products summed exactly, one fma onto the sum
+            dw, _ = _legacy_block(code, w[n], paired * nbytes, v)
+            for r in range(rows):
+                s = np.int32(0)
+                for j in range(32):
+                    s += v[j] * np.int32(qx[r, 32 * paired + j])
+                out[r, n] = _fma(dw * dx[r, paired], F32(s), out[r, n])
 
 
 def quantize_q8_1(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -367,14 +405,25 @@ def _bf16_kernel(x, w, tiny, out):
 # ---- the product ----------------------------------------------------------------------------------------------------
 
 
-def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPath = AVX2) -> np.ndarray:
+def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPath = AVX2,
+            routed: int | None = None) -> np.ndarray:
     """``X · W`` as ``ggml_compute_forward_mul_mat`` computes it on ``path`` for a weight ``computes`` says it
     computes: ``x`` (``… × k``) converted to the type's ``vec_dot_type`` row by row (Q8_K, Q8_0, Q8_1 or bf16), each
-    element the type's dot — or, for BF16 and two or more ``rows`` together, tinyBLAS's (``ggml.tiny_blas``). ``w`` is
-    one matrix; ``rows`` how many rows ggml computes together (default: ``x``'s)."""
+    element the type's dot — or, for BF16 and two or more ``rows`` together, tinyBLAS's (``ggml.tiny_blas``), for a
+    K-quant and 8 or more, the tiled kernel's. ``w`` is one matrix; ``rows`` how many rows ggml computes together
+    (default: ``x``'s).
+
+    With ``routed``, ``w`` is one expert's matrix of a bank and the product ``ggml_compute_forward_mul_mat_id``'s for
+    it, ``routed`` the rows (token and slot) routed to that expert in the whole step: ggml groups a step's rows by
+    expert and computes each expert's alone — a K-quant's by the tiled kernel from 8 of them
+    (``ggml_compute_forward_mul_mat_id_tiled`` decides per expert), every other element by the type's dot, one row at a
+    time (``mul_mat_id`` calls no tinyBLAS). Each element reads its own row alone, so ``x`` may be any part of those
+    rows."""
     if not computes(w.type, path) or w.raw.ndim != 2:
         raise ValueError(f"a product over {'a bank of ' if w.raw.ndim != 2 else ''}{w.type} on the {path.name} path "
                          "is not computed here")
+    if routed is not None:
+        rows = routed if w.type in DOTS else 1
     x = np.asarray(x, dtype=F32)
     lead, k = x.shape[:-1], x.shape[-1]
     if w.shape[0] != k:
@@ -388,12 +437,12 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
             q, d, bs = quantize_q8_k(x2)
             tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
             _kernel(DOTS[w.type], q, d, bs, raw, tiled, out)
-        elif w.type in LEGACY:
+        elif w.type in LEGACY or w.type == "MXFP4":
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)
-            else:  # the ``_0`` types have no minimum: ``s`` is not read
+            else:  # the ``_0`` types and MXFP4 have no minimum: ``s`` is not read
                 (q, d), s = quantize_q8_0(x2), None
-            _legacy_kernel(LEGACY[w.type], w.block_bytes, q, d, d if s is None else s, raw, out)
+            _legacy_kernel(LEGACY.get(w.type, MXFP4), w.block_bytes, q, d, d if s is None else s, raw, out)
         else:
             tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path)
             _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, out)

@@ -95,8 +95,8 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """``X[r,k]·W[k,n]`` — the language's ``times`` (weights are ``in by out``; float32, float16, or Q8_0 planes,
     read where they are). Every product is ``product.product``'s, whose fixed order of arithmetic makes a row's
     result independent of the rows computed with it — a batched step equals its sequences one by one, a tile its
-    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``; over a weight kept in a
-    K-quant, ``ggml_quants.mul_mat``)."""
+    rows alone, bit for bit. In llama.cpp's arithmetic, ggml's product (``ggml.mul_mat``; over a weight kept in
+    blocks, ``ggml_quants.mul_mat``)."""
     if arithmetic.ggml:
         if isinstance(w, Blocks):
             return _ggml_blocks(x, w, arithmetic)
@@ -105,12 +105,13 @@ def matmul(x: np.ndarray, w, arithmetic: Arithmetic = EXACT) -> np.ndarray:
 
 
 def _ggml_blocks(x: np.ndarray, w: Blocks, arithmetic: Arithmetic) -> np.ndarray:
-    """A product over a weight kept in blocks, in llama.cpp's arithmetic: a K-quant's as ggml computes it
-    (``ggml_quants``); any other type's (``ggml_quants.computes`` says which) as ggml's float32 product of its exact
-    dequantisation, a band of columns at a time — not llama.cpp's (docs/language.md, §8's arithmetic). A band is a multiple
-    of 4 columns (or the whole weight), so ggml's choice of float kernel is the whole product's."""
+    """A product over a weight kept in blocks, in llama.cpp's arithmetic: as ggml computes it where
+    ``ggml_quants.computes`` says it does (an expert's as ``mul_mat_id`` does, by ``arithmetic.routed``); any other
+    type's as ggml's float32 product of its exact dequantisation, a band of columns at a time — not llama.cpp's
+    (docs/language.md, §8's arithmetic). A band is a multiple of 4 columns (or the whole weight), so ggml's choice of
+    float kernel is the whole product's."""
     if ggml_quants.computes(w.type, arithmetic.path) and w.raw.ndim == 2:
-        return ggml_quants.mul_mat(x, w, arithmetic.rows, path=arithmetic.path)
+        return ggml_quants.mul_mat(x, w, arithmetic.rows, path=arithmetic.path, routed=arithmetic.routed)
     k, n = w.shape[-2:]
     band = n if n % 4 else max(4, BAND_BYTES // max(1, 4 * k) // 4 * 4)
     parts = [ggml.mul_mat(x, np.swapaxes(w.columns(c, min(n, c + band)), -1, -2), arithmetic.rows,
@@ -620,8 +621,10 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
     whose partial must not add the down bias again.
 
     In llama.cpp's arithmetic, as ``build_moe_ffn`` computes: the routed scale multiplies the weights, an expert's
-    products are ``ggml_mul_mat_id``'s (one row at a time: ``ggml_vec_dot``), and the K chosen outputs are added in
-    the order of their rank (``ggml_add`` of the views), best first."""
+    products are ``ggml_mul_mat_id``'s (one row at a time: ``ggml_vec_dot``; a K-quant bank's by the tiled kernel for
+    an expert 8 or more rows are routed to: ``Arithmetic.routed``, counted over the rows given — a row tile of a
+    tiled program counts its own, where ggml counts the step's), and the K chosen outputs are added in the order of
+    their rank (``ggml_add`` of the views), best first."""
     x = f32(x)
     logits = matmul(x, router, arithmetic)
     if router_bias is not None:
@@ -631,14 +634,15 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
         if routed_scale is not None:
             w, routed_scale = w * F32(routed_scale), None
         ranks = [idx[:, k:k + 1] for k in range(idx.shape[1])]
-        each = replace(arithmetic, rows=1)
     else:
-        ranks, each = [idx], arithmetic
+        ranks = [idx]
     out = None
     bg = bu = bd = None
     for rank, chosen in enumerate(ranks):
         part = np.zeros_like(x)
         for e in np.unique(chosen):
+            each = replace(arithmetic, rows=1, routed=int(np.count_nonzero(idx == e))) if arithmetic.ggml \
+                else arithmetic
             sel_rows, sel_k = np.nonzero(chosen == e)
             we = w[sel_rows, sel_k + (rank if arithmetic.ggml else 0)][:, None]
             xe = x[sel_rows]

@@ -332,11 +332,14 @@ class Arithmetic:
     ``cpu.KernelPath``: AVX2 or AVX-512; required — which one is a fact of a machine, ``cpu.this_machine``).
 
     ``rows``: how many rows ggml computes together — the step's, where a program runs in tiles (ggml picks a float
-    product's kernel by it); ``None``, the rows of the operand at hand."""
+    product's kernel by it); ``None``, the rows of the operand at hand. ``routed``: in one expert's products (ggml's
+    ``mul_mat_id``), the rows the step routes to that expert, by which ggml picks a K-quant's kernel for it
+    (``ggml_quants.mul_mat``); ``None``, not an expert's."""
 
     name: str = "exact"
     rows: int | None = None
     path: KernelPath | None = None
+    routed: int | None = None
 
     def __post_init__(self):
         if self.name == "llama.cpp" and self.path is None:

@@ -15,13 +15,19 @@ K-quant) — read as stored and computed as llama.cpp computes them.
   bundles, where exact arithmetic is 1e-4 or more away (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_0, Q4_1, Q5_0, Q5_1,
   BF16 files). These at a real width (d 1024, FFN 2048: reductions of 4 and 8 blocks of 256), where the accumulation
   across blocks counts; a prefill of 8 rows, from which ggml's tiled K-quant kernel takes the product, and of 6, where
-  the ``vec_dot`` does. What is not computed so (MXFP4, banks of experts kept in blocks) ``run`` names.
+  the ``vec_dot`` does. What is not computed so (BF16 on the AVX-512 path) ``run`` names.
+- Banks of experts kept in blocks (ggml's ``mul_mat_id``): gpt-oss made MXFP4_MOE (its banks MXFP4, MXFP4's own dot
+  over Q8_0 activations) and a Qwen3-MoE made Q4_K_M (its banks Q4_K and Q6_K) — each expert's product tensor held
+  bit for bit to llama.cpp's, at a prefill where some experts are routed 8 rows or more (ggml's tiled kernel takes a
+  K-quant expert's product) and some fewer (the dot), and each file's logits ``np.array_equal`` to llama.cpp's,
+  through the reference and the prefill and decode bundles; the banks kept in their stored blocks throughout.
 - Kinds: a Q4_K_M file whose layer 1 keeps ``attn_v`` and ``ffn_down`` Q6_K (llama.cpp's ``use_more_bits``) has two
   layer kinds, and the divergence says which weight is stored how.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -33,7 +39,7 @@ from gguf.quants import dequantize
 import llamacpp
 import oracle
 import quants
-from repo import ROOT
+from repo import CONFIGS, ROOT
 from llamacpp import MUL_MAT
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
@@ -121,13 +127,20 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit
         ftype, wide):
     if not _computed_on_this_path(ftype):
         return  # held instead: the run says these products are not llama.cpp's on this path
-    path = quants.quantize(wide, wide.parent / f"logits-{ftype}.gguf", ftype)
-    want = llamacpp.logits(path, WIDE_TOKENS, WIDE_PREFILL)
-    assert worst(oracle.ours(path, WIDE_TOKENS, WIDE_PREFILL, bundle=False).reference, want) > 1e-4
-    ours = oracle.ours(path, WIDE_TOKENS, WIDE_PREFILL, arithmetic="llama.cpp")
-    assert np.array_equal(ours.reference, want), (ftype, worst(ours.reference, want))  # prefill and decode steps
+    _hold_logits_bit_for_bit(quants.quantize(wide, wide.parent / f"logits-{ftype}.gguf", ftype), ftype, WIDE_TOKENS,
+                             WIDE_PREFILL)
+
+
+def _hold_logits_bit_for_bit(path, ftype: str, tokens: list[int], prefill: int) -> None:
+    """``path``'s logits in llama.cpp's arithmetic are llama.cpp's, ``np.array_equal``, through the reference (the
+    prefill and each decode step) and the prefill and decode bundles — where exact arithmetic's are 1e-4 or more
+    away."""
+    want = llamacpp.logits(path, tokens, prefill)
+    assert worst(oracle.ours(path, tokens, prefill, bundle=False).reference, want) > 1e-4
+    ours = oracle.ours(path, tokens, prefill, arithmetic="llama.cpp")
+    assert np.array_equal(ours.reference, want), (ftype, worst(ours.reference, want))
     positions = sorted(ours.bundle)
-    assert positions[0] < WIDE_PREFILL <= positions[-1]  # the prefill bundle's last row and the decode bundle's
+    assert positions[0] < prefill <= positions[-1]  # the prefill bundle's last row and the decode bundle's
     got = np.stack([ours.bundle[p] for p in positions])
     assert np.array_equal(got, want[positions]), (ftype, worst(got, want[positions]))
 
@@ -199,16 +212,90 @@ def test_a_run_in_llama_cpp_s_arithmetic_of_a_file_whose_every_type_it_computes_
     assert [line for line in err.splitlines() if "note:" in line] == [], err
 
 
-def test_what_llama_cpp_s_arithmetic_does_not_compute_is_mxfp4_a_bank_of_experts_and_bf16_off_avx2():
-    """What ``run`` names in its note (``not_computed``): MXFP4 (gpt-oss's experts), any bank of experts kept in blocks
-    (ggml's ``mul_mat_id``), BF16 on the AVX-512 path; every other type read is computed as llama.cpp computes it."""
+def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_off_avx2_alone():
+    """What ``run`` names in its note (``not_computed``): BF16 on the AVX-512 path, a matrix or a bank of experts;
+    every other type read — MXFP4 and every bank of experts kept in blocks among them — is computed as llama.cpp
+    computes it."""
     from streamed.numerics.cpu import AVX2, AVX512
 
     one = lambda t, *lead: Blocks(np.zeros((*lead, 4, 2 * BLOCKS[t][1]), np.uint8), t)  # noqa: E731
-    read = [one(t) for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "BF16")]
+    read = [one(t, *lead) for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "BF16",
+                                    "MXFP4") for lead in ((), (3,))]
     assert ggml_quants.not_computed(read, AVX2) == []
-    assert ggml_quants.not_computed([*read, one("MXFP4"), one("Q4_K", 3)], AVX2) == ["MXFP4", "Q4_K"]
     assert ggml_quants.not_computed(read, AVX512) == ["BF16"]
+
+
+#: Two MoE files as llama.cpp's quantizer makes them. gpt-oss made MXFP4_MOE: its expert banks MXFP4, every other
+#: product Q8_0; d 512 and an FFN of 96 — 16 blocks of 32 and 3: MXFP4's dot sums its blocks in two accumulators,
+#: even and odd, an odd last block apart (each block's scaled lane sums are mostly exact in float32, so only the
+#: order of many additions shows: at d 128 one accumulator gave the same bits, at d 512 it does not). A Qwen3-MoE made
+#: Q4_K_M at widths of 256, so its banks take K-quants (Q4_K; layer 1's down bank Q6_K).
+MOE = {"MXFP4_MOE": {**json.loads((CONFIGS / "gpt-oss-20b.json").read_text()), "hidden_size": 512, "head_dim": 16,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
+                     "num_hidden_layers": 2, "num_local_experts": 4, "vocab_size": 256, "sliding_window": 8,
+                     "layer_types": ["sliding_attention", "full_attention"]},
+       "Q4_K_M": {**CFG, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2,
+                  "moe_intermediate_size": 256, "norm_topk_prob": True}}
+#: The types of each file's banks, and the names of its graph's expert inputs (the normed input, the gated one).
+BANKS = {"MXFP4_MOE": ({"MXFP4"}, "attn_post_norm", "ffn_moe_swiglu_oai"),
+         "Q4_K_M": ({"Q4_K", "Q6_K"}, "ffn_norm", "ffn_moe_swiglu")}
+#: A prefill of 20 rows over 4 experts (gpt-oss chooses all 4, Qwen3-MoE 2): some experts are routed 8 rows or more,
+#: where ggml's tiled kernel takes a K-quant expert's product, some fewer; then two decode steps (one row each).
+MOE_TOKENS = [int(t) for t in np.random.default_rng(8).integers(0, 256, 22)]
+MOE_PREFILL = 20
+MUL_MAT_ID = MUL_MAT + 1  # ``enum ggml_op``'s next
+
+
+@pytest.fixture(scope="module", params=sorted(MOE))
+def moe(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("moe")
+    source = oracle.write(folder / "f32.gguf", MOE[request.param]).path
+    return request.param, quants.quantize(source, folder / f"{request.param}.gguf", request.param)
+
+
+def test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit(moe):
+    ftype, path = moe
+    types, normed, gated = BANKS[ftype]
+    reader = GGUFReader(path)
+    banks = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in reader.tensors
+             if t.name.endswith("_exps.weight")}
+    assert {b.type for b in banks.values()} == types
+    _, steps = llamacpp.tensors(path, MOE_TOKENS, MOE_PREFILL)
+    routed = set()
+    for step in steps:
+        for layer in range(2):
+            x = _first(step, f"{normed}-{layer}")
+            x = x.reshape(-1, x.shape[-1])
+            chosen = _first(step, f"ffn_moe_gate-{layer}", MUL_MAT_ID).shape[-2]
+            ids = np.argsort(-_first(step, f"ffn_moe_probs-{layer}").reshape(len(x), -1), axis=-1, kind="stable")
+            ids = ids[:, :chosen]  # llama.cpp's choice: the best ``chosen`` of each row's scores
+            h = _first(step, f"{gated}-{layer}").reshape(len(x), chosen, -1)
+            for e in np.unique(ids):
+                rows, slots = np.nonzero(ids == e)
+                for out, w, given in (("gate", "ffn_gate_exps", x[rows]), ("up", "ffn_up_exps", x[rows]),
+                                      ("down", "ffn_down_exps", h[rows, slots])):
+                    want = _first(step, f"ffn_moe_{out}-{layer}", MUL_MAT_ID)
+                    want = want.reshape(len(x), chosen, -1)[rows, slots]
+                    got = ggml_quants.mul_mat(given, banks[f"blk.{layer}.{w}.weight"][e], path=llamacpp.built_path(),
+                                              routed=len(rows))
+                    assert _same_bits(got, want), (ftype, layer, out, e, len(rows))
+                routed.add(len(rows))
+    assert max(routed) >= ggml_quants.TILED_ROWS > min(routed), routed  # the tiled kernel's experts and the dot's
+
+
+def test_in_llama_cpp_s_arithmetic_a_moe_file_s_logits_are_llama_cpp_s_bit_for_bit_its_banks_kept_in_blocks(moe):
+    ftype, path = moe
+    ck = read_gguf(path)
+    a = analyze(author(ck.spec), ck.storage)
+    stored = {t.name: t for t in GGUFReader(path).tensors}
+    banks = [(name, value) for name, value in from_gguf(path, a.programs, ck.storage).values.items()
+             if _tensor(a, name).endswith("_exps.weight")]
+    assert banks
+    for name, value in banks:  # each bank its file's blocks, where they are mapped: no dense copy of a bank
+        tensor = stored[_tensor(a, name)]
+        assert isinstance(value, Blocks) and value.raw.ndim == 3 and value.type == tensor.tensor_type.name, name
+        assert value.raw.nbytes == tensor.n_bytes and not value.raw.flags.owndata, name
+    _hold_logits_bit_for_bit(path, ftype, MOE_TOKENS, MOE_PREFILL)
 
 
 #: A modest Q4_K_M file (d 1024, FFN 4096, vocabulary 32000: 64 MB), and the least one of the same architecture.
