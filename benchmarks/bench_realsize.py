@@ -5,21 +5,26 @@ into a temporary folder that is removed after):
 
 - Llama-3.2-1B-shaped: d 2048, 16 layers, 32 query heads sharing 8, FFN 8192, vocabulary 32000 — F32 (4.4 GB) and
   with its projections Q8_0 (1.4 GB);
-- Llama-3.1-8B-shaped, Q8_0: d 4096, 32 layers, FFN 14336, vocabulary 32000 (about 8.5 GB; ``--no-8b`` leaves it).
+- Llama-3.1-8B-shaped, Q8_0: d 4096, 32 layers, FFN 14336, vocabulary 32000 (about 8.5 GB; ``--no-8b`` leaves it);
+- each shape Q4_K_M (``1b-q4km``, ``8b-q4km``: ``--only`` asks for them), made by llama.cpp's own quantizer
+  (``llama_model_quantize``, as ``tests/support/quants.py`` does) — the 1B from its F32 file, the 8B re-quantised from
+  its Q8_0 file (an F32 8B is 32 GB; the types chosen per tensor are the same, the values a Q8_0 step coarser).
 
 For each: llama.cpp (``llama-cpp-python``, 2 threads, memory-mapped, f32 KV cache), ``streamed run`` on the document
 ``streamed author`` writes from the file (the reference interpreter; a Q8_0 checkpoint in both arithmetics, the default
 and ``--arithmetic llama.cpp``) and on a lowered decode bundle (``streamed lower --mode decode`` then ``streamed run
 --bundle``; ``--no-bundle`` leaves it), each a new process: its wall time, its peak resident memory (``ru_maxrss``, the mapped file's pages it touched included), and its logits'
 largest difference from llama.cpp's relative to llama.cpp's largest logit at each position. Prefill is every token
-in one step; decode one token a step. Runs alternate (llama.cpp, then each of streamed's) so the machine's other
+in one step; decode one token a step (``--steps`` picks one). Each ``streamed run`` writes its logits with ``--save``
+(a NumPy file, as the llama.cpp script writes its own): printing 1.3 million logits as text would be timed otherwise. Runs alternate (llama.cpp, then each of streamed's) so the machine's other
 load falls on all; the figures are medians of ``--runs`` (a ratio: the median of each run's time over the llama.cpp
 run just before it), and the summary gives each type's and arithmetic's ratio to
 llama.cpp for prefill and decode.
 
-    .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--no-8b] [--no-bundle] [--keep] [--write]
+    .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--only NAME …] [--steps prefill|decode]
+        [--no-8b] [--no-bundle] [--into DIR] [--keep] [--write]
 
-``--write`` records ``## Real size, beside llama.cpp`` in docs/performance.md. The 8B run needs about 16 GB free at
+``--write`` records ``## Real size, beside llama.cpp`` in docs/performance.md. An 8B run needs about 16 GB free at
 its peak (llama.cpp's mapping and ours are one page cache, read one after the other): it is skipped, saying so, when
 the machine has less.
 """
@@ -28,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import statistics
@@ -87,22 +91,40 @@ def free_bytes() -> int:
     return 0
 
 
+def make(folder: Path, name: str, cfg: dict, q8: bool, fast: bool, source: str | None) -> Path:
+    """The checkpoint ``name`` in ``folder`` (one already there is used): written by ``oracle.write``, or, given a
+    ``source`` checkpoint's name, that file (made first) quantised by llama.cpp to Q4_K_M."""
+    import oracle
+    import quants
+
+    gguf = folder / f"{name}.gguf"
+    if gguf.exists():
+        return gguf
+    if source is None:
+        return oracle.write(gguf, cfg, q8=q8, fast=fast).path
+    origin = folder / f"{source}.gguf"
+    made = not origin.exists()
+    if made:
+        oracle.write(origin, cfg, q8=source.endswith("q8"), fast=fast)
+    quants.quantize(origin, gguf, "Q4_K_M", requantize=source.endswith("q8"))
+    if made:
+        origin.unlink()
+    return gguf
+
+
 def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: int, bundle: bool,
-         fast: bool = False, keep: bool = False) -> list[dict]:
+         fast: bool = False, keep: bool = False, source: str | None = None,
+         steps: tuple[str, ...] = ("prefill", "decode")) -> list[dict]:
     """Every row of one checkpoint: prefill and decode, llama.cpp and streamed (reference; bundle for decode)."""
     import numpy as np
 
-    import oracle
-
-    gguf = folder / f"{name}.gguf"
     t = time.perf_counter()
-    if not gguf.exists():
-        oracle.write(gguf, cfg, q8=q8, fast=fast)
+    gguf = make(folder, name, cfg, q8, fast, source)
     print(f"{name}: wrote {gguf.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s", flush=True)
     doc = folder / f"{name}.lgm"
     subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
     text = ",".join(map(str, tokens))
-    arithmetics = ("llama.cpp", "exact") if q8 else ("exact",)
+    arithmetics = ("llama.cpp", "exact") if q8 or source else ("exact",)
     bundle_dir = folder / f"{name}.bundle"
     if bundle:
         subprocess.run([PY, "-m", "streamed", "lower", str(doc), "--mode", "decode", "--ctx", str(len(tokens)),
@@ -110,8 +132,11 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
                        stdout=subprocess.DEVNULL)
     rows = []
     for step, prefill in (("prefill", len(tokens)), ("decode", 1)):
+        if step not in steps:
+            continue
+        saved = folder / "ours.npz"
         ours_argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", text,
-                     "--prefill", str(prefill), "--json"]
+                     "--prefill", str(prefill), "--save", str(saved)]
         kinds = [(f"reference {a}", [*ours_argv, "--arithmetic", a]) for a in arithmetics]
         if bundle and step == "decode":
             kinds.append((f"bundle {arithmetics[0]}", [*ours_argv, "--arithmetic", arithmetics[0], "--bundle",
@@ -128,12 +153,11 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
             peaks["llama.cpp"] = max(peaks.get("llama.cpp", 0), peak)
             want = np.load(npy)
             for kind, argv in kinds:
-                out = folder / "ours.json"
-                took, peak, _ = whole(argv, out)
+                took, peak, _ = whole(argv)
                 times[kind].append(took)
                 peaks[kind] = max(peaks.get(kind, 0), peak)
-                got = json.loads(out.read_text())
-                agree[kind] = relative(np.asarray(got["logits"], dtype=np.float32), want[got["positions"]])
+                with np.load(saved) as got:
+                    agree[kind] = relative(got["logits"], want[got["positions"]])
         for kind in ["llama.cpp"] + [k for k, _ in kinds]:
             rows.append({"checkpoint": name, "size": gguf.stat().st_size, "step": step, "who": kind,
                          "seconds": statistics.median(times[kind]),
@@ -151,7 +175,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=40)
     ap.add_argument("--no-8b", action="store_true", help="leave out the 8B-shaped checkpoint")
-    ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8"), action="append")
+    ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8", "1b-q4km", "8b-q4km"), action="append",
+                    help="this checkpoint (repeat for more; default: 1b-f32, 1b-q8 and 8b-q8)")
+    ap.add_argument("--steps", choices=("prefill", "decode"), action="append", help="only these steps")
     ap.add_argument("--dir", default=str(ROOT / "build"), help="where the temporary folder is made")
     ap.add_argument("--into", help="work in this folder instead (a checkpoint already there is used; each is "
                                    "removed after its runs)")
@@ -166,18 +192,21 @@ def main() -> None:
     Path(args.dir).mkdir(parents=True, exist_ok=True)
     # The 8B-shaped checkpoint's Q8_0 blocks are drawn as blocks (``oracle.write(fast=True)``): quantising 8 billion
     # float values takes longer than the runs.
-    plan = [("1b-f32", ONE_B, False, True), ("1b-q8", ONE_B, True, True), ("8b-q8", EIGHT_B, True, False)]
+    plan = [("1b-f32", ONE_B, False, True, None), ("1b-q8", ONE_B, True, True, None),
+            ("8b-q8", EIGHT_B, True, False, None), ("1b-q4km", ONE_B, False, True, "1b-f32"),
+            ("8b-q4km", EIGHT_B, False, False, "8b-q8")]
     rows, notes = [], []
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-realsize-") as tmp:
         tmp = args.into or tmp
-        for name, cfg, q8, bundle in plan:
-            if args.only and name not in args.only or name == "8b-q8" and args.no_8b:
+        for name, cfg, q8, bundle, source in plan:
+            if (name not in args.only if args.only else source is not None) or name.startswith("8b") and args.no_8b:
                 continue
-            if name == "8b-q8" and free_bytes() < 16e9:
+            if name.startswith("8b") and free_bytes() < 16e9:
                 notes.append(f"The 8B-shaped run was left out: {free_bytes() / 1e9:.1f} GB free, it needs 16 GB.")
                 continue
             rows += case(Path(tmp), name, cfg, q8, tokens, args.runs, bundle and not args.no_bundle,
-                         fast=name.startswith("8b"), keep=args.keep and bool(args.into))
+                         fast=name.startswith("8b"), keep=args.keep and bool(args.into), source=source,
+                         steps=tuple(args.steps or ("prefill", "decode")))
     publish(render(rows, notes, args, start_load), args.write)
 
 
@@ -194,7 +223,7 @@ def ratios_by_type(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
 def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
     when = datetime.date.today().isoformat()
     lines = [HEADING, "",
-             f"Measured {when} by `benchmarks/bench_realsize.py --runs {args.runs} --tokens {args.tokens}` on "
+             f"Measured {when} by `benchmarks/bench_realsize.py {' '.join(sys.argv[1:])}` on "
              f"{os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}; load average {start_load} at "
              f"the start, {load_average()} at the end, on a machine shared with other work. Whole processes, "
              f"{args.tokens} tokens, 2 threads each; medians of {args.runs}. Agreement: the largest difference from "
@@ -208,8 +237,8 @@ def render(rows: list[dict], notes: list[str], args, start_load: str) -> str:
                      f"{r['seconds']:.1f} | {r['ratio']:.2f} | {r['peak'] / 1e9:.2f} GB | {agree} |")
     lines += ["", "| checkpoint | arithmetic | prefill × llama.cpp | decode × llama.cpp |", "|---|---|---:|---:|"]
     for (checkpoint, who), ratios in ratios_by_type(rows).items():
-        lines.append(f"| {checkpoint} | {who} | {ratios.get('prefill', float('nan')):.2f} | "
-                     f"{ratios.get('decode', float('nan')):.2f} |")
+        shown = [f"{ratios[step]:.2f}" if step in ratios else "—" for step in ("prefill", "decode")]
+        lines.append(f"| {checkpoint} | {who} | {shown[0]} | {shown[1]} |")
     lines += ["", *notes, "",
               "What to read in it. Time: the issue's bound is 2× llama.cpp for F32 prefill and decode and for Q8_0 "
               "prefill, 5× for Q8_0 decode. Peak: the mapped checkpoint's pages count in the resident set (about the "

@@ -7,15 +7,13 @@ not JSON, a truncated GGUF, an unsupported architecture — is one message and e
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from ..lang.files import FileProblem, display, problem, read_file, size_of
 from ..lang.limits import MAX_CONFIG_BYTES
-from .common import UserError
+from .common import UserError, write_atomically
 
 GGUF_MAGIC = b"GGUF"
 
@@ -69,41 +67,6 @@ def spec_of(source: str, name: str | None = None):
         return read_config(source, name=name or model_name(p, cfg if isinstance(cfg, dict) else None))
     except SpecError as e:
         raise UserError(str(e)) from None
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the whole new one, never a part.
-
-    The file ends as a plain write would leave it: an existing file keeps its mode, a new one gets the umask's
-    (``mkstemp`` makes its file private, 0600), and a path that is a symbolic link is written where the link points,
-    the link kept."""
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    import tempfile  # here, not at the top: every command imports this module to list its options
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    """The process's umask (read by setting it, so set back at once)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def cmd_author(args) -> int:

@@ -4,8 +4,11 @@ checkpoint gives. Nothing here analyses or lowers; it turns what the user typed 
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from ..spatial.deployment import MODES, Deployment, size_problem
 from ..lang.files import display
@@ -289,3 +292,44 @@ def arithmetic_line(arithmetic, source) -> str:
     if source is None:
         return f"arithmetic: {arithmetic.label}"
     return f"arithmetic: {arithmetic.label} — {arithmetic.path.described} ({source})"
+
+
+def write_atomically(path: str, content: str | Callable[[BinaryIO], None]) -> None:
+    """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one, never a part: a text
+    (UTF-8, ``\\n`` line ends), or a function writing the bytes to the binary file it is given.
+
+    The file ends as a plain write would leave it: an existing file keeps its mode, a new one gets the umask's
+    (``mkstemp`` makes its file private, 0600), and a path that is a symbolic link is written where the link points,
+    the link kept."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    import tempfile  # here, not at the top: every command imports this module to list its options
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        if isinstance(content, str):
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(content)
+                os.fchmod(f.fileno(), mode)
+        else:
+            with os.fdopen(fd, "wb") as f:
+                content(f)
+                os.fchmod(f.fileno(), mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, so set back at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -515,8 +515,65 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 # ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
 
 
+@njit(cache=True)
+def _dots(kt, x, lanes, acc, out):
+    """``out[j]`` = ``_vec_dot(k_j, x)`` (``ggml_vec_dot_f32``) for every cell's key ``k_j`` = ``kt[:, j]`` (the keys
+    transposed: dims × cells), every cell at once: element ``i`` of each dot goes to the accumulator and lane its own
+    dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the cell's own, bit for bit, read
+    a dim's row of the cells at a time. ``acc``: ``4 × lanes × cells`` zeros."""
+    dk, n = kt.shape
+    step = 4 * lanes
+    full = dk - dk % step
+    for i in range(full):
+        a = (i % step) // lanes
+        l = i % lanes
+        xi = x[i]
+        for j in range(n):
+            acc[a, l, j] = _fma(kt[i, j], xi, acc[a, l, j])
+    t = np.empty(lanes, np.float32)
+    for j in range(n):
+        for l in range(lanes):
+            t[l] = (acc[0, l, j] + acc[2, l, j]) + (acc[1, l, j] + acc[3, l, j])
+        s = _vec_reduce(t, lanes)
+        for i in range(full, dk):
+            s = s + kt[i, j] * x[i]
+        out[j] = s
+
+
+@njit(cache=True)
+def _p_v(p, vc, g, tiny, lanes, acc, out):
+    """``out[c]`` = column ``c`` of ``vc[:, g]`` dotted with ``p``: ``_tiny`` (``tiny``) or ``_vec_dot`` of each
+    column, every column at once — the accumulator a cell ``j`` goes to (``(j mod 4L) // L``, lane ``j mod L``; one
+    accumulator for tinyBLAS) is the one the column's own dot gives it, and each accumulator takes its cells in
+    increasing ``j``, so every sum is the column's own, bit for bit, while a cell's row of values is read once, in
+    order (gathering a column at a time read the cache ``dv`` times). ``acc``: ``4 × lanes × dv`` zeros."""
+    n = p.shape[0]
+    dv = out.shape[0]
+    step = lanes if tiny else 4 * lanes
+    full = n - n % step
+    for j in range(full):
+        a = 0 if tiny else (j % step) // lanes
+        l = j % lanes
+        pj = p[j]
+        for c in range(dv):
+            acc[a, l, c] = _fma(vc[j, g, c], pj, acc[a, l, c])
+    t = np.empty(lanes, np.float32)
+    for c in range(dv):
+        if tiny:
+            for l in range(lanes):
+                t[l] = acc[0, l, c]
+            out[c] = _hsum(t, lanes)
+            continue
+        for l in range(lanes):
+            t[l] = (acc[0, l, c] + acc[2, l, c]) + (acc[1, l, c] + acc[3, l, c])
+        s = _vec_reduce(t, lanes)
+        for j in range(full, n):
+            s = s + vc[j, g, c] * p[j]
+        out[c] = s
+
+
 @njit(cache=True, parallel=True)
-def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
+def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
@@ -526,10 +583,11 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         g = h // ratio
         w = np.empty(n, np.float32)
         p = np.empty(n, np.float32)
-        col = np.empty(n, np.float32)
-        acc = np.empty((4, 16), np.float32)
+        kq = np.zeros((4, lanes, n), np.float32)
+        pv = np.zeros((4, lanes, dv), np.float32)
+        _dots(kt[g], q[r, h], lanes, kq, w)
         for j in range(n):
-            w[j] = _vec_dot(kc[j, g], q[r, h], False, lanes, acc) * scale
+            w[j] = w[j] * scale
             if cap > 0:
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
@@ -549,10 +607,7 @@ def _attention(q, kc, vc, keep, scale, cap, tiny, sinks, lanes, out):
         inv = np.float32(1.0 / total)
         for j in range(n):
             p[j] = p[j] * inv
-        for c in range(dv):
-            for j in range(n):
-                col[j] = vc[j, g, c]
-            out[r, h, c] = _tiny(col, p, lanes, acc[0]) if tiny else _vec_dot(col, p, False, lanes, acc)
+        _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -581,7 +636,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), kc, vc, kp, F32(scale), F32(softcap or 0), tiny, s,
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp, F32(scale), F32(softcap or 0), tiny, s,
                path.lanes, out)
     return out.reshape(r_, heads * dv)
 

@@ -178,3 +178,27 @@ def test_tiny_llama_computes_on_a_gguf_what_author_writes_from_that_gguf(run, tm
     _, ours, _ = logits(run, TINY, "--checkpoint", gguf, "--tokens", "5,17,3,200")
     _, authored, _ = logits(run, tmp_path / "authored.lgm", "--checkpoint", gguf, "--tokens", "5,17,3,200")
     assert np.abs(ours - authored).max() <= 1e-6 * np.abs(authored).max()
+
+
+def test_save_writes_the_json_s_logits_bit_for_bit_to_a_numpy_file_and_prints_only_the_largest(run, tmp_path):
+    """``--save F.npz``: the same positions, logits and next tokens ``--json`` prints — the float32 logits as
+    computed (JSON's decimals read back to the same float32) — and on stdout a line a position, not every logit."""
+    positions, rows, nxt = logits(run, TINY, "--tokens", "5,17,3,200", "--prefill", "2")
+    saved = tmp_path / "logits.npz"
+    code, out, err = run("run", TINY, "--tokens", "5,17,3,200", "--prefill", "2", "--save", str(saved))
+    assert code == 0, err
+    with np.load(saved) as z:
+        assert z["logits"].dtype == np.float32 and np.array_equal(z["logits"], rows.astype(np.float32))
+        assert z["positions"].tolist() == positions and z["next"].tolist() == nxt
+        assert str(z["arithmetic"]) == "exact"
+    lines = out.splitlines()
+    assert len(lines) == 5 and lines[-1] == f"logits of 4 positions written to {saved}"
+    assert all(line.startswith(f"position {p} ") and "largest logits" in line for p, line in zip(positions, lines))
+    assert [p.name for p in tmp_path.iterdir()] == ["logits.npz"]  # no temporary file left beside it
+
+
+def test_save_into_a_folder_that_does_not_exist_is_refused_before_the_run(run, tmp_path):
+    where = tmp_path / "nowhere" / "logits.npz"
+    code, out, err = run("run", TINY, "--tokens", "1,2", "--save", str(where))
+    assert code == 2 and out == ""
+    assert err.strip() == f"streamed: --save {where}: its folder {where.parent} does not exist"

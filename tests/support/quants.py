@@ -15,14 +15,16 @@ from gguf.quants import dequantize
 FTYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q4_0", "BF16")
 
 
-def quantize(src: Path, dst: Path, ftype: str) -> Path:
-    """``src`` (an F32 GGUF) quantised by llama.cpp to ``ftype`` (``Q4_K_M``…) at ``dst``: its own choice of type per
+def quantize(src: Path, dst: Path, ftype: str, requantize: bool = False) -> Path:
+    """``src`` (an F32 GGUF; or, with ``requantize``, an already quantised one, as ``llama-quantize
+    --allow-requantize``) quantised by llama.cpp to ``ftype`` (``Q4_K_M``…) at ``dst``: its own choice of type per
     tensor (a Q4_K_M keeps some ``attn_v`` and ``ffn_down`` Q6_K, the output Q6_K)."""
     import llama_cpp
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = 2
+    params.allow_requantize = requantize
     status = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
     assert status == 0, f"llama_model_quantize({src}, {ftype}) returned {status}"
     return dst
