@@ -110,7 +110,8 @@ def hover(snap: Snapshot, line: int, character: int) -> lsp.Hover | None:
         rng = s.to_document(tok.range)
         op = operation_at(s.section, s.token_index)
         if op is not None:
-            opts = "".join(f"\n- `, {' '.join(o.pattern)}`{' (required)' if o.required else ''} — {o.doc}" for o in op.options)
+            opts = "".join(f"\n- `, {' '.join(o.pattern)}`{' (required)' if o.required else ''}"
+                           f"{f' (with `{o.needs}`)' if o.needs else ''} — {o.doc}" for o in op.options)
             text = f"**{op.name}** — `{' '.join(op.pattern)}`\n\n{op.doc}" + (f"\n\nOptions:{opts}" if opts else "")
         elif tok.text in BINARY:
             text = BINARY[tok.text]

@@ -24,6 +24,7 @@ class Option:
     pattern: tuple[str, ...]
     required: bool = False
     doc: str = ""
+    needs: str = ""  # the key of an option without which this one means nothing
 
     @property
     def word(self) -> str:
@@ -70,8 +71,8 @@ def _op(name: str, pattern: str, doc: str, *options: Option) -> Op:
     return Op(name, _p(pattern), doc, tuple(options))
 
 
-def _opt(pattern: str, doc: str = "", required: bool = False) -> Option:
-    return Option(_p(pattern), required, doc)
+def _opt(pattern: str, doc: str = "", required: bool = False, needs: str = "") -> Option:
+    return Option(_p(pattern), required, doc, needs)
 
 
 OPS: tuple[Op, ...] = (
@@ -121,7 +122,9 @@ OPS: tuple[Op, ...] = (
         _opt("groups #N keeping #M", "group-limited routing (DeepSeek-V3)"), _opt("router bias $RB", "added to router logits (gpt-oss)"),
         _opt("expert biases $BG , $BU and $BD", "per-expert projection biases (gpt-oss)"),
         _opt("clamped swiglu at #L", "gpt-oss activation with clamp L"), _opt("weighting inputs", "weight the expert input, not its output (Llama 4)"),
-        _opt("shared $G2 , $U2 and $D2", "an always-on shared SwiGLU expert"), _opt("shared gate $S", "σ(X·S) gates the shared expert")),
+        _opt("shared $G2 , $U2 and $D2", "an always-on shared SwiGLU expert"), _opt("shared gate $S", "σ(X·S) gates the shared expert"),
+        _opt("quotient gate", "the shared gate's σ(g) computed as silu(g)/g in float32 (llama.cpp's Qwen2-MoE graph)",
+             needs="shared gate")),
     _op("argmax", "index of the largest of $X", "Argmax per row: the next token id."),
 )
 

@@ -336,6 +336,9 @@ def _options(s: _Statement, op: ops_table.Op, start: int, args: list, numbers: l
     for opt in op.options:
         if opt.required and opt.key not in options:
             raise _Fail(s.range(start, s.i - 1), f"`{op.name}` needs `, {' '.join(opt.pattern)}` ({op.spelling})")
+        if opt.needs and opt.key in options and opt.needs not in options:
+            raise _Fail(s.range(start, s.i - 1), f"`{opt.key}` means nothing without `{opt.needs}`: it says how "
+                                                 f"that option computes")
     return options, depth
 
 

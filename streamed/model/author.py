@@ -455,16 +455,21 @@ class _Author:
             k = w.let("kl", f"(l2norm of {k}, epsilon {eps}, heads {m.kv_heads}) scaled by {root}")
         w.set(f"row pos of {Kc} to {k}")
         w.set(f"row pos of {Vc} to {v_of}")
+        why = m.scale_why
+        if m.scale_queries:
+            q = w.let("qs", f"{q} scaled by {number32(m.scale)}", why)
+            why = None
         opts = f", heads {m.heads} sharing {m.kv_heads}"
         if m.window:
             opts += f", window {m.window}"
         if m.chunk:
             opts += f", chunks of {m.chunk}"
-        if m.scale is not None:
+        if m.scale_queries:
+            opts += ", scale 1"
+        elif m.scale is not None:
             opts += f", scale {number(m.scale)}"
         if m.sinks:
             opts += f", sinks {sk}"
-        why = m.scale_why
         if m.softcap is not None:
             opts += f", soft cap {number(m.softcap)}"
             capped = f"logits soft-capped at {number(m.softcap)}"
@@ -596,8 +601,9 @@ class _Author:
     # -- feed-forward --
     def feed_forward(self, w: _Writer, layer: LayerSpec, xin: str, g: str | None, o: str | None) -> None:
         """The feed-forward block and the residual: ``h = x + o``, ``xo = h + ffn(norm(h))`` — each output scaled by
-        the layer's residual scale first; a parallel layer's block reads the mixer's normed input instead; a removed
-        block adds nothing (a layer with neither returns its input, named as its output)."""
+        the layer's residual scale first; a parallel layer's block reads the mixer's normed input instead, and with
+        ``ffn_first`` joins first (``h = x + ffn``, ``xo = h + o``); a removed block adds nothing (a layer with
+        neither returns its input, named as its output)."""
         f = layer.ffn
         own_norm = layer.pre_norm and not layer.parallel and f is not None
         gm = w.weight("gm", "d", "ffn_norm") if own_norm else None
@@ -607,7 +613,8 @@ class _Author:
         if f is None:
             w.ret(w.let("xo", xin if o is None else self.residual(xin, o, layer)))
             return
-        h = xin if o is None else w.let("h", self.residual(xin, o, layer))
+        ffn_first = layer.ffn_first and o is not None
+        h = xin if o is None or ffn_first else w.let("h", self.residual(xin, o, layer))
         if layer.parallel:
             hn = w.n("xn")
         else:
@@ -622,7 +629,10 @@ class _Author:
             fo = self.experts(w, f, hn)
         if layer.sandwich:
             fo = w.let("fn", _norm(fo, gpf, layer.norm))
-        w.ret(w.let("xo", self.residual(h, fo, layer)))
+        if ffn_first:  # (ffn + x) + mixer
+            w.ret(w.let("xo", self.residual(w.let("h", self.residual(xin, fo, layer)), o, layer)))
+        else:
+            w.ret(w.let("xo", self.residual(h, fo, layer)))
 
     def residual(self, h: str, out: str, layer: LayerSpec) -> str:
         """``h plus out``, the block's output scaled first where the layer scales it (Granite's residual multiplier)."""
@@ -710,7 +720,7 @@ class _Author:
             opts += f", shared {g2}, {u2} and {d2}"
             if e.shared_gate:
                 sg = w.weight("Wsg", "d by 1", "ffn_gate_inp_shexp", q8=True)
-                opts += f", shared gate {sg}"
+                opts += f", shared gate {sg}" + (", quotient gate" if e.quotient_gate else "")
         return w.let("fo", f"experts of {hn} with router {R}, top {e.top_k}, using {Eg}, {Eu} and {Ed}{opts}")
 
     # -- the document --
@@ -749,7 +759,7 @@ class _Author:
         if spec.modelled is not None:
             consts.append(("modelled", spec.modelled, f"the positions it computes as the model does: a longer ctx is "
                                                        f"refused ({spec.modelled_why})"))
-        lines = [f"Let {k} be {number(v)}." for k, v, _ in consts]
+        lines = [f"Let {k} be {number32(v)}." for k, v, _ in consts]  # a float32 from a GGUF, to its last bit
         col = max(len(s) for s in lines)
         model = "\n".join(f"{s.ljust(col)}  -- {why}" if why else s for s, (_, _, why) in zip(lines, consts))
         top = [f"# {one_line(spec.name)}"]

@@ -317,8 +317,9 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         # OLMo 2 norms only the blocks' outputs; a deci layer without attention has only its feed-forward norm.
         pre_norm = shape(_t("attn_norm", arch, l)) is not None if mixer is not None else \
             ffn is None or shape(_t("ffn_norm", arch, l)) is not None
+        # ★ llama.cpp's Cohere 2 graph adds a parallel layer's outputs as (ffn + x) + attention.
         layers.append(LayerSpec(mixer, ffn, norm, sandwich, pre_norm, parallel=arch in PARALLEL,
-                                residual_scale=residual))
+                                residual_scale=residual, ffn_first=arch in PARALLEL))
     if skipped:
         which = f"layer{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))}"
         notes.append(f"llama.cpp skips {which} whole, and this document does not: its deci graph `continue`s past a "
@@ -328,7 +329,8 @@ def _spec(path: str, meta: Mapping[str, Any], tensors: Mapping[str, TensorInfo],
         notes.append("This checkpoint packs the keys' and values' up-projections in attn_kv_b; the language reads the "
                      "absorbed 3-D weights from attn_k_b and attn_v_b, as current llama.cpp converters write them.")
     tied = shape(_t("output", arch)) is None or arch in ALWAYS_TIED
-    embed_scale = math.sqrt(d) if arch in ("gemma2", "gemma3") else _scale(m, Keys.LLM.EMBEDDING_SCALE)
+    # llama.cpp's Gemma graphs multiply the embedding by sqrtf(n_embd): √d as a float32.
+    embed_scale = f32(math.sqrt(d)) if arch in ("gemma2", "gemma3") else _scale(m, Keys.LLM.EMBEDDING_SCALE)
     logit_scale, why = _logit_scale(path, m)
     if arch in ("gemma2", "gemma3", "qwen3next", "qwen35", "qwen35moe"):
         notes.append("llama.cpp stores these norms' gains with the +1 already added: no offset.")
@@ -687,15 +689,18 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
     rope_off = arch == "granite" and m.get(Keys.Rope.SCALING_FINETUNED, True) is False  # Granite's rope switch
     if (arch in NOPE_GLOBAL and not swa[l]) or rope_off:
         rotation = None
-    scale, why = None, None
+    scale, why, scale_queries = None, None, False
     if m.float(Keys.Attention.SCALE, 0.0):  # 0: the graph's default, 1/√head width
         scale = m.float(Keys.Attention.SCALE)
         why = "the checkpoint's attention scale"
-    elif (arch, n) in (("gemma3", 62), ("gemma2", 46)) and d // heads != hd:
-        # llama.cpp's rule: Gemma 3 27B and Gemma 2 27B scale by query_pre_attn_scalar = d / heads, the others by the
-        # head width.
-        scale = (d // heads) ** -0.5
-        why = f"1/√{d // heads}: Gemma {arch[-1]} 27B's query_pre_attn_scalar"
+    elif arch in ("gemma2", "gemma3"):
+        # ★ llama.cpp's Gemma graphs multiply the rotated queries by f_attention_scale, 1.0f/sqrtf of the head width
+        # (of d / heads for Gemma 3 27B and Gemma 2 27B: query_pre_attn_scalar) in float32, and attend at a scale of
+        # 1: the logits scaled after K·q, or by the 7-digit decimal, differ in last bits.
+        width = d // heads if (arch, n) in (("gemma3", 62), ("gemma2", 46)) else hd
+        scale, scale_queries = f32(1.0 / f32(math.sqrt(width))), True
+        why = f"the rotated queries scaled by 1/√{width} in float32, as llama.cpp's Gemma graph scales them" + (
+            f" (Gemma {arch[-1]} 27B's query_pre_attn_scalar)" if width != hd else "")
     qn = shape(T("attn_q_norm"))
     qk_norm = Norm(m.float(Keys.Attention.LAYERNORM_RMS_EPS, 1e-6)) if qn is not None else None
     # Gemma 2's graph soft-caps every attention logit (50 unless the file says).
@@ -708,7 +713,7 @@ def _mixer(path, m: _Meta, arch, l, d, tensors, need, shape, base, scaling: _Rop
                      and m.int(Keys.LLM.EXPERT_COUNT, 0, minimum=0) != 128,
                      gated=gated, bias=shape(T("attn_qkv_bias" if fused else "attn_q_bias")) is not None,
                      out_bias=shape(T("attn_output_bias")) is not None, sinks=shape(T("attn_sinks")) is not None,
-                     scale=scale, scale_why=why, notes=notes)
+                     scale=scale, scale_why=why, scale_queries=scale_queries, notes=notes)
 
 
 def _normalized(m: _Meta) -> bool:
@@ -748,7 +753,9 @@ def _ffn(path, m: _Meta, arch, l, d, tensors, need, shape):
                        expert_biases=shape(T("ffn_gate_exps_bias")) is not None,
                        clamp=7.0 if arch == "gpt-oss" else None, weighting_inputs=llama4,
                        shared_width=shared[1] if shared else None,
-                       shared_gate=shape(T("ffn_gate_inp_shexp")) is not None)
+                       shared_gate=shape(T("ffn_gate_inp_shexp")) is not None,
+                       # ★ qwen2moe.cpp gates its shared expert by ggml_div(ggml_silu(g), g), not ggml_sigmoid(g).
+                       quotient_gate=arch == "qwen2moe" and shape(T("ffn_gate_inp_shexp")) is not None)
     activation = "gelu" if arch in GELU else "silu"
     if shape(T("ffn_gate")) is None and arch in UP_ONLY:
         # Phi-3 keeps its gate and up projections in ffn_up, gate first (LLM_FFN_SWIGLU splits it); StarCoder2's block

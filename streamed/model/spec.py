@@ -76,8 +76,9 @@ class Attention:
     chunked attention; ``qk_norm`` an RMS norm per head of queries and keys (Qwen3, Gemma 3), ``qk_l2`` a weightless
     L2 norm (Llama 4); ``gated`` Qwen3-Next's sigmoid output gate packed with the queries; ``bias`` biases on q, k, v,
     ``out_bias`` on the output projection; ``sinks`` one learned logit per head (gpt-oss); ``scale`` the logit scale
-    when it is not ``1/√head_dim``, with the reason in ``scale_why``; ``softcap`` soft-caps the scaled logits (Gemma
-    2). ``qk_norm_whole``: the q/k norm is over the whole projection, not per head (OLMo 2). ``fused``: q, k and v are
+    when it is not ``1/√head_dim``, with the reason in ``scale_why``; ``scale_queries``: the scale multiplies the
+    rotated queries, and the logits are not scaled again (llama.cpp's Gemma graphs: ``ggml_scale`` of Q, attention at a
+    scale of 1); ``softcap`` soft-caps the scaled logits (Gemma 2). ``qk_norm_whole``: the q/k norm is over the whole projection, not per head (OLMo 2). ``fused``: q, k and v are
     one stored tensor, so one product whose columns are split — ``"qkv"`` all queries, keys, values in turn (Phi-3),
     ``"grouped"`` per key/value head its queries, its key, its value (InternLM2's ``wqkv``)."""
 
@@ -99,6 +100,7 @@ class Attention:
     softcap: float | None = None
     qk_norm_whole: bool = False
     fused: str | None = None
+    scale_queries: bool = False
 
     kind = "attention"
 
@@ -172,7 +174,8 @@ class Experts:
     ``scoring`` softmax or sigmoid; ``normalized`` divides the top-k weights by their sum; ``routed_scale`` multiplies
     the routed sum; ``selection_bias`` (DeepSeek-V3) and ``groups``/``keep_groups`` choose experts; ``router_bias``
     and ``expert_biases`` and ``clamp`` are gpt-oss's; ``weighting_inputs`` Llama 4's; ``shared_width`` one always-on
-    expert of that width, ``shared_gate`` its sigmoid gate (Qwen2-MoE, Qwen3-Next)."""
+    expert of that width, ``shared_gate`` its sigmoid gate (Qwen2-MoE, Qwen3-Next), ``quotient_gate`` that σ(g)
+    computed as ``silu(g)/g`` (llama.cpp's Qwen2-MoE graph; float32's quotient differs from its σ in last bits)."""
 
     count: int
     top_k: int
@@ -189,6 +192,7 @@ class Experts:
     weighting_inputs: bool = False
     shared_width: int | None = None
     shared_gate: bool = False
+    quotient_gate: bool = False
 
 
 FeedForward = Union[Dense, Experts, Linear]
@@ -202,7 +206,9 @@ class LayerSpec:
 
     A block that is ``None`` is removed (Nemotron-NAS's ``no_op``): the residual passes it by, with no norm and no
     weight of its own — a layer with neither is its input. ``parallel``: the feed-forward block reads the mixer's
-    normed input, and both outputs join the residual at once (Cohere's one LayerNorm). ``residual_scale`` multiplies
+    normed input, and both outputs join the residual at once (Cohere's one LayerNorm): ``(x + mixer) + ffn`` as
+    transformers adds them, or ``(ffn + x) + mixer`` with ``ffn_first`` (llama.cpp's Cohere 2 graph; float32 sums
+    in another order differ in a last bit). ``residual_scale`` multiplies
     each block's output before it joins the residual (Granite's ``residual_multiplier``)."""
 
     mixer: Mixer | None
@@ -212,6 +218,7 @@ class LayerSpec:
     pre_norm: bool = True
     parallel: bool = False
     residual_scale: float | None = None
+    ffn_first: bool = False
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,8 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
                            selection_bias=get("selection_bias"),
                            groups=(groups, a("keep")) if groups else None, router_bias=get("router_bias"),
                            expert_biases=biases, clamp=a("clamp"), weighting_inputs=bool(a("weighting_inputs", False)),
-                           shared=shared, shared_gate=get("shared_gate"), arithmetic=arithmetic),)
+                           shared=shared, shared_gate=get("shared_gate"),
+                           quotient_gate=bool(a("quotient_gate", False)), arithmetic=arithmetic),)
     if k == "write_rows":
         if a("ring"):  # a ring of the state's rows over the context's positions (ir.py)
             return (nx.ring_write(v[0], int(v[1]), v[2], a("ring")),)

@@ -612,12 +612,14 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
             scored_by: str = "softmax", normalized: bool = False, routed_scale: float | None = None,
             selection_bias=None, groups: tuple[int, int] | None = None, router_bias=None,
             expert_biases: tuple | None = None, clamp: float | None = None, weighting_inputs: bool = False,
-            shared: tuple | None = None, shared_gate=None, arithmetic: Arithmetic = EXACT) -> np.ndarray:
+            shared: tuple | None = None, shared_gate=None, quotient_gate: bool = False,
+            arithmetic: Arithmetic = EXACT) -> np.ndarray:
     """A mixture of SwiGLU experts (Shazeer et al. 2017; the options of §5): router logits ``X·R (+ router bias,
     gpt-oss)`` → ``route`` → for each row the weighted sum of its chosen experts' outputs — the weight multiplying
     the expert's output, or its input when ``weighting_inputs`` (Llama 4) — times ``routed_scale`` (DeepSeek's
     routed scaling factor); plus an always-on shared expert, gated by ``σ(X·S)`` when ``shared_gate`` (Qwen2-MoE,
-    Qwen3-Next). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
+    Qwen3-Next) — that σ(g) computed as ``silu(g)/g``, a float32 quotient, when ``quotient_gate`` (llama.cpp's
+    Qwen2-MoE graph: ``ggml_div(ggml_silu(g), g)``; 0/0 where g is 0, as there). ``expert_biases`` is (gate, up, down), any of them ``None`` for none — a tensor-parallel chip
     whose partial must not add the down bias again.
 
     In llama.cpp's arithmetic, as ``build_moe_ffn`` computes: the routed scale multiplies the weights, an expert's
@@ -659,6 +661,8 @@ def experts(x: np.ndarray, router, top: int, g, u, d, *,
     if shared is not None:
         s = swiglu(x, *shared, arithmetic=arithmetic)
         if shared_gate is not None:
-            s = s * sigmoid(matmul(x, _column(shared_gate, x.shape[1]), arithmetic), arithmetic)
+            g = matmul(x, _column(shared_gate, x.shape[1]), arithmetic)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                s = s * (f32(silu(g, arithmetic)) / f32(g) if quotient_gate else sigmoid(g, arithmetic))
         out = out + s
     return out.astype(F32)

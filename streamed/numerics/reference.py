@@ -268,6 +268,7 @@ class Reference:
                 weighting_inputs="weighting inputs" in o,
                 shared=(v["shared:G2"], v["shared:U2"], v["shared:D2"]) if "shared" in o else None,
                 shared_gate=v.get("shared gate:S"),
+                quotient_gate="quotient gate" in o,
                 arithmetic=self.arithmetic,
             )
         raise ValueError(f"no numerical definition of `{op}`")

@@ -140,7 +140,8 @@ experts        X, R, G, U, D [, …] → Y          mixture of experts; after th
                                                 ``(u + 1)·g·σ(1.702·g)``. The weight multiplies the expert's input
                                                 instead of its output when ``weighting_inputs``. The shared expert
                                                 (silu SwiGLU of the shared tensors) is added, times
-                                                ``σ(X·shared_gate)`` when given.
+                                                ``σ(X·shared_gate)`` when given — with ``quotient_gate``,
+                                                σ(g) as the float32 quotient ``silu(g)/g``.
 argmax         X → Y                            the index of the largest value of each row (int32, ``(rows,)``).
 running_argmax X → Y, M                         ``argmax`` over column tiles (see Tiles): Y (int32) and M hold the
                                                 index, counted from column 0 of the whole, and the value of the

@@ -110,6 +110,18 @@ def test_an_unknown_option_names_the_operations_options():
     assert "`windwo` is not an option of `attention`" in d.message and "did you mean `window`?" in d.message
 
 
+def test_an_option_that_says_how_another_computes_is_an_error_without_it_placed_on_the_call():
+    call = "experts of x with router R, top 2, using G, U and D, shared G2, U2 and D2, quotient gate"
+    text = f"# T\n## Layer 0\nLet e0 be {call}.\n"
+    (d,) = parse(text).diagnostics
+    assert d.message == "`quotient gate` means nothing without `shared gate`: it says how that option computes"
+    assert (d.range.start.line, d.range.start.character, d.range.end.character) == (2, 10, 10 + len(call))
+    gated = parse(f"# T\n## Layer 0\nLet e0 be {call.replace('quotient', 'shared gate S, quotient')}.\n")
+    assert gated.diagnostics == ()
+    (let,) = gated.layers[0].statements
+    assert let.value.options[-2:] == ("shared gate", "quotient gate")
+
+
 def test_a_layer_note_after_a_colon_is_not_part_of_the_program():
     doc = parse("# T\n## Layer 3: global attention\nReturn x.\n")
     layer = doc.layers[0]

@@ -6,9 +6,9 @@ count, layer types, head widths, rotations and their scaling; only its widths sh
 vocabulary), so that the GGUF llama.cpp's converter would write for it (``oracle.write``) is small. That GGUF's
 metadata is the converter's, read from transformers' resolved config (``convert``), never from ``streamed``'s reading:
 a field ``model.hf`` misreads makes the two documents differ here. The two documents' programs — every section but the title and the
-``## Checkpoint`` bindings, comments dropped — must be equal once the checkpoint's own storage conventions are
-accounted for, and each convention must be one the architecture's converter really applies (``CONVENTIONS``): no
-other difference passes.
+``## Checkpoint`` bindings, comments dropped — must be equal once the checkpoint's own storage conventions (and
+the orders of arithmetic llama.cpp's graph computes and its document states) are accounted for, and each convention
+must be one the architecture's converter or graph really applies (``CONVENTIONS``): no other difference passes.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from streamed.model.float32 import f32
 from streamed.model.gguf import read_gguf
 from streamed.model.hf import spec_from_config
 
-#: How llama.cpp's converter stores a weight differently from transformers, and how that shows in the program; each a
-#: (pattern in the config's program, what the GGUF's program has instead).
+#: How llama.cpp's converter stores a weight differently from transformers, or llama.cpp's graph orders a computation
+#: otherwise (the GGUF's document states llama.cpp's order), and how that shows in the program; each a (pattern in the
+#: config's program, what the GGUF's program has instead).
 CONVENTIONS = {
     # InternLM2's converter splits wqkv — per key/value head its queries, its key, its value — into attn_q, attn_k
     # and attn_v (and permutes q and k, the convention below); first, so that the lines below align.
@@ -56,7 +57,28 @@ CONVENTIONS = {
     # transformers windows every Phi-3 and StarCoder2 layer by `sliding_window`; llama.cpp's graphs have no window
     # (Phi-3's reads the key and disables it).
     "no window in llama.cpp's graph": (r", window \d+", ""),
+    # transformers' Gemma scales the attention logits by 1/√query_pre_attn_scalar; llama.cpp's Gemma graphs scale the
+    # rotated queries by f_attention_scale, 1.0f/sqrtf(width) in float32, and attend at a scale of 1.
+    "queries scaled before attention": (
+        r"(?s)Let Kc(\d+) be a state of ctx by (\d+)\.(.*?\nSet row pos of Vc\1 to [^\n]*\.)\nLet a\1 be attention of "
+        r"(\w+) over (Kc\1 and Vc\1 at pos, heads \d+ sharing (\d+)(?:, window \d+)?)(?:, scale ([\d.e-]+?))?"
+        r"((?:, soft cap [\d.]+?)?)\.\n", lambda m: _queries_scaled(*m.groups())),
+    # transformers' Qwen2-MoE gates its shared expert by sigmoid(g), llama.cpp's graph by silu(g)/g.
+    "shared gate as silu's quotient": (r"(, shared gate \w+)(?=[.,])", r"\1, quotient gate"),
+    # transformers' Cohere 2 adds a layer's outputs as (x + attention) + MLP, llama.cpp's graph as (MLP + x) + attention.
+    "feed-forward block added first": (r"(?s)Let h(\d+) be (\w+) plus (\w+)\.\n(.*?)Let xo\1 be h\1 plus (\w+)\.",
+                                       r"\4Let h\1 be \2 plus \5.\nLet xo\1 be h\1 plus \3."),
 }
+
+
+def _queries_scaled(l, kv_width, between, q, attend, sharing, scale, cap):
+    """Gemma's attention as llama.cpp's graph computes it: the rotated queries times llama.cpp's float32
+    ``1/sqrtf(width)`` (the width ``query_pre_attn_scalar``, the head's unless the config's scale says), then attention
+    at a scale of 1."""
+    width = round(1 / float(scale) ** 2) if scale else int(kv_width) // int(sharing)
+    return (f"Let Kc{l} be a state of ctx by {kv_width}.{between}\n"
+            f"Let qs{l} be {q} scaled by {number32(f32(1 / f32(math.sqrt(width))))}.\n"
+            f"Let a{l} be attention of qs{l} over {attend}, scale 1{cap}.\n")
 
 
 def _scaled_after(let, l, x, eps, heads, scale, between):
@@ -83,8 +105,8 @@ NUMBER = re.compile(r"\d+\.\d+")
 EXPECTED = {
     "tiny-llama": {"q and k permuted for interleaved pairs"},
     "llama-3.1-8b": {"q and k permuted for interleaved pairs"},
-    "small-gemma3": {"gain stored with its +1"},
-    "gemma-3-27b": {"gain stored with its +1"},
+    "small-gemma3": {"gain stored with its +1", "queries scaled before attention"},
+    "gemma-3-27b": {"gain stored with its +1", "queries scaled before attention"},
     "small-deepseek-v2": set(),
     "deepseek-v2-lite": {LAST_BITS},
     "llama-4-scout": set(),
@@ -96,15 +118,15 @@ EXPECTED = {
                      "q's scale after the recurrence"},
     # test configs (tests/model/configs/) whose conversion the shipped ones do not show
     "mixtral-8x7b-v0.1": {"q and k permuted for interleaved pairs"},
-    "qwen1.5-moe-a2.7b": set(),
+    "qwen1.5-moe-a2.7b": {"shared gate as silu's quotient"},
     "qwen3-30b-a3b": set(),
     "qwen2.5-7b-instruct": set(),
-    "small-gemma2": {"gain stored with its +1"},
+    "small-gemma2": {"gain stored with its +1", "queries scaled before attention"},
     "small-phi3": set(),
     "small-starcoder2": {"no window in llama.cpp's graph"},
     "small-olmo2": set(),
     "small-internlm2": {"q and k permuted for interleaved pairs", "wqkv split into q, k and v"},
-    "gemma-2-9b": {"gain stored with its +1"},
+    "gemma-2-9b": {"gain stored with its +1", "queries scaled before attention"},
     "phi-3-mini-4k-instruct": {"no window in llama.cpp's graph"},
     "phi-3-mini-128k-instruct": {"no window in llama.cpp's graph"},
     "starcoder2-7b": {"no window in llama.cpp's graph"},
@@ -112,11 +134,11 @@ EXPECTED = {
     "internlm2-chat-7b": {"q and k permuted for interleaved pairs", "wqkv split into q, k and v"},
     "small-granite": {"q and k permuted for interleaved pairs"},
     "small-mistral3": {"q and k permuted for interleaved pairs"},
-    "small-cohere2": set(),  # transformers' Cohere rotates adjacent pairs too: nothing to permute
+    "small-cohere2": {"feed-forward block added first"},  # transformers' Cohere rotates adjacent pairs too
     "small-nemotron-nas": {"q and k permuted for interleaved pairs"},
     "granite-3.3-8b-instruct": {"q and k permuted for interleaved pairs"},
     "mistral-small-3.1-24b-instruct-2503": {"q and k permuted for interleaved pairs"},
-    "c4ai-command-r7b-12-2024": set(),
+    "c4ai-command-r7b-12-2024": {"feed-forward block added first"},
     "llama-3_1-nemotron-51b-instruct": {"q and k permuted for interleaved pairs"},
     "llama-3_3-nemotron-super-49b-v1": {"q and k permuted for interleaved pairs"},
 }

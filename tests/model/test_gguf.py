@@ -204,6 +204,47 @@ def test_a_gemma3_gguf_with_a_final_soft_cap_caps_its_logits_and_one_without_doe
     assert "Let capped be soft cap of logits at 30." in author(capped.spec).replace("  ", " ")
 
 
+def lets(text: str) -> dict[str, str]:
+    """A document's ``Let NAME be WHAT.`` statements, comments dropped: name → what where it is first bound (a later
+    layer declares its input, the name its predecessor returned)."""
+    found = (re.match(r"Let (\S+) +be (.*)\.$", line.split("--")[0].strip()) for line in text.splitlines())
+    out: dict[str, str] = {}
+    for m in filter(None, found):
+        out.setdefault(m.group(1), m.group(2))
+    return out
+
+
+@pytest.mark.parametrize("arch, d, width", [("gemma3", 128, 32), ("gemma2", 640, 128)])
+def test_a_gemma_gguf_s_document_states_llama_cpp_s_float32_scales_where_its_graph_applies_them(tmp_path, arch, d,
+                                                                                                 width):
+    """llama.cpp's Gemma graphs multiply the embedding by ``sqrtf(n_embd)`` and the rotated queries by
+    ``1.0f/sqrtf(head width)``, then attend at a scale of 1: the document states each float32 to its last bit (the
+    nearest float32 to √128 and to 1/√32 is not the 7-digit decimal's) and where llama.cpp applies it."""
+    import numpy as np
+
+    import oracle
+    from repo import config
+
+    name = "small-gemma3" if arch == "gemma3" else "small-gemma2"
+    cfg = {**config(name), "hidden_size": d, "head_dim": width, "query_pre_attn_scalar": width}
+    said = lets(author(read_gguf(oracle.write(tmp_path / "g.gguf", cfg).path).spec))
+    assert np.float32(float(said["escale"])) == np.sqrt(np.float32(d))
+    query, by = re.fullmatch(r"(\w+) scaled by ([\d.]+)", said["qs0"]).groups()
+    assert query == ("qr0" if "qr0" in said else "qn0")
+    assert np.float32(float(by)) == np.float32(1) / np.sqrt(np.float32(width))
+    assert re.fullmatch(r"attention of qs0 over Kc0 and Vc0 at pos, .*, scale 1(, soft cap \d+)?", said["a0"])
+
+
+def test_a_cohere2_gguf_s_layer_adds_its_feed_forward_block_to_the_residual_before_its_attention(tmp_path):
+    """llama.cpp's Cohere 2 graph adds a layer's outputs as ``(ffn + x) + attention``; float32 sums in another order
+    differ in last bits, which a Q8_0 product's activations carry on."""
+    import oracle
+    from repo import config
+
+    said = lets(author(read_gguf(oracle.write(tmp_path / "c.gguf", config("small-cohere2")).path).spec))
+    assert (said["h0"], said["xo0"]) == ("x plus fo0", "h0 plus o0")
+
+
 def test_experts_in_an_architecture_llama_cpp_reads_without_experts_are_refused(tmp_path):
     import numpy as np
 

@@ -276,3 +276,32 @@ def test_yarn_s_table_is_ggml_s_float32_rope_cache_close_to_the_float64_one():
     exact = rotary_table("cosines", base, ctx, half, scaling="yarn", factor=factor, context=float(context),
                          attention=1.2079442)
     assert np.abs(cos - exact).max() <= 2e-5 and not np.array_equal(cos, exact)
+
+
+@BOTH
+def test_a_quotient_gate_multiplies_the_shared_expert_by_ggml_s_silu_divided_by_its_input(path):
+    """Qwen2-MoE's shared gate in llama.cpp's graph: ``g = X·S``, then ``ggml_div(ggml_silu(g), g)`` — ggml's SiLU,
+    a float32 quotient (the exact quotient rounded once) — times the shared expert's output, ``ggml_mul``. Routed
+    experts that add nothing (their down projections 0) leave that product alone in the output. The quotient is σ(g)
+    as a function, and a last bit away from ggml's sigmoid on some rows: with ``quotient_gate`` off those differ."""
+    from streamed.numerics import kernels as nx
+    from streamed.numerics.product import llama_cpp
+
+    rows, dm, f, n = 64, 32, 32, 4
+    arithmetic = llama_cpp(path)
+    x = R.standard_normal((rows, dm)).astype(np.float32)
+    router = R.standard_normal((dm, n)).astype(np.float32)
+    g, u = (R.standard_normal((n, dm, f)).astype(np.float32) for _ in range(2))
+    zero = np.zeros((n, f, dm), np.float32)
+    shared = tuple(R.standard_normal(s).astype(np.float32) for s in ((dm, f), (dm, f), (f, dm)))
+    gate = R.standard_normal((dm, 1)).astype(np.float32)
+    got = nx.experts(x, router, 2, g, u, zero, shared=shared, shared_gate=gate, quotient_gate=True,
+                     arithmetic=arithmetic)
+    s = nx.swiglu(x, *shared, arithmetic=arithmetic)
+    pre = nx.matmul(x, gate, arithmetic)[:, 0]
+    silu = ggml.silu(pre[:, None], path=path)[:, 0]
+    quotient = [round_f32(F(a) / F(b)) for a, b in zip(silu, pre)]
+    want = [[round_f32(F(s[r, c]) * quotient[r]) for c in range(dm)] for r in range(rows)]
+    assert [[F(v) for v in row] for row in got] == want
+    sigmoid = nx.experts(x, router, 2, g, u, zero, shared=shared, shared_gate=gate, arithmetic=arithmetic)
+    assert not np.array_equal(sigmoid, got)

@@ -18,11 +18,14 @@ Tolerances, each measured (``docs/oracle.md`` has the figures):
 - In llama.cpp's arithmetic (``--arithmetic llama.cpp``: ggml's CPU kernels, bit for bit — its products with Q8_0
   activations and fp16 ones, norms, rotation tables and turns, attention (latent too), the fused Gated DeltaNet
   recurrence, SiLU, GELU's fp16 table, the experts' routing and sum; ``test_ggml_kernels.py`` holds most of them to
-  llama.cpp's own tensors, the cases here the rest through the logits) a Q8_0 checkpoint's logits are llama.cpp's, every
-  bit of them, through the reference and through the bundles, and so are most F16 checkpoints' — but for the cases
-  of ``Q8_LEFT`` and ``F16_LEFT``, each named with what its difference is made of (a document that states one of
-  llama.cpp's operations in another order or with a constant to 7 digits, as transformers' model does), held to
-  ``Q8_TOLERANCE``, 1e-3.
+  llama.cpp's own tensors, the cases here the rest through the logits) every Q8_0 checkpoint's logits are llama.cpp's,
+  every bit of them, through the reference and through the bundles, and so are every F16 checkpoint's through the
+  reference. That needs the document authored from a GGUF to state llama.cpp's order of arithmetic where its graph
+  differs from transformers' model, and its float32 constants to the last bit: Gemma's rotated queries scaled by
+  ``1.0f/sqrtf(width)`` before an attention at scale 1 and its embedding by ``sqrtf(d)``, Cohere 2's ``(ffn + x) +
+  attention``, Qwen2-MoE's shared gate as ``silu(g)/g`` (each was a case left within 1e-3 until its document said
+  so). A case that is not, ``Q8_LEFT`` or ``F16_LEFT`` (``Q8_LEFT_ON`` for one kernel path), would be named there with
+  what its difference is made of and held to ``Q8_TOLERANCE``, 1e-3; none is.
 - Without llama.cpp's arithmetic, Q8_0 cases differ by up to 0.2: the activation quantisation itself.
 
 Which metadata keys count is llama.cpp's rule per architecture (``streamed.model.gguf_keys``), held against it both
@@ -48,23 +51,18 @@ F32_TOLERANCE = 1e-5
 GELU_TOLERANCE = 2.5e-4
 UNGATED_GELU_TOLERANCE = 7.5e-4
 Q8_TOLERANCE = 1e-3
-#: Q8_0 cases whose logits in llama.cpp's arithmetic are not llama.cpp's bit for bit, and why (docs/oracle.md).
-GEMMA3 = "the document's √d to 7 digits (llama.cpp multiplies by sqrtf(d)) and its attention scale on the logits " \
-         "(llama.cpp scales the rotated queries and attends with a scale of 1)"
-COHERE2 = "the document adds the residual as (x + attention) + MLP, llama.cpp as (MLP + x) + attention"
-Q8_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2}  # 6.3e-4, 5.4e-4, 2.1e-7
+#: Q8_0 cases whose logits in llama.cpp's arithmetic are not llama.cpp's bit for bit, and why (docs/oracle.md): none.
+Q8_LEFT: dict[str, str] = {}
 #: Q8_0 cases left on one kernel path only, with the bound each is held to (measured on a host of that path, 2×
 #: room): where a path's sums happen to round as the document's orders do, the case is bit for bit there. None is
 #: left: the rotation tables (YaRN's, LongRoPE's) are ggml's scalar code, alike on every path, and the factors the
 #: documents state llama.cpp's float32s; latent attention and the fused Gated DeltaNet recurrence sum on the path's
 #: lanes as ggml's do, on whichever path computes.
 Q8_LEFT_ON: dict[str, dict[str, tuple[str, float]]] = {"avx2": {}, "avx512": {}}
-#: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md; measured 2.5e-5 to 8.8e-4). An fp16
-#: rounding is 32 times finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16
-#: product's activations and the logits.
-QWEN2MOE = "llama.cpp's Qwen2-MoE computes the shared expert's gate σ(g) as silu(g)/g (qwen2moe.cpp)"
-F16_LEFT = {"gemma3": GEMMA3, "gemma3, linear rope scaling": GEMMA3, "cohere2": COHERE2,
-            "qwen2-moe": QWEN2MOE, "qwen2-moe, a shared-expert gate stored [d]": QWEN2MOE}
+#: F16 cases not bit for bit in llama.cpp's arithmetic, and why (docs/oracle.md): none. (An fp16 rounding is 32 times
+#: finer than a Q8_0 step: last bits that a Q8_0 product's quantisation absorbs reach an F16 product's activations and
+#: the logits, so F16 shows orders Q8_0 hides — Qwen2-MoE's shared gate, silu(g)/g, was one.)
+F16_LEFT: dict[str, str] = {}
 #: Granite adds each block's output ×0.22 to an embedding ×12: llama.cpp's quantisation of the blocks' activations
 #: reaches its logits at 2e-4, within the Q8_0 bound even in exact float32 (the arithmetic still holds it there).
 QUANTISATION_DAMPED = {"granite", "granite, biased attention and MLP"}

@@ -102,3 +102,13 @@ async def test_hover_explains_the_operations_gemma_2_phi_3_and_starcoder2_are_wr
         await editor.analysed(uri)
         h = await hover_at(client, uri, position_of(text, needle, after=after))
         assert h is not None and says in h.contents.value, (name, h)
+
+
+async def test_hover_on_experts_names_the_quotient_gate_and_the_option_it_needs(editor, client):
+    from repo import example
+
+    text = example("qwen3-next-80b-a3b")
+    uri = editor.open(text)
+    await editor.analysed(uri)
+    h = await hover_at(client, uri, position_of(text, "experts", after="Let fo0"))
+    assert "- `, quotient gate` (with `shared gate`) — the shared gate's σ(g) computed as silu(g)/g" in h.contents.value

@@ -344,6 +344,8 @@ class _Lifter(_Emitter):
                 attrs += [("groups", int(n("N"))), ("keep", int(n("M")))]
             if "clamped swiglu at" in c.options:
                 attrs.append(("clamp", n("L")))
+            if "quotient gate" in c.options:
+                attrs.append(("quotient_gate", True))
             return self.emit("experts", ins, attrs, dest)
         self.fail(f"`{op}` has no spatial lowering")
 
