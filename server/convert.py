@@ -54,22 +54,24 @@ def to_json(uri: str, d: Diagnostic) -> dict:
 _LINE = re.compile(r'"\\u0000(\d+)\\u0000"')
 
 
-def to_json_lines(uri: str, d: Diagnostic) -> tuple[list[str], list[int]] | None:
-    """``json.dumps(to_json(uri, d))`` cut at its line numbers: the texts around them and the lines, so the
-    diagnostic moved by ``n`` lines is the texts joined with each line plus ``n`` — written once, moved at the cost
-    of its numbers. (Each line is first written as a string of its place between NULs, which JSON escapes: no text of
-    a message can stand for one, as a quote inside a JSON string is always escaped; ``None`` if a value of the
-    diagnostic is itself such a string.)"""
-    obj = to_json(uri, d)
+def to_json_lines(uri: str, diags) -> tuple[list[str], list[int]] | None:
+    """The diagnostics' ``to_json`` as one JSON text (the items of an array, without its brackets) cut at its line
+    numbers: ``pieces``, with every other item left for a line of ``lines`` — so the diagnostics moved by ``n`` lines
+    are the pieces with each line plus ``n`` — written once, moved at the cost of their numbers. (Each line is first
+    written as a string of its place between NULs, which JSON escapes: no text of a message can stand for one, as a
+    quote inside a JSON string is always escaped; ``None`` if a value is itself such a string.)"""
+    objs = [to_json(uri, d) for d in diags]
     lines: list[int] = []
-    for r in [obj["range"], *(x["location"]["range"] for x in obj.get("relatedInformation", ()))]:
-        for end in (r["start"], r["end"]):
-            lines.append(end["line"])
-            end["line"] = f"\0{len(lines) - 1}\0"
-    pieces = _LINE.split(json.dumps(obj))
-    if pieces[1::2] != [str(k) for k in range(len(lines))]:  # a value that is itself such a string: not cut
+    for obj in objs:
+        for r in [obj["range"], *(x["location"]["range"] for x in obj.get("relatedInformation", ()))]:
+            for end in (r["start"], r["end"]):
+                lines.append(end["line"])
+                end["line"] = f"\0{len(lines) - 1}\0"
+    pieces = _LINE.split(json.dumps(objs)[1:-1])
+    if pieces[1::2] != [str(k) for k in range(len(lines))]:
         return None
-    return pieces[0::2], lines
+    pieces[1::2] = [""] * len(lines)
+    return pieces, lines
 
 
 def contains(r: lsp.Range, line: int, character: int) -> bool:

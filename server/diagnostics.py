@@ -78,12 +78,12 @@ class Published:
         if hit is None or hit[0] is not diags:
             cut = self._get(("cut", id(diags)))
             if cut is None or cut[0] is not diags:
-                cut = (diags, _cut(uri, diags))
+                cut = (diags, to_json_lines(uri, diags))
                 self.written += len(diags)
-            pieces, lines = cut[1]
-            if lines is None:  # a diagnostic not cut: placed and written whole
+            if cut[1] is None:  # a run that could not be cut: placed and written a diagnostic at a time
                 text = ",".join(self._one(uri, d) for d in placed(diags, Base(line, 0)))
             else:
+                pieces, lines = cut[1]
                 parts = pieces[:]
                 parts[1::2] = [str(k + line) for k in lines]
                 text = "".join(parts)
@@ -91,26 +91,6 @@ class Published:
         self.current[(id(diags), line)] = hit
         self.current["cut", id(diags)] = hit[2]  # kept while the chunk is: it may move later
         return hit[1]
-
-
-def _cut(uri: str, diags: tuple) -> tuple[list[str], list[int] | None]:
-    """A run of chunk-relative diagnostics as one JSON text cut at its line numbers: ``pieces`` with room (every other
-    item) for each line of ``lines``."""
-    texts: list[str] = []
-    lines: list[int] = []
-    for d in diags:
-        cut = to_json_lines(uri, d)
-        if cut is None:
-            return [], None
-        if texts:
-            texts[-1] += "," + cut[0][0]
-        else:
-            texts.append(cut[0][0])
-        texts.extend(cut[0][1:])
-        lines += cut[1]
-    pieces = [""] * (2 * len(texts) - 1)
-    pieces[0::2] = texts
-    return pieces, lines
 
 
 def result_id(diags: list[lsp.Diagnostic]) -> str:
