@@ -59,8 +59,8 @@ def _broken(text: str) -> str:
 def test_an_edit_above_broken_layers_publishes_what_opening_the_edited_text_does_writing_only_its_chunk():
     """An error on every line of 40 layers: an edit that moves all of them by lines — inside the first layer, whose
     diagnostics it makes again, and in ``## Model``, above every layer — publishes exactly what a fresh server
-    publishes for the edited text, and writes as JSON only the diagnostics of the chunk it edited: the others are
-    the same chunk-relative values, moved by their line numbers."""
+    publishes for the edited text (and lsprotocol's converter writes), and writes as JSON only the diagnostics of the
+    chunk it edited: the others are the same chunk-relative values, moved by their line numbers."""
     uri = "file:///tmp/broken.lgm"
     text = _broken(document(40))
     analyzer, published = IncrementalAnalyzer(), Published()
@@ -80,5 +80,6 @@ def test_an_edit_above_broken_layers_publishes_what_opening_the_edited_text_does
         sent = published.message(Snapshot(uri, version, version, a))
         fresh = Published().message(Snapshot(uri, version, version, IncrementalAnalyzer().analyze(text)))
         assert sent == fresh
+        assert json.loads(sent)["params"] == default_converter().unstructure(publish_params(Snapshot(uri, version, version, a)))
         assert len(json.loads(sent)["params"]["diagnostics"]) == total
         assert published.written - written == remade and analyzer.blocked - blocked == remade
