@@ -800,8 +800,13 @@ def unparsed_statements(section: Section) -> tuple[tuple[int, int], ...]:
     if not section.diagnostics or section.table is None:
         return ()
     if section.unparsed is None:  # found once: the analysis asks of every layer after each edit
-        parsed = set(section.spans)  # (a layer sharing another's tree has its spans: no statement is renamed to ask)
-        section.unparsed = tuple((a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed)
+        rep = section.shared_from
+        if rep is not None and rep.broken is not None:
+            # One up to its binders with a broken layer (``lang.shapes.broken_key``): its tokens, split alike.
+            section.unparsed = unparsed_statements(rep)
+        else:
+            parsed = set(section.spans)  # (a layer sharing another's tree has its spans: no statement is renamed)
+            section.unparsed = tuple((a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed)
     return section.unparsed
 
 
