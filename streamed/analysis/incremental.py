@@ -412,9 +412,10 @@ class IncrementalAnalyzer:
 
     def _digest(self, programs: Programs, program: Program) -> str:
         key = digest_key(programs, program, self.storage)
-        known = key is not None and self._digests.get(key) is not None
-        d = digest_of(programs, program, self.storage, self._digests)
-        self.digested += not known
+        d = self._digests.get(key) if key is not None else None
+        if d is None:  # (a hit asks for the key once, not again inside ``digest_of``)
+            d = digest_of(programs, program, self.storage, self._digests)
+            self.digested += 1
         return d
 
     # ---- an edit that changed only layers' text: everything else is the last analysis's ----------------------
