@@ -3,6 +3,9 @@ units, so a conversion copies numbers; it never searches the text."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from lsprotocol import types as lsp
 
 from streamed.lang.lexer import Range
@@ -46,6 +49,49 @@ def to_json(uri: str, d: Diagnostic) -> dict:
     if d.data is not None:
         out["data"] = d.data
     return out
+
+
+_string = json.encoder.encode_basestring_ascii  # a string as ``json.dumps`` writes it
+_LINE = re.compile(r'"\\u0000(\d+)\\u0000"')
+
+
+def to_json_lines(uri: str, diags) -> tuple[list[str], list[int]] | None:
+    """``json.dumps`` of the diagnostics' ``to_json`` (the items of the array, without its brackets) cut at its line
+    numbers: ``pieces``, with every other item left for a line of ``lines`` — so the diagnostics moved by ``n`` lines
+    are the pieces with each line plus ``n``: written once, moved at the cost of their numbers. A diagnostic with
+    neither related information nor data — a parse error's — is written directly (what ``json.dumps`` writes, field
+    for field); any other through ``to_json`` and ``json.dumps``, each line first written as a string of its place
+    between NULs, which JSON escapes — no text of a message can stand for one, as a quote inside a JSON string is
+    always escaped (``None`` if a value is itself such a string)."""
+    texts: list[str] = []
+    lines: list[int] = []
+    tail = ""  # what follows the last line so far
+    for d in diags:
+        if texts:
+            tail += ", "
+        if not d.related and d.data is None and type(d.code) is str:
+            r = d.range
+            texts += [tail + '{"range": {"start": {"line": ', f', "character": {r.start.character}}}, "end": {{"line": ']
+            lines += [r.start.line, r.end.line]
+            tail = (f', "character": {r.end.character}}}}}, "message": {_string(d.message)}, "severity": '
+                    f'{_SEVERITY[d.severity].value}, "code": {_string(d.code)}, "source": "{SOURCE}"}}')
+            continue
+        obj = to_json(uri, d)
+        mine: list[int] = []
+        for r in [obj["range"], *(x["location"]["range"] for x in obj.get("relatedInformation", ()))]:
+            for end in (r["start"], r["end"]):
+                mine.append(end["line"])
+                end["line"] = f"\0{len(mine) - 1}\0"
+        pieces = _LINE.split(json.dumps(obj))
+        if pieces[1::2] != [str(k) for k in range(len(mine))]:
+            return None
+        texts += [tail + pieces[0], *pieces[2:-1:2]]
+        lines += mine
+        tail = pieces[-1]
+    texts.append(tail)
+    out = [""] * (2 * len(texts) - 1)
+    out[0::2] = texts
+    return out, lines
 
 
 def contains(r: lsp.Range, line: int, character: int) -> bool:

@@ -55,6 +55,12 @@ class Snapshot:
         out.sort(key=diagnostic_order)
         return out
 
+    @property
+    def runs(self) -> tuple:
+        """``diagnostics`` as the analysis's runs (``IncrementalAnalysis.runs``: a chunk's parse diagnostics kept
+        relative to it, with the base to place them at), for a writer that places them itself."""
+        return self.analysis.runs if not self.rejects else ((None, tuple(self.diagnostics)),)
+
 
 @dataclass
 class _Doc:
@@ -214,7 +220,7 @@ class Scheduler:
         with paced_collector():
             analysis = analyzer.analyze(text)
             rejects: tuple = ()
-            if self.deployment is not None and not analysis.errors:
+            if self.deployment is not None and not analysis.has_errors:
                 # Imported here, not at the top: the lowering loads with the first analysis, not the server's start.
                 from streamed.spatial.diagnose import reject_diagnostics_of
 

@@ -31,7 +31,7 @@ from operator import attrgetter, eq, is_, is_not, ne
 
 from .whole import Analysis, checkpoint_diagnostics, diagnostic_order, divergence_diagnostic
 from .kinds import Divergence, LayerKind, describe, digest_key, digest_of, divergences, named_kinds
-from .places import Base, Spot, Where, placed, spot, token_at
+from .places import Base, Block, Spot, Where, in_order, placed, placed_runs, spot, token_at
 from ..lang.lexer import Pos, Range, utf8_length
 from ..lang.limits import MAX_DOCUMENT_BYTES, document_too_large
 from ..lang.chunks import Chunk
@@ -88,7 +88,7 @@ class _State:
     head_at: int | None
     titles: list[int]  # the chunks whose heading is a `# Title`
     doc_diags: list  # what the parser says about the whole document
-    parse_placed: dict  # chunk → its parse diagnostics in document coordinates (only chunks that have some)
+    parse_blocks: dict  # chunk → its parse diagnostics, chunk-relative (``Block``; only chunks that have some)
     check_placed: dict  # chunk → its check diagnostics in document coordinates (ordered documents)
     odd: set  # positions k in the chain (embed, layers, head) where chain[k + 1] does not read chain[k]'s output
     layer_digests: list
@@ -99,10 +99,14 @@ class _State:
 
 class IncrementalAnalysis:
     """An analysis whose sections and programs are chunk-relative; ``diagnostics``, ``divergences`` and ``kinds``
-    are in document coordinates, equal to ``analyze(text)``'s. Immutable."""
+    are in document coordinates, equal to ``analyze(text)``'s. Immutable.
+
+    ``runs`` are the diagnostics in their order as ``places.in_order`` gives them: a chunk's parse diagnostics stay
+    relative to the chunk (the very tuple of the last analysis while its parse is), with the base to place them at;
+    ``diagnostics`` places them all when first read."""
 
     def __init__(self, text_of, document: Document, programs: Programs, kinds: tuple[LayerKind, ...],
-                 divergences: tuple[Divergence, ...], diagnostics: tuple[Diagnostic, ...], storage: Storage,
+                 divergences: tuple[Divergence, ...], runs: tuple, has_errors: bool, storage: Storage,
                  state: _State, where: "Where"):
         self._text_of = text_of
         self._text: str | None = None
@@ -110,7 +114,9 @@ class IncrementalAnalysis:
         self.programs = programs
         self.kinds = kinds
         self.divergences = divergences
-        self.diagnostics = diagnostics
+        self.runs = runs
+        self.has_errors = has_errors
+        self._diagnostics: tuple[Diagnostic, ...] | None = None
         self.storage = storage
         self._state = state
         self._where = where
@@ -122,6 +128,12 @@ class IncrementalAnalysis:
         if self._text is None:
             self._text = self._text_of()
         return self._text
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        if self._diagnostics is None:
+            self._diagnostics = placed_runs(self.runs)
+        return self._diagnostics
 
     @property
     def chunk_texts(self) -> tuple[str, ...]:
@@ -279,10 +291,12 @@ class IncrementalAnalyzer:
         self._names = _Generations()
         self._parted = _Generations()  # where a layer parts from a representative, by the two programs
         self._placed = _Generations()  # each divergence's diagnostic, by the divergence and where its sections are
+        self._blocks = _Generations()  # each chunk parse's diagnostics as a ``Block``, by the parse's tuple
         self._last: IncrementalAnalysis | None = None
         self._last_text: Text | None = None
         self.parsed = 0  # chunks parsed (a cache miss) — for tests and benchmarks
         self.digested = 0
+        self.blocked = 0  # parse diagnostics made into blocks (each once per parse of its chunk)
 
     def _parse(self, text: str) -> ChunkParse:
         hit = self._parsed.get(text)
@@ -359,7 +373,7 @@ class IncrementalAnalyzer:
                 shapes.live.clear()
             raise
         finally:
-            for cache in (self._parsed, self._shared, self._checked, self._digests,
+            for cache in (self._parsed, self._shared, self._checked, self._digests, self._blocks,
                           *self._by_shape.values()):
                 cache.turn()
         self._last, self._last_text = a, text
@@ -398,9 +412,10 @@ class IncrementalAnalyzer:
 
     def _digest(self, programs: Programs, program: Program) -> str:
         key = digest_key(programs, program, self.storage)
-        known = key is not None and self._digests.get(key) is not None
-        d = digest_of(programs, program, self.storage, self._digests)
-        self.digested += not known
+        d = self._digests.get(key) if key is not None else None
+        if d is None:  # (a hit asks for the key once, not again inside ``digest_of``)
+            d = digest_of(programs, program, self.storage, self._digests)
+            self.digested += 1
         return d
 
     # ---- an edit that changed only layers' text: everything else is the last analysis's ----------------------
@@ -449,21 +464,22 @@ class IncrementalAnalyzer:
         document = Document(text.__str__, last.document.title, tuple(sections_col[st.first:]), (), by_kind)
         where = Where(sections_col, line0, byte0, st.layer_at, st.special)
 
-        # Diagnostics of each chunk: the edited chunks' anew, those after them moved by the lines they gained.
-        parse_placed, check_placed = dict(st.parse_placed), dict(st.check_placed)
+        # Diagnostics of each chunk: the edited chunks' anew; a check's after them moved by the lines they gained (a
+        # parse's stay relative to their chunk: ``Block``).
+        parse_blocks, check_placed = dict(st.parse_blocks), dict(st.check_placed)
         for i in window:
-            base = Base(line0[i], byte0[i])
-            for into, diags in ((parse_placed, parses[i].diagnostics), (check_placed, checks_col[i])):
-                if diags:
-                    into[i] = placed(diags, base)
-                else:
-                    into.pop(i, None)
+            if parses[i].diagnostics:
+                parse_blocks[i] = self._block(parses[i].diagnostics)
+            else:
+                parse_blocks.pop(i, None)
+            if checks_col[i]:
+                check_placed[i] = placed(checks_col[i], Base(line0[i], byte0[i]))
+            else:
+                check_placed.pop(i, None)
         doc_diags = st.doc_diags
         if shift != (0, 0):
-            for into, column in ((parse_placed, parses), (check_placed, None)):
-                for i in [i for i in into if i >= hi]:
-                    diags = column[i].diagnostics if column is not None else checks_col[i]
-                    into[i] = placed(diags, Base(line0[i], byte0[i]))
+            for i in [i for i in check_placed if i >= hi]:
+                check_placed[i] = placed(checks_col[i], Base(line0[i], byte0[i]))
             if any(i >= hi for i in st.titles):
                 doc_diags = _document_diagnostics(parses, sections_col, st.first, line0, byte0)[0]
 
@@ -501,7 +517,7 @@ class IncrementalAnalyzer:
 
         state = _State(texts, seps, lines, sizes, parses, sections_col, programs_col, checks_col, digests_col,
                        st.first, line0, byte0, st.constants_key, True, st.layer_at, st.special, st.embed_at,
-                       st.head_at, st.titles, doc_diags, parse_placed, check_placed, odd, layer_digests,
+                       st.head_at, st.titles, doc_diags, parse_blocks, check_placed, odd, layer_digests,
                        st.layer_indices, groups, ())
         changed = {sections_col[i].index for i in window}
         return self._finish(text, document, programs, kinds, state, where, changed, recheck=False)
@@ -562,8 +578,12 @@ class IncrementalAnalyzer:
             if s is not None and s.kind in _PROGRAM_KINDS:
                 programs_col[i], checks_col[i] = self._check(s, texts[i], constants, constants_key)
 
-        # What the parser says in each chunk, in document coordinates (only chunks that say something are read).
-        parse_placed = {i: placed(parses[i].diagnostics, Base(line0[i], byte0[i]))
+        # What the parser says in each chunk, relative to it (only chunks that say something are read): the last
+        # analysis's block of each chunk whose parse it still is.
+        if old is not None:
+            for b in old.parse_blocks.values():
+                self._blocks.put(id(b.source), b)
+        parse_blocks = {i: self._block(parses[i].diagnostics)
                         for i in compress(range(first, n), map(_diagnostics, islice(parses, first, None)))}
 
         # Links between programs: the usual document (layers numbered 0, 1, 2… in order, one embed, one head) is
@@ -613,7 +633,7 @@ class IncrementalAnalyzer:
 
         state = _State(texts, seps, lines, sizes, parses, sections_col, programs_col, checks_col, digests_col, first,
                        line0, byte0, constants_key, ordered, layer_at, special, embeds[0] if embeds else None,
-                       heads[0] if heads else None, titles, doc_diags, parse_placed, check_placed, odd,
+                       heads[0] if heads else None, titles, doc_diags, parse_blocks, check_placed, odd,
                        layer_digests, layer_indices, groups, ())
         changed = {s.index for s in sections_col[lo:hi] if s is not None and s.kind is SectionKind.LAYER}
         return self._finish(text, document, programs, kinds, state, where, changed, recheck)
@@ -674,11 +694,37 @@ class IncrementalAnalyzer:
             divs.append(hit[4])
         kept.turn()
         ckpt = checkpoint_diagnostics(programs, storage, lambda prog, r: where.base(prog.section).range(r))
-        all_diags = (state.doc_diags + list(chain.from_iterable(state.parse_placed.values())) + list(programs.diagnostics)
-                     + ckpt + div_diags)
-        all_diags.sort(key=diagnostic_order)
-        return IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), tuple(all_diags), storage,
+        # In order: each chunk's parse diagnostics as its block (nothing placed, nothing sorted), the rest between
+        # them; a block whose message names a line, or that reaches its chunk's end, is placed with the rest.
+        blocks = sorted(state.parse_blocks.items())
+        kept, moved = [], []
+        for i, b in blocks:
+            base = Base(line0[i], byte0[i])
+            if b.movable and b.last[0] < state.sizes[i]:
+                kept.append((base, b))
+            else:
+                moved.extend(placed(b.diagnostics, base))
+        others = list(programs.diagnostics) + ckpt + div_diags
+        rest = state.doc_diags + moved + others
+        rest.sort(key=diagnostic_order)
+        runs = in_order(kept, rest)
+        if runs is None:  # a diagnostic of the rest inside a block: every one placed and sorted together
+            rest = state.doc_diags + list(chain.from_iterable(
+                placed(b.diagnostics, Base(line0[i], byte0[i])) for i, b in blocks)) + others
+            rest.sort(key=diagnostic_order)
+            runs = ((None, tuple(rest)),)
+        has_errors = any(b.errors for _, b in kept) or any(d.severity is Severity.ERROR for d in rest)
+        return IncrementalAnalysis(text.__str__, document, programs, kinds, tuple(divs), runs, has_errors, storage,
                                    state, where)
+
+    def _block(self, diags: tuple[Diagnostic, ...]) -> Block:
+        """A chunk parse's diagnostics as a ``Block``, made once per parse (cached by the tuple itself)."""
+        hit = self._blocks.get(id(diags))
+        if hit is None or hit.source is not diags:
+            hit = Block.of(diags)
+            self.blocked += len(diags)
+        self._blocks.put(id(diags), hit)
+        return hit
 
 
 def unanalysed(text: str, why: Diagnostic, storage: Storage = ALL_Q8) -> IncrementalAnalysis:
@@ -687,8 +733,8 @@ def unanalysed(text: str, why: Diagnostic, storage: Storage = ALL_Q8) -> Increme
     doc = Document(text, None, (), (why,))
     state = _State([], [], [], [], [], [], [], [], [], 0, [], [], (), False, [], [], None, None, [], [why], {}, {},
                    set(), [], [], {}, ())
-    return IncrementalAnalysis(lambda: text, doc, Programs(doc, None, (), None, {}), (), (), (why,), storage, state,
-                               Where([], [], [], [], []))
+    return IncrementalAnalysis(lambda: text, doc, Programs(doc, None, (), None, {}), (), (), ((None, (why,)),),
+                               why.severity is Severity.ERROR, storage, state, Where([], [], [], [], []))
 
 
 def _document_diagnostics(parses, sections_col, first: int, line0, byte0):

@@ -12,12 +12,14 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, replace
+from itertools import chain
 
+from .whole import diagnostic_order
 from ..lang.lexer import Pos, Range
-from ..lang.syntax import Diagnostic, Related, Section
+from ..lang.syntax import Diagnostic, Related, Section, Severity
 from ..model.program import Program
 
-__all__ = ["Base", "Where", "Spot", "placed", "spot", "token_at"]
+__all__ = ["Base", "Block", "Where", "Spot", "in_order", "placed", "placed_runs", "spot", "token_at"]
 
 # ---- moving ranges between a chunk and the document ----------------------------------------------------------------
 
@@ -53,6 +55,61 @@ def _relocated(d: Diagnostic, base: Base) -> Diagnostic:
 
 def placed(diags, base: Base) -> tuple[Diagnostic, ...]:
     return tuple(_relocated(base.diagnostic(d), base) for d in diags) if diags else ()
+
+
+# ---- a chunk's diagnostics, kept relative to it -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """A chunk's diagnostics as its own parse says them — relative to the chunk, in the report's order (moving every
+    offset by one base keeps ``diagnostic_order``) — made once per parse of the chunk and placed only when read: an
+    edit above a chunk moves its base, never its block. ``movable``: no message names a line (``_relocated``), so
+    placing a diagnostic moves its ranges and nothing else."""
+
+    source: tuple[Diagnostic, ...]  # the parse's diagnostics, as the parse made them
+    diagnostics: tuple[Diagnostic, ...]
+    first: tuple  # ``diagnostic_order`` of the first diagnostic and of the last, chunk-relative
+    last: tuple
+    errors: bool
+    movable: bool
+
+    @classmethod
+    def of(cls, diags: tuple[Diagnostic, ...]) -> "Block":
+        ordered = tuple(sorted(diags, key=diagnostic_order))
+        return cls(diags, ordered, diagnostic_order(ordered[0]), diagnostic_order(ordered[-1]),
+                   any(d.severity is Severity.ERROR for d in ordered), all(d.code != "rebound" for d in ordered))
+
+
+def _moved(key: tuple, base: Base) -> tuple:
+    return (key[0] + base.offset, key[1], key[2] + base.offset, *key[3:])
+
+
+def in_order(blocks, loose: list[Diagnostic]) -> tuple | None:
+    """The report's order of ``loose`` (document diagnostics, in ``diagnostic_order``) and ``blocks`` (``(Base,
+    Block)`` in document order, each lying before the next chunk starts) as runs: ``(None, diagnostics)`` placed, or
+    ``(base, block's diagnostics)`` to be placed at ``base`` — without placing or sorting a block's diagnostics.
+    ``None`` when a loose diagnostic falls inside a block's span (first to last, inclusive): the caller sorts them
+    all, as ``diagnostic_order`` alone decides ties."""
+    keys = list(map(diagnostic_order, loose))
+    runs: list = []
+    j, n = 0, len(keys)
+    for base, b in blocks:
+        k = bisect.bisect_left(keys, _moved(b.first, base), j)
+        if k > j:
+            runs.append((None, tuple(loose[j:k])))
+            j = k
+        if j < n and keys[j] <= _moved(b.last, base):
+            return None
+        runs.append((base, b.diagnostics))
+    if j < n:
+        runs.append((None, tuple(loose[j:])))
+    return tuple(runs)
+
+
+def placed_runs(runs) -> tuple[Diagnostic, ...]:
+    """``in_order``'s runs as the diagnostics they stand for, every one placed in the document."""
+    return tuple(chain.from_iterable(diags if base is None else placed(diags, base) for base, diags in runs))
 
 
 class Where:

@@ -96,7 +96,7 @@ class Program:
     equal when every part is equal."""
 
     __slots__ = ("section", "input", "output", "carried", "errors", "in_shape", "out_shape", "_decls", "_shapes",
-                 "_bound_at", "_rep", "_names", "__weakref__")
+                 "_bound_at", "_rep", "_names", "_routers", "__weakref__")
 
     def __init__(self, section: Section, decls: dict[str, Decl], shapes: dict[str, Shape | None],
                  bound_at: dict[str, Range], input: str | None, output: str | None, carried: tuple[str, ...],
@@ -114,6 +114,7 @@ class Program:
         self._bound_at = bound_at
         self._rep: Program | None = None
         self._names: dict[str, int] | None = None
+        self._routers: frozenset[str] | None = None  # ``routers`` of its statements, found when first asked
 
     @classmethod
     def renamed(cls, rep: "Program", section: Section) -> "Program":
@@ -132,6 +133,7 @@ class Program:
         p._decls = p._shapes = p._bound_at = None
         p._rep = rep
         p._names = None
+        p._routers = None
         return p
 
     def _rename(self) -> None:
@@ -210,7 +212,9 @@ class Program:
         if self._decls is None and self._rep is not None:
             index, mine = _name_index(self._rep), self.section.shape.names
             return tuple((mine[index[n]], t) for n, t in self._rep.assumed_storage(file_type))
-        kept = routers(self.statements)
+        if self._routers is None:  # asked for every layer renamed from this one, at every digest: walked once
+            self._routers = routers(self.statements)
+        kept = self._routers
         return tuple((d.name, quantized_as(d.shape, file_type, d.name in kept)) for d in self.decls.values()
                      if d.role == "weight" and d.q8)
 
@@ -796,8 +800,13 @@ def unparsed_statements(section: Section) -> tuple[tuple[int, int], ...]:
     if not section.diagnostics or section.table is None:
         return ()
     if section.unparsed is None:  # found once: the analysis asks of every layer after each edit
-        parsed = set(section.spans)  # (a layer sharing another's tree has its spans: no statement is renamed to ask)
-        section.unparsed = tuple((a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed)
+        rep = section.shared_from
+        if rep is not None and rep.broken is not None:
+            # One up to its binders with a broken layer (``lang.shapes.broken_key``): its tokens, split alike.
+            section.unparsed = unparsed_statements(rep)
+        else:
+            parsed = set(section.spans)  # (a layer sharing another's tree has its spans: no statement is renamed)
+            section.unparsed = tuple((a, b) for a, b, _closed in split_statements(section.table) if (a, b) not in parsed)
     return section.unparsed
 
 

@@ -47,3 +47,39 @@ def test_the_pushed_diagnostics_are_the_converters_through_edits():
         codes = [d["code"] for d in sent["params"]["diagnostics"]]
         assert codes.count("divergence") >= 10 and ("reject" in codes) == (not a.errors)
     assert re.search(r'"version":\s*7', published.message(snap))
+
+
+def _broken(text: str) -> str:
+    """``text`` with every `Let … be …` of its layers and head misspelt `bee`: a syntax error on each of them."""
+    head, _, rest = text.partition("## Layer 0")
+    rest = "\n".join(l.replace(" be ", " bee ", 1) if l.startswith("Let") else l for l in rest.split("\n"))
+    return head + "## Layer 0" + rest
+
+
+def test_an_edit_above_broken_layers_publishes_what_opening_the_edited_text_does_writing_only_its_chunk():
+    """An error on every line of 40 layers: an edit that moves all of them by lines — inside the first layer, whose
+    diagnostics it makes again, and in ``## Model``, above every layer — publishes exactly what a fresh server
+    publishes for the edited text (and lsprotocol's converter writes), and writes as JSON only the diagnostics of the
+    chunk it edited: the others are the same chunk-relative values, moved by their line numbers."""
+    uri = "file:///tmp/broken.lgm"
+    text = _broken(document(40))
+    analyzer, published = IncrementalAnalyzer(), Published()
+    a = analyzer.analyze(text)
+    published.message(Snapshot(uri, 1, 1, a))
+    total = len(a.diagnostics)
+    blocks = [diags for base, diags in a.runs if base is not None]  # each layer's and the head's, relative to it
+    per_layer = len(blocks[0])
+    assert len(blocks) == 41 and per_layer > 10 and published.written == total
+    for version, (old, new, remade) in enumerate([
+            ("## Layer 0\n", "## Layer 0\n-- a note\n\n", per_layer),  # the first layer's chunk edited, a line added
+            ("## Layer 0\n", "## Layer 0\n-- and another\n", per_layer),
+            ("## Model\n", "## Model\n-- the model's constants\n", 0)], start=2):
+        text = text.replace(old, new, 1)
+        written, blocked = published.written, analyzer.blocked
+        a = analyzer.analyze(text)
+        sent = published.message(Snapshot(uri, version, version, a))
+        fresh = Published().message(Snapshot(uri, version, version, IncrementalAnalyzer().analyze(text)))
+        assert sent == fresh
+        assert json.loads(sent)["params"] == default_converter().unstructure(publish_params(Snapshot(uri, version, version, a)))
+        assert len(json.loads(sent)["params"]["diagnostics"]) == total
+        assert published.written - written == remade and analyzer.blocked - blocked == remade
