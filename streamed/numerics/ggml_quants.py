@@ -55,12 +55,14 @@ says so: on that path a BF16 product in llama.cpp's arithmetic is the float prod
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
 from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
-from .product import _fma
+from .product import _address, _fma, _load
 
 F32 = np.float32
 QK_K = 256
@@ -150,45 +152,70 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True)
-def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
-    """One weight row ``w`` (its blocks' bytes) with one Q8_K activation row (``qx``, ``dx``, ``bs``): the type's
-    ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``)."""
-    acc[:] = 0
-    accm[:] = 0
-    summs = F32(0)
-    total = F32(0)
-    prods = np.zeros(4, dtype=np.int32)
-    nbytes = 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
-    for i in range(qx.shape[0] // QK_K):
+def _block_bytes(code):
+    """A K-quant block's bytes, by its code in ``DOTS``."""
+    return 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
+
+
+_I32 = ir.IntType(32)
+
+
+@intrinsic
+def _lane_sums(typingctx, wv, qx, o, lanes):
+    """``lanes[l] = Σ wv[o+p]·qx[o+p]`` over the block's 256 values ``p`` with ``(p mod 32) // 4 = l``, in int32 and
+    exact (``|wv| < 2¹⁴``, ``|qx| ≤ 127``: a lane's 32 products stay far below 2³¹): the 32 positions of each run of
+    32 values summed as vectors across the block's 8 runs, then each lane's 4 — vector code the loop's scalar form did
+    not become."""
+
+    def codegen(context, builder, signature, args):
+        wv, qx, o, lanes = args
+        wty, xty, _, lty = signature.args
+        v32 = ir.VectorType(_I32, 32)
+        acc = ir.Constant(v32, [0] * 32)
+        for c in range(QK_K // 32):
+            start = builder.add(o, ir.Constant(o.type, 32 * c))
+            w = _load(builder, _address(context, builder, wty, wv, (start,), 2), 0, ir.VectorType(ir.IntType(16), 32))
+            x = _load(builder, _address(context, builder, xty, qx, (start,), 1), 0, ir.VectorType(ir.IntType(8), 32))
+            acc = builder.add(acc, builder.mul(builder.sext(w, v32), builder.sext(x, v32)))
+        v8 = ir.VectorType(_I32, 8)
+        out = None
+        for u in range(4):
+            part = builder.shuffle_vector(acc, acc, ir.Constant(v8, [4 * l + u for l in range(8)]))
+            out = part if out is None else builder.add(out, part)
+        at = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
+        builder.store(out, builder.inttoptr(at, v8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(wv, qx, o, lanes), codegen
+
+
+@njit(cache=True)
+def _values(code, w, wv):
+    """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
+    by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q6_K's and Q4_K/Q5_K's unsigned,
+    their offsets taken with the activation's block sums in ``_dot``; Q3_K's with its high bit's −4, Q3_K's scale
+    less 32). Made once a row, read by every activation row: ggml's integer sums are exact, so taking them from here
+    in any order gives its integers."""
+    nbytes = _block_bytes(code)
+    for i in range(wv.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
-        lanes[:] = 0
-        prods[:] = 0
-        dm = F32(0)
         if code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
-            dw = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
-            d = dx[i] * dw
             for half in range(2):
                 ql = at + 64 * half
                 qh = at + 128 + 32 * half
+                sc = at + 192 + 8 * half  # value 128·half + 32m + l takes scale 8·half + 2m + l // 16
+                p = o + 128 * half
                 for l in range(32):
                     h = np.int32(w[qh + l])
                     lo = np.int32(w[ql + l])
                     hi = np.int32(w[ql + l + 32])
-                    vals = ((lo & 0xF) | ((h & 3) << 4), (hi & 0xF) | (((h >> 2) & 3) << 4),
-                            (lo >> 4) | (((h >> 4) & 3) << 4), (hi >> 4) | (((h >> 6) & 3) << 4))
-                    for m in range(4):
-                        p = 128 * half + 32 * m + l
-                        sc = np.int32(np.int8(w[at + 192 + p // 16]))
-                        lanes[l // 4] += sc * vals[m] * np.int32(qx[o + p])
-            for l in range(8):
-                s0 = np.int32(np.int8(w[at + 192 + 2 * l]))
-                s1 = np.int32(np.int8(w[at + 192 + 2 * l + 1]))
-                lanes[l] -= 32 * (bs[16 * i + 2 * l] * s0 + bs[16 * i + 2 * l + 1] * s1)
+                    s = sc + l // 16
+                    wv[p + l] = np.int16(np.int32(np.int8(w[s])) * ((lo & 0xF) | ((h & 3) << 4)))
+                    wv[p + 32 + l] = np.int16(np.int32(np.int8(w[s + 2])) * ((hi & 0xF) | (((h >> 2) & 3) << 4)))
+                    wv[p + 64 + l] = np.int16(np.int32(np.int8(w[s + 4])) * ((lo >> 4) | (((h >> 4) & 3) << 4)))
+                    wv[p + 96 + l] = np.int16(np.int32(np.int8(w[s + 6])) * ((hi >> 4) | (((h >> 6) & 3) << 4)))
         elif code == 4 or code == 5:  # Q2_K: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d
-            dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
-                _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
-            d = dx[i] * dw
             for p in range(QK_K):  # value p: byte 32j + t of qs, bits 2m (p = 128j + 32m + t); sub-block p // 16
                 j = p // 128
                 m = (p % 128) // 32
@@ -203,21 +230,8 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
                     low = (w[at + 96 + sb % 8] >> (4 * (sb // 8))) & 0xF
                     high = (w[at + 104 + sb % 4] >> (2 * (sb // 4))) & 3
                     sc = np.int32(low | (high << 4)) - 32
-                lanes[t // 4] += sc * v * np.int32(qx[o + p])
-            if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
-                dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
-                dmin = -dx[i] * dm
-                for l in range(8):
-                    mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
-                        + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
-                    prods[0] += mins
-                    if not tiled:
-                        acc[l] = _fma(dmin, F32(mins), acc[l])
+                wv[o + p] = np.int16(sc * v)
         else:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
-            dw = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
-            dm = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
-            d = dx[i] * dw
-            dmin = -dx[i] * dm
             qs = at + (48 if code == 7 else 16)
             for g in range(4):
                 sc1 = np.int32(_scale_min_k4(2 * g, w, at + 4)[0])
@@ -230,8 +244,53 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
                         hb = np.int32(w[at + 16 + l])
                         v1 += ((hb >> (2 * g)) & 1) << 4
                         v2 += ((hb >> (2 * g + 1)) & 1) << 4
-                    lanes[l // 4] += sc1 * v1 * np.int32(qx[o + 64 * g + l]) \
-                        + sc2 * v2 * np.int32(qx[o + 64 * g + 32 + l])
+                    wv[o + 64 * g + l] = np.int16(sc1 * v1)
+                    wv[o + 64 * g + 32 + l] = np.int16(sc2 * v2)
+
+
+@njit(cache=True)
+def _dot(code, w, wv, qx, dx, bs, lanes, acc, accm, tiled):
+    """One weight row ``w`` (its blocks' bytes; ``wv`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
+    ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
+    sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
+    (``_lane_sums``)."""
+    acc[:] = 0
+    accm[:] = 0
+    summs = F32(0)
+    total = F32(0)
+    prods = np.zeros(4, dtype=np.int32)
+    nbytes = _block_bytes(code)
+    for i in range(qx.shape[0] // QK_K):
+        at = i * nbytes
+        o = i * QK_K
+        _lane_sums(wv, qx, o, lanes)
+        prods[:] = 0
+        dm = F32(0)
+        if code == 8:  # Q6_K: the values' offset of 32, by the activation's block sums
+            dw = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            d = dx[i] * dw
+            for l in range(8):
+                s0 = np.int32(np.int8(w[at + 192 + 2 * l]))
+                s1 = np.int32(np.int8(w[at + 192 + 2 * l + 1]))
+                lanes[l] -= 32 * (bs[16 * i + 2 * l] * s0 + bs[16 * i + 2 * l + 1] * s1)
+        elif code == 4 or code == 5:
+            dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
+                _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
+            d = dx[i] * dw
+            if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
+                dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
+                dmin = -dx[i] * dm
+                for l in range(8):
+                    mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
+                        + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
+                    prods[0] += mins
+                    if not tiled:
+                        acc[l] = _fma(dmin, F32(mins), acc[l])
+        else:  # Q4_K, Q5_K: the mins by the activation's block sums
+            dw = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
+            dm = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
+            d = dx[i] * dw
+            dmin = -dx[i] * dm
             for t in range(4):
                 for u in range(2):
                     sb = 2 * t + u
@@ -262,14 +321,16 @@ def _dot(code, w, qx, dx, bs, lanes, acc, accm, tiled):
 
 @njit(cache=True, parallel=True)
 def _kernel(code, qx, dx, bs, w, tiled, out):
-    rows = qx.shape[0]
+    rows, k = qx.shape
     n_out = w.shape[0]
     for n in prange(n_out):
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
+        wv = np.empty(k, dtype=np.int16)
+        _values(code, w[n], wv)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
+            out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
