@@ -171,17 +171,19 @@ def _lane_sums(typingctx, wv, qx, o, lanes):
         wv, qx, o, lanes = args
         wty, xty, _, lty = signature.args
         v32 = ir.VectorType(_I32, 32)
-        acc = ir.Constant(v32, [0] * 32)
-        for c in range(QK_K // 32):
+        v16 = ir.VectorType(_I32, 16)
+        v8 = ir.VectorType(_I32, 8)
+        even16, odd16 = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
+        acc = ir.Constant(v16, [0] * 16)
+        for c in range(QK_K // 32):  # products summed in adjacent pairs (vpmaddwd's form), pairs across the runs
             start = builder.add(o, ir.Constant(o.type, 32 * c))
             w = _load(builder, _address(context, builder, wty, wv, (start,), 2), 0, ir.VectorType(ir.IntType(16), 32))
             x = _load(builder, _address(context, builder, xty, qx, (start,), 1), 0, ir.VectorType(ir.IntType(8), 32))
-            acc = builder.add(acc, builder.mul(builder.sext(w, v32), builder.sext(x, v32)))
-        v8 = ir.VectorType(_I32, 8)
-        out = None
-        for u in range(4):
-            part = builder.shuffle_vector(acc, acc, ir.Constant(v8, [4 * l + u for l in range(8)]))
-            out = part if out is None else builder.add(out, part)
+            prod = builder.mul(builder.sext(w, v32), builder.sext(x, v32))
+            acc = builder.add(acc, builder.add(builder.shuffle_vector(prod, prod, even16),
+                                               builder.shuffle_vector(prod, prod, odd16)))
+        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
+                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
         at = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
         builder.store(out, builder.inttoptr(at, v8.as_pointer()), align=1)
         return context.get_dummy_value()
@@ -190,12 +192,12 @@ def _lane_sums(typingctx, wv, qx, o, lanes):
 
 
 @njit(cache=True)
-def _values(code, w, wv):
+def _values(code, w, wv, floors):
     """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
     by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q6_K's and Q4_K/Q5_K's unsigned,
     their offsets taken with the activation's block sums in ``_dot``; Q3_K's with its high bit's −4, Q3_K's scale
-    less 32). Made once a row, read by every activation row: ggml's integer sums are exact, so taking them from here
-    in any order gives its integers."""
+    less 32), and for Q4_K and Q5_K each sub-block's 6-bit min in ``floors`` (8 a block). Made once a row, read by every
+    activation row: ggml's integer sums are exact, so taking them from here in any order gives its integers."""
     nbytes = _block_bytes(code)
     for i in range(wv.shape[0] // QK_K):
         at = i * nbytes
@@ -236,6 +238,8 @@ def _values(code, w, wv):
             for g in range(4):
                 sc1 = np.int32(_scale_min_k4(2 * g, w, at + 4)[0])
                 sc2 = np.int32(_scale_min_k4(2 * g + 1, w, at + 4)[0])
+                floors[8 * i + 2 * g] = np.int32(_scale_min_k4(2 * g, w, at + 4)[1])
+                floors[8 * i + 2 * g + 1] = np.int32(_scale_min_k4(2 * g + 1, w, at + 4)[1])
                 for l in range(32):
                     b = np.int32(w[qs + 32 * g + l])
                     v1 = b & 0xF
@@ -249,8 +253,8 @@ def _values(code, w, wv):
 
 
 @njit(cache=True)
-def _dot(code, w, wv, qx, dx, bs, lanes, acc, accm, tiled):
-    """One weight row ``w`` (its blocks' bytes; ``wv`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
+def _dot(code, w, wv, floors, qx, dx, bs, lanes, acc, accm, tiled):
+    """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
     ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
     sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
     (``_lane_sums``)."""
@@ -294,8 +298,7 @@ def _dot(code, w, wv, qx, dx, bs, lanes, acc, accm, tiled):
             for t in range(4):
                 for u in range(2):
                     sb = 2 * t + u
-                    mn = np.int32(_scale_min_k4(sb, w, at + 4)[1])
-                    prods[t] += mn * (bs[16 * i + 2 * sb] + bs[16 * i + 2 * sb + 1])
+                    prods[t] += floors[8 * i + sb] * (bs[16 * i + 2 * sb] + bs[16 * i + 2 * sb + 1])
             if code == 6 and not tiled:
                 for t in range(4):
                     accm[t] = _fma(dmin, F32(prods[t]), accm[t])
@@ -328,9 +331,10 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
         wv = np.empty(k, dtype=np.int16)
-        _values(code, w[n], wv)
+        floors = np.zeros(k // QK_K * 8, dtype=np.int32)
+        _values(code, w[n], wv, floors)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
+            out[r, n] = _dot(code, w[n], wv, floors, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
