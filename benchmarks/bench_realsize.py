@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shutil
 import statistics
@@ -112,6 +113,26 @@ def make(folder: Path, name: str, cfg: dict, q8: bool, fast: bool, source: str |
     return gguf
 
 
+MADE = """
+import json, sys
+from pathlib import Path
+sys.path[:0] = json.loads(sys.argv[1])
+import bench_realsize
+folder, name, cfg, q8, fast, source = json.loads(sys.argv[2])
+bench_realsize.make(Path(folder), name, cfg, q8, fast, source)
+"""
+
+
+def made(folder: Path, name: str, cfg: dict, q8: bool, fast: bool, source: str | None) -> Path:
+    """``make`` in a child process, so that this one stays small: on Linux a child's peak resident set
+    (``ru_maxrss``) starts at its parent's when it is spawned (``exec`` carries the old image's high-water mark
+    over), and a parent that had written or quantised a checkpoint would raise every peak measured after it."""
+    paths = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "support"), str(ROOT)]
+    subprocess.run([PY, "-c", MADE, json.dumps(paths), json.dumps([str(folder), name, cfg, q8, fast, source])],
+                   cwd=ROOT, check=True)
+    return folder / f"{name}.gguf"
+
+
 def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: int, bundle: bool,
          fast: bool = False, keep: bool = False, source: str | None = None,
          steps: tuple[str, ...] = ("prefill", "decode")) -> list[dict]:
@@ -119,7 +140,7 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
     import numpy as np
 
     t = time.perf_counter()
-    gguf = make(folder, name, cfg, q8, fast, source)
+    gguf = made(folder, name, cfg, q8, fast, source)
     print(f"{name}: wrote {gguf.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.0f} s", flush=True)
     doc = folder / f"{name}.lgm"
     subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
