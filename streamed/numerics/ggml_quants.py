@@ -191,6 +191,132 @@ def _lane_sums(typingctx, wv, qx, o, lanes):
     return types.void(wv, qx, o, lanes), codegen
 
 
+@intrinsic
+def _q4k_lanes(typingctx, w, at, qx, o, scales, lanes):
+    """``_lane_sums`` of a Q4_K block read where it is stored, for one activation row (decode): the block at byte
+    ``at`` of ``w``, its sub-block scales ``scales[0:8]``; each run of 32 bytes of ``qs`` holds two sub-blocks (low
+    and high nibbles), and value ``p``'s product ``scale·q·x`` goes to lane ``(p mod 32) // 4`` — the same integers
+    as from ``_values``, without writing them: one row reads its weight once, so decoding it first costs a pass."""
+
+    def codegen(context, builder, signature, args):
+        w, at, qx, o, scales, lanes = args
+        wty, _, xty, _, sty, lty = signature.args
+        v32 = ir.VectorType(_I32, 32)
+        v16 = ir.VectorType(_I32, 16)
+        v8 = ir.VectorType(_I32, 8)
+        b32 = ir.VectorType(ir.IntType(8), 32)
+        even16, odd16 = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
+        h32 = ir.VectorType(ir.IntType(16), 32)
+        h16 = ir.VectorType(ir.IntType(16), 16)
+        even_h, odd_h = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
+
+        def scale(j):  # a sub-block's scale (6 bits) in every int16 lane
+            at_s = _address(context, builder, sty, scales, (ir.Constant(o.type, j),), 4)
+            v = builder.trunc(builder.load(builder.inttoptr(at_s, _I32.as_pointer())), ir.IntType(16))
+            one = builder.insert_element(ir.Constant(h16, None), v, ir.Constant(_I32, 0))
+            return builder.sext(builder.shuffle_vector(one, one, ir.Constant(v16, [0] * 16)), v16)
+
+        def pairs(qv, xv, sc):  # Σ over adjacent pairs of (q·x)·scale — q·x fits int16 (15·127), as vpmaddwd sums
+            p = builder.mul(qv, xv)
+            return builder.add(builder.mul(builder.sext(builder.shuffle_vector(p, p, even_h), v16), sc),
+                               builder.mul(builder.sext(builder.shuffle_vector(p, p, odd_h), v16), sc))
+
+        acc = ir.Constant(v16, [0] * 16)
+        for g in range(4):
+            byte = builder.add(at, ir.Constant(at.type, 16 + 32 * g))
+            q = builder.zext(_load(builder, _address(context, builder, wty, w, (byte,), 1), 0, b32), h32)
+            low = builder.and_(q, ir.Constant(h32, [15] * 32))
+            high = builder.lshr(q, ir.Constant(h32, [4] * 32))
+            first = builder.add(o, ir.Constant(o.type, 64 * g))
+            second = builder.add(o, ir.Constant(o.type, 64 * g + 32))
+            xl = builder.sext(_load(builder, _address(context, builder, xty, qx, (first,), 1), 0, b32), h32)
+            xh = builder.sext(_load(builder, _address(context, builder, xty, qx, (second,), 1), 0, b32), h32)
+            acc = builder.add(acc, builder.add(pairs(low, xl, scale(2 * g)), pairs(high, xh, scale(2 * g + 1))))
+        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
+                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
+        at_l = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
+        builder.store(out, builder.inttoptr(at_l, v8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(w, at, qx, o, scales, lanes), codegen
+
+
+@intrinsic
+def _q6k_lanes(typingctx, w, at, qx, o, scales, lanes):
+    """``_lane_sums`` of a Q6_K block read where it is stored, for one activation row: each half's value ``32m + l``
+    is ``ql``'s nibble (low for m even, high for m odd… of byte ``l`` or ``l + 32``) with two bits of ``qh[l]`` above
+    it, 0…63 (the offset of 32 is taken with the block sums in ``_dot``), times its scale ``scales[p // 16]``
+    (int8); the same integers as ``_values`` gives, in lane ``(p mod 32) // 4``."""
+
+    def codegen(context, builder, signature, args):
+        w, at, qx, o, scales, lanes = args
+        wty, _, xty, _, sty, lty = signature.args
+        v16 = ir.VectorType(_I32, 16)
+        v8 = ir.VectorType(_I32, 8)
+        b32 = ir.VectorType(ir.IntType(8), 32)
+        h32 = ir.VectorType(ir.IntType(16), 32)
+        even_h, odd_h = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
+
+        def scale_pair(j):  # scales j (values l < 16: pairs 0…7) and j + 1 (l ≥ 16: pairs 8…15), sign-extended
+            vals = []
+            for jj in (j, j + 1):
+                at_s = _address(context, builder, sty, scales, (ir.Constant(o.type, jj),), 4)
+                vals.append(builder.load(builder.inttoptr(at_s, _I32.as_pointer())))
+            vec = ir.Constant(v16, None)
+            for lane in range(16):
+                vec = builder.insert_element(vec, vals[lane // 8], ir.Constant(_I32, lane))
+            return vec
+
+        def pairs(qv, xv, sc):
+            p = builder.mul(qv, xv)
+            return builder.add(builder.mul(builder.sext(builder.shuffle_vector(p, p, even_h), v16), sc),
+                               builder.mul(builder.sext(builder.shuffle_vector(p, p, odd_h), v16), sc))
+
+        def load_bytes(offset):
+            byte = builder.add(at, ir.Constant(at.type, offset))
+            return builder.zext(_load(builder, _address(context, builder, wty, w, (byte,), 1), 0, b32), h32)
+
+        acc = ir.Constant(v16, [0] * 16)
+        for half in range(2):
+            ql0, ql1 = load_bytes(64 * half), load_bytes(64 * half + 32)
+            qh = load_bytes(128 + 32 * half)
+            nib = ir.Constant(h32, [15] * 32)
+            for m, (ql, shift_low) in enumerate(((ql0, 0), (ql1, 0), (ql0, 4), (ql1, 4))):
+                low = builder.and_(builder.lshr(ql, ir.Constant(h32, [shift_low] * 32)), nib)
+                top = builder.and_(builder.lshr(qh, ir.Constant(h32, [2 * m] * 32)), ir.Constant(h32, [3] * 32))
+                v = builder.or_(low, builder.shl(top, ir.Constant(h32, [4] * 32)))
+                start = builder.add(o, ir.Constant(o.type, 128 * half + 32 * m))
+                x = builder.sext(_load(builder, _address(context, builder, xty, qx, (start,), 1), 0, b32), h32)
+                acc = builder.add(acc, pairs(v, x, scale_pair(8 * half + 2 * m)))
+        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
+                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
+        at_l = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
+        builder.store(out, builder.inttoptr(at_l, v8.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(w, at, qx, o, scales, lanes), codegen
+
+
+@njit(cache=True)
+def _scales_q6(w, scales):
+    """A Q6_K row's sub-block scales (int8, 16 a block), for ``_q6k_lanes``."""
+    for i in range(scales.shape[0] // 16):
+        for j in range(16):
+            scales[16 * i + j] = np.int32(np.int8(w[i * 210 + 192 + j]))
+
+
+@njit(cache=True)
+def _scales_k4(w, scales, floors):
+    """A Q4_K row's sub-block scales and mins, 8 a block (``get_scale_min_k4``; ``scales`` at 16 a block, as Q6_K
+    takes them, the first 8 used), for ``_q4k_lanes``."""
+    for i in range(floors.shape[0] // 8):
+        at = i * 144
+        for j in range(8):
+            sc, mn = _scale_min_k4(j, w, at + 4)
+            scales[16 * i + j] = np.int32(sc)
+            floors[8 * i + j] = np.int32(mn)
+
+
 @njit(cache=True)
 def _values(code, w, wv, floors):
     """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
@@ -253,7 +379,7 @@ def _values(code, w, wv, floors):
 
 
 @njit(cache=True)
-def _dot(code, w, wv, floors, qx, dx, bs, lanes, acc, accm, tiled):
+def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
     ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
     sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
@@ -267,7 +393,12 @@ def _dot(code, w, wv, floors, qx, dx, bs, lanes, acc, accm, tiled):
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
-        _lane_sums(wv, qx, o, lanes)
+        if wv.shape[0]:
+            _lane_sums(wv, qx, o, lanes)
+        elif code == 6:  # one row of a Q4_K or Q6_K weight: read where it is stored
+            _q4k_lanes(w, at, qx, o, scales[16 * i:16 * i + 8], lanes)
+        else:
+            _q6k_lanes(w, at, qx, o, scales[16 * i:16 * i + 16], lanes)
         prods[:] = 0
         dm = F32(0)
         if code == 8:  # Q6_K: the values' offset of 32, by the activation's block sums
@@ -330,11 +461,19 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
-        wv = np.empty(k, dtype=np.int16)
         floors = np.zeros(k // QK_K * 8, dtype=np.int32)
-        _values(code, w[n], wv, floors)
+        scales = np.zeros(k // QK_K * 16, dtype=np.int32)
+        if rows == 1 and (code == 6 or code == 8):  # decode: the row read once, where it is stored
+            wv = np.empty(0, dtype=np.int16)
+            if code == 6:
+                _scales_k4(w[n], scales, floors)
+            else:
+                _scales_q6(w[n], scales)
+        else:  # decoded once for every activation row
+            wv = np.empty(k, dtype=np.int16)
+            _values(code, w[n], wv, floors)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], wv, floors, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
+            out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
