@@ -158,6 +158,53 @@ def _block_bytes(code):
 
 
 _I32 = ir.IntType(32)
+_V16 = ir.VectorType(_I32, 16)
+_V8 = ir.VectorType(_I32, 8)
+_H32 = ir.VectorType(ir.IntType(16), 32)
+_B32 = ir.VectorType(ir.IntType(8), 32)
+
+
+def _scaled_pairs(builder, q, x, scale):
+    """``q·x`` (``<32 x i16>``: each product fits int16) summed in adjacent pairs, each pair times its ``scale``
+    lane (``<16 x i32>``) — vpmaddwd's form; exact."""
+    p = builder.mul(q, x)
+    halves = [builder.sext(builder.shuffle_vector(p, p, ir.Constant(_V16, list(range(k, 32, 2)))), _V16) for k in (0, 1)]
+    return builder.add(builder.mul(halves[0], scale), builder.mul(halves[1], scale))
+
+
+def _widened_pairs(builder, w, x):
+    """``w·x`` summed in adjacent pairs in int32 (``w`` an int16 ``scale·q``, whose product with ``x`` does not fit
+    int16)."""
+    v32 = ir.VectorType(_I32, 32)
+    p = builder.mul(builder.sext(w, v32), builder.sext(x, v32))
+    return builder.add(*(builder.shuffle_vector(p, p, ir.Constant(_V16, list(range(k, 32, 2)))) for k in (0, 1)))
+
+
+def _store_lanes(context, builder, lty, lanes, acc, index_type):
+    """Store ``lanes[l] = acc[2l] + acc[2l+1]`` (``acc``: 16 pair sums, pair ``k`` of values ``4l…4l+3`` at
+    ``2l, 2l+1``)."""
+    out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(_V8, list(range(0, 16, 2)))),
+                      builder.shuffle_vector(acc, acc, ir.Constant(_V8, list(range(1, 16, 2)))))
+    at = _address(context, builder, lty, lanes, (ir.Constant(index_type, 0),), 4)
+    builder.store(out, builder.inttoptr(at, _V8.as_pointer()), align=1)
+
+
+def _bytes(context, builder, aryty, ary, at, offset, extend):
+    """32 bytes of ``ary`` from index ``at + offset``, widened to ``<32 x i16>`` (``extend``: ``zext`` or ``sext``)."""
+    where = builder.add(at, ir.Constant(at.type, offset))
+    return extend(_load(builder, _address(context, builder, aryty, ary, (where,), 1), 0, _B32), _H32)
+
+
+def _scale_lanes(context, builder, sty, scales, first, second, index_type):
+    """A ``<16 x i32>`` whose pairs 0…7 hold ``scales[first]`` and 8…15 ``scales[second]``."""
+    vals = []
+    for j in (first, second):
+        at = _address(context, builder, sty, scales, (ir.Constant(index_type, j),), 4)
+        vals.append(builder.load(builder.inttoptr(at, _I32.as_pointer())))
+    vec = ir.Constant(_V16, None)
+    for lane in range(16):
+        vec = builder.insert_element(vec, vals[lane // 8], ir.Constant(_I32, lane))
+    return vec
 
 
 @intrinsic
@@ -170,22 +217,13 @@ def _lane_sums(typingctx, wv, qx, o, lanes):
     def codegen(context, builder, signature, args):
         wv, qx, o, lanes = args
         wty, xty, _, lty = signature.args
-        v32 = ir.VectorType(_I32, 32)
-        v16 = ir.VectorType(_I32, 16)
-        v8 = ir.VectorType(_I32, 8)
-        even16, odd16 = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
-        acc = ir.Constant(v16, [0] * 16)
+        acc = ir.Constant(_V16, [0] * 16)
         for c in range(QK_K // 32):  # products summed in adjacent pairs (vpmaddwd's form), pairs across the runs
             start = builder.add(o, ir.Constant(o.type, 32 * c))
-            w = _load(builder, _address(context, builder, wty, wv, (start,), 2), 0, ir.VectorType(ir.IntType(16), 32))
-            x = _load(builder, _address(context, builder, xty, qx, (start,), 1), 0, ir.VectorType(ir.IntType(8), 32))
-            prod = builder.mul(builder.sext(w, v32), builder.sext(x, v32))
-            acc = builder.add(acc, builder.add(builder.shuffle_vector(prod, prod, even16),
-                                               builder.shuffle_vector(prod, prod, odd16)))
-        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
-                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
-        at = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
-        builder.store(out, builder.inttoptr(at, v8.as_pointer()), align=1)
+            w = _load(builder, _address(context, builder, wty, wv, (start,), 2), 0, _H32)
+            x = builder.sext(_load(builder, _address(context, builder, xty, qx, (start,), 1), 0, _B32), _H32)
+            acc = builder.add(acc, _widened_pairs(builder, w, x))
+        _store_lanes(context, builder, lty, lanes, acc, o.type)
         return context.get_dummy_value()
 
     return types.void(wv, qx, o, lanes), codegen
@@ -201,41 +239,16 @@ def _q4k_lanes(typingctx, w, at, qx, o, scales, lanes):
     def codegen(context, builder, signature, args):
         w, at, qx, o, scales, lanes = args
         wty, _, xty, _, sty, lty = signature.args
-        v32 = ir.VectorType(_I32, 32)
-        v16 = ir.VectorType(_I32, 16)
-        v8 = ir.VectorType(_I32, 8)
-        b32 = ir.VectorType(ir.IntType(8), 32)
-        even16, odd16 = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
-        h32 = ir.VectorType(ir.IntType(16), 32)
-        h16 = ir.VectorType(ir.IntType(16), 16)
-        even_h, odd_h = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
-
-        def scale(j):  # a sub-block's scale (6 bits) in every int16 lane
-            at_s = _address(context, builder, sty, scales, (ir.Constant(o.type, j),), 4)
-            v = builder.trunc(builder.load(builder.inttoptr(at_s, _I32.as_pointer())), ir.IntType(16))
-            one = builder.insert_element(ir.Constant(h16, None), v, ir.Constant(_I32, 0))
-            return builder.sext(builder.shuffle_vector(one, one, ir.Constant(v16, [0] * 16)), v16)
-
-        def pairs(qv, xv, sc):  # Σ over adjacent pairs of (q·x)·scale — q·x fits int16 (15·127), as vpmaddwd sums
-            p = builder.mul(qv, xv)
-            return builder.add(builder.mul(builder.sext(builder.shuffle_vector(p, p, even_h), v16), sc),
-                               builder.mul(builder.sext(builder.shuffle_vector(p, p, odd_h), v16), sc))
-
-        acc = ir.Constant(v16, [0] * 16)
+        acc = ir.Constant(_V16, [0] * 16)
         for g in range(4):
-            byte = builder.add(at, ir.Constant(at.type, 16 + 32 * g))
-            q = builder.zext(_load(builder, _address(context, builder, wty, w, (byte,), 1), 0, b32), h32)
-            low = builder.and_(q, ir.Constant(h32, [15] * 32))
-            high = builder.lshr(q, ir.Constant(h32, [4] * 32))
-            first = builder.add(o, ir.Constant(o.type, 64 * g))
-            second = builder.add(o, ir.Constant(o.type, 64 * g + 32))
-            xl = builder.sext(_load(builder, _address(context, builder, xty, qx, (first,), 1), 0, b32), h32)
-            xh = builder.sext(_load(builder, _address(context, builder, xty, qx, (second,), 1), 0, b32), h32)
-            acc = builder.add(acc, builder.add(pairs(low, xl, scale(2 * g)), pairs(high, xh, scale(2 * g + 1))))
-        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
-                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
-        at_l = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
-        builder.store(out, builder.inttoptr(at_l, v8.as_pointer()), align=1)
+            q = _bytes(context, builder, wty, w, at, 16 + 32 * g, builder.zext)
+            low = builder.and_(q, ir.Constant(_H32, [15] * 32))
+            high = builder.lshr(q, ir.Constant(_H32, [4] * 32))
+            xl = _bytes(context, builder, xty, qx, o, 64 * g, builder.sext)
+            xh = _bytes(context, builder, xty, qx, o, 64 * g + 32, builder.sext)
+            one, two = (_scale_lanes(context, builder, sty, scales, j, j, o.type) for j in (2 * g, 2 * g + 1))
+            acc = builder.add(acc, builder.add(_scaled_pairs(builder, low, xl, one), _scaled_pairs(builder, high, xh, two)))
+        _store_lanes(context, builder, lty, lanes, acc, o.type)
         return context.get_dummy_value()
 
     return types.void(w, at, qx, o, scales, lanes), codegen
@@ -251,47 +264,20 @@ def _q6k_lanes(typingctx, w, at, qx, o, scales, lanes):
     def codegen(context, builder, signature, args):
         w, at, qx, o, scales, lanes = args
         wty, _, xty, _, sty, lty = signature.args
-        v16 = ir.VectorType(_I32, 16)
-        v8 = ir.VectorType(_I32, 8)
-        b32 = ir.VectorType(ir.IntType(8), 32)
-        h32 = ir.VectorType(ir.IntType(16), 32)
-        even_h, odd_h = (ir.Constant(v16, list(range(k, 32, 2))) for k in (0, 1))
-
-        def scale_pair(j):  # scales j (values l < 16: pairs 0…7) and j + 1 (l ≥ 16: pairs 8…15), sign-extended
-            vals = []
-            for jj in (j, j + 1):
-                at_s = _address(context, builder, sty, scales, (ir.Constant(o.type, jj),), 4)
-                vals.append(builder.load(builder.inttoptr(at_s, _I32.as_pointer())))
-            vec = ir.Constant(v16, None)
-            for lane in range(16):
-                vec = builder.insert_element(vec, vals[lane // 8], ir.Constant(_I32, lane))
-            return vec
-
-        def pairs(qv, xv, sc):
-            p = builder.mul(qv, xv)
-            return builder.add(builder.mul(builder.sext(builder.shuffle_vector(p, p, even_h), v16), sc),
-                               builder.mul(builder.sext(builder.shuffle_vector(p, p, odd_h), v16), sc))
-
-        def load_bytes(offset):
-            byte = builder.add(at, ir.Constant(at.type, offset))
-            return builder.zext(_load(builder, _address(context, builder, wty, w, (byte,), 1), 0, b32), h32)
-
-        acc = ir.Constant(v16, [0] * 16)
+        nib, two_bits, four = (ir.Constant(_H32, [v] * 32) for v in (15, 3, 4))
+        acc = ir.Constant(_V16, [0] * 16)
         for half in range(2):
-            ql0, ql1 = load_bytes(64 * half), load_bytes(64 * half + 32)
-            qh = load_bytes(128 + 32 * half)
-            nib = ir.Constant(h32, [15] * 32)
-            for m, (ql, shift_low) in enumerate(((ql0, 0), (ql1, 0), (ql0, 4), (ql1, 4))):
-                low = builder.and_(builder.lshr(ql, ir.Constant(h32, [shift_low] * 32)), nib)
-                top = builder.and_(builder.lshr(qh, ir.Constant(h32, [2 * m] * 32)), ir.Constant(h32, [3] * 32))
-                v = builder.or_(low, builder.shl(top, ir.Constant(h32, [4] * 32)))
-                start = builder.add(o, ir.Constant(o.type, 128 * half + 32 * m))
-                x = builder.sext(_load(builder, _address(context, builder, xty, qx, (start,), 1), 0, b32), h32)
-                acc = builder.add(acc, pairs(v, x, scale_pair(8 * half + 2 * m)))
-        out = builder.add(builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(0, 16, 2)))),
-                          builder.shuffle_vector(acc, acc, ir.Constant(v8, list(range(1, 16, 2)))))
-        at_l = _address(context, builder, lty, lanes, (ir.Constant(o.type, 0),), 4)
-        builder.store(out, builder.inttoptr(at_l, v8.as_pointer()), align=1)
+            ql = [_bytes(context, builder, wty, w, at, 64 * half + 32 * k, builder.zext) for k in (0, 1)]
+            qh = _bytes(context, builder, wty, w, at, 128 + 32 * half, builder.zext)
+            for m in range(4):  # ql[m % 2]'s low nibble for m < 2, its high one after; qh's bits 2m, 2m+1 above
+                low = builder.and_(builder.lshr(ql[m % 2], ir.Constant(_H32, [4 * (m // 2)] * 32)), nib)
+                top = builder.and_(builder.lshr(qh, ir.Constant(_H32, [2 * m] * 32)), two_bits)
+                v = builder.or_(low, builder.shl(top, four))
+                x = _bytes(context, builder, xty, qx, o, 128 * half + 32 * m, builder.sext)
+                j = 8 * half + 2 * m
+                acc = builder.add(acc, _scaled_pairs(builder, v, x, _scale_lanes(context, builder, sty, scales, j, j + 1,
+                                                                                o.type)))
+        _store_lanes(context, builder, lty, lanes, acc, o.type)
         return context.get_dummy_value()
 
     return types.void(w, at, qx, o, scales, lanes), codegen
