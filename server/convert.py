@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import chain
 
 from lsprotocol import types as lsp
 
 from streamed.lang.lexer import Range
-from streamed.lang.syntax import Diagnostic, Severity
+from streamed.lang.syntax import Diagnostic, Filled, Severity
 
 SOURCE = "streamed"
 
@@ -66,15 +67,30 @@ def to_json_lines(uri: str, diags) -> tuple[list[str], list[int]] | None:
     texts: list[str] = []
     lines: list[int] = []
     tail = ""  # what follows the last line so far
-    for d in diags:
+    rows = ()
+    if type(diags) is Filled and not diags.made:  # a shared broken layer's: written from its rows
+        diags, rows = diags.head, diags.rows
+    error = _SEVERITY[Severity.ERROR].value
+    for d in chain(diags, rows):
         if texts:
             tail += ", "
-        if not d.related and d.data is None and type(d.code) is str:
+        if type(d) is tuple:
+            if not d[7]:  # a syntax error with no replacement: no data
+                plain = (d[1], d[2], d[4], d[5], d[6], error, "syntax")
+            else:
+                d, plain = Filled.diagnostic(d), None
+        elif not d.related and d.data is None and type(d.code) is str:
             r = d.range
-            texts += [tail + '{"range": {"start": {"line": ', f', "character": {r.start.character}}}, "end": {{"line": ']
-            lines += [r.start.line, r.end.line]
-            tail = (f', "character": {r.end.character}}}}}, "message": {_string(d.message)}, "severity": '
-                    f'{_SEVERITY[d.severity].value}, "code": {_string(d.code)}, "source": "{SOURCE}"}}')
+            plain = (r.start.line, r.start.character, r.end.line, r.end.character, d.message,
+                     _SEVERITY[d.severity].value, d.code)
+        else:
+            plain = None
+        if plain is not None:
+            start, start_character, end, end_character, message, severity, code = plain
+            texts += [tail + '{"range": {"start": {"line": ', f', "character": {start_character}}}, "end": {{"line": ']
+            lines += [start, end]
+            tail = (f', "character": {end_character}}}}}, "message": {_string(message)}, "severity": '
+                    f'{severity}, "code": {_string(code)}, "source": "{SOURCE}"}}')
             continue
         obj = to_json(uri, d)
         mine: list[int] = []

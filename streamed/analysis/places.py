@@ -16,7 +16,7 @@ from itertools import chain
 
 from .whole import diagnostic_order
 from ..lang.lexer import Pos, Range
-from ..lang.syntax import Diagnostic, Related, Section, Severity
+from ..lang.syntax import Diagnostic, Filled, Related, Section, Severity
 from ..model.program import Program
 
 __all__ = ["Base", "Block", "Where", "Spot", "in_order", "placed", "placed_runs", "spot", "token_at"]
@@ -76,6 +76,11 @@ class Block:
 
     @classmethod
     def of(cls, diags: tuple[Diagnostic, ...]) -> "Block":
+        if type(diags) is Filled and diags.in_order and diags.rows:
+            # A layer sharing its shape's broken parse: its rows kept as they are, in order — every one a syntax
+            # error, none naming a line; only the first and the last made into diagnostics, for their places.
+            return cls(diags, diags, diagnostic_order(diags[0]), diagnostic_order(diags[-1]), True,
+                       all(d.code != "rebound" for d in diags.head))
         ordered = tuple(sorted(diags, key=diagnostic_order))
         return cls(diags, ordered, diagnostic_order(ordered[0]), diagnostic_order(ordered[-1]),
                    any(d.severity is Severity.ERROR for d in ordered), all(d.code != "rebound" for d in ordered))

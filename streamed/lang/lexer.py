@@ -253,6 +253,27 @@ class Table:
             return Range(self.source.pos(like.starts[i] + self._grow(i)), self.source.pos(like.ends[j] + self._grow(j + 1)))
         return Range(self.source.pos(self.starts[i]), self.source.pos(self.ends[j]))
 
+    def places(self, spans) -> list[tuple[int, int, int, int, int, int]]:
+        """Where each ``(a, b, line of a, line of b)`` runs, from the start of token ``a`` to the end of token ``b``
+        (lines relative to the source), as ``(start offset, start line, start column, end offset, end line, end
+        column)`` — ``range(a, b)``'s numbers. A table not yet placed is read from ``like`` (the same pieces, so its
+        tokens lie on the same lines) without placing its every token: a broken layer of a known shape places its
+        diagnostics alone."""
+        like, src = self.like, self.source
+        if self._starts is not None or like is None or self._parts is not None or not src.ascii:
+            out = []
+            for a, b, _, _ in spans:
+                s, e = self.range(a, b)
+                out.append((s.offset, s.line, s.character, e.offset, e.line, e.character))
+            return out
+        grow = list(accumulate(map(sub, map(len, self.texts), map(len, like.texts)), initial=self.first - like.first))
+        ls, le, lines, line, offset = like.starts, like.ends, src.starts, src.line, src.offset
+        out = []
+        for a, b, la, lb in spans:
+            i, j = ls[a] + grow[a], le[b] + grow[b + 1]
+            out.append((offset + i, line + la, i - lines[la], offset + j, line + lb, j - lines[lb]))
+        return out
+
     def token_range(self, i: int) -> Range:
         return Range(self.source.pos(self.starts[i]), self.source.pos(self.ends[i]))
 

@@ -20,7 +20,9 @@ over the binders (``_failures``: the failed statement parsed once more with ever
 when filled with the layer's own binders it says what the parse said) filled with the layer's own. A message that
 reads a binder's spelling otherwise than by quoting it whole — a guess at what was meant (``nearest``), a quotation
 cut at 40 characters — is no template: that statement is parsed in each layer. So a document whose every layer has
-the same errors parses each statement once, and diagnoses the rest at the cost of placing their diagnostics.
+the same errors parses each statement once, and diagnoses the rest at the cost of filling their messages and
+numbering their places: such a layer's diagnostics are ``Filled``'s rows — offsets, lines, columns and a message,
+its tokens placed from its shape's table, its lines the shape's — made into ``Diagnostic`` values only when read.
 
 Invariant: every diagnostic's range lies inside the text, and every node's range covers exactly its tokens; a
 shared layer's statements and diagnostics equal those a parse of its own text gives. No expression nests deeper than
@@ -50,6 +52,7 @@ from .syntax import (
     Diagnostic,
     Document,
     Expr,
+    Filled,
     Let,
     Name,
     Number,
@@ -566,14 +569,15 @@ _TEMPLATING = _Templating()
 @dataclass(frozen=True, slots=True)
 class _Failure:
     """A statement of a broken program that does not parse: its span, how many statements parsed before it, the
-    tokens its diagnostic's range runs over, and that diagnostic's message and replacement as format strings over
-    the program's binders (``str.format(*names)``); ``message`` is ``None`` when what it says depends on a binder's
-    spelling otherwise than by quoting it whole — that statement is parsed again in each layer."""
+    tokens its diagnostic's range runs over and the lines they lie on (relative to the chunk: the same in every layer
+    of the shape), and that diagnostic's message and replacement as format strings over the program's binders
+    (``str.format(*names)``); ``message`` is ``None`` when what it says depends on a binder's spelling otherwise than
+    by quoting it whole — that statement is parsed again in each layer."""
 
     first: int
     end: int
     index: int
-    at: tuple[int, int] | None = None
+    at: tuple[int, int, int, int] | None = None  # first token, last token, their lines
     message: str | None = None
     replacement: str | None = None
 
@@ -599,7 +603,8 @@ def _failures(section: Section, failed: list) -> tuple[_Failure, ...]:
     _TEMPLATING.on = True
     try:
         for (a, b, index), d in zip(failed, body):
-            at = (starts.get(d.range.start.offset), ends.get(d.range.end.offset))
+            at = (starts.get(d.range.start.offset), ends.get(d.range.end.offset),
+                  d.range.start.line - t.source.line, d.range.end.line - t.source.line)
             message = replacement = None
             if None in at:
                 at = None  # not at token boundaries (none is): each layer of the shape is parsed on its own
@@ -621,26 +626,29 @@ def _failures(section: Section, failed: list) -> tuple[_Failure, ...]:
     return tuple(out)
 
 
-def _shared_failures(rep: Section, to: Section) -> list[Diagnostic] | None:
+def _shared_failures(rep: Section, to: Section) -> list | None:
     """The diagnostics the body of ``to`` — a layer of ``rep``'s shape, ``rep`` broken — gives, from ``rep``'s
-    templates: each range the same tokens of ``to``, each message filled with ``to``'s binders; a statement whose
-    message depends on a spelling is parsed in ``to``. ``None`` — ``to`` is parsed on its own — if such a statement
-    parses there after all, or a range of ``rep``'s is not at token boundaries (neither happens: the parser reads a
-    binder's spelling only in a guess or a cut, and every range it makes runs from a token's start to a token's end)."""
+    templates: each range the same tokens of ``to``, each message filled with ``to``'s binders — as ``Filled``'s rows
+    when every one is a template, else as diagnostics, a statement whose message depends on a spelling parsed in
+    ``to``. ``None`` — ``to`` is parsed on its own — if such a statement parses there after all, or a range of
+    ``rep``'s is not at token boundaries (neither happens: the parser reads a binder's spelling only in a guess or a
+    cut, and every range it makes runs from a token's start to a token's end)."""
     known = rep.broken
     if isinstance(known, list):
         known = rep.broken = _failures(rep, known)
+    if any(f.at is None for f in known):
+        return None
     names = to.shape.names
     t = to.table
-    pos, starts, ends = t.source.pos, t.starts, t.ends
+    if all(f.message is not None for f in known):
+        # Placed from ``rep``'s table: this layer's every token is placed only if something later reads them.
+        return [(*at, f.message.format(*names), f.replacement and f.replacement.format(*names))
+                for f, at in zip(known, t.places([f.at for f in known]))]
     out = []
     for f in known:
-        if f.at is None:
-            return None
         if f.message is not None:
-            out.append(Diagnostic(Range(pos(starts[f.at[0]]), pos(ends[f.at[1]])), Severity.ERROR,
-                                  f.message.format(*names), "syntax",
-                                  data={"replacement": f.replacement.format(*names)} if f.replacement else None))
+            out.append(Filled.diagnostic((*t.places([f.at])[0], f.message.format(*names),
+                                          f.replacement and f.replacement.format(*names))))
             continue
         try:
             _statement(_Statement(t, f.first, f.end - 1, f.end - 1), f.index)
@@ -760,7 +768,7 @@ def parse_chunk(text: str, line: int = 0, offset: int = 0, shared: dict | None =
         section = Section(SectionKind.TITLE, heading, head_text, None, None, full, diagnostics=tuple(diags))
         return ChunkParse(section, 1, tuple(diags))
     section = _section(src, head_text, body_start, diags, shared)
-    return ChunkParse(section, 2, tuple(diags))
+    return ChunkParse(section, 2, section.diagnostics if type(section.diagnostics) is Filled else tuple(diags))
 
 
 def _layer_index(words: list[str], name: str) -> int | None | str:
@@ -803,6 +811,9 @@ def _section(src: Source, head_text: str, body_start: int, diagnostics: list[Dia
             section = Section(SectionKind.LAYER, heading, head_text, index, note, full, body, None, None,
                               index_range=index_range, shape=shape, shared_from=rep)
             mine = _shared_failures(rep, section) if rep.broken is not None else []
+            if mine and type(mine[0]) is tuple:  # every one a template: rows, made into diagnostics when read
+                section.diagnostics = Filled(tuple(diagnostics), mine)
+                return section
             if mine is not None:
                 diagnostics += mine
                 section.diagnostics = tuple(diagnostics)

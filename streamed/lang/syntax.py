@@ -11,7 +11,7 @@ from enum import Enum
 from typing import Union
 
 from .chunks import heading_ranges
-from .lexer import NUMERAL, Range, Token
+from .lexer import NUMERAL, Pos, Range, Token
 
 
 class Severity(Enum):
@@ -39,6 +39,69 @@ class Diagnostic:
     code: str = "syntax"
     related: tuple[Related, ...] = ()
     data: dict | None = None
+
+
+class Filled:
+    """A broken layer's diagnostics when it shares its shape's parse (``parser._shared_failures``): its heading's own
+    (``head``), then what each statement that failed says — the same tokens of this layer, its shape's message filled
+    with its binders — as ``rows`` of plain values, ``(start offset, start line, start column, end offset, end line,
+    end column, message, replacement)``: every one a syntax error. They are made into ``Diagnostic`` values only when
+    read as such (``made`` says whether they were); the editor's analysis keeps the rows and the server writes them
+    as JSON, so opening a document of a thousand such layers makes a ``Diagnostic`` per broken shape, not per layer.
+    A sequence equal to the tuple of the diagnostics it stands for; ``in_order``: those are in the report's order as
+    they stand (each starts after the one before), so a reader sorts nothing."""
+
+    __slots__ = ("head", "rows", "in_order", "_made")
+
+    def __init__(self, head: tuple[Diagnostic, ...], rows: list[tuple]):
+        self.head = head
+        self.rows = rows
+        starts = [d.range.start.offset for d in head] + [r[0] for r in rows]
+        self.in_order = all(map(int.__lt__, starts, starts[1:]))
+        self._made: tuple[Diagnostic, ...] | None = None
+
+    @staticmethod
+    def diagnostic(row: tuple) -> Diagnostic:
+        so, sl, sc, eo, el, ec, message, replacement = row
+        return Diagnostic(Range(Pos(sl, sc, so), Pos(el, ec, eo)), Severity.ERROR, message, "syntax",
+                          data={"replacement": replacement} if replacement else None)
+
+    @property
+    def made(self) -> bool:
+        return self._made is not None
+
+    def _all(self) -> tuple[Diagnostic, ...]:
+        if self._made is None:
+            self._made = self.head + tuple(map(self.diagnostic, self.rows))
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.rows)
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __getitem__(self, k):
+        if self._made is None and isinstance(k, int):  # one diagnostic (a block's first and last), made alone
+            h, n = len(self.head), len(self)
+            k = k + n if k < 0 else k
+            if not 0 <= k < n:
+                raise IndexError(k)
+            return self.head[k] if k < h else self.diagnostic(self.rows[k - h])
+        return self._all()[k]
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, (tuple, Filled)):
+            return NotImplemented
+        return self._all() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"Filled({len(self.head)} + {len(self.rows)} diagnostics)"
 
 
 # ---- expressions -----------------------------------------------------------------------------------------------

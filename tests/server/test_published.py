@@ -13,7 +13,8 @@ from pygls.protocol import default_converter
 from streamed_lsp.diagnostics import Published, publish_params
 from streamed_lsp.scheduler import Snapshot
 
-from streamed.analysis.incremental import IncrementalAnalyzer
+from streamed.analysis.incremental import IncrementalAnalyzer, parse_chunk
+from streamed.lang.syntax import Filled, SectionKind
 from streamed.spatial.deployment import Deployment
 from streamed.spatial.diagnose import reject_diagnostics_of
 
@@ -83,3 +84,21 @@ def test_an_edit_above_broken_layers_publishes_what_opening_the_edited_text_does
         assert json.loads(sent)["params"] == default_converter().unstructure(publish_params(Snapshot(uri, version, version, a)))
         assert len(json.loads(sent)["params"]["diagnostics"]) == total
         assert published.written - written == remade and analyzer.blocked - blocked == remade
+
+
+def test_opening_layers_broken_alike_makes_diagnostics_of_one_layer_and_writes_every_layers():
+    """40 layers with the same errors, each in its own names: the open publishes every layer's diagnostics — the
+    converter's of the analysis, each layer's what parsing it on its own says — yet makes ``Diagnostic`` values of
+    one layer alone (the parse of their shape); the other 39 are written from their rows (``syntax.Filled``)."""
+    uri = "file:///tmp/broken.lgm"
+    text = _broken(document(40))
+    a = IncrementalAnalyzer().analyze(text)
+    sent = json.loads(Published().message(Snapshot(uri, 1, 1, a)))["params"]
+    layers = [s for s in a.document.sections if s.kind is SectionKind.LAYER]
+    made = [s.index for s in layers if not isinstance(s.diagnostics, Filled) or s.diagnostics.made]
+    assert len(layers) == 40 and made == [0]
+    assert sent == default_converter().unstructure(publish_params(Snapshot(uri, 1, 1, a)))
+    assert len(sent["diagnostics"]) == len(a.diagnostics) > 40 * 10
+    for section, chunk in zip(a.document.sections, a.chunk_texts):
+        if section.kind is SectionKind.LAYER:
+            assert tuple(section.diagnostics) == parse_chunk(chunk).diagnostics != ()
