@@ -15,7 +15,6 @@ document`` section of docs/performance.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import resource

@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType, GGUFReader
+from gguf import GGUFReader
 from gguf.quants import dequantize
 
 import llamacpp
