@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..lang.files import FileProblem, display, problem, read_file, size_of
 from ..lang.limits import MAX_CONFIG_BYTES
-from .common import UserError, write_atomically
+from .common import UserError, refuse_unwritable, write_atomically
 
 GGUF_MAGIC = b"GGUF"
 
@@ -89,11 +89,7 @@ def cmd_author(args) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0
-    out = Path(args.output)
-    if out.is_dir():
-        raise UserError(f"{args.output}: is a directory; give the file to write (-o model.lgm)")
-    if not out.parent.exists() and str(out.parent) not in ("", "."):
-        raise UserError(f"{args.output}: its folder {out.parent} does not exist")
+    refuse_unwritable(args.output, args.output, "-o model.lgm")
     try:
         write_atomically(args.output, text)
     except OSError as e:

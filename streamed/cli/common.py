@@ -294,6 +294,17 @@ def arithmetic_line(arithmetic, source) -> str:
     return f"arithmetic: {arithmetic.label} — {arithmetic.path.described} ({source})"
 
 
+def refuse_unwritable(path: str, shown: str, example: str) -> None:
+    """``UserError`` where a file cannot be written at ``path`` — a folder there, or no folder for it — named as the
+    user gave it (``shown``), with an ``example`` of what to give; checked before any work, so nothing is computed
+    for a file that cannot be kept."""
+    target = Path(path)
+    if target.is_dir():
+        raise UserError(f"{shown}: is a directory; give the file to write ({example})")
+    if not target.parent.exists() and str(target.parent) not in ("", "."):
+        raise UserError(f"{shown}: its folder {target.parent} does not exist")
+
+
 def write_atomically(path: str, content: str | Callable[[BinaryIO], None]) -> None:
     """Write ``content`` to ``path`` so that a reader sees the old file or the whole new one, never a part: a text
     (UTF-8, ``\\n`` line ends), or a function writing the bytes to the binary file it is given.

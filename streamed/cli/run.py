@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .cluster import add_cluster_options
 from .common import (UserError, add_arithmetic_option, add_memory_option, add_storage_option, arithmetic_line,
-                     arithmetic_of, load_storage, print_errors, read_document, refuse_unless_it_fits, whole,
-                     write_atomically)
+                     arithmetic_of, load_storage, print_errors, read_document, refuse_unless_it_fits,
+                     refuse_unwritable, whole, write_atomically)
 
 
 def add_parser(sub) -> None:
@@ -96,7 +96,8 @@ def cmd_run(args) -> int:
     from . import cluster
 
     tokens = parse_tokens(args.tokens)
-    savable(args.save)
+    if args.save is not None:  # before anything is computed
+        refuse_unwritable(args.save, f"--save {args.save}", "--save logits.npz")
     on_cluster = cluster.wanted(args)
     text = read_document(args.doc)
     storage = load_storage(args.checkpoint, args.storage)
@@ -289,17 +290,6 @@ def as_json(result, arithmetic: str = "exact", chosen_by: str | None = None):
         yield ("" if k == 0 else ", ") + json.dumps(row.tolist())
     yield (f'], "next": {json.dumps(result.next)}, "arithmetic": {json.dumps(arithmetic)}, '
            f'"arithmetic_chosen_by": {json.dumps(chosen_by)}}}\n')
-
-
-def savable(path: str | None) -> None:
-    """``UserError`` where ``--save``'s file cannot be written — checked before the run computes anything."""
-    if path is None:
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise UserError(f"--save {path}: is a directory; give the file to write (--save logits.npz)")
-    if not target.parent.exists() and str(target.parent) not in ("", "."):
-        raise UserError(f"--save {path}: its folder {target.parent} does not exist")
 
 
 def save(path: str, result, arithmetic: str, chosen_by: str | None) -> None:
