@@ -222,7 +222,7 @@ def run_op(op: Op, v: list, arithmetic: Arithmetic = EXACT) -> tuple:
         return nx.gated_delta(v[0], v[1], v[2], v[3], v[4], v[5], a("heads"), a("groups"), a("in_turn", False),
                               a("scale"), arithmetic)
     if k == "short_convolution":
-        return nx.short_convolution(v[0], v[1], v[2])
+        return nx.short_convolution(v[0], v[1], v[2], arithmetic)
     if k == "experts":
         opt = _optional_inputs(op)
         by = dict(zip(op.inputs, v))

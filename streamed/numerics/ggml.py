@@ -851,3 +851,40 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, 
                  np.ascontiguousarray(beta, dtype=F32), np.ascontiguousarray(kv_of, dtype=np.int64), F32(scale),
                  path.lanes, out)
     return out, np.ascontiguousarray(np.swapaxes(s, 1, 2))
+
+
+# ---- short convolution (ggml_compute_forward_ssm_conv_f32) --------------------------------------------------------
+
+
+@njit(cache=True)
+def _ssm_conv(z, w, fused_from, out):
+    rows, n = out.shape
+    k = w.shape[0]
+    for r in range(rows):
+        for c in range(n):
+            s = np.float32(0)
+            for i in range(k):
+                if i < fused_from:
+                    s = s + z[r + i, c] * w[i, c]
+                else:
+                    s = _fma(z[r + i, c], w[i, c], s)
+            out[r, c] = s
+
+
+def ssm_conv(z: np.ndarray, w: np.ndarray, *, path: KernelPath) -> np.ndarray:
+    """``ggml_ssm_conv`` as the build computes it: ``yᵣ[c] = Σᵢ W[i, c]·z[r+i, c]`` over the window ``z`` (``k − 1 +
+    rows`` rows: the state's, then the step's) and the ``k × c`` kernel ``W``. ggml writes it as a scalar loop in
+    float32 (``sumf += s[i]·c[i]``, ``ggml_compute_forward_ssm_conv_f32``, ops.cpp), so what it computes is what
+    GCC (12, ``-O3``, FMA on, no fast-math) made of that loop: the reduction over ``i`` vectorised by registers —
+    ``L`` products in one multiply, then one register of ``L/2``, each product rounded and added to the sum in
+    order — and the rest, fewer than ``L/2``, a scalar loop whose ``sumf += s·c`` is contracted to one fma. So the
+    last ``k mod (L/2)`` terms are fused: Qwen3-Next's ``k = 4`` is four rounded products on AVX2 (one register of
+    4) and four fmas on AVX-512 (under half a register of 16). ``L`` is the width GCC vectorises with: the path's
+    lanes for ``-mavx512f`` and for ``-march=native`` on this project's AMD EPYC; for Intel's AVX-512 CPUs
+    (``-march=skylake-avx512``, ``icelake-server``, ``sapphirerapids``) GCC 12 prefers 256-bit registers and compiles
+    this loop as on AVX2. Returns ``rows × c``."""
+    z, w = np.ascontiguousarray(z, dtype=F32), np.ascontiguousarray(w, dtype=F32)
+    k = w.shape[0]
+    out = np.empty((z.shape[0] - k + 1, z.shape[1]), F32)
+    _ssm_conv(z, w, k - k % (path.lanes // 2), out)
+    return out

@@ -538,17 +538,22 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, 
     return out.reshape(rows, heads * dv).astype(F32), s.astype(F32)
 
 
-def short_convolution(x: np.ndarray, state: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def short_convolution(x: np.ndarray, state: np.ndarray, w: np.ndarray,
+                      arithmetic: Arithmetic = EXACT) -> tuple[np.ndarray, np.ndarray]:
     """Causal depthwise convolution over the last ``k`` rows (H3/Mamba's short conv; Gated DeltaNet, Qwen3-Next):
     with ``z = [S; X]`` (the ``k−1`` rows before the step, then this step's), ``yᵣ = Σᵢ W[i] ⊙ z[r+i]`` —
-    ``W[k−1]`` weighs the current row. Returns ``y`` and the new state, ``z``'s last ``k−1`` rows."""
+    ``W[k−1]`` weighs the current row. Returns ``y`` and the new state, ``z``'s last ``k−1`` rows. In llama.cpp's
+    arithmetic, as its ``ggml_ssm_conv`` sums (``ggml.ssm_conv``: some terms fused, by the path)."""
     x, s, w = f32(x), f32(state), f32(w)
     kk = w.shape[0]
     z = np.concatenate([s, x], axis=0)
     rows = x.shape[0]
-    y = np.zeros_like(x)
-    for i in range(kk):
-        y += w[i] * z[i:i + rows]
+    if arithmetic.ggml:
+        y = ggml.ssm_conv(z, w, path=arithmetic.path)
+    else:
+        y = np.zeros_like(x)
+        for i in range(kk):
+            y += w[i] * z[i:i + rows]
     return y.astype(F32), z[z.shape[0] - (kk - 1):].copy() if kk > 1 else z[:0].copy()
 
 

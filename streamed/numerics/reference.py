@@ -250,7 +250,7 @@ class Reference:
             self._update(c.arg("S"), s, env)
             return out
         if op == "short convolution":
-            out, s = nx.short_convolution(v["X"], v["S"], v["W"])
+            out, s = nx.short_convolution(v["X"], v["S"], v["W"], self.arithmetic)
             self._update(c.arg("S"), s, env)
             return out
         if op == "experts":

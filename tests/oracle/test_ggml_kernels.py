@@ -5,7 +5,8 @@ whose heads are 80 wide (a reduction of 64 and 16 more: ggml's dot products trea
 tensors are read through the scheduler's evaluation callback (``llamacpp.tensors``). The experts (``build_moe_ffn``:
 the router's softmax or sigmoid, the chosen weights' renormalisation, each expert's products one row at a time, the
 chosen outputs added best first) are held so on the oracle's Qwen3-MoE and Llama 4 (with its q/k norm), and layer
-norm, soft caps, softplus, sigmoid and Gated DeltaNet's L2 norm on its StarCoder2, Gemma 2 and Qwen3.5.
+norm, soft caps, softplus, sigmoid and Gated DeltaNet's L2 norm and short convolution on its StarCoder2, Gemma 2 and
+Qwen3.5.
 
 Every function is computed on the kernel path of the llama.cpp under test (``llamacpp.BUILT``, read from the build's
 own report): on an AVX2 host its AVX2 build, on an AVX-512 host its AVX-512 build (and ``test_kernel_paths.py`` runs
@@ -284,3 +285,20 @@ def test_layer_norm_gelu_soft_caps_softplus_sigmoid_and_l2_norm_are_ggml_s_bit_f
             got = nx.l2norm(x.reshape(len(x.reshape(-1, 64)), 64), 1e-6, 2, LLAMA_CPP)
             assert same_bits(got, first(step, f"{name}_conv_predelta-0")), f"{name}'s L2 norm"
         assert same_bits(nx.sigmoid(first(step, "beta-0"), LLAMA_CPP), first(step, "beta_sigmoid-0")), "sigmoid"
+
+
+def test_gated_deltanet_s_short_convolution_is_ggml_s_ssm_conv_bit_for_bit_at_prefill_and_decode(elementwise_graphs):
+    """``ggml_ssm_conv`` is a scalar loop in ggml's source; what it computes is what the compiler made of it on the
+    path — some of its terms fused (``ggml.ssm_conv``): on AVX-512 all four of Qwen3.5's, on AVX2 none."""
+    from streamed.numerics import kernels as nx
+    LLAMA_CPP = llama_cpp(PATH)
+
+    stored, steps = elementwise_graphs["qwen35"]
+    for layer in range(3):
+        w = stored[f"blk.{layer}.ssm_conv1d.weight"]  # channels × k
+        k = w.shape[1]
+        for step in steps:
+            window = first(step, f"conv_input-{layer}").reshape(w.shape[0], -1).T  # the state's k − 1 rows, the step's
+            got, state = nx.short_convolution(window[k - 1:], window[:k - 1], w.T, LLAMA_CPP)
+            assert same_bits(got, first(step, f"conv_output_raw-{layer}")), (layer, len(window) - k + 1)
+            assert same_bits(state, window[len(window) - k + 1:]), layer
