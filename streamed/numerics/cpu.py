@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import platform
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -40,6 +40,16 @@ class KernelPath:
     isa: str
     lanes: int
     tinyblas: bool = True
+    #: The float32 lanes GCC's auto-vectoriser gave ggml's plain C loops (``ggml.ssm_conv``'s sum) in the build: 0 for
+    #: the path's own; 8 for a native AVX-512 build on an Intel CPU, whose GCC tunings (skylake-avx512, icelake,
+    #: sapphirerapids…) prefer 256-bit registers where AMD's take 512 (``this_machine``). Not part of the name: the
+    #: same kernels, one loop compiled otherwise.
+    compiled_lanes: int = 0
+
+    @property
+    def loop_lanes(self) -> int:
+        """The lanes a plain C loop of ggml's was vectorised with in this build (``compiled_lanes``)."""
+        return self.compiled_lanes or self.lanes
 
     @property
     def name(self) -> str:
@@ -129,6 +139,21 @@ def cpu_flags(cpuinfo: str) -> set[str]:
     return set(m.group(1).split()) if m else set()
 
 
+def cpu_vendor(cpuinfo: str) -> str:
+    """``/proc/cpuinfo``'s first ``vendor_id`` (``GenuineIntel``, ``AuthenticAMD``), or empty."""
+    m = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
+    return m.group(1) if m else ""
+
+
+def native_tuning(path: KernelPath, vendor: str) -> KernelPath:
+    """``path`` as a native build (``-march=native``) on a CPU of ``vendor`` compiles it: GCC's tunings for Intel's
+    AVX-512 cores prefer 256-bit registers for the loops it vectorises itself, so there a plain C loop of ggml's sums
+    in 8 lanes (``KernelPath.compiled_lanes``); everywhere else in the path's own."""
+    if path.isa == "avx512" and vendor == "GenuineIntel":
+        return replace(path, compiled_lanes=8)
+    return path
+
+
 def cpu_name(cpuinfo: str) -> str:
     m = re.search(r"^model name\s*:\s*(.*)$", cpuinfo, re.M)
     return m.group(1).strip() if m else platform.processor() or platform.machine()
@@ -171,16 +196,19 @@ def llama_cpp_report() -> str | None:
 
 def this_machine(name: str | None = None) -> Chosen | Unemulated:
     """The path ``--arithmetic llama.cpp[:NAME]`` computes in: the one named; else the one the llama.cpp build on this
-    machine reports (llama-cpp-python's); else the one a native build would compile for this CPU."""
+    machine reports (llama-cpp-python's); else the one a native build would compile for this CPU — each as a native
+    build on this CPU compiles it (``native_tuning``)."""
+    vendor = cpu_vendor(_read_cpuinfo())
     if name:
         path = named(name)
         if path is None:  # the command line checks names first (``named``): this is a caller's mistake
             raise ValueError(f"no kernel path named {name!r}: {', '.join(PATHS)}")
-        return Chosen(path, "named")
+        return Chosen(native_tuning(path, vendor), "named")
     report = llama_cpp_report()
     if report is not None:
         got = from_report(report)
-        return Chosen(got, "the llama.cpp build's report") if isinstance(got, KernelPath) else got
+        return Chosen(native_tuning(got, vendor), "the llama.cpp build's report") if isinstance(got, KernelPath) \
+            else got
     flags, cpu, machine = this_host()
     got = from_cpu(flags, machine)
-    return Chosen(got, f"this CPU ({cpu})") if isinstance(got, KernelPath) else got
+    return Chosen(native_tuning(got, vendor), f"this CPU ({cpu})") if isinstance(got, KernelPath) else got

@@ -879,12 +879,12 @@ def ssm_conv(z: np.ndarray, w: np.ndarray, *, path: KernelPath) -> np.ndarray:
     ``L`` products in one multiply, then one register of ``L/2``, each product rounded and added to the sum in
     order — and the rest, fewer than ``L/2``, a scalar loop whose ``sumf += s·c`` is contracted to one fma. So the
     last ``k mod (L/2)`` terms are fused: Qwen3-Next's ``k = 4`` is four rounded products on AVX2 (one register of
-    4) and four fmas on AVX-512 (under half a register of 16). ``L`` is the width GCC vectorises with: the path's
-    lanes for ``-mavx512f`` and for ``-march=native`` on this project's AMD EPYC; for Intel's AVX-512 CPUs
-    (``-march=skylake-avx512``, ``icelake-server``, ``sapphirerapids``) GCC 12 prefers 256-bit registers and compiles
-    this loop as on AVX2. Returns ``rows × c``."""
+    4) and four fmas on AVX-512 (under half a register of 16). ``L`` is the width GCC vectorises with
+    (``path.loop_lanes``): the path's lanes for ``-mavx512f`` and for ``-march=native`` on this project's AMD EPYC;
+    for Intel's AVX-512 CPUs (``-march=skylake-avx512``, ``icelake-server``, ``sapphirerapids``) GCC 12 prefers
+    256-bit registers and compiles this loop as on AVX2 (``cpu.native_tuning``). Returns ``rows × c``."""
     z, w = np.ascontiguousarray(z, dtype=F32), np.ascontiguousarray(w, dtype=F32)
     k = w.shape[0]
     out = np.empty((z.shape[0] - k + 1, z.shape[1]), F32)
-    _ssm_conv(z, w, k - k % (path.lanes // 2), out)
+    _ssm_conv(z, w, k - k % (path.loop_lanes // 2), out)
     return out

@@ -97,3 +97,25 @@ def test_a_machine_whose_llama_cpp_no_path_emulates_is_refused_before_anything_r
 def test_an_arithmetic_that_is_not_one_is_one_line_naming_it(run, text):
     code, out, err = run("run", TINY, "--tokens", "5", "--arithmetic", text)
     assert code == 2 and f"--arithmetic {text}: not an arithmetic" in err and "avx512" in err, err
+
+
+def test_a_native_avx_512_build_on_an_intel_cpu_sums_ggml_s_plain_loops_in_8_lanes(monkeypatch):
+    """GCC's tunings for Intel's AVX-512 cores prefer 256-bit registers for the loops it vectorises itself (ggml's
+    ``ssm_conv`` is one): there the build's plain loops sum as an AVX2 build's do; an AMD AVX-512 build's in 16 lanes.
+    (This AMD host's build is held to llama.cpp bit for bit; an Intel build is not here to run.)"""
+    import numpy as np
+
+    from streamed.numerics import ggml
+
+    monkeypatch.setattr(cpu, "llama_cpp_report", lambda: AVX512_BUILD)
+    for vendor, lanes in (("GenuineIntel", 8), ("AuthenticAMD", 16)):
+        monkeypatch.setattr(cpu, "_read_cpuinfo", lambda v=vendor: f"vendor_id\t: {v}\nflags\t\t: avx2 fma f16c\n")
+        chosen = cpu.this_machine()
+        assert chosen.path.name == "avx512" and chosen.path.lanes == 16 and chosen.path.loop_lanes == lanes, vendor
+        assert cpu.this_machine("avx512").path.loop_lanes == lanes
+    assert cpu.native_tuning(cpu.AVX2, "GenuineIntel") == cpu.AVX2
+    rng = np.random.default_rng(5)
+    z, w = rng.standard_normal((12, 256)).astype(np.float32), rng.standard_normal((4, 256)).astype(np.float32)
+    intel = ggml.ssm_conv(z, w, path=cpu.native_tuning(cpu.AVX512, "GenuineIntel"))
+    assert np.array_equal(intel, ggml.ssm_conv(z, w, path=cpu.AVX2))
+    assert not np.array_equal(intel, ggml.ssm_conv(z, w, path=cpu.AVX512))  # four fmas against four products
