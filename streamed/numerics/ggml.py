@@ -40,13 +40,14 @@ import math
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .product import (ACTIVATIONS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8, compiled,
                       operands)
 from .cpu import KernelPath
+from .jit import kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -174,13 +175,13 @@ _Q8_ROWS = 4
 _q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
 
 
-@njit(cache=True)
+@kernel
 def _hsum8(a):
     """``hsum_float_8``: ``((a₀+a₄)+(a₂+a₆)) + ((a₁+a₅)+(a₃+a₇))``."""
     return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _q8_kernel(qx, dx, w, ratio, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
     columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group."""
@@ -204,7 +205,7 @@ def _q8_kernel(qx, dx, w, ratio, out):
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _reduce16(v):
     """``_mm512_reduce_add_ps`` as GCC expands it: halves, then quarters, then pairs, then the two."""
     a = np.empty(8, np.float32)
@@ -213,7 +214,7 @@ def _reduce16(v):
     return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 
 
-@njit(cache=True)
+@kernel
 def _hsum(v, lanes):
     """One register's horizontal sum: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's ``hsum`` (``hsum_float_8``,
     tinyBLAS's, soft_max's): ``tᵢ = vᵢ + vᵢ₊₄``, ``(t₀+t₂) + (t₁+t₃)``."""
@@ -222,7 +223,7 @@ def _hsum(v, lanes):
     return ((v[4] + v[0]) + (v[6] + v[2])) + ((v[5] + v[1]) + (v[7] + v[3]))
 
 
-@njit(cache=True)
+@kernel
 def _vec_reduce(v, lanes):
     """``GGML_F32_VEC_REDUCE``'s last step, one register to a value: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's
     ``tᵢ = vᵢ + vᵢ₊₄`` and two ``_mm_hadd_ps``: ``(t₀+t₁) + (t₂+t₃)``."""
@@ -231,7 +232,7 @@ def _vec_reduce(v, lanes):
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]))
 
 
-@njit(cache=True)
+@kernel
 def _vec_dot(x, y, wide_tail, lanes, acc):
     """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
     float32, ``L = lanes``: value ``k < n − n mod 4L`` goes to accumulator ``(k mod 4L) // L``, lane ``k mod L``, by
@@ -259,7 +260,7 @@ def _vec_dot(x, y, wide_tail, lanes, acc):
     return s
 
 
-@njit(cache=True)
+@kernel
 def _tiny(x, y, lanes, acc):
     """llamafile's ``tinyBLAS<L>`` element: one ``L``-lane fma accumulator over the reduction (a multiple of ``L``),
     then ``hsum``; ``acc`` the caller's scratch of at least ``lanes`` float32."""
@@ -270,7 +271,7 @@ def _tiny(x, y, lanes, acc):
     return _hsum(acc, lanes)
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
     nb_, rows, k = x.shape
     n_out = w.shape[1]
@@ -318,7 +319,7 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
 # ---- norms ---------------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _rms_norm(x, g, eps, out):
     rows, n = x.shape
     for r in range(rows):
@@ -346,7 +347,7 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, epsilon: float, heads: int = 1) ->
 # ---- rotation (ggml_rope_cache_init, rotate_pairs) -----------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_factor, mscale, cos, sin):
     """``ggml_rope_cache_init`` and ``rope_yarn`` as compiled (GCC contracts the ramp's mix into one fma)."""
     one, zero = np.float32(1.0), np.float32(0.0)
@@ -364,7 +365,7 @@ def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_fac
             theta = theta * theta_scale
 
 
-@njit(cache=True)
+@kernel
 def _corr_dim(dims, context, turns, base):
     return np.float32(dims) * math.log(np.float32(context) / (turns * np.float32(2.0) * np.float32(math.pi))) \
         / (np.float32(2.0) * math.log(base))
@@ -395,7 +396,7 @@ def rope_tables(base: float, ctx: int, half: int, freq_scale: float = 1.0, facto
     return cos, sin
 
 
-@njit(cache=True)
+@kernel
 def _powf_kernel(a, b):
     return math.pow(a, b)
 
@@ -404,7 +405,7 @@ def _powf(a: np.float32, b: np.float32) -> np.float32:
     return F32(_powf_kernel(F32(a), F32(b)))
 
 
-@njit(cache=True)
+@kernel
 def _rotate(x, c, s, first, stride, pairs):
     """``rotate_pairs`` as compiled (GCC contracts each line into one fma):
     ``y₀ = fma(x₀, cos, −x₁·sin)``, ``y₁ = fma(x₀, sin, x₁·cos)``."""
@@ -459,7 +460,7 @@ def _from_bits(typingctx, x):
     return types.float32(types.int64), codegen
 
 
-@njit(cache=True)
+@kernel
 def v_expf(x, lanes):
     """``ggml_v_expf`` on one lane of the path's register. Both: ``z = fma(x, log₂e, 1.5·2²³)``, ``n = z − 1.5·2²³``
     (``round(x·log₂e)``), ``b = x − n·ln2`` in two fnmadds, ``u = b²``.
@@ -492,7 +493,7 @@ def v_expf(x, lanes):
     return _fma(s2, j, s2) * s1
 
 
-@njit(cache=True)
+@kernel
 def _silu(x, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -515,7 +516,7 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 # ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _dots(kt, x, lanes, acc, out):
     """``out[j]`` = ``_vec_dot(k_j, x)`` (``ggml_vec_dot_f32``) for every cell's key ``k_j`` = ``kt[:, j]`` (the keys
     transposed: dims × cells), every cell at once: element ``i`` of each dot goes to the accumulator and lane its own
@@ -540,7 +541,7 @@ def _dots(kt, x, lanes, acc, out):
         out[j] = s
 
 
-@njit(cache=True)
+@kernel
 def _p_v(p, vc, g, tiny, lanes, acc, out):
     """``out[c]`` = column ``c`` of ``vc[:, g]`` dotted with ``p``: ``_tiny`` (``tiny``) or ``_vec_dot`` of each
     column, every column at once — the accumulator a cell ``j`` goes to (``(j mod 4L) // L``, lane ``j mod L``; one
@@ -572,7 +573,7 @@ def _p_v(p, vc, g, tiny, lanes, acc, out):
         out[c] = s
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
@@ -658,7 +659,7 @@ def gelu_table() -> np.ndarray:
     return _GELU_TABLE
 
 
-@njit(cache=True)
+@kernel
 def _gelu_f32(x, out):
     """``ggml_gelu_f32`` per value as compiled: ``½x·(1 + tanhf(c·x·fma(a·x, x, 1)))`` (GCC contracts ``1 + a·x·x``
     into one fma), ``tanhf`` the C library's. numpy's float32 ``tanh`` and an uncontracted sum each differ from it in
@@ -680,7 +681,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
 # ---- elementwise, norms and softmax of the recurrent and expert layers ---------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _unary(x, kind, out):
     for i in range(x.shape[0]):
         v = x[i]
@@ -713,7 +714,7 @@ def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
     return unary(np.asarray(x, dtype=F32) * (F32(1) / c), "tanh") * c
 
 
-@njit(cache=True)
+@kernel
 def _soft_max(x, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -745,7 +746,7 @@ def soft_max(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-@njit(cache=True)
+@kernel
 def _norm(x, eps, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -812,7 +813,7 @@ def weights_sum(w: np.ndarray) -> np.ndarray:
 # ---- Gated DeltaNet (ggml_compute_forward_gated_delta_net) ---------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _gated_delta(q, k, v, s, a, b, kv_of, scale, lanes, out):
     """Per row in order and value head ``h``, with the state held as ggml holds it (``m[j]`` = column ``j`` of
     ``S``): ``m ← a·m`` (``ggml_vec_scale_f32``); ``δⱼ = (vⱼ − m[j]·k)·b`` with the path's ``ggml_vec_dot_f32``;

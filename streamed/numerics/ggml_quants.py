@@ -56,11 +56,12 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
+from .jit import kernel
 from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
 from .product import _address, _fma, _load
 
@@ -94,14 +95,14 @@ def not_computed(values, path: KernelPath = AVX2) -> list[str]:
 # ---- Q8_K activations (quantize_row_q8_K_ref) ---------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _nearest_int(v):
     """``nearest_int``: ``v + 1.5·2²³`` in float32, its low mantissa bits the integer (half to even)."""
     s = np.array([v + F32(12582912.0)], dtype=np.float32).view(np.int32)[0]
     return (s & 0x007FFFFF) - 0x00400000
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _quantize_q8_k(x, q, d, bsums):
     rows, k = x.shape
     for r in prange(rows):
@@ -151,7 +152,7 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # ---- the dots (ggml_vec_dot_q4_K_q8_K, _q5_K_, _q6_K_; AVX2) --------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _block_bytes(code):
     """A K-quant block's bytes, by its code in ``DOTS``."""
     return 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
@@ -283,7 +284,7 @@ def _q6k_lanes(typingctx, w, at, qx, o, scales, lanes):
     return types.void(w, at, qx, o, scales, lanes), codegen
 
 
-@njit(cache=True)
+@kernel
 def _scales_q6(w, scales):
     """A Q6_K row's sub-block scales (int8, 16 a block), for ``_q6k_lanes``."""
     for i in range(scales.shape[0] // 16):
@@ -291,7 +292,7 @@ def _scales_q6(w, scales):
             scales[16 * i + j] = np.int32(np.int8(w[i * 210 + 192 + j]))
 
 
-@njit(cache=True)
+@kernel
 def _scales_k4(w, scales, floors):
     """A Q4_K row's sub-block scales and mins, 8 a block (``get_scale_min_k4``; ``scales`` at 16 a block, as Q6_K
     takes them, the first 8 used), for ``_q4k_lanes``."""
@@ -303,7 +304,7 @@ def _scales_k4(w, scales, floors):
             floors[8 * i + j] = np.int32(mn)
 
 
-@njit(cache=True)
+@kernel
 def _values(code, w, wv, floors):
     """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
     by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q6_K's and Q4_K/Q5_K's unsigned,
@@ -364,7 +365,7 @@ def _values(code, w, wv, floors):
                     wv[o + 64 * g + 32 + l] = np.int16(sc2 * v2)
 
 
-@njit(cache=True)
+@kernel
 def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
     ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
@@ -439,7 +440,7 @@ def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     return total
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _kernel(code, qx, dx, bs, w, tiled, out):
     rows, k = qx.shape
     n_out = w.shape[0]
@@ -466,7 +467,7 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
 # ---- (ggml_vec_dot_mxfp4_q8_0) -----------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _legacy_block(code, w, at, v):
     """Block ``at`` of a legacy (or MXFP4) weight row as ggml's AVX2 dot unpacks it: its 32 integers in value order
     into ``v`` (Q4_0 ``q − 8``, Q5_0 ``q − 16``, Q4_1 and Q5_1 ``q`` unsigned, MXFP4 ``kvalues_mxfp4[q]``, its e2m1
@@ -500,7 +501,7 @@ def _legacy_block(code, w, at, v):
     return d, m
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
     """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
     ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
@@ -560,7 +561,7 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     return (rounded.astype(np.uint32) << 16).view(F32)
 
 
-@njit(cache=True)
+@kernel
 def _bf16_dot(x, y):
     """``ggml_vec_dot_bf16`` on AVX2 over values already widened: four accumulators of 8 lanes (value ``k`` of each
     32 to accumulator ``(k mod 32) // 8``, lane ``k mod 8``, by fma), added ``(c₀+c₂)+(c₁+c₃)`` and ``hsum``ed; the
@@ -580,7 +581,7 @@ def _bf16_dot(x, y):
     return np.float32(t)
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bf16_kernel(x, w, tiny, out):
     rows, k = x.shape
     for n in prange(w.shape[0]):

@@ -33,13 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
+from .jit import kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -208,7 +209,7 @@ def _kernel(x, w, ratio, out):
             out[b, r, n] = np.float32(acc[r])
 
 
-_KERNEL = njit(cache=True, parallel=True)(_kernel)
+_KERNEL = kernel(parallel=True)(_kernel)
 
 
 # ---- one compiled signature a kernel ------------------------------------------------------------------------------
@@ -221,17 +222,17 @@ WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=Tr
 _COMPILED: set = set()
 
 
-def compiled(kernel, *argtypes):
-    """``kernel`` compiled for ``argtypes`` — the most general of the arrays a run passes (any layout, read-only), so
-    every call converts to it and no other specialisation is made: a memory-mapped weight and a seeded one, a view
-    and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
+def compiled(dispatcher, *argtypes):
+    """``dispatcher`` (a ``kernel``) compiled for ``argtypes`` — the most general of the arrays a run passes (any
+    layout, read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a
+    seeded one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
     after) — what a warm-up on a small model compiles is what a real-size run uses."""
-    if (kernel, argtypes) not in _COMPILED:
-        kernel.disable_compile(False)
-        kernel.compile(argtypes)
-        kernel.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
-        _COMPILED.add((kernel, argtypes))
-    return kernel
+    if (dispatcher, argtypes) not in _COMPILED:
+        dispatcher.disable_compile(False)
+        dispatcher.compile(argtypes)
+        dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
+        _COMPILED.add((dispatcher, argtypes))
+    return dispatcher
 
 
 # ---- the product --------------------------------------------------------------------------------------------------

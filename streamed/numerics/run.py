@@ -17,8 +17,6 @@ import numpy as np
 
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.program import Programs
-from ..spatial.deployment import Deployment
-from ..spatial.streamed_model import lower_streamed
 from .execute import Executor, Plan, plan_of
 from .product import EXACT, Arithmetic
 from .reference import Reference
@@ -88,6 +86,9 @@ def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, s
                   target: str | None = None, ctx: int | None = None, arithmetic: Arithmetic = EXACT) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
     1) and a decode bundle continuing it, both with KV caches of ``ctx`` positions (default: just the tokens)."""
+    from ..spatial.deployment import Deployment  # lowering: not imported by a reference run
+    from ..spatial.streamed_model import lower_streamed
+
     ctx = ctx or len(tokens)
     chunk = prefill if prefill > 1 else 0  # the decode continues the prefill's state: its rings sized alike
     plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx, chunk=chunk), target, storage))}
