@@ -366,7 +366,7 @@ def _values(code, w, wv, floors):
 
 
 @kernel
-def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
+def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, prods, tiled):
     """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
     ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
     sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
@@ -375,7 +375,6 @@ def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     accm[:] = 0
     summs = F32(0)
     total = F32(0)
-    prods = np.zeros(4, dtype=np.int32)
     nbytes = _block_bytes(code)
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
@@ -448,6 +447,7 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
+        prods = np.zeros(4, dtype=np.int32)
         floors = np.zeros(k // QK_K * 8, dtype=np.int32)
         scales = np.zeros(k // QK_K * 16, dtype=np.int32)
         if rows == 1 and (code == 6 or code == 8):  # decode: the row read once, where it is stored
@@ -460,7 +460,7 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
             wv = np.empty(k, dtype=np.int16)
             _values(code, w[n], wv, floors)
         for r in range(rows):
-            out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
+            out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, prods, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------

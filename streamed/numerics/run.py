@@ -53,7 +53,7 @@ def reference_logits(programs: Programs, weights: Weights, tokens: list[int], pr
     rows = []
     plan = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(plan, 1):
-        step = ref.step(toks, pos)
+        step = ref.step(toks, pos, keep=False)  # only the logits are read: each layer's values let go
         if progress is not None:
             progress(done, len(plan))
         if step.logits is None:
@@ -72,7 +72,7 @@ def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefi
     schedule = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(schedule, 1):
         plan = plans["prefill"] if len(toks) > 1 else plans["step"]
-        got = executor.step(plan, toks, [pos])
+        got = executor.step(plan, toks, [pos], keep=False)
         if progress is not None:
             progress(done, len(schedule))
         if got.logits is None:
