@@ -44,8 +44,8 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .product import (ACTIVATIONS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8, compiled,
-                      operands)
+from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8,
+                      compiled, operands)
 from .cpu import KernelPath
 from .jit import kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
@@ -275,16 +275,18 @@ def _tiny(x, y, lanes, acc):
 def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
     nb_, rows, k = x.shape
     n_out = w.shape[1]
-    for i in prange(nb_ * n_out):
-        b = i // n_out
-        n = i - b * n_out
+    total = nb_ * n_out
+    for c in prange((total + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         col = np.empty(k, np.float32)
         acc = np.empty((4, 16), np.float32)
-        for j in range(k):
-            col[j] = _element(w[b // ratio, n, j])
-        for r in range(rows):
-            out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes,
-                                                                                       acc)
+        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+            b = i // n_out
+            n = i - b * n_out
+            for j in range(k):
+                col[j] = _element(w[b // ratio, n, j])
+            for r in range(rows):
+                out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail,
+                                                                                           lanes, acc)
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
