@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
@@ -576,41 +577,54 @@ def _p_v(p, vc, g, tiny, lanes, acc, out):
 
 
 @kernel(parallel=True)
-def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out):
+def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, parts, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
-    for hr in prange(heads * rows):
-        h = hr // rows
-        r = hr - h * rows
-        g = h // ratio
+    total = heads * rows
+    per = (total + parts - 1) // parts
+    for c in prange(parts):  # a task's heads and rows share its scratch, made once, not once a head and row
         w = np.empty(n, np.float32)
         p = np.empty(n, np.float32)
-        kq = np.zeros((4, lanes, n), np.float32)
-        pv = np.zeros((4, lanes, dv), np.float32)
-        _dots(kt[g], q[r, h], lanes, kq, w)
-        for j in range(n):
-            w[j] = w[j] * scale
-            if cap > 0:
-                w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
-            if not keep[r, j]:
-                w[j] = -np.inf
-        m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
-        for j in range(n):
-            m = max(m, w[j])
-        if sinks.shape[0]:
-            m = max(m, sinks[h])
-        total = 0.0
-        for c in range(0, n, lanes):
-            for l in range(lanes):
-                p[c + l] = v_expf(w[c + l] - m, lanes)
-            total += np.float64(_hsum(p[c:c + lanes], lanes))
-        if sinks.shape[0]:
-            total += np.float64(np.float32(math.exp(sinks[h] - m)))
-        inv = np.float32(1.0 / total)
-        for j in range(n):
-            p[j] = p[j] * inv
-        _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
+        kq = np.empty((4, lanes, n), np.float32)
+        pv = np.empty((4, lanes, dv), np.float32)
+        for hr in range(c * per, min(total, (c + 1) * per)):
+            _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out)
+
+
+@kernel
+def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out):
+    """Head ``hr // rows`` of row ``hr mod rows`` of ``_attention``; ``w``, ``p``, ``kq``, ``pv`` its task's scratch."""
+    rows = q.shape[0]
+    n = vc.shape[0]
+    h = hr // rows
+    r = hr - h * rows
+    g = h // ratio
+    kq[:] = 0
+    pv[:] = 0
+    _dots(kt[g], q[r, h], lanes, kq, w)
+    for j in range(n):
+        w[j] = w[j] * scale
+        if cap > 0:
+            w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
+        if not keep[r, j]:
+            w[j] = -np.inf
+    m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
+    for j in range(n):
+        m = max(m, w[j])
+    if sinks.shape[0]:
+        m = max(m, sinks[h])
+    total = 0.0
+    for c in range(0, n, lanes):
+        for l in range(lanes):
+            p[c + l] = v_expf(w[c + l] - m, lanes)
+        total += np.float64(_hsum(p[c:c + lanes], lanes))
+    if sinks.shape[0]:
+        total += np.float64(np.float32(math.exp(sinks[h] - m)))
+    inv = np.float32(1.0 / total)
+    for j in range(n):
+        p[j] = p[j] * inv
+    _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -639,8 +653,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp, F32(scale), F32(softcap or 0), tiny, s,
-               path.lanes, out)
+    parts = min(r_ * heads, 2 * numba.get_num_threads())
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
+               F32(scale), F32(softcap or 0), tiny, s, path.lanes, parts, out)
     return out.reshape(r_, heads * dv)
 
 
