@@ -70,13 +70,29 @@ def quantize_q8_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k = x.shape[-1]
     if k % BLOCK:
         raise ValueError(f"Q8_0 activations need the reduction a multiple of {BLOCK}, not {k}")
-    b = x.reshape(*x.shape[:-1], k // BLOCK, BLOCK)
-    top = np.max(np.abs(b), axis=-1, keepdims=True)
-    d = (top / F32(127)).astype(np.float16).astype(F32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.where(top != 0, F32(127) / top, F32(0)).astype(F32)
-    q = np.rint(b * inv).astype(np.int8)
-    return q.reshape(x.shape), d[..., 0]
+    flat = np.ascontiguousarray(x.reshape(-1, k))
+    q = np.empty(flat.shape, np.int8)
+    top = np.empty((flat.shape[0], k // BLOCK), F32)
+    _quantize_q8_0(flat, q, top)
+    d = (top / F32(127)).astype(np.float16).astype(F32)  # numpy's float16 rounding: nearest, ties to even
+    return q.reshape(x.shape), d.reshape(*x.shape[:-1], k // BLOCK)
+
+
+@kernel
+def _quantize_q8_0(x, q, top):
+    """``quantize_q8_0``'s per-block part: ``top`` = max|x| and ``q = rint(x · (127 / top))`` (float32, half to even;
+    0 where the block is all zeros) — one pass, where numpy's dozen calls were a tenth of a millisecond for one row."""
+    rows, k = x.shape
+    for r in range(rows):
+        for b in range(k // BLOCK):
+            o = b * BLOCK
+            m = np.float32(0)
+            for j in range(BLOCK):
+                m = max(m, abs(x[r, o + j]))
+            top[r, b] = m
+            inv = np.float32(127) / m if m != 0 else np.float32(0)
+            for j in range(BLOCK):
+                q[r, o + j] = np.int8(np.rint(x[r, o + j] * inv))
 
 
 # ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
