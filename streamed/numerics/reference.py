@@ -291,8 +291,9 @@ class Reference:
     def _step(self, tokens, pos: int, x: np.ndarray | None = None, keep: bool = True) -> Step:
         """Run embed → every layer → head for ``rows = len(tokens)`` tokens at positions ``pos…``. ``x`` replaces the
         embedding's output (the forward deployment, whose first hidden state is an input). Without ``keep``, a
-        program's bound values are let go when it ends (``Step.values`` is empty): a run that wants only the logits
-        does not hold every layer's every value at once — at a 40-token prefill of a 1B-shaped model, 140 MB."""
+        program's bound values are let go when it ends (``Step.values`` and ``hidden`` are empty): a run that wants
+        only the logits does not hold every layer's every value at once — at a 40-token prefill of a 1B-shaped model,
+        140 MB."""
         tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int64))
         if pos + len(tokens) > self.ctx:
             raise ReferenceError("step", None, f"positions {pos}…{pos + len(tokens) - 1} do not fit ctx {self.ctx}")
@@ -313,7 +314,8 @@ class Reference:
             if keep:
                 values[layer.label] = env
             h = nx.f32(env["__output__"])
-            hidden.append(h)
+            if keep:
+                hidden.append(h)
         logits = None
         nxt = h
         if p.head is not None:
