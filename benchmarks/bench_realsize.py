@@ -65,11 +65,16 @@ np.save(sys.argv[4], llamacpp.logits(sys.argv[1], tokens, int(sys.argv[3]), thre
 """
 
 
+#: Every process measured as an installed package runs: with its modules' bytecode kept (pip writes it at install; a
+#: ``PYTHONDONTWRITEBYTECODE`` in the benchmark's environment would compile this checkout's sources in every run).
+MEASURED = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def whole(argv: list[str], out: Path | None = None) -> tuple[float, int, str]:
     """Run ``argv`` to its end: (wall seconds, peak resident bytes, stdout), or raise with its stderr."""
     start = time.perf_counter()
     with open(out or os.devnull, "wb") as sink:
-        p = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE)
+        p = subprocess.Popen(argv, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE, env=MEASURED)
         _, status, usage = os.wait4(p.pid, 0)
         err = p.stderr.read().decode(errors="replace")
     took = time.perf_counter() - start

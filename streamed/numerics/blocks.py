@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..model.checkpoint import BLOCKS
+from .jit import kernel
 
 #: The kernel of each type read here (``_block``'s code).
 _CODES = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3, "Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8,
@@ -77,7 +78,7 @@ def _scale_min_k4(j, raw, s):
             (raw[s + j + 4] >> 4) | ((raw[s + j] >> 6) << 4))
 
 
-@njit(cache=True)
+@kernel
 def _block(code, raw, at, out, o, half, mx):
     """Dequantise the block at byte ``at`` of ``raw`` into ``out[o:o + block]`` (float32), as ggml-quants.c does."""
     f32 = np.float32
@@ -199,7 +200,7 @@ def _block(code, raw, at, out, o, half, mx):
         out[o] = np.array([bits], dtype=np.uint32).view(np.float32)[0]
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _rows(code, block, nbytes, raw, out, half, mx):
     for r in prange(raw.shape[0]):
         for b in range(raw.shape[1] // nbytes):

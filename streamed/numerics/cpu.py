@@ -21,11 +21,14 @@ refused, naming the build and the paths there are: a silent approximation of ano
 claim "bit for bit" and not be it.
 
 I/O: ``this_machine`` alone reads (``llama_cpp``'s report when llama-cpp-python is installed, else
-``/proc/cpuinfo``); the rest is pure.
+``/proc/cpuinfo``) and keeps the report it read in the user's cache folder (``llama_cpp_report``); the rest is pure.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
 import platform
 import re
 from dataclasses import dataclass, replace
@@ -181,17 +184,61 @@ def runnable(path: KernelPath, flags: set[str], machine: str) -> str | None:
     return f"this CPU has no {', '.join(missing)}" if missing else None
 
 
+def _library_stamp() -> str | None:
+    """What names the llama.cpp build llama-cpp-python would load, found without importing it (its import is a
+    tenth of a second, a whole run's start-up at small sizes): the folder it loads from (``LLAMA_CPP_LIB_PATH``, else
+    the package's ``lib``, as ``llama_cpp.llama_cpp`` looks) and each shared library's name, size and time there, as
+    a digest; None when llama-cpp-python is not installed or the folder holds no library."""
+    folder = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if not folder:
+        try:
+            spec = importlib.util.find_spec("llama_cpp")
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.origin:
+            return None
+        folder = str(Path(spec.origin).parent / "lib")
+    try:
+        files = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(folder)
+                       if e.is_file() and re.search(r"\.(so|dylib|dll)(\.|$)", e.name))
+    except OSError:
+        return None
+    if not files:
+        return None
+    return hashlib.sha256(repr((os.path.abspath(folder), files)).encode()).hexdigest()[:32]
+
+
 def llama_cpp_report() -> str | None:
     """``llama_print_system_info`` of the llama.cpp that llama-cpp-python loads (it honours ``LLAMA_CPP_LIB_PATH``),
-    or None when llama-cpp-python is not installed or its library does not load."""
+    or None when llama-cpp-python is not installed or its library does not load. Kept in the user's cache folder
+    under the build's stamp (``_library_stamp``): a build rebuilt or replaced has another stamp and is asked again; a
+    cache that cannot be written is only not kept."""
+    stamp = _library_stamp()
+    if stamp is None:
+        return None
+    from .. import kernel_cache
+
+    kept = kernel_cache().parent / "llama-cpp" / f"{stamp}.txt"
+    try:
+        return kept.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
         import llama_cpp
     except Exception:  # not installed, or its shared library failed to load: then the CPU decides
         return None
     try:
-        return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+        report = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
     except Exception:
         return None
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        temporary = kept.with_name(f"{kept.name}.{os.getpid()}")
+        temporary.write_text(report, encoding="utf-8")
+        os.replace(temporary, kept)
+    except OSError:
+        pass
+    return report
 
 
 def this_machine(name: str | None = None) -> Chosen | Unemulated:

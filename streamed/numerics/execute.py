@@ -552,26 +552,36 @@ class Executor:
         env = run_bound(b, self.weights, _inputs(p, tokens, positions, hidden, b.bound), self.session, self.arithmetic)
         return env, {self.rename(b, n): v for n, v in env.items()}
 
-    def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
-        """One step of ``plan`` (``_step``), float32 overflow a value and never a numpy warning, as the reference's."""
+    def step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None, *,
+             keep: bool = True) -> Executed:
+        """One step of ``plan`` (``_step``), float32 overflow a value and never a numpy warning, as the reference's.
+        Without ``keep``, each program's values are let go when it ends (``Executed.values`` is empty), as
+        ``Reference.step``'s."""
         with np.errstate(all="ignore"):
-            return self._step(plan, tokens, positions, x)
+            return self._step(plan, tokens, positions, x, keep)
 
-    def _step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None) -> Executed:
+    def _step(self, plan: Plan, tokens, positions: list[int], x: np.ndarray | None = None,
+              keep: bool = True) -> Executed:
         tokens = np.atleast_1d(np.asarray(tokens, dtype=np.int32))
         values: dict[str, dict[str, np.ndarray]] = {}
         if plan.embed is not None:
-            env, values["embed"] = self.run(plan.embed, tokens, positions, None)
+            env, named = self.run(plan.embed, tokens, positions, None)
+            if keep:
+                values["embed"] = named
             x = env[plan.embed.program.output]
         if x is None:
             raise ExecuteError("embed", None, "the bundle has no embed program and no first hidden state was given")
         h = x
         hidden = []
         for b in plan.layers:
-            env, values[b.label] = self.run(b, tokens, positions, h)
+            env, named = self.run(b, tokens, positions, h)
+            if keep:
+                values[b.label] = named
             h = env[b.program.output]
             hidden.append(h)
-        env, values["head"] = self.run(plan.head, tokens, positions, h)
+        env, named = self.run(plan.head, tokens, positions, h)
+        if keep:
+            values["head"] = named
         a = _argmax_input(plan.head.program)
         return Executed(values, np.asarray(x), hidden, env.get(a) if a else None, env[plan.head.program.output])
 

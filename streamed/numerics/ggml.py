@@ -37,16 +37,18 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .product import (ACTIVATIONS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8, compiled,
-                      operands)
+from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8,
+                      compiled, operands)
 from .cpu import KernelPath
+from .jit import kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -68,13 +70,29 @@ def quantize_q8_0(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k = x.shape[-1]
     if k % BLOCK:
         raise ValueError(f"Q8_0 activations need the reduction a multiple of {BLOCK}, not {k}")
-    b = x.reshape(*x.shape[:-1], k // BLOCK, BLOCK)
-    top = np.max(np.abs(b), axis=-1, keepdims=True)
-    d = (top / F32(127)).astype(np.float16).astype(F32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = np.where(top != 0, F32(127) / top, F32(0)).astype(F32)
-    q = np.rint(b * inv).astype(np.int8)
-    return q.reshape(x.shape), d[..., 0]
+    flat = np.ascontiguousarray(x.reshape(-1, k))
+    q = np.empty(flat.shape, np.int8)
+    top = np.empty((flat.shape[0], k // BLOCK), F32)
+    _quantize_q8_0(flat, q, top)
+    d = (top / F32(127)).astype(np.float16).astype(F32)  # numpy's float16 rounding: nearest, ties to even
+    return q.reshape(x.shape), d.reshape(*x.shape[:-1], k // BLOCK)
+
+
+@kernel
+def _quantize_q8_0(x, q, top):
+    """``quantize_q8_0``'s per-block part: ``top`` = max|x| and ``q = rint(x · (127 / top))`` (float32, half to even;
+    0 where the block is all zeros) — one pass, where numpy's dozen calls were a tenth of a millisecond for one row."""
+    rows, k = x.shape
+    for r in range(rows):
+        for b in range(k // BLOCK):
+            o = b * BLOCK
+            m = np.float32(0)
+            for j in range(BLOCK):
+                m = max(m, abs(x[r, o + j]))
+            top[r, b] = m
+            inv = np.float32(127) / m if m != 0 else np.float32(0)
+            for j in range(BLOCK):
+                q[r, o + j] = np.int8(np.rint(x[r, o + j] * inv))
 
 
 # ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
@@ -174,13 +192,13 @@ _Q8_ROWS = 4
 _q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
 
 
-@njit(cache=True)
+@kernel
 def _hsum8(a):
     """``hsum_float_8``: ``((a₀+a₄)+(a₂+a₆)) + ((a₁+a₅)+(a₃+a₇))``."""
     return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _q8_kernel(qx, dx, w, ratio, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
     columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group."""
@@ -204,7 +222,7 @@ def _q8_kernel(qx, dx, w, ratio, out):
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _reduce16(v):
     """``_mm512_reduce_add_ps`` as GCC expands it: halves, then quarters, then pairs, then the two."""
     a = np.empty(8, np.float32)
@@ -213,7 +231,7 @@ def _reduce16(v):
     return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 
 
-@njit(cache=True)
+@kernel
 def _hsum(v, lanes):
     """One register's horizontal sum: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's ``hsum`` (``hsum_float_8``,
     tinyBLAS's, soft_max's): ``tᵢ = vᵢ + vᵢ₊₄``, ``(t₀+t₂) + (t₁+t₃)``."""
@@ -222,7 +240,7 @@ def _hsum(v, lanes):
     return ((v[4] + v[0]) + (v[6] + v[2])) + ((v[5] + v[1]) + (v[7] + v[3]))
 
 
-@njit(cache=True)
+@kernel
 def _vec_reduce(v, lanes):
     """``GGML_F32_VEC_REDUCE``'s last step, one register to a value: ``_mm512_reduce_add_ps`` (16 lanes), or AVX2's
     ``tᵢ = vᵢ + vᵢ₊₄`` and two ``_mm_hadd_ps``: ``(t₀+t₁) + (t₂+t₃)``."""
@@ -231,7 +249,7 @@ def _vec_reduce(v, lanes):
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]))
 
 
-@njit(cache=True)
+@kernel
 def _vec_dot(x, y, wide_tail, lanes, acc):
     """``ggml_vec_dot_f32`` (``wide_tail`` false) and ``ggml_vec_dot_f16`` (true) on values already widened to
     float32, ``L = lanes``: value ``k < n − n mod 4L`` goes to accumulator ``(k mod 4L) // L``, lane ``k mod L``, by
@@ -259,7 +277,7 @@ def _vec_dot(x, y, wide_tail, lanes, acc):
     return s
 
 
-@njit(cache=True)
+@kernel
 def _tiny(x, y, lanes, acc):
     """llamafile's ``tinyBLAS<L>`` element: one ``L``-lane fma accumulator over the reduction (a multiple of ``L``),
     then ``hsum``; ``acc`` the caller's scratch of at least ``lanes`` float32."""
@@ -270,20 +288,22 @@ def _tiny(x, y, lanes, acc):
     return _hsum(acc, lanes)
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
     nb_, rows, k = x.shape
     n_out = w.shape[1]
-    for i in prange(nb_ * n_out):
-        b = i // n_out
-        n = i - b * n_out
+    total = nb_ * n_out
+    for c in prange((total + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         col = np.empty(k, np.float32)
         acc = np.empty((4, 16), np.float32)
-        for j in range(k):
-            col[j] = _element(w[b // ratio, n, j])
-        for r in range(rows):
-            out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail, lanes,
-                                                                                       acc)
+        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+            b = i // n_out
+            n = i - b * n_out
+            for j in range(k):
+                col[j] = _element(w[b // ratio, n, j])
+            for r in range(rows):
+                out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail,
+                                                                                           lanes, acc)
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
@@ -318,7 +338,7 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
 # ---- norms ---------------------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _rms_norm(x, g, eps, out):
     rows, n = x.shape
     for r in range(rows):
@@ -346,7 +366,7 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, epsilon: float, heads: int = 1) ->
 # ---- rotation (ggml_rope_cache_init, rotate_pairs) -----------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_factor, mscale, cos, sin):
     """``ggml_rope_cache_init`` and ``rope_yarn`` as compiled (GCC contracts the ramp's mix into one fma)."""
     one, zero = np.float32(1.0), np.float32(0.0)
@@ -364,7 +384,7 @@ def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_fac
             theta = theta * theta_scale
 
 
-@njit(cache=True)
+@kernel
 def _corr_dim(dims, context, turns, base):
     return np.float32(dims) * math.log(np.float32(context) / (turns * np.float32(2.0) * np.float32(math.pi))) \
         / (np.float32(2.0) * math.log(base))
@@ -395,7 +415,7 @@ def rope_tables(base: float, ctx: int, half: int, freq_scale: float = 1.0, facto
     return cos, sin
 
 
-@njit(cache=True)
+@kernel
 def _powf_kernel(a, b):
     return math.pow(a, b)
 
@@ -404,7 +424,7 @@ def _powf(a: np.float32, b: np.float32) -> np.float32:
     return F32(_powf_kernel(F32(a), F32(b)))
 
 
-@njit(cache=True)
+@kernel
 def _rotate(x, c, s, first, stride, pairs):
     """``rotate_pairs`` as compiled (GCC contracts each line into one fma):
     ``y₀ = fma(x₀, cos, −x₁·sin)``, ``y₁ = fma(x₀, sin, x₁·cos)``."""
@@ -459,7 +479,7 @@ def _from_bits(typingctx, x):
     return types.float32(types.int64), codegen
 
 
-@njit(cache=True)
+@kernel
 def v_expf(x, lanes):
     """``ggml_v_expf`` on one lane of the path's register. Both: ``z = fma(x, log₂e, 1.5·2²³)``, ``n = z − 1.5·2²³``
     (``round(x·log₂e)``), ``b = x − n·ln2`` in two fnmadds, ``u = b²``.
@@ -492,7 +512,7 @@ def v_expf(x, lanes):
     return _fma(s2, j, s2) * s1
 
 
-@njit(cache=True)
+@kernel
 def _silu(x, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -515,7 +535,7 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 # ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _dots(kt, x, lanes, acc, out):
     """``out[j]`` = ``_vec_dot(k_j, x)`` (``ggml_vec_dot_f32``) for every cell's key ``k_j`` = ``kt[:, j]`` (the keys
     transposed: dims × cells), every cell at once: element ``i`` of each dot goes to the accumulator and lane its own
@@ -540,7 +560,7 @@ def _dots(kt, x, lanes, acc, out):
         out[j] = s
 
 
-@njit(cache=True)
+@kernel
 def _p_v(p, vc, g, tiny, lanes, acc, out):
     """``out[c]`` = column ``c`` of ``vc[:, g]`` dotted with ``p``: ``_tiny`` (``tiny``) or ``_vec_dot`` of each
     column, every column at once — the accumulator a cell ``j`` goes to (``(j mod 4L) // L``, lane ``j mod L``; one
@@ -572,42 +592,55 @@ def _p_v(p, vc, g, tiny, lanes, acc, out):
         out[c] = s
 
 
-@njit(cache=True, parallel=True)
-def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out):
+@kernel(parallel=True)
+def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, parts, out):
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
-    for hr in prange(heads * rows):
-        h = hr // rows
-        r = hr - h * rows
-        g = h // ratio
+    total = heads * rows
+    per = (total + parts - 1) // parts
+    for c in prange(parts):  # a task's heads and rows share its scratch, made once, not once a head and row
         w = np.empty(n, np.float32)
         p = np.empty(n, np.float32)
-        kq = np.zeros((4, lanes, n), np.float32)
-        pv = np.zeros((4, lanes, dv), np.float32)
-        _dots(kt[g], q[r, h], lanes, kq, w)
-        for j in range(n):
-            w[j] = w[j] * scale
-            if cap > 0:
-                w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
-            if not keep[r, j]:
-                w[j] = -np.inf
-        m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
-        for j in range(n):
-            m = max(m, w[j])
-        if sinks.shape[0]:
-            m = max(m, sinks[h])
-        total = 0.0
-        for c in range(0, n, lanes):
-            for l in range(lanes):
-                p[c + l] = v_expf(w[c + l] - m, lanes)
-            total += np.float64(_hsum(p[c:c + lanes], lanes))
-        if sinks.shape[0]:
-            total += np.float64(np.float32(math.exp(sinks[h] - m)))
-        inv = np.float32(1.0 / total)
-        for j in range(n):
-            p[j] = p[j] * inv
-        _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
+        kq = np.empty((4, lanes, n), np.float32)
+        pv = np.empty((4, lanes, dv), np.float32)
+        for hr in range(c * per, min(total, (c + 1) * per)):
+            _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out)
+
+
+@kernel
+def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out):
+    """Head ``hr // rows`` of row ``hr mod rows`` of ``_attention``; ``w``, ``p``, ``kq``, ``pv`` its task's scratch."""
+    rows = q.shape[0]
+    n = vc.shape[0]
+    h = hr // rows
+    r = hr - h * rows
+    g = h // ratio
+    kq[:] = 0
+    pv[:] = 0
+    _dots(kt[g], q[r, h], lanes, kq, w)
+    for j in range(n):
+        w[j] = w[j] * scale
+        if cap > 0:
+            w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
+        if not keep[r, j]:
+            w[j] = -np.inf
+    m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
+    for j in range(n):
+        m = max(m, w[j])
+    if sinks.shape[0]:
+        m = max(m, sinks[h])
+    total = 0.0
+    for c in range(0, n, lanes):
+        for l in range(lanes):
+            p[c + l] = v_expf(w[c + l] - m, lanes)
+        total += np.float64(_hsum(p[c:c + lanes], lanes))
+    if sinks.shape[0]:
+        total += np.float64(np.float32(math.exp(sinks[h] - m)))
+    inv = np.float32(1.0 / total)
+    for j in range(n):
+        p[j] = p[j] * inv
+    _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -636,8 +669,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp, F32(scale), F32(softcap or 0), tiny, s,
-               path.lanes, out)
+    parts = min(r_ * heads, 2 * numba.get_num_threads())
+    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
+               F32(scale), F32(softcap or 0), tiny, s, path.lanes, parts, out)
     return out.reshape(r_, heads * dv)
 
 
@@ -658,7 +692,7 @@ def gelu_table() -> np.ndarray:
     return _GELU_TABLE
 
 
-@njit(cache=True)
+@kernel
 def _gelu_f32(x, out):
     """``ggml_gelu_f32`` per value as compiled: ``½x·(1 + tanhf(c·x·fma(a·x, x, 1)))`` (GCC contracts ``1 + a·x·x``
     into one fma), ``tanhf`` the C library's. numpy's float32 ``tanh`` and an uncontracted sum each differ from it in
@@ -680,7 +714,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
 # ---- elementwise, norms and softmax of the recurrent and expert layers ---------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _unary(x, kind, out):
     for i in range(x.shape[0]):
         v = x[i]
@@ -713,7 +747,7 @@ def soft_cap(x: np.ndarray, cap: float) -> np.ndarray:
     return unary(np.asarray(x, dtype=F32) * (F32(1) / c), "tanh") * c
 
 
-@njit(cache=True)
+@kernel
 def _soft_max(x, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -745,7 +779,7 @@ def soft_max(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-@njit(cache=True)
+@kernel
 def _norm(x, eps, lanes, out):
     rows, n = x.shape
     full = n - n % lanes
@@ -812,7 +846,7 @@ def weights_sum(w: np.ndarray) -> np.ndarray:
 # ---- Gated DeltaNet (ggml_compute_forward_gated_delta_net) ---------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _gated_delta(q, k, v, s, a, b, kv_of, scale, lanes, out):
     """Per row in order and value head ``h``, with the state held as ggml holds it (``m[j]`` = column ``j`` of
     ``S``): ``m ← a·m`` (``ggml_vec_scale_f32``); ``δⱼ = (vⱼ − m[j]·k)·b`` with the path's ``ggml_vec_dot_f32``;
@@ -856,7 +890,7 @@ def gated_delta(q: np.ndarray, k: np.ndarray, v: np.ndarray, state: np.ndarray, 
 # ---- short convolution (ggml_compute_forward_ssm_conv_f32) --------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _ssm_conv(z, w, fused_from, out):
     rows, n = out.shape
     k = w.shape[0]

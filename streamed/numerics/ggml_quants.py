@@ -56,13 +56,14 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
+from .jit import kernel
 from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
-from .product import _address, _fma, _load
+from .product import TASK_COLUMNS, _address, _fma, _load
 
 F32 = np.float32
 QK_K = 256
@@ -94,14 +95,14 @@ def not_computed(values, path: KernelPath = AVX2) -> list[str]:
 # ---- Q8_K activations (quantize_row_q8_K_ref) ---------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _nearest_int(v):
     """``nearest_int``: ``v + 1.5·2²³`` in float32, its low mantissa bits the integer (half to even)."""
     s = np.array([v + F32(12582912.0)], dtype=np.float32).view(np.int32)[0]
     return (s & 0x007FFFFF) - 0x00400000
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _quantize_q8_k(x, q, d, bsums):
     rows, k = x.shape
     for r in prange(rows):
@@ -151,7 +152,7 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # ---- the dots (ggml_vec_dot_q4_K_q8_K, _q5_K_, _q6_K_; AVX2) --------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _block_bytes(code):
     """A K-quant block's bytes, by its code in ``DOTS``."""
     return 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
@@ -283,7 +284,7 @@ def _q6k_lanes(typingctx, w, at, qx, o, scales, lanes):
     return types.void(w, at, qx, o, scales, lanes), codegen
 
 
-@njit(cache=True)
+@kernel
 def _scales_q6(w, scales):
     """A Q6_K row's sub-block scales (int8, 16 a block), for ``_q6k_lanes``."""
     for i in range(scales.shape[0] // 16):
@@ -291,7 +292,7 @@ def _scales_q6(w, scales):
             scales[16 * i + j] = np.int32(np.int8(w[i * 210 + 192 + j]))
 
 
-@njit(cache=True)
+@kernel
 def _scales_k4(w, scales, floors):
     """A Q4_K row's sub-block scales and mins, 8 a block (``get_scale_min_k4``; ``scales`` at 16 a block, as Q6_K
     takes them, the first 8 used), for ``_q4k_lanes``."""
@@ -303,7 +304,7 @@ def _scales_k4(w, scales, floors):
             floors[8 * i + j] = np.int32(mn)
 
 
-@njit(cache=True)
+@kernel
 def _values(code, w, wv, floors):
     """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
     by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q6_K's and Q4_K/Q5_K's unsigned,
@@ -364,8 +365,8 @@ def _values(code, w, wv, floors):
                     wv[o + 64 * g + 32 + l] = np.int16(sc2 * v2)
 
 
-@njit(cache=True)
-def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
+@kernel
+def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, prods, tiled):
     """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
     ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
     sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
@@ -374,7 +375,6 @@ def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     accm[:] = 0
     summs = F32(0)
     total = F32(0)
-    prods = np.zeros(4, dtype=np.int32)
     nbytes = _block_bytes(code)
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
@@ -439,34 +439,38 @@ def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, tiled):
     return total
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _kernel(code, qx, dx, bs, w, tiled, out):
+    """``out[r, n]``: ``_dot`` of weight row ``n`` with activation row ``r``; each weight row decoded once for every
+    activation row (``_values``), or for one activation row (decode) read where it is stored — its scales alone taken
+    first; a task's columns share one scratch (an allocation a column was a fifth of a decode's time)."""
     rows, k = qx.shape
     n_out = w.shape[0]
-    for n in prange(n_out):
+    direct = rows == 1 and (code == 6 or code == 8)
+    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         accm = np.zeros(4, dtype=np.float32)
+        prods = np.zeros(4, dtype=np.int32)
         floors = np.zeros(k // QK_K * 8, dtype=np.int32)
         scales = np.zeros(k // QK_K * 16, dtype=np.int32)
-        if rows == 1 and (code == 6 or code == 8):  # decode: the row read once, where it is stored
-            wv = np.empty(0, dtype=np.int16)
-            if code == 6:
+        wv = np.empty(0 if direct else k, dtype=np.int16)
+        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            if not direct:
+                _values(code, w[n], wv, floors)
+            elif code == 6:
                 _scales_k4(w[n], scales, floors)
             else:
                 _scales_q6(w[n], scales)
-        else:  # decoded once for every activation row
-            wv = np.empty(k, dtype=np.int16)
-            _values(code, w[n], wv, floors)
-        for r in range(rows):
-            out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, tiled)
+            for r in range(rows):
+                out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, prods, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
 # ---- (ggml_vec_dot_mxfp4_q8_0) -----------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel
 def _legacy_block(code, w, at, v):
     """Block ``at`` of a legacy (or MXFP4) weight row as ggml's AVX2 dot unpacks it: its 32 integers in value order
     into ``v`` (Q4_0 ``q − 8``, Q5_0 ``q − 16``, Q4_1 and Q5_1 ``q`` unsigned, MXFP4 ``kvalues_mxfp4[q]``, its e2m1
@@ -500,7 +504,7 @@ def _legacy_block(code, w, at, v):
     return d, m
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
     """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
     ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
@@ -510,32 +514,43 @@ def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
     rows, k = qx.shape
     nb = k // 32
     paired = nb - nb % 2 if code == MXFP4 else nb
-    for n in prange(w.shape[0]):
+    n_out = w.shape[0]
+    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         v = np.empty(32, dtype=np.int32)
-        acc = np.zeros((rows, 2, 8), dtype=np.float32)
-        summs = np.zeros(rows, dtype=np.float32)
-        for b in range(paired):
-            dw, mw = _legacy_block(code, w[n], b * nbytes, v)
-            half = b % 2 if code == MXFP4 else 0
-            for r in range(rows):
-                d = dw * dx[r, b]
-                for l in range(8):
-                    s = np.int32(0)
-                    for j in range(4):
-                        s += v[4 * l + j] * np.int32(qx[r, 32 * b + 4 * l + j])
-                    acc[r, half, l] = _fma(d, F32(s), acc[r, half, l])
-                if code == 1 or code == 3:
-                    summs[r] = _fma(mw, sx[r, b], summs[r])
+        acc = np.empty((rows, 2, 8), dtype=np.float32)
+        summs = np.empty(rows, dtype=np.float32)
+        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
+
+
+@kernel
+def _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out):
+    """Column ``n`` of ``_legacy_kernel``'s product, ``v``, ``acc`` and ``summs`` its task's scratch."""
+    rows = qx.shape[0]
+    acc[:] = 0
+    summs[:] = 0
+    for b in range(paired):
+        dw, mw = _legacy_block(code, w[n], b * nbytes, v)
+        half = b % 2 if code == MXFP4 else 0
         for r in range(rows):
-            total = _hsum8(acc[r, 0] + acc[r, 1]) if code == MXFP4 else _hsum8(acc[r, 0])
-            out[r, n] = total + summs[r] if code == 1 or code == 3 else total
-        if paired < nb:  # MXFP4's odd last block: its 32 products summed exactly, one fma onto the sum
-            dw, _ = _legacy_block(code, w[n], paired * nbytes, v)
-            for r in range(rows):
+            d = dw * dx[r, b]
+            for l in range(8):
                 s = np.int32(0)
-                for j in range(32):
-                    s += v[j] * np.int32(qx[r, 32 * paired + j])
-                out[r, n] = _fma(dw * dx[r, paired], F32(s), out[r, n])
+                for j in range(4):
+                    s += v[4 * l + j] * np.int32(qx[r, 32 * b + 4 * l + j])
+                acc[r, half, l] = _fma(d, F32(s), acc[r, half, l])
+            if code == 1 or code == 3:
+                summs[r] = _fma(mw, sx[r, b], summs[r])
+    for r in range(rows):
+        total = _hsum8(acc[r, 0] + acc[r, 1]) if code == MXFP4 else _hsum8(acc[r, 0])
+        out[r, n] = total + summs[r] if code == 1 or code == 3 else total
+    if paired < nb:  # MXFP4's odd last block: its 32 products summed exactly, one fma onto the sum
+        dw, _ = _legacy_block(code, w[n], paired * nbytes, v)
+        for r in range(rows):
+            s = np.int32(0)
+            for j in range(32):
+                s += v[j] * np.int32(qx[r, 32 * paired + j])
+            out[r, n] = _fma(dw * dx[r, paired], F32(s), out[r, n])
 
 
 def quantize_q8_1(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -560,14 +575,14 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     return (rounded.astype(np.uint32) << 16).view(F32)
 
 
-@njit(cache=True)
-def _bf16_dot(x, y):
+@kernel
+def _bf16_dot(x, y, acc):
     """``ggml_vec_dot_bf16`` on AVX2 over values already widened: four accumulators of 8 lanes (value ``k`` of each
     32 to accumulator ``(k mod 32) // 8``, lane ``k mod 8``, by fma), added ``(c₀+c₂)+(c₁+c₃)`` and ``hsum``ed; the
-    rest added one float32 product at a time in float64."""
+    rest added one float32 product at a time in float64. ``acc``: the caller's 4 × 8 float32 scratch."""
     n = x.shape[0]
     full = n - n % 32
-    acc = np.zeros((4, 8), np.float32)
+    acc[:] = 0
     for i in range(0, full, 32):
         for j in range(4):
             for l in range(8):
@@ -580,16 +595,18 @@ def _bf16_dot(x, y):
     return np.float32(t)
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bf16_kernel(x, w, tiny, out):
     rows, k = x.shape
-    for n in prange(w.shape[0]):
+    n_out = w.shape[0]
+    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         col = np.empty(k, np.float32)
-        acc = np.empty(8, np.float32)  # _tiny's scratch, made once a column
-        for j in range(k):
-            col[j] = _from_bits(np.int64(w[n, j]) << 16)
-        for r in range(rows):
-            out[r, n] = _tiny(x[r], col, 8, acc) if tiny else _bf16_dot(x[r], col)
+        acc = np.empty((4, 8), np.float32)  # _tiny's (its first row) or _bf16_dot's
+        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            for j in range(k):
+                col[j] = _from_bits(np.int64(w[n, j]) << 16)
+            for r in range(rows):
+                out[r, n] = _tiny(x[r], col, 8, acc[0]) if tiny else _bf16_dot(x[r], col, acc)
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------

@@ -33,13 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
+from .jit import kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -174,6 +175,9 @@ def _element(typingctx, v):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------------
+#: Output columns a thread's task computes together, its scratch made once for them: an allocation a column was most
+#: of a one-row product's time (a decode's), and the columns' order never changes a sum.
+TASK_COLUMNS = 32
 # One Python source, compiled once per storage (float32, float16 as uint16, Q8_0 as uint8: ``compiled``), in parallel
 # over output columns, with one arithmetic.
 
@@ -185,30 +189,32 @@ def _kernel(x, w, ratio, out):
     n_out = w.shape[1]
     blocks = k // 32
     rem = k - blocks * 32
-    for i in prange(nb_ * n_out):
-        b = i // n_out
-        n = i - b * n_out
-        wb = b // ratio
+    total = nb_ * n_out
+    for c in prange((total + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         acc = np.empty(rows)
-        shared = rows // SHARED_ROWS * SHARED_ROWS
-        for r in range(0, shared, SHARED_ROWS):
-            _partials_rows(x, b, r, w, wb, n, acc)
-        for r in range(shared, rows):
-            _partials_row(x, b, r, w, wb, n, acc)
-        if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
-            k0 = blocks * 32
-            lanes = np.zeros(LANES, dtype=np.float32)
+        lanes = np.zeros(LANES, dtype=np.float32)
+        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+            b = i // n_out
+            n = i - b * n_out
+            wb = b // ratio
+            shared = rows // SHARED_ROWS * SHARED_ROWS
+            for r in range(0, shared, SHARED_ROWS):
+                _partials_rows(x, b, r, w, wb, n, acc)
+            for r in range(shared, rows):
+                _partials_row(x, b, r, w, wb, n, acc)
+            if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
+                k0 = blocks * 32
+                for r in range(rows):
+                    lanes[:] = 0
+                    for j in range(rem):
+                        lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
+                    acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                                         + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
             for r in range(rows):
-                lanes[:] = 0
-                for j in range(rem):
-                    lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
-                acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-                                     + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
-        for r in range(rows):
-            out[b, r, n] = np.float32(acc[r])
+                out[b, r, n] = np.float32(acc[r])
 
 
-_KERNEL = njit(cache=True, parallel=True)(_kernel)
+_KERNEL = kernel(parallel=True)(_kernel)
 
 
 # ---- one compiled signature a kernel ------------------------------------------------------------------------------
@@ -221,17 +227,17 @@ WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=Tr
 _COMPILED: set = set()
 
 
-def compiled(kernel, *argtypes):
-    """``kernel`` compiled for ``argtypes`` — the most general of the arrays a run passes (any layout, read-only), so
-    every call converts to it and no other specialisation is made: a memory-mapped weight and a seeded one, a view
-    and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
+def compiled(dispatcher, *argtypes):
+    """``dispatcher`` (a ``kernel``) compiled for ``argtypes`` — the most general of the arrays a run passes (any
+    layout, read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a
+    seeded one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
     after) — what a warm-up on a small model compiles is what a real-size run uses."""
-    if (kernel, argtypes) not in _COMPILED:
-        kernel.disable_compile(False)
-        kernel.compile(argtypes)
-        kernel.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
-        _COMPILED.add((kernel, argtypes))
-    return kernel
+    if (dispatcher, argtypes) not in _COMPILED:
+        dispatcher.disable_compile(False)
+        dispatcher.compile(argtypes)
+        dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
+        _COMPILED.add((dispatcher, argtypes))
+    return dispatcher
 
 
 # ---- the product --------------------------------------------------------------------------------------------------

@@ -17,8 +17,6 @@ import numpy as np
 
 from ..model.checkpoint import ALL_Q8, Storage
 from ..model.program import Programs
-from ..spatial.deployment import Deployment
-from ..spatial.streamed_model import lower_streamed
 from .execute import Executor, Plan, plan_of
 from .product import EXACT, Arithmetic
 from .reference import Reference
@@ -35,6 +33,12 @@ class Logits:
     @property
     def next(self) -> list[int]:
         return [int(i) for i in np.argmax(self.logits, axis=-1)]
+
+
+def _stacked(rows: list[np.ndarray]) -> np.ndarray:
+    """The steps' logits as one float32 array, copied only when there are several (a prefill's are 40 × 32,000 floats
+    at a 1B shape: copying them twice was 10 MB of a run's peak)."""
+    return (rows[0] if len(rows) == 1 else np.concatenate(rows)).astype(np.float32, copy=False)
 
 
 def steps(tokens: list[int], prefill: int) -> list[tuple[int, list[int]]]:
@@ -55,13 +59,13 @@ def reference_logits(programs: Programs, weights: Weights, tokens: list[int], pr
     rows = []
     plan = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(plan, 1):
-        step = ref.step(toks, pos)
+        step = ref.step(toks, pos, keep=False)  # only the logits are read: each layer's values let go
         if progress is not None:
             progress(done, len(plan))
         if step.logits is None:
             raise ValueError("the document's head computes no logits (no `index of the largest of …`)")
         rows.append(np.atleast_2d(step.logits))
-    return Logits(list(range(len(tokens))), np.concatenate(rows).astype(np.float32))
+    return Logits(list(range(len(tokens))), _stacked(rows))
 
 
 def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefill: int,
@@ -74,20 +78,23 @@ def run_plans(plans: dict[str, Plan], weights: Weights, tokens: list[int], prefi
     schedule = steps(tokens, prefill)
     for done, (pos, toks) in enumerate(schedule, 1):
         plan = plans["prefill"] if len(toks) > 1 else plans["step"]
-        got = executor.step(plan, toks, [pos])
+        got = executor.step(plan, toks, [pos], keep=False)
         if progress is not None:
             progress(done, len(schedule))
         if got.logits is None:
             raise ValueError("the bundle's head computes no logits")
         rows.append(np.atleast_2d(got.logits)[-1:])
         positions.append(pos + len(toks) - 1)
-    return Logits(positions, np.concatenate(rows).astype(np.float32))
+    return Logits(positions, _stacked(rows))
 
 
 def bundle_logits(analysis, weights: Weights, tokens: list[int], prefill: int, storage: Storage = ALL_Q8,
                   target: str | None = None, ctx: int | None = None, arithmetic: Arithmetic = EXACT) -> Logits:
     """The logits of the document's bundles, lowered here: a prefill bundle of ``prefill`` rows (when ``prefill`` >
     1) and a decode bundle continuing it, both with KV caches of ``ctx`` positions (default: just the tokens)."""
+    from ..spatial.deployment import Deployment  # lowering: not imported by a reference run
+    from ..spatial.streamed_model import lower_streamed
+
     ctx = ctx or len(tokens)
     chunk = prefill if prefill > 1 else 0  # the decode continues the prefill's state: its rings sized alike
     plans = {"step": plan_of(lower_streamed(analysis, Deployment("decode", ctx=ctx, chunk=chunk), target, storage))}

@@ -61,3 +61,44 @@ def test_the_cache_folder_is_the_user_s_own_setting_then_xdg_then_home(tmp_path)
     assert folder(NUMBA_CACHE_DIR=str(tmp_path / "mine")) == str(tmp_path / "mine")
     assert folder(XDG_CACHE_HOME=str(tmp_path / "xdg")) == str(tmp_path / "xdg" / "streamed" / "numba")
     assert folder() == str(tmp_path / "home" / ".cache" / "streamed" / "numba")
+
+
+#: A ``streamed`` command in a process that says, after it, whether numba's compiler registries were loaded (its
+#: linear algebra is one of them); with ``refresh``, loaded before the command, as numba's own cache loading does.
+PROBE = """
+import json, runpy, sys
+refresh, argv = json.loads(sys.argv[1])
+if refresh:
+    from numba.core.registry import cpu_target
+    cpu_target.target_context.refresh()
+sys.argv = ["streamed", *argv]
+try:
+    runpy.run_module("streamed", run_name="__main__", alter_sys=True)
+except SystemExit as end:
+    assert not end.code, end.code
+print("registries loaded:", "numba.np.linalg" in sys.modules)
+"""
+
+
+def test_a_warm_run_loads_its_kernels_without_numba_s_compiler_and_computes_the_same_logits(tmp_path):
+    """The kernels' machine code read from the cache needs numba's runtime, not its compiler's registries (``jit``):
+    a warm run loads none of them — a tenth of a second and more of every run's start — and its logits are, bit for
+    bit, a run's that loaded them all first."""
+    import json
+
+    import numpy as np
+
+    def probe(refresh: bool, arithmetic: str, saved: Path) -> str:
+        argv = ["run", str(EXAMPLES / "tiny-llama.lgm"), "--tokens", "5,17,3,9", "--prefill", "2",
+                "--arithmetic", arithmetic, "--save", str(saved)]
+        p = subprocess.run([sys.executable, "-c", PROBE, json.dumps([refresh, argv])], cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.rstrip().splitlines()[-1]
+
+    for arithmetic in ("exact", "llama.cpp:avx2"):
+        probe(False, arithmetic, tmp_path / "warm-up.npz")  # compiles what the cache does not hold yet
+        assert probe(False, arithmetic, tmp_path / "lean.npz") == "registries loaded: False"
+        assert probe(True, arithmetic, tmp_path / "full.npz") == "registries loaded: True"
+        with np.load(tmp_path / "lean.npz") as lean, np.load(tmp_path / "full.npz") as full:
+            assert np.array_equal(lean["logits"], full["logits"]), arithmetic

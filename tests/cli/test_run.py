@@ -202,3 +202,19 @@ def test_save_into_a_folder_that_does_not_exist_is_refused_before_the_run(run, t
     code, out, err = run("run", TINY, "--tokens", "1,2", "--save", str(where))
     assert code == 2 and out == ""
     assert err.strip() == f"streamed: --save {where}: its folder {where.parent} does not exist"
+
+
+def test_the_largest_logits_shown_are_a_full_sort_s_first_ties_by_index_nan_last():
+    import numpy as np
+
+    from streamed.cli.run import largest
+
+    rng = np.random.default_rng(3)
+    rows = [rng.standard_normal(32000).astype(np.float32),
+            rng.integers(-3, 4, 500).astype(np.float32),  # many equal values: ties broken by index
+            np.array([1, np.nan, 3, np.nan, 3, -0.0, 0.0], np.float32),
+            np.array([np.nan, np.nan, 2, np.nan], np.float32),  # fewer numbers than asked
+            np.array([-np.inf, np.inf, 5], np.float32), np.zeros(0, np.float32)]
+    for row in rows:
+        for k in (1, 3, 8, 40):
+            assert largest(row, k).tolist() == np.argsort(-row, kind="stable")[:k].tolist(), (row[:8], k)

@@ -119,3 +119,47 @@ def test_a_native_avx_512_build_on_an_intel_cpu_sums_ggml_s_plain_loops_in_8_lan
     intel = ggml.ssm_conv(z, w, path=cpu.native_tuning(cpu.AVX512, "GenuineIntel"))
     assert np.array_equal(intel, ggml.ssm_conv(z, w, path=cpu.AVX2))
     assert not np.array_equal(intel, ggml.ssm_conv(z, w, path=cpu.AVX512))  # four fmas against four products
+
+
+def _fake_build(folder, report: str):
+    """A folder LLAMA_CPP_LIB_PATH can name, holding a "library"; and a stand-in ``llama_cpp`` module that reports
+    ``report`` and counts how often it was asked."""
+    import types
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "libllama.so").write_bytes(b"not really a library")
+    asked = []
+    module = types.SimpleNamespace(llama_print_system_info=lambda: asked.append(1) or report.encode())
+    return module, asked
+
+
+def test_a_build_s_report_is_asked_once_and_asked_again_when_the_build_changes(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache" / "numba"))
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path / "build"))
+    module, asked = _fake_build(tmp_path / "build", AVX2_BUILD)
+    monkeypatch.setitem(sys.modules, "llama_cpp", module)
+    assert cpu.llama_cpp_report() == AVX2_BUILD and len(asked) == 1
+    assert cpu.llama_cpp_report() == AVX2_BUILD and len(asked) == 1  # kept: llama_cpp not asked (nor imported) again
+    rebuilt = tmp_path / "build" / "libllama.so"
+    rebuilt.write_bytes(b"another build, another size")
+    os.utime(rebuilt, ns=(1, 1))
+    module.llama_print_system_info = lambda: asked.append(1) or AVX512_BUILD.encode()
+    assert cpu.llama_cpp_report() == AVX512_BUILD and len(asked) == 2
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path / "empty"))  # a folder with no library: no build
+    (tmp_path / "empty").mkdir()
+    assert cpu.llama_cpp_report() is None
+
+
+def test_a_report_that_cannot_be_kept_is_still_read(tmp_path, monkeypatch):
+    import sys
+
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocked / "numba"))
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(tmp_path / "build"))
+    module, asked = _fake_build(tmp_path / "build", AVX2_BUILD)
+    monkeypatch.setitem(sys.modules, "llama_cpp", module)
+    assert cpu.llama_cpp_report() == AVX2_BUILD and cpu.llama_cpp_report() == AVX2_BUILD and len(asked) == 2

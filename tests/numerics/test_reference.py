@@ -121,3 +121,30 @@ def test_operands_of_options_sharing_their_leading_word_are_told_apart_by_what_f
     assert n["heads:H"].text == "n" and "heads:G" not in n
     a, n = operands(call("Let e0 be experts of x with router R0, top 2, using G0, U0 and D0, router bias B1, selection bias B2."))
     assert (a["router bias:RB"].text, a["selection bias:B"].text) == ("B1", "B2")
+
+
+def test_a_run_s_memory_beyond_its_caches_does_not_grow_with_depth():
+    """``run`` wants the logits alone: each layer's values are let go when the layer ends (``keep=False``), so beyond
+    the caches it carries (every layer's keys and values, which grow with depth as they must) a prefill holds at its
+    peak one layer's values, whatever the depth — where keeping them all grows with it (7× here)."""
+    import tracemalloc
+
+    from repo import TINY, deep
+    from streamed.numerics.run import reference_logits
+
+    tokens = [int(t) for t in np.random.default_rng(2).integers(0, 64, 48)]
+
+    def beyond_caches(layers: int) -> int:
+        p = programs_of(deep(TINY, layers))
+        w = seeded(p, 0)
+        caches = sum(s.nbytes for s in Reference(p, w, len(tokens), rows=len(tokens)).states.values())
+        tracemalloc.start()
+        try:
+            reference_logits(p, w, tokens, prefill=len(tokens))
+            return tracemalloc.get_traced_memory()[1] - caches
+        finally:
+            tracemalloc.stop()
+
+    beyond_caches(2)  # what the first run loads (kernels, tables) is not the run's to hold
+    two, sixteen = beyond_caches(2), beyond_caches(16)
+    assert sixteen < 1.25 * two, (two, sixteen)
