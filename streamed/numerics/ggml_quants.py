@@ -43,11 +43,11 @@ type) by the type's dot, one row at a time: ``mul_mat_id`` calls no tinyBLAS, an
 buffer type the oracle turns off. ``mul_mat(…, routed=n)`` is that expert's product (``Arithmetic.routed``).
 
 Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit for bit at d 1024 and in MoE files
-(gpt-oss MXFP4_MOE; a Qwen3-MoE Q4_K_M, some experts routed 8 rows or more and some fewer)
-(``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either x86 path (an AVX-512 build
-compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact — but the tiled kernel's VNNI variant adds
-``r·y.d`` as a multiply and an add in its source, computed here as the AVX2 variant's fma: not verified on an AVX-512
-host); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
+(gpt-oss MXFP4_MOE; a Qwen3-MoE made Q4_K_M, Q5_K_M, Q3_K_M and Q2_K — banks of every K-quant — some experts routed 8
+rows or more and some fewer) (``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either
+x86 path (an AVX-512 build compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact; the tiled
+kernel's VNNI variant writes ``r·y.d`` as a multiply and an add, which GCC contracts to the AVX2 variant's fma — held
+on an AVX-512 VNNI host, an AMD EPYC: the tests above and a 1B-shaped Q4_K_M's 40-token prefill bit for bit); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
 says so: on that path a BF16 product in llama.cpp's arithmetic is the float product of its exact dequantisation
 (``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so (``not_computed``).
 """

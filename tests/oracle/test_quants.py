@@ -230,17 +230,24 @@ def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_off_avx2_alone():
 #: product Q8_0; d 512 and an FFN of 96 — 16 blocks of 32 and 3: MXFP4's dot sums its blocks in two accumulators,
 #: even and odd, an odd last block apart (each block's scaled lane sums are mostly exact in float32, so only the
 #: order of many additions shows: at d 128 one accumulator gave the same bits, at d 512 it does not). A Qwen3-MoE made
-#: Q4_K_M at widths of 256, so its banks take K-quants (Q4_K; layer 1's down bank Q6_K), and made Q4_0 and BF16.
+#: Q4_K_M at widths of 256, so its banks take K-quants (Q4_K; layer 1's down bank Q6_K) — and made Q5_K_M (Q5_K, Q6_K),
+#: Q3_K_M (Q3_K, Q4_K) and Q2_K (Q2_K, Q3_K), so every K-quant's bank goes through both of ggml's kernels — and made
+#: Q4_0 and BF16.
 QWEN3_MOE = {**CFG, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
              "norm_topk_prob": True}
 MOE = {"MXFP4_MOE": {**json.loads((CONFIGS / "gpt-oss-20b.json").read_text()), "hidden_size": 512, "head_dim": 16,
                      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96,
                      "num_hidden_layers": 2, "num_local_experts": 4, "vocab_size": 256, "sliding_window": 8,
                      "layer_types": ["sliding_attention", "full_attention"]},
-       "Q4_K_M": QWEN3_MOE, "Q4_0": QWEN3_MOE, "BF16": QWEN3_MOE}
+       "Q4_K_M": QWEN3_MOE, "Q5_K_M": QWEN3_MOE, "Q3_K_M": QWEN3_MOE, "Q2_K": QWEN3_MOE, "Q4_0": QWEN3_MOE,
+       "BF16": QWEN3_MOE}
 #: The types of each file's banks, and the names of its graph's expert inputs (the normed input, the gated one).
 BANKS = {"MXFP4_MOE": ({"MXFP4"}, "attn_post_norm", "ffn_moe_swiglu_oai"),
-         "Q4_K_M": ({"Q4_K", "Q6_K"}, "ffn_norm", "ffn_moe_swiglu"), "Q4_0": ({"Q4_0"}, "ffn_norm", "ffn_moe_swiglu"),
+         "Q4_K_M": ({"Q4_K", "Q6_K"}, "ffn_norm", "ffn_moe_swiglu"), "Q5_K_M": ({"Q5_K", "Q6_K"}, "ffn_norm",
+                                                                                   "ffn_moe_swiglu"),
+         "Q3_K_M": ({"Q3_K", "Q4_K"}, "ffn_norm", "ffn_moe_swiglu"), "Q2_K": ({"Q2_K", "Q3_K"}, "ffn_norm",
+                                                                            "ffn_moe_swiglu"),
+         "Q4_0": ({"Q4_0"}, "ffn_norm", "ffn_moe_swiglu"),
          "BF16": ({"BF16"}, "ffn_norm", "ffn_moe_swiglu")}
 #: A prefill of 20 rows over 4 experts (gpt-oss chooses all 4, Qwen3-MoE 2): some experts are routed 8 rows or more,
 #: where ggml's tiled kernel takes a K-quant expert's product, some fewer; then two decode steps (one row each).
