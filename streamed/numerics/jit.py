@@ -30,13 +30,17 @@ class _Loaded(FunctionCache):
             return self._load_overload(sig, target_context)
 
 
+#: Whether this numba's cache loads as ``_Loaded`` reads it (numba 0.60 … 0.69 do; pyproject.toml pins that range).
+_LOADS = all(hasattr(FunctionCache, n) for n in ("_load_overload", "_guard_against_spurious_io_errors"))
+
+
 def kernel(fn=None, /, **options):
     """``njit(cache=True, **options)``, loaded from the kernel cache as ``_Loaded`` says; ``@kernel`` or
     ``@kernel(parallel=True)``."""
 
     def make(f):
         dispatcher = njit(cache=True, **options)(f)
-        if type(dispatcher._cache) is FunctionCache:  # a numba whose cache is another class keeps its own loading
+        if type(dispatcher._cache) is FunctionCache and _LOADS:  # else numba's own loading, as numba made it
             dispatcher._cache.__class__ = _Loaded
         return dispatcher
 
