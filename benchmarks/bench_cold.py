@@ -63,9 +63,11 @@ def main() -> None:
     tokens = ",".join(str(int(t)) for t in np.random.default_rng(7).integers(0, 32000, args.tokens))
     start_load = load_average()
     rows = []
+    # Processes measured as an installed package runs: its modules' bytecode kept (bench_realsize.MEASURED).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     for arithmetic in ("exact", "llama.cpp"):
         argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", tokens, "--prefill",
-                str(args.tokens), "--json", "--arithmetic", arithmetic]
+                str(args.tokens), "--save", str(folder / "logits.npz"), "--arithmetic", arithmetic]
         times: dict[str, list[tuple[float, float]]] = {"cold": [], "after the warm-up": [], "warm": []}
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
@@ -87,7 +89,7 @@ def render(rows: list[dict], args, start_load: str) -> str:
     lines = [HEADING, "",
              f"Measured {datetime.date.today().isoformat()} by `{command}` on {machine()}; load average {start_load} "
              f"at the start, {load_average()} at the end, on a machine shared with other work. A {args.tokens}-token "
-             f"prefill of the 1B-shaped Q8_0 checkpoint, whole `streamed run` processes; medians "
+             f"prefill of the 1B-shaped Q8_0 checkpoint, whole `streamed run --save` processes; medians "
              f"of {args.runs}, the three ways alternating.", "",
              "| arithmetic | kernel cache | wall s | CPU s | CPU beyond warm |", "|---|---|---:|---:|---:|"]
     warm = {r["arithmetic"]: r["cpu"] for r in rows if r["way"] == "warm"}
