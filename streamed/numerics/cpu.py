@@ -210,15 +210,14 @@ def _library_stamp() -> str | None:
 
 def llama_cpp_report() -> str | None:
     """``llama_print_system_info`` of the llama.cpp that llama-cpp-python loads (it honours ``LLAMA_CPP_LIB_PATH``),
-    or None when llama-cpp-python is not installed or its library does not load. Kept in the user's cache folder
+    or None when llama-cpp-python is not installed or its library does not load. Kept in the kernel cache folder
     under the build's stamp (``_library_stamp``): a build rebuilt or replaced has another stamp and is asked again; a
     cache that cannot be written is only not kept."""
     stamp = _library_stamp()
     if stamp is None:
         return None
-    from .. import kernel_cache
-
-    kept = kernel_cache().parent / "llama-cpp" / f"{stamp}.txt"
+    # Beside the compiled kernels: ``streamed/__init__`` sets the folder before any module of the package runs.
+    kept = Path(os.environ.get("NUMBA_CACHE_DIR") or Path.home() / ".cache") / "llama-cpp-report" / f"{stamp}.txt"
     try:
         return kept.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
