@@ -13,7 +13,11 @@ The paths emulated (``PATHS``):
 
 - ``avx2`` — x86-64 with AVX2, FMA and F16C (``GGML_AVX2``): 8 float32 lanes;
 - ``avx512`` — x86-64 with AVX-512 F and DQ (``GGML_AVX512``; VNNI or not, which changes only integer sums that are
-  exact either way): 16 lanes.
+  exact either way): 16 lanes. With AVX512_BF16 or without (``KernelPath.bf16``): ggml's BF16 products take
+  ``_mm512_dpbf16_ps`` in a build with it, 16-lane float code in one without — not part of the name. A build's own
+  report says which (``AVX512_BF16 = 1``); a native build has it where the CPU has (``avx512_bf16``: AMD's Zen 4 on,
+  Intel's Cooper Lake and Sapphire Rapids on), and ``--arithmetic llama.cpp:avx512`` names it with AVX512_BF16 unless
+  this CPU lacks it (``this_machine``).
 
 Each with llamafile's tinyBLAS (``LLAMAFILE = 1``, llama.cpp's default) taking float products of two or more rows, or
 without it (``:nollamafile``). Every other build — ARM's NEON or SVE, an x86 build without FMA, POWER, RISC-V — is
@@ -48,6 +52,9 @@ class KernelPath:
     #: sapphirerapids…) prefer 256-bit registers where AMD's take 512 (``this_machine``). Not part of the name: the
     #: same kernels, one loop compiled otherwise.
     compiled_lanes: int = 0
+    #: AVX512_BF16 compiled in (``avx512`` alone): ggml's BF16 products then take ``_mm512_dpbf16_ps``
+    #: (``ggml_quants``). Not part of the name, as ``compiled_lanes``.
+    bf16: bool = False
 
     @property
     def loop_lanes(self) -> int:
@@ -62,14 +69,14 @@ class KernelPath:
 
     @property
     def described(self) -> str:
-        return f"{_ISA[self.isa]}{'' if self.tinyblas else ', llamafile off'}"
+        no_bf16 = ", no AVX512_BF16" if self.isa == "avx512" and not self.bf16 else ""
+        return f"{_ISA[self.isa]}{no_bf16}{'' if self.tinyblas else ', llamafile off'}"
 
 
 _ISA = {"avx2": "x86-64 AVX2 + FMA + F16C, 8 float32 lanes", "avx512": "x86-64 AVX-512, 16 float32 lanes"}
 AVX2 = KernelPath("avx2", 8)
-AVX512 = KernelPath("avx512", 16)
-PATHS = {p.name: p for isa, lanes in (("avx2", 8), ("avx512", 16)) for p in
-         (KernelPath(isa, lanes), KernelPath(isa, lanes, tinyblas=False))}
+AVX512 = KernelPath("avx512", 16, bf16=True)
+PATHS = {p.name: p for base in (AVX2, AVX512) for p in (base, replace(base, tinyblas=False))}
 
 
 @dataclass(frozen=True)
@@ -106,11 +113,12 @@ def features(report: str) -> dict[str, bool]:
 def from_report(report: str, build: str = "the llama.cpp build on this machine") -> KernelPath | Unemulated:
     """The path a llama.cpp build computes in, from what it reports of itself (``llama_print_system_info``):
     AVX-512 wherever it was compiled in (ggml's kernels take the widest registers), else AVX2 with FMA and F16C;
-    LLAMAFILE says whether tinyBLAS takes float products of several rows."""
+    LLAMAFILE says whether tinyBLAS takes float products of several rows, AVX512_BF16 whether ``dpbf16`` takes
+    BF16's."""
     f = features(report)
     tiny = f.get("LLAMAFILE", False)
     if f.get("AVX512"):
-        return KernelPath("avx512", 16, tiny)
+        return KernelPath("avx512", 16, tiny, bf16=f.get("AVX512_BF16", False))
     if f.get("AVX2") and f.get("FMA") and f.get("F16C"):
         return KernelPath("avx2", 8, tiny)
     on = [k for k, v in f.items() if v and k not in ("LLAMAFILE", "OPENMP", "REPACK", "KLEIDIAI")]
@@ -125,11 +133,11 @@ def from_report(report: str, build: str = "the llama.cpp build on this machine")
 
 def from_cpu(flags: set[str], machine: str) -> KernelPath | Unemulated:
     """The path a native build of llama.cpp (``GGML_NATIVE``, its default: ``-march=native``) compiles for a CPU with
-    these ``/proc/cpuinfo`` flags, with llamafile on (its default)."""
+    these ``/proc/cpuinfo`` flags, with llamafile on (its default) and AVX512_BF16 where the CPU has it."""
     if machine not in ("x86_64", "AMD64", "amd64"):
         return Unemulated(f"a native llama.cpp build on this {machine} CPU", "that architecture's kernels")
     if {"avx512f", "avx512dq"} <= flags:
-        return AVX512
+        return AVX512 if "avx512_bf16" in flags else replace(AVX512, bf16=False)
     if {"avx2", "fma", "f16c"} <= flags:
         return AVX2
     missing = sorted({"avx2", "fma", "f16c"} - flags)
@@ -179,7 +187,8 @@ def runnable(path: KernelPath, flags: set[str], machine: str) -> str | None:
     """None when a CPU with these flags can run a build of ``path``; else why not, in a phrase."""
     if machine not in ("x86_64", "AMD64", "amd64"):
         return f"this {machine} CPU runs no x86-64 build"
-    need = {"avx2": {"avx2", "fma", "f16c"}, "avx512": {"avx512f", "avx512dq"}}[path.isa]
+    need = {"avx2": {"avx2", "fma", "f16c"}, "avx512": {"avx512f", "avx512dq"}}[path.isa] | (
+        {"avx512_bf16"} if path.bf16 else set())
     missing = sorted(need - flags)
     return f"this CPU has no {', '.join(missing)}" if missing else None
 
@@ -243,12 +252,17 @@ def llama_cpp_report() -> str | None:
 def this_machine(name: str | None = None) -> Chosen | Unemulated:
     """The path ``--arithmetic llama.cpp[:NAME]`` computes in: the one named; else the one the llama.cpp build on this
     machine reports (llama-cpp-python's); else the one a native build would compile for this CPU — each as a native
-    build on this CPU compiles it (``native_tuning``)."""
-    vendor = cpu_vendor(_read_cpuinfo())
+    build on this CPU compiles it (``native_tuning``; a named ``avx512`` without AVX512_BF16 where the CPU says it has
+    none)."""
+    info = _read_cpuinfo()
+    vendor = cpu_vendor(info)
     if name:
         path = named(name)
         if path is None:  # the command line checks names first (``named``): this is a caller's mistake
             raise ValueError(f"no kernel path named {name!r}: {', '.join(PATHS)}")
+        flags = cpu_flags(info)
+        if path.bf16 and flags and "avx512_bf16" not in flags:
+            path = replace(path, bf16=False)
         return Chosen(native_tuning(path, vendor), "named")
     report = llama_cpp_report()
     if report is not None:

@@ -306,10 +306,11 @@ def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
                                                                                            lanes, acc)
 
 
-def tiny_blas(rows: int, k: int, n: int, path: KernelPath) -> bool:
+def tiny_blas(rows: int, k: int, n: int, path: KernelPath, step: int = 0) -> bool:
     """Whether llamafile's tinyBLAS takes a float product (``llamafile_sgemm``): the path has it, two or more rows
-    together, the reduction a multiple of the register's lanes (``k % KN``), the output columns of 4 (``m % 4``)."""
-    return path.tinyblas and rows >= 2 and k % path.lanes == 0 and n % 4 == 0
+    together, the reduction a multiple of the values one load takes (``k % KN``: ``step``, by default the register's
+    lanes; 32 for bf16 pairs under AVX512_BF16), the output columns of 4 (``m % 4``)."""
+    return path.tinyblas and rows >= 2 and k % (step or path.lanes) == 0 and n % 4 == 0
 
 
 def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path: KernelPath) -> np.ndarray:

@@ -1,6 +1,7 @@
 """llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q2_K … Q6_K, the legacy
-quants Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and BF16 — bit for bit on the AVX2 path: ``--arithmetic llama.cpp`` for a weight
-kept in its blocks (``blocks.Blocks``), one matrix or an expert's of a bank.
+quants Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and BF16 — bit for bit on the AVX2 path, and on the AVX-512 path (BF16 there
+with AVX512_BF16): ``--arithmetic llama.cpp`` for a weight kept in its blocks (``blocks.Blocks``), one matrix or an
+expert's of a bank.
 
 What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile/sgemm.cpp). Each type has a
 ``vec_dot_type`` the activations are converted to, a row at a time, before the product:
@@ -31,9 +32,18 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
   summed exactly and added as ``fma(scale, Σ, ·)`` (the C's ``sumf += d·Σ`` as GCC contracts it by default; the
   product is exact in float32 while ``|Σ| < 2¹³``, so the contraction shows only in rare last bits, which no test has
   seen). AVX-512 builds compile the same ``__AVX2__`` branch (there is no wider one).
-- BF16 → bf16 (``ggml_compute_fp32_to_bf16``: nearest, ties to even). With two or more rows, tinyBLAS<8> (one fma
-  accumulator of 8 lanes, ``hsum``: ``ggml._tiny``); with one, ``ggml_vec_dot_bf16``: four 8-lane fma
-  accumulators over each 32 values, ``(c₀+c₂)+(c₁+c₃)``, ``hsum``, the tail in float64.
+- BF16 → bf16 (``ggml_compute_fp32_to_bf16``, scalar on every x86 path: nearest, ties to even, a NaN kept quiet).
+  AVX2: with two or more rows, tinyBLAS<8> (one fma accumulator of 8 lanes, ``hsum``: ``ggml._tiny``); with one,
+  ``ggml_vec_dot_bf16``: four 8-lane fma accumulators over each 32 values, ``(c₀+c₂)+(c₁+c₃)``, ``hsum``, the tail
+  in float64. AVX512_BF16 (vec.cpp's ``__AVX512BF16__`` branch; sgemm.cpp's ``tinyBLAS<32, __m512, __m512bh>``,
+  whose ``madd`` is ``_mm512_dpbf16_ps``): each ``dpbf16`` lane takes a pair of bf16 values, ``t = acc + x₂ₗ₊₁·y₂ₗ₊₁``
+  then ``t + x₂ₗ·y₂ₗ`` — the odd product first, each exact and added with one rounding to nearest even, subnormal
+  inputs read as zero and each result flushed to zero where subnormal (``_dp``; all of it held to the build's own
+  ``ggml_vec_dot_bf16`` on rows made to tell them apart). With two or more rows, tinyBLAS (``k`` a multiple of 32, as
+  it loads 32 bf16 a step): one 16-lane accumulator ``dpbf16``-ed each 32 values, ``_mm512_reduce_add_ps``; with
+  one, ``ggml_vec_dot_bf16``: two such accumulators over each 64 values (the first 32, the next 32), each reduced
+  and added in float64, the tail in float64 as AVX2's. An AVX-512 build without AVX512_BF16 (``__AVX512F__``'s
+  16-lane float branch) is not emulated.
 
 A bank of experts (ggml's ``mul_mat_id``, ``ggml_compute_forward_mul_mat_id``): the activations are converted row by
 row as above, the step's rows (token and slot) grouped by the expert they are routed to, and each expert's computed
@@ -47,8 +57,10 @@ Held to llama.cpp's own product tensors, and a file's logits to llama.cpp's, bit
 rows or more and some fewer) (``tests/oracle/test_quants.py``). The K-quant and legacy dots are AVX2 code on either
 x86 path (an AVX-512 build compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact; the tiled
 kernel's VNNI variant writes ``r·y.d`` as a multiply and an add, which GCC contracts to the AVX2 variant's fma — held
-on an AVX-512 VNNI host, an AMD EPYC: the tests above and a 1B-shaped Q4_K_M's 40-token prefill bit for bit); BF16 is the AVX2 path's alone (AVX-512 sums it 16 lanes wide, or with ``dpbf16``), and ``computes(type, path)``
-says so: on that path a BF16 product in llama.cpp's arithmetic is the float product of its exact dequantisation
+on an AVX-512 VNNI host, an AMD EPYC: the tests above and a 1B-shaped Q4_K_M's 40-token prefill bit for bit); BF16 is
+the AVX2 path's and AVX512_BF16's (``cpu.KernelPath.bf16``; held on this project's AMD EPYC host to its native
+AVX-512 build and to an AVX2 build), and ``computes(type, path)`` says so: on an AVX-512 build without AVX512_BF16 a
+BF16 product in llama.cpp's arithmetic is the float product of its exact dequantisation
 (``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so (``not_computed``).
 """
 
@@ -80,10 +92,11 @@ MXFP4 = 9
 def computes(type_name: str, path: KernelPath = AVX2) -> bool:
     """Whether a product over a weight stored ``type_name`` — one matrix, or an expert's of a bank (``mul_mat_id``) —
     is computed here as llama.cpp's CPU backend computes it on ``path``: the K-quants, legacy quants and MXFP4 on
-    either x86 path (their dots are AVX2 code on both, their integer sums exact), BF16 on the AVX2 path alone
-    (AVX-512 builds sum it 16 lanes wide, or with ``dpbf16``)."""
-    return type_name in DOTS or type_name in LEGACY or type_name == "MXFP4" or (type_name == "BF16"
-                                                                                and path.isa == "avx2")
+    either x86 path (their dots are AVX2 code on both, their integer sums exact), BF16 on the AVX2 path and on the
+    AVX-512 path with AVX512_BF16 (``dpbf16``) — not on an AVX-512 build without it (``KernelPath.bf16``), which sums
+    it in 16-lane float code no build here has been held to."""
+    return type_name in DOTS or type_name in LEGACY or type_name == "MXFP4" or (
+        type_name == "BF16" and (path.isa == "avx2" or path.bf16))
 
 
 def not_computed(values, path: KernelPath = AVX2) -> list[str]:
@@ -563,7 +576,7 @@ def quantize_q8_1(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, d, s
 
 
-# ---- BF16 (ggml_vec_dot_bf16, AVX2; tinyBLAS<8> over bf16) ----------------------------------------------------------
+# ---- BF16 (ggml_vec_dot_bf16 and tinyBLAS over bf16: AVX2's fma, AVX512_BF16's dpbf16) ------------------------------
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -595,18 +608,74 @@ def _bf16_dot(x, y, acc):
     return np.float32(t)
 
 
+#: The least normal float32, 2⁻¹²⁶: below it ``dpbf16`` reads and writes zero.
+_NORMAL = F32(2.0 ** -126)
+
+
+@kernel
+def _ftz(v):
+    """``v``, or a zero of its sign where it is subnormal: ``dpbf16``'s DAZ on its inputs and FTZ on its results."""
+    return v if abs(v) >= _NORMAL else v * F32(0)
+
+
+@kernel
+def _dp(acc, x, y, i):
+    """One float32 lane of ``_mm512_dpbf16_ps``: over the bf16 pair ``i, i+1`` of ``x`` and ``y``, the odd product
+    first — ``t = acc + x[i+1]·y[i+1]``, then ``t + x[i]·y[i]`` — each product exact and added with one rounding
+    (nearest even), subnormal inputs read as zero and each of the two results flushed to zero when subnormal — as
+    Intel's pseudo-code for VDPBF16PS says and this project's AMD EPYC host computes it (``test_quants.py``)."""
+    t = _ftz(_fma(_ftz(x[i + 1]), _ftz(y[i + 1]), acc))
+    return _ftz(_fma(_ftz(x[i]), _ftz(y[i]), t))
+
+
+@kernel
+def _bf16_dot512(x, y, acc):
+    """``ggml_vec_dot_bf16`` under AVX512_BF16 over values already widened: two 16-lane accumulators, each 64 values
+    ``dpbf16`` into the first (the first 32, lane ``l`` the pair ``2l, 2l+1``) and the second (the next 32); each
+    ``_mm512_reduce_add_ps``ed and added in float64, then the rest one float32 product at a time, as ``_bf16_dot``.
+    ``acc``: the caller's scratch of 2 × 16 float32 or more."""
+    n = x.shape[0]
+    full = n - n % 64
+    acc[:2, :16] = 0
+    for i in range(0, full, 64):
+        for h in range(2):
+            for l in range(16):
+                acc[h, l] = _dp(acc[h, l], x, y, i + 32 * h + 2 * l)
+    t = np.float64(_hsum(acc[0], 16)) + np.float64(_hsum(acc[1], 16))
+    for i in range(full, n):
+        t += np.float64(np.float32(x[i] * y[i]))
+    return np.float32(t)
+
+
+@kernel
+def _tiny_dp(x, y, acc):
+    """llamafile's ``tinyBLAS<32>`` element over bf16 under AVX512_BF16: one 16-lane accumulator, each 32 values
+    ``dpbf16`` into it (lane ``l`` the pair ``2l, 2l+1``), then ``_mm512_reduce_add_ps``; ``acc`` the caller's
+    scratch of 16 float32 or more."""
+    acc[:16] = 0
+    for i in range(0, x.shape[0], 32):
+        for l in range(16):
+            acc[l] = _dp(acc[l], x, y, i + 2 * l)
+    return _hsum(acc, 16)
+
+
 @kernel(parallel=True)
-def _bf16_kernel(x, w, tiny, out):
+def _bf16_kernel(x, w, tiny, dp, out):
+    """``out[r, n]``: row ``r`` of ``x`` by column ``n`` of ``w`` (bf16 bits), by tinyBLAS's element (``tiny``) or
+    ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else AVX2's."""
     rows, k = x.shape
     n_out = w.shape[0]
     for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
         col = np.empty(k, np.float32)
-        acc = np.empty((4, 8), np.float32)  # _tiny's (its first row) or _bf16_dot's
+        acc = np.empty((4, 16), np.float32)  # the element's accumulators
         for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
             for j in range(k):
                 col[j] = _from_bits(np.int64(w[n, j]) << 16)
             for r in range(rows):
-                out[r, n] = _tiny(x[r], col, 8, acc[0]) if tiny else _bf16_dot(x[r], col, acc)
+                if dp:
+                    out[r, n] = _tiny_dp(x[r], col, acc[0]) if tiny else _bf16_dot512(x[r], col, acc)
+                else:
+                    out[r, n] = _tiny(x[r], col, 8, acc[0]) if tiny else _bf16_dot(x[r], col, acc)
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------
@@ -651,6 +720,7 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
                 (q, d), s = quantize_q8_0(x2), None
             _legacy_kernel(LEGACY.get(w.type, MXFP4), w.block_bytes, q, d, d if s is None else s, raw, out)
         else:
-            tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path)
-            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, out)
+            dp = path.isa == "avx512"  # ``computes``: with AVX512_BF16
+            tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path, 32 if dp else 8)
+            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, dp, out)
     return out.reshape(*lead, w.shape[1])

@@ -5,6 +5,7 @@ paths there are, where no emulated path is the build's."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,7 +24,9 @@ NO_FMA_BUILD = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | LLAMAFILE = 1 | OPENMP = 
 
 
 def test_a_build_s_report_names_its_path():
-    assert cpu.from_report(AVX512_BUILD) == cpu.AVX512
+    assert cpu.from_report(AVX512_BUILD) == cpu.AVX512 and cpu.AVX512.bf16
+    without = cpu.from_report(AVX512_BUILD.replace("AVX512_BF16 = 1 | ", ""))  # an AVX-512 build before Zen 4's
+    assert without.name == "avx512" and not without.bf16 and "no AVX512_BF16" in without.described
     assert cpu.from_report(AVX2_BUILD) == cpu.AVX2
     assert cpu.from_report(AVX2_BUILD.replace("LLAMAFILE = 1 | ", "")) == cpu.PATHS["avx2:nollamafile"]
 
@@ -38,7 +41,9 @@ def test_a_build_no_path_emulates_is_refused_naming_the_build_and_the_paths_ther
 
 
 def test_a_native_build_takes_the_widest_path_the_cpu_has():
-    assert cpu.from_cpu({"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw"}, "x86_64") == cpu.AVX512
+    wide = {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw"}
+    assert cpu.from_cpu(wide | {"avx512_bf16"}, "x86_64") == cpu.AVX512
+    assert cpu.from_cpu(wide, "x86_64") == replace(cpu.AVX512, bf16=False)  # Skylake-X: BF16 in 16-lane float code
     assert cpu.from_cpu({"avx2", "fma", "f16c", "avx512f"}, "x86_64") == cpu.AVX2  # no DQ: ggml's 16-lane soft_max off
     assert cpu.from_cpu({"avx2", "fma", "f16c"}, "x86_64") == cpu.AVX2
     assert isinstance(cpu.from_cpu({"avx"}, "x86_64"), cpu.Unemulated)
@@ -46,9 +51,11 @@ def test_a_native_build_takes_the_widest_path_the_cpu_has():
 
 
 def test_an_avx_512_cpu_runs_the_avx2_path_and_not_the_other_way():
-    wide = {"avx2", "fma", "f16c", "avx512f", "avx512dq"}
+    wide = {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512_bf16"}
     assert cpu.runnable(cpu.AVX2, wide, "x86_64") is None and cpu.runnable(cpu.AVX512, wide, "x86_64") is None
-    assert "avx512dq, avx512f" in cpu.runnable(cpu.AVX512, {"avx2", "fma", "f16c"}, "x86_64")
+    assert "avx512_bf16, avx512dq, avx512f" in cpu.runnable(cpu.AVX512, {"avx2", "fma", "f16c"}, "x86_64")
+    assert "avx512_bf16" in cpu.runnable(cpu.AVX512, wide - {"avx512_bf16"}, "x86_64")
+    assert cpu.runnable(replace(cpu.AVX512, bf16=False), wide - {"avx512_bf16"}, "x86_64") is None
 
 
 def test_the_cpu_s_flags_are_read_from_proc_cpuinfo():
@@ -113,6 +120,9 @@ def test_a_native_avx_512_build_on_an_intel_cpu_sums_ggml_s_plain_loops_in_8_lan
         chosen = cpu.this_machine()
         assert chosen.path.name == "avx512" and chosen.path.lanes == 16 and chosen.path.loop_lanes == lanes, vendor
         assert cpu.this_machine("avx512").path.loop_lanes == lanes
+        assert not cpu.this_machine("avx512").path.bf16  # a native build on a CPU without avx512_bf16 has none
+    monkeypatch.setattr(cpu, "_read_cpuinfo", lambda: "vendor_id\t: AuthenticAMD\nflags\t\t: avx512f avx512_bf16\n")
+    assert cpu.this_machine("avx512").path == cpu.AVX512
     assert cpu.native_tuning(cpu.AVX2, "GenuineIntel") == cpu.AVX2
     rng = np.random.default_rng(5)
     z, w = rng.standard_normal((12, 256)).astype(np.float32), rng.standard_normal((4, 256)).astype(np.float32)

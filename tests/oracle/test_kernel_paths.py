@@ -2,10 +2,10 @@
 
 The rest of the oracle holds the path of llama-cpp-python's native build (``llamacpp.BUILT``: the widest this CPU
 has). Here each other emulated path (``streamed.numerics.cpu.PATHS``) is either:
-- run: when the CPU can run it, the kernel tests (``test_ggml_kernels.py``), the real-width Q8_0 slice and the
-  oracle's Q8_0 cases in llama.cpp's arithmetic run again in a process of their own whose ``llama_cpp`` loads a build
-  made for that path (``llama_builds``: ``make test`` builds it once, into ``~/.cache/streamed-llama/``), and must
-  pass; or
+- run: when the CPU can run it, the kernel tests (``test_ggml_kernels.py``), the real-width Q8_0 slice, the
+  oracle's Q8_0 cases in llama.cpp's arithmetic and its BF16 products (``BF16``) run again in a process of their own
+  whose ``llama_cpp`` loads a build made for that path (``llama_builds``: ``make test`` builds it once, into
+  ``~/.cache/streamed-llama/``), and must pass; or
 - reported not testable here, with the reason (an AVX2 host cannot run AVX-512 code) — not a failure, and not a
   pass.
 """
@@ -24,6 +24,16 @@ import llamacpp
 from streamed.numerics import cpu
 
 ROOT = Path(__file__).resolve().parents[2]
+#: BF16's products, which each path computes its own way (AVX2's fma, AVX512_BF16's ``dpbf16``): the one-row dot
+#: against the build's own, a file's products (tinyBLAS's where its loads cover the width) and logits, and an
+#: expert's over a bank.
+BF16 = [f"tests/oracle/test_quants.py::{t}" for t in (
+    "test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnormals_and_its_order_of_addition",
+    "test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bit[BF16]",
+    "test_in_llama_cpp_s_arithmetic_a_bf16_product_of_several_rows_over_a_width_tinyblas_does_not_load_is_the_dot_s",
+    "test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit_for_bit_where_exact_ones_are_not"
+    "[BF16]",
+    "test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit[BF16]")]
 OTHERS = [p for p in (cpu.AVX2, cpu.AVX512) if p != llamacpp.BUILT]
 
 
@@ -39,7 +49,8 @@ def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_buil
     env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(where), "STREAMED_ORACLE_BUILD": path.name}
     tests = ["tests/oracle/test_ggml_kernels.py", "tests/oracle/test_real_width.py::"
              "test_two_real_width_q8_0_layers_are_llama_cpp_s_logits_bit_for_bit_in_its_arithmetic",
-             "tests/oracle/test_llamacpp.py", "-k", "not test_kernel_paths and (ggml or real_width or arithmetic)"]
+             "tests/oracle/test_llamacpp.py", *BF16, "-k",
+             "not test_kernel_paths and (ggml or real_width or arithmetic)"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=3000)
     tail = "\n".join(done.stdout.splitlines()[-25:])

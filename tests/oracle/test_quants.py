@@ -15,7 +15,7 @@ K-quant) — read as stored and computed as llama.cpp computes them.
   bundles, where exact arithmetic is 1e-4 or more away (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_0, Q4_1, Q5_0, Q5_1,
   BF16 files). These at a real width (d 1024, FFN 2048: reductions of 4 and 8 blocks of 256), where the accumulation
   across blocks counts; a prefill of 8 rows, from which ggml's tiled K-quant kernel takes the product, and of 6, where
-  the ``vec_dot`` does. What is not computed so (BF16 on the AVX-512 path) ``run`` names.
+  the ``vec_dot`` does. What is not computed so (BF16 on an AVX-512 build without AVX512_BF16) ``run`` names.
 - Banks of experts kept in blocks (ggml's ``mul_mat_id``): gpt-oss made MXFP4_MOE (its banks MXFP4, MXFP4's own dot
   over Q8_0 activations) and a Qwen3-MoE made Q4_K_M (its banks Q4_K and Q6_K), Q4_0 and BF16 (one row at a time
   where a matrix of several rows takes tinyBLAS: seen failing otherwise) — each expert's product tensor held
@@ -172,8 +172,9 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bi
 
 def _computed_on_this_path(ftype: str) -> bool:
     """Whether ``ftype``'s products are computed as llama.cpp computes them on the path of the build under test. Where
-    they are not (BF16 on AVX-512), what a user relies on instead is held: a run in llama.cpp's arithmetic names
-    every such type in its note (``not_computed`` on that path) — never a silent approximation, never a skip."""
+    they are not (BF16 on AVX-512 without AVX512_BF16), what a user relies on instead is held: a run in llama.cpp's
+    arithmetic names every such type in its note (``not_computed`` on that path) — never a silent approximation, never
+    a skip."""
     path = llamacpp.built_path()
     left = sorted(t for t in WEIGHT_TYPES[ftype] if not ggml_quants.computes(t, path))
     named = ggml_quants.not_computed([Blocks(np.zeros((2, 2), np.uint8), t) for t in WEIGHT_TYPES[ftype]], path)
@@ -213,17 +214,85 @@ def test_a_run_in_llama_cpp_s_arithmetic_of_a_file_whose_every_type_it_computes_
     assert [line for line in err.splitlines() if "note:" in line] == [], err
 
 
-def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_off_avx2_alone():
-    """What ``run`` names in its note (``not_computed``): BF16 on the AVX-512 path, a matrix or a bank of experts;
-    every other type read — MXFP4 and every bank of experts kept in blocks among them — is computed as llama.cpp
-    computes it."""
-    from streamed.numerics.cpu import AVX2, AVX512
+def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_on_avx_512_without_avx512_bf16():
+    """What ``run`` names in its note (``not_computed``): BF16 on an AVX-512 build without AVX512_BF16 (its 16-lane
+    float code), a matrix or a bank of experts; every other type read on every path — MXFP4, every bank of experts
+    kept in blocks, and BF16 on AVX2 and on AVX-512 with AVX512_BF16 (``dpbf16``) among them — is computed as
+    llama.cpp computes it."""
+    from dataclasses import replace
+
+    from streamed.numerics.cpu import AVX2, AVX512, PATHS
 
     one = lambda t, *lead: Blocks(np.zeros((*lead, 4, 2 * BLOCKS[t][1]), np.uint8), t)  # noqa: E731
     read = [one(t, *lead) for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "BF16",
                                     "MXFP4") for lead in ((), (3,))]
-    assert ggml_quants.not_computed(read, AVX2) == []
-    assert ggml_quants.not_computed(read, AVX512) == ["BF16"]
+    for path in PATHS.values():  # avx512 names the path with AVX512_BF16
+        assert ggml_quants.not_computed(read, path) == [], path
+    assert AVX512.bf16 and not AVX2.bf16
+    assert ggml_quants.not_computed(read, replace(AVX512, bf16=False)) == ["BF16"]
+
+
+def _bf16_bits(v) -> np.ndarray:
+    return (np.asarray(v, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnormals_and_its_order_of_addition():
+    """The one-row BF16 product (``ggml_vec_dot_bf16``) against the build's own, called directly: random rows of the
+    widths and tails a model has, and rows made to tell apart what a model's values seldom reach — under AVX512_BF16
+    (``dpbf16``) the odd product of each pair added before the even one, each product exact into a single rounding
+    (a subnormal product still counts against a normal sum; 1 + 2⁻²⁴ + (2⁻²⁴+2⁻³¹) is 1 + 2⁻²³ so and 1 + 2⁻²² the
+    other way), subnormal inputs read as zero, a subnormal result (of
+    either addition) flushed to zero; the tail past the last whole step computed in float32 products, no flushing."""
+    path = llamacpp.built_path()
+    if not _computed_on_this_path("BF16"):
+        return  # held instead: the run says these products are not llama.cpp's on this path
+    p = np.float32(2.0) ** -np.arange(0, 150, dtype=np.float32)  # p[e] = 2⁻ᵉ, exact
+
+    def row(n, **at):
+        x, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        for i, (a, b) in at.items():
+            x[int(i[1:])], y[int(i[1:])] = a, b
+        return x, y
+
+    rows = [row(64, i1=(p[63], p[63]), i0=(-p[62] * np.float32(0.5), p[63] * np.float32(1.75))),  # sum subnormal
+            row(64, i1=(p[63], p[63]), i0=(p[70], p[70])),  # a subnormal product into a normal sum
+            row(64, i0=(p[63], p[63]), i1=(p[70], p[70])),  # a subnormal first sum, flushed before the second
+            row(128, i0=(p[63], p[63]), i65=(p[70], p[70])),  # a subnormal product into the next step's sum
+            row(64, i0=(np.float32(2.0 ** -127), p[0] / p[100])),  # a subnormal input
+            row(65, i64=(np.float32(2.0 ** -127), p[0] / p[100])),  # … in the tail
+            row(128, i0=(p[0], p[0]), i65=(p[0], p[24]), i64=(p[0] + p[7], p[24]))]  # the order: odd first
+    rng = np.random.default_rng(3)
+    for n in (64, 128, 1024, 2048, 100, 300, 33):
+        for scale in (1.0, 1e-3, 2.0 ** -60):
+            rows.append(((rng.standard_normal(n) * scale).astype(np.float32),
+                         rng.standard_normal(n).astype(np.float32)))
+    for i, (x, w) in enumerate(rows):
+        x = ggml_quants.to_bf16(x)
+        want = llamacpp.vec_dot_bf16(_bf16_bits(w), _bf16_bits(x))
+        got = ggml_quants.mul_mat(x[None], Blocks(_bf16_bits(w).view(np.uint8)[None], "BF16"), path=path)[0, 0]
+        assert _same_bits(got, want), (i, len(x), got, want)
+
+
+def test_in_llama_cpp_s_arithmetic_a_bf16_product_of_several_rows_over_a_width_tinyblas_does_not_load_is_the_dot_s(
+        tmp_path):
+    """tinyBLAS takes a BF16 product of several rows only where its loads cover the reduction (``k % KN``): 8 values
+    a load on AVX2, 32 under AVX512_BF16 — so at a width of 208 (and an FFN of 336) a 6-row prefill is tinyBLAS's on
+    the one path and ``ggml_vec_dot_bf16``'s row by row on the other, each bit for bit."""
+    path = llamacpp.built_path()
+    if not _computed_on_this_path("BF16"):
+        return  # held instead: the run says these products are not llama.cpp's on this path
+    source = oracle.write(tmp_path / "f32.gguf", {**CFG, "hidden_size": 208, "intermediate_size": 336}).path
+    file = quants.quantize(source, tmp_path / "BF16.gguf", "BF16")
+    stored = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in GGUFReader(file).tensors}
+    _, steps = llamacpp.tensors(file, TOKENS, PREFILL)
+    for layer in range(2):
+        for norm, out, w in (("attn_norm", "Qcur", "attn_q"), ("ffn_norm", "ffn_up", "ffn_up"),
+                             ("ffn_swiglu", "ffn_out", "ffn_down")):
+            x = _first(steps[0], f"{norm}-{layer}")
+            x = x.reshape(-1, x.shape[-1])
+            assert len(x) == PREFILL and x.shape[1] % 32 and not x.shape[1] % 8
+            got = ggml_quants.mul_mat(x, stored[f"blk.{layer}.{w}.weight"], path=path)
+            assert _same_bits(got, _first(steps[0], f"{out}-{layer}", MUL_MAT)), (layer, out, path.name)
 
 
 #: Two MoE files as llama.cpp's quantizer makes them. gpt-oss made MXFP4_MOE: its expert banks MXFP4, every other

@@ -31,7 +31,7 @@ CACHE = Path(os.environ.get("STREAMED_LLAMA_BUILDS", Path.home() / ".cache" / "s
 FLAGS = {"avx2": ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
                   "-DGGML_AVX512=OFF"],
          "avx512": ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-                    "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON"]}
+                    "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"]}  # cpu.AVX512's BF16
 
 
 def version() -> str:

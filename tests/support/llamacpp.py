@@ -189,3 +189,20 @@ def refusal(path: str | Path) -> str | None:
         return "; ".join(l.strip() for l in _LOG if l.strip()) or "refused"
     lc.llama_model_free(model)
     return None
+
+
+def vec_dot_bf16(x: np.ndarray, y: np.ndarray) -> np.float32:
+    """``ggml_vec_dot_bf16`` of the build under test (``libggml-cpu``, which exports it) over two rows of bf16 bits
+    (``uint16``): the one-row BF16 product as that build's CPU computes it — under AVX512_BF16 its ``dpbf16``
+    instruction itself, whose rounding and subnormals no graph of a model reaches at will."""
+    import llama_cpp.llama_cpp as library
+
+    dot = ctypes.CDLL(str(library._base_path / "libggml-cpu.so")).ggml_vec_dot_bf16
+    dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                    ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    dot.restype = None
+    x, y = np.ascontiguousarray(x, np.uint16), np.ascontiguousarray(y, np.uint16)
+    assert x.shape == y.shape and x.ndim == 1
+    s = np.zeros(1, np.float32)
+    dot(len(x), s.ctypes.data, 0, x.ctypes.data, 0, y.ctypes.data, 0, 1)
+    return s[0]
