@@ -22,7 +22,7 @@ run just before it), and the summary gives each type's and arithmetic's ratio to
 llama.cpp for prefill and decode.
 
     .venv/bin/python benchmarks/bench_realsize.py [--runs N] [--tokens N] [--only NAME …] [--steps prefill|decode]
-        [--no-8b] [--no-bundle] [--into DIR] [--keep] [--write]
+        [--arithmetic llama.cpp|exact] [--no-8b] [--no-bundle] [--into DIR] [--keep] [--write]
 
 ``--write`` records ``## Real size, beside llama.cpp`` in docs/performance.md. An 8B run needs about 16 GB free at
 its peak (llama.cpp's mapping and ours are one page cache, read one after the other): it is skipped, saying so, when
@@ -140,7 +140,7 @@ def made(folder: Path, name: str, cfg: dict, q8: bool, fast: bool, source: str |
 
 def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: int, bundle: bool,
          fast: bool = False, keep: bool = False, source: str | None = None,
-         steps: tuple[str, ...] = ("prefill", "decode")) -> list[dict]:
+         steps: tuple[str, ...] = ("prefill", "decode"), only: tuple[str, ...] = ()) -> list[dict]:
     """Every row of one checkpoint: prefill and decode, llama.cpp and streamed (reference; bundle for decode)."""
     import numpy as np
 
@@ -150,7 +150,7 @@ def case(folder: Path, name: str, cfg: dict, q8: bool, tokens: list[int], runs: 
     doc = folder / f"{name}.lgm"
     subprocess.run([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)], cwd=ROOT, check=True)
     text = ",".join(map(str, tokens))
-    arithmetics = ("llama.cpp", "exact") if q8 or source else ("exact",)
+    arithmetics = tuple(a for a in (("llama.cpp", "exact") if q8 or source else ("exact",)) if not only or a in only)
     bundle_dir = folder / f"{name}.bundle"
     if bundle:
         subprocess.run([PY, "-m", "streamed", "lower", str(doc), "--mode", "decode", "--ctx", str(len(tokens)),
@@ -204,6 +204,8 @@ def main() -> None:
     ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8", "1b-q4km", "8b-q4km"), action="append",
                     help="this checkpoint (repeat for more; default: 1b-f32, 1b-q8 and 8b-q8)")
     ap.add_argument("--steps", choices=("prefill", "decode"), action="append", help="only these steps")
+    ap.add_argument("--arithmetic", choices=("llama.cpp", "exact"), action="append",
+                    help="only streamed's runs in these arithmetics (a K-quant decode in the exact one is minutes)")
     ap.add_argument("--dir", default=str(ROOT / "build"), help="where the temporary folder is made")
     ap.add_argument("--into", help="work in this folder instead (a checkpoint already there is used; each is "
                                    "removed after its runs)")
@@ -232,7 +234,7 @@ def main() -> None:
                 continue
             rows += case(Path(tmp), name, cfg, q8, tokens, args.runs, bundle and not args.no_bundle,
                          fast=name.startswith("8b"), keep=args.keep and bool(args.into), source=source,
-                         steps=tuple(args.steps or ("prefill", "decode")))
+                         steps=tuple(args.steps or ("prefill", "decode")), only=tuple(args.arithmetic or ()))
     publish(render(rows, notes, args, start_load), args.write)
 
 
