@@ -269,6 +269,5 @@ def this_machine(name: str | None = None) -> Chosen | Unemulated:
         got = from_report(report)
         return Chosen(native_tuning(got, vendor), "the llama.cpp build's report") if isinstance(got, KernelPath) \
             else got
-    flags, cpu, machine = this_host()
-    got = from_cpu(flags, machine)
-    return Chosen(native_tuning(got, vendor), f"this CPU ({cpu})") if isinstance(got, KernelPath) else got
+    got = from_cpu(cpu_flags(info), platform.machine())
+    return Chosen(native_tuning(got, vendor), f"this CPU ({cpu_name(info)})") if isinstance(got, KernelPath) else got

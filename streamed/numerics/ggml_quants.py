@@ -456,7 +456,7 @@ def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, prods, tiled
 def _kernel(code, qx, dx, bs, w, tiled, out):
     """``out[r, n]``: ``_dot`` of weight row ``n`` with activation row ``r``; each weight row decoded once for every
     activation row (``_values``), or for one activation row (decode) read where it is stored — its scales alone taken
-    first; a task's columns share one scratch (an allocation a column was a fifth of a decode's time)."""
+    first; a task's columns share one scratch (``product.TASK_COLUMNS``)."""
     rows, k = qx.shape
     n_out = w.shape[0]
     direct = rows == 1 and (code == 6 or code == 8)

@@ -175,8 +175,8 @@ def _element(typingctx, v):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------------
-#: Output columns a thread's task computes together, its scratch made once for them: an allocation a column was most
-#: of a one-row product's time (a decode's), and the columns' order never changes a sum.
+#: Output columns a thread's task computes together, its scratch made once for them: an allocation a column was a
+#: third of a one-row K-quant product's time (a decode's), and the columns' order never changes a sum.
 TASK_COLUMNS = 32
 # One Python source, compiled once per storage (float32, float16 as uint16, Q8_0 as uint8: ``compiled``), in parallel
 # over output columns, with one arithmetic.
