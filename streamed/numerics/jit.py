@@ -40,10 +40,12 @@ from numba.core.runtime import nrtdynmod, rtsys
 
 
 class _Loaded(FunctionCache):
-    """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries."""
+    """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
+    threads: ``_threads``)."""
 
     def load_overload(self, sig, target_context):
         _runtime(target_context)
+        _threads()
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 
@@ -110,3 +112,33 @@ def _kept_runtime(context):
         except OSError:
             pass
     return library
+
+
+#: How the threads of numba's OpenMP layer wait for the next parallel kernel, unless the user's environment says
+#: (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``): asleep, not spinning (``_threads``).
+WAIT_POLICY = "PASSIVE"
+
+
+def _threads() -> None:
+    """Start numba's threading layer, its OpenMP threads waiting as ``WAIT_POLICY`` says; once a process.
+
+    Why: libgomp's threads, told nothing, spin for about 300,000 pauses (milliseconds) before they sleep, at every end
+    of a parallel kernel. A run launches hundreds of kernels a step with Python between them, so a thread that
+    finished its share spins through the rest of the step — which costs nothing on an idle machine and everything on
+    a loaded one: the spinning thread takes the core the other thread's work, or another process, was waiting for.
+    A 12-token decode of a 1B-shaped Q8_0 under load average 7 took 15–16 s spinning and 3.4–4.0 s asleep
+    (docs/performance.md). libgomp reads its environment once, when it is loaded (which this does): the setting is
+    made for that moment only and taken back, so the processes a run starts get the user's environment as it was.
+    Where libgomp was loaded before (an embedding program's own OpenMP), its choice stands."""
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:
+        return
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        parallel._launch_threads()
+        return
+    os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+    try:
+        parallel._launch_threads()
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
