@@ -1,5 +1,5 @@
 """The kernels' compiler: numba's ``njit`` with the machine code kept in the kernel cache (``kernel``), and loaded
-from it without numba's compiler.
+from it without numba's compiler — numba's runtime included (``_runtime``).
 
 Why: numba, before it loads an overload from its cache, "refreshes" its target context — imports and registers
 every implementation its compiler knows (array math, linear algebra, typed containers, random generators, …), about
@@ -9,23 +9,43 @@ initialised here, and the symbols of its own library, which loading links. A ker
 a signature not compiled before) still goes through numba's compiler, which refreshes the context itself
 (``compile_extra``), so nothing is compiled against a context short of a registry.
 
-Invariant: a kernel computes what numba compiled for it — the same machine code, whichever process compiled it; only
-when numba's registries are loaded changes (``tests/numerics/test_jit.py`` holds that a warm process loads none and
-computes the same logits as one that loaded them all).
+The runtime, too, is machine code numba makes in every process: a small LLVM module (its reference counts and its
+arrays' data pointer) put through LLVM's optimiser and code generator — 20–30 ms, and 20 MB of LLVM's code and heap
+paged in, a tenth of a run's fixed memory. Those pages are touched for nothing when every kernel comes from the cache:
+loading machine code needs only LLVM's linker. So the runtime's machine code is kept in the kernel cache too, under
+what it was compiled for (numba's and llvmlite's versions, and the target numba's own cache keys its kernels by —
+triple, CPU name, features), and loaded as numba loads a cached kernel's (``unserialize_library``).
+
+Invariants: a kernel computes what numba compiled for it — the same machine code, whichever process compiled it; only
+when numba's registries are loaded, and whether the runtime's machine code was compiled in this process or read, change
+(``tests/cli/test_kernel_cache.py`` holds that a warm process loads no registry and compiles no runtime, and computes
+the logits of a process that did both). A runtime copy that cannot be read is compiled again, and one that cannot be
+written is only not kept.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
+from pathlib import Path
+
+import llvmlite
+import numba
 from numba import njit
+from numba.core import config
 from numba.core.caching import FunctionCache
-from numba.core.runtime import rtsys
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.runtime import nrtdynmod, rtsys
 
 
 class _Loaded(FunctionCache):
-    """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries."""
+    """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
+    threads: ``_threads``)."""
 
     def load_overload(self, sig, target_context):
-        rtsys.initialize(target_context)
+        _runtime(target_context)
+        _threads()
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 
@@ -45,3 +65,80 @@ def kernel(fn=None, /, **options):
         return dispatcher
 
     return make if fn is None else make(fn)
+
+
+def _runtime(context) -> None:
+    """Initialise numba's runtime for ``context``, its machine code read from the kernel cache (``_kept_runtime``)
+    rather than compiled; once a process, as ``rtsys.initialize`` itself is."""
+    if getattr(rtsys, "_init", False):
+        return
+    with global_compiler_lock:  # re-entrant: ``rtsys.initialize`` takes it too
+        compile_runtime = nrtdynmod.compile_nrt_functions
+        nrtdynmod.compile_nrt_functions = _kept_runtime
+        try:
+            rtsys.initialize(context)
+        finally:
+            nrtdynmod.compile_nrt_functions = compile_runtime
+
+
+def _runtime_file(context) -> Path | None:
+    """Where the runtime's machine code for ``context``'s target is kept: ``runtime/<digest>.nrt`` in the kernel
+    cache, the digest of numba's and llvmlite's versions and the target (``magic_tuple``); None without a cache."""
+    if not config.CACHE_DIR:
+        return None
+    made_for = (numba.__version__, llvmlite.__version__, context.codegen().magic_tuple())
+    return Path(config.CACHE_DIR) / "runtime" / f"{hashlib.sha256(repr(made_for).encode()).hexdigest()[:32]}.nrt"
+
+
+def _kept_runtime(context):
+    """``nrtdynmod.compile_nrt_functions``, its result kept: the library of the runtime's functions, read from
+    ``_runtime_file`` when a process compiled it for this target before, else compiled (as numba does) and kept."""
+    kept = _runtime_file(context)
+    if kept is not None:
+        try:
+            return context.codegen().unserialize_library(pickle.loads(kept.read_bytes()))
+        except Exception:  # absent, unreadable, or not this numba's: compiled below, and written again
+            pass
+    module, library = nrtdynmod.create_nrt_module(context)
+    library.enable_object_caching()  # so that its machine code can be serialised, as a cached kernel's is
+    library.add_ir_module(module)
+    library.finalize()
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            temporary = kept.with_name(f"{kept.name}.{os.getpid()}")
+            temporary.write_bytes(pickle.dumps(library.serialize_using_object_code()))
+            os.replace(temporary, kept)
+        except OSError:
+            pass
+    return library
+
+
+#: How the threads of numba's OpenMP layer wait for the next parallel kernel, unless the user's environment says
+#: (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``): asleep, not spinning (``_threads``).
+WAIT_POLICY = "PASSIVE"
+
+
+def _threads() -> None:
+    """Start numba's threading layer, its OpenMP threads waiting as ``WAIT_POLICY`` says; once a process.
+
+    Why: libgomp's threads, told nothing, spin for about 300,000 pauses (milliseconds) before they sleep, at every end
+    of a parallel kernel. A run launches hundreds of kernels a step with Python between them, so a thread that
+    finished its share spins through the rest of the step — which costs nothing on an idle machine and everything on
+    a loaded one: the spinning thread takes the core the other thread's work, or another process, was waiting for.
+    A 12-token decode of a 1B-shaped Q8_0 under load average 7 took 15–16 s spinning and 3.4–4.0 s asleep
+    (docs/performance.md). libgomp reads its environment once, when it is loaded (which this does): the setting is
+    made for that moment only and taken back, so the processes a run starts get the user's environment as it was.
+    Where libgomp was loaded before (an embedding program's own OpenMP), its choice stands."""
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized:
+        return
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        parallel._launch_threads()
+        return
+    os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+    try:
+        parallel._launch_threads()
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]

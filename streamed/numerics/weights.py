@@ -330,7 +330,10 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     if why is not None:
         raise WeightError(name, f"\"{ref.tensor}\" is {why}")
     pad = (1,) * max(0, len(declared) - len(t.shape))
-    data = t.data.reshape(pad + t.data.shape)
+    # A plain view of the mapping (it keeps the mapping alive): ``np.memmap``'s slicing runs Python hooks, thousands a
+    # decode step at real size, for nothing a read-only weight needs.
+    stored = t.data.view(np.ndarray)
+    data = stored.reshape(pad + stored.shape)
     product, cols = _orient(name, ref, pad + _logical(t), declared, lookup)
     if t.tensor_type == GGMLQuantizationType.Q8_0 and product:
         return q8mod.Planes(data).select(ref.rows, cols)
@@ -339,7 +342,7 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
     if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
         full = data
     elif not product and ref.rows is None and cols is None and len(declared) == 2 and not pad:
-        return Rows(t.data, t.tensor_type, declared)
+        return Rows(stored, t.tensor_type, declared)
     else:
         full = _dequantize(data, t.tensor_type)
     if product and full.ndim >= 2:

@@ -66,16 +66,13 @@ def test_the_cache_folder_is_the_user_s_own_setting_then_xdg_then_home(tmp_path)
 #: A ``streamed`` command in a process that says, after it, whether numba's compiler registries were loaded (its
 #: linear algebra is one of them); with ``refresh``, loaded before the command, as numba's own cache loading does.
 PROBE = """
-import json, runpy, sys
+import json, sys
 refresh, argv = json.loads(sys.argv[1])
 if refresh:
     from numba.core.registry import cpu_target
     cpu_target.target_context.refresh()
-sys.argv = ["streamed", *argv]
-try:
-    runpy.run_module("streamed", run_name="__main__", alter_sys=True)
-except SystemExit as end:
-    assert not end.code, end.code
+from streamed.cli import main
+assert main(argv) == 0
 print("registries loaded:", "numba.np.linalg" in sys.modules)
 """
 
@@ -102,3 +99,61 @@ def test_a_warm_run_loads_its_kernels_without_numba_s_compiler_and_computes_the_
         assert probe(True, arithmetic, tmp_path / "full.npz") == "registries loaded: True"
         with np.load(tmp_path / "lean.npz") as lean, np.load(tmp_path / "full.npz") as full:
             assert np.array_equal(lean["logits"], full["logits"]), arithmetic
+
+
+#: A ``streamed`` command in a process that says, after it, whether it compiled numba's runtime (``jit._runtime``):
+#: numba makes the runtime's module in ``nrtdynmod.create_nrt_module`` whenever it compiles it, its own way or ours.
+RUNTIME_PROBE = """
+import json, sys
+from numba.core.runtime import nrtdynmod
+made = []
+create = nrtdynmod.create_nrt_module
+def counted(context):
+    made.append(context)
+    return create(context)
+nrtdynmod.create_nrt_module = counted
+from streamed.cli import main
+assert main(json.loads(sys.argv[1])) == 0
+print("runtime compiled:", bool(made))
+"""
+
+
+def test_a_warm_run_reads_numba_s_runtime_from_the_kernel_cache_and_computes_the_same_logits(tmp_path):
+    """Numba compiles its runtime's module in every process (20–30 ms, and 20 MB of LLVM paged in); its machine code
+    is kept in the kernel cache beside the kernels (``jit._runtime``). The first run compiles and keeps it, the next
+    reads it; a kept copy that is damaged is compiled again and replaced; a kernel compiled in a process whose
+    runtime was read links against it — and every run's logits are, bit for bit, the first's."""
+    import json
+
+    import numpy as np
+
+    cache = tmp_path / "cache"
+    env = {**environment(tmp_path / "home"), "NUMBA_CACHE_DIR": str(cache)}
+
+    def run(saved: Path) -> str:
+        argv = ["run", str(EXAMPLES / "tiny-llama.lgm"), "--tokens", "5,17,3,9", "--prefill", "2", "--save",
+                str(saved)]
+        p = subprocess.run([sys.executable, "-c", RUNTIME_PROBE, json.dumps(argv)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.rstrip().splitlines()[-1]
+
+    def same(a: Path, b: Path) -> bool:
+        with np.load(a) as x, np.load(b) as y:
+            return np.array_equal(x["logits"], y["logits"])
+
+    assert run(tmp_path / "first.npz") == "runtime compiled: True"
+    [kept] = (cache / "runtime").iterdir()
+    assert run(tmp_path / "warm.npz") == "runtime compiled: False"
+    assert same(tmp_path / "first.npz", tmp_path / "warm.npz")
+
+    kept.write_bytes(b"not numba's runtime")
+    assert run(tmp_path / "damaged.npz") == "runtime compiled: True"
+    assert same(tmp_path / "first.npz", tmp_path / "damaged.npz")
+    assert run(tmp_path / "mended.npz") == "runtime compiled: False"
+
+    for compiled in cache.rglob("product.*.nb*"):  # the products compiled again, against the runtime read
+        compiled.unlink()
+    assert run(tmp_path / "recompiled.npz") == "runtime compiled: False"
+    assert any(cache.rglob("product.*.nbc"))
+    assert same(tmp_path / "first.npz", tmp_path / "recompiled.npz")

@@ -387,16 +387,16 @@ LEAST = CFG
 MEMORY_TOKENS = [int(t) for t in np.random.default_rng(7).integers(0, 256, 8)]
 
 
-#: ``python -m streamed …`` that says, as it exits, its own peak resident set (``VmHWM``: the process's memory since
-#: its ``exec``; ``ru_maxrss`` would start from the forking test process's, which Linux carries across fork and exec).
+#: A ``streamed …`` command that says, when it is done, its own peak resident set (``VmHWM``: the process's memory
+#: since its ``exec``; ``ru_maxrss`` would start from the forking test process's, which Linux carries across fork and
+#: exec).
 PEAK_AT_EXIT = """
-import atexit, runpy, sys
-def said():
-    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-    print("peak-kB", hwm.split()[1], file=sys.stderr)
-atexit.register(said)
-sys.argv[0] = "streamed"
-runpy.run_module("streamed", run_name="__main__")
+import sys
+from streamed.cli import main
+status = main(sys.argv[1:])
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("peak-kB", hwm.split()[1], file=sys.stderr)
+sys.exit(status)
 """
 
 
