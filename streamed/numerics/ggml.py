@@ -45,7 +45,7 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _fma, _i32, _i64, _load, _v8,
+from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       compiled, operands)
 from .cpu import KernelPath
 from .jit import kernel
@@ -143,6 +143,17 @@ def _hsum8_ir(builder, v):
                         builder.fadd(builder.fadd(a[5], a[1]), builder.fadd(a[7], a[3])))
 
 
+def _dots_operands(context, builder, signature, args):
+    """A dots intrinsic's arguments (``qx, b, r, dx, w, wb, n, out``) with ``r`` and ``n`` as int64, and the number of
+    blocks of the reduction."""
+    qx, b, r, dx, w, wb, n, out = args
+    r64 = builder.sext(r, _i64) if r.type != _i64 else r
+    n64 = builder.sext(n, _i64) if n.type != _i64 else n
+    shape = context.make_array(signature.args[0])(context, builder, qx).shape
+    blocks = builder.udiv(cgutils.unpack_tuple(builder, shape, 3)[2], ir.Constant(_i64, BLOCK))
+    return qx, b, r64, dx, w, wb, n64, out, blocks
+
+
 def _q8_dots(rows: int):
     """An intrinsic writing ``out[b, r+i, n]`` for ``i < rows``: the Q8_0 × Q8_0 dot of row ``r+i`` of ``qx[b]``
     with column ``n`` of ``w[wb]``, ``ggml_vec_dot_q8_0_q8_0``'s arithmetic — for each block, lane ``l`` takes
@@ -154,12 +165,8 @@ def _q8_dots(rows: int):
     @intrinsic
     def dots(typingctx, qx, b, r, dx, w, wb, n, out):
         def codegen(context, builder, signature, args):
-            qx, b, r, dx, w, wb, n, out = args
+            qx, b, r64, dx, w, wb, n64, out, blocks = _dots_operands(context, builder, signature, args)
             qxty, dxty, wty, outty = signature.args[0], signature.args[3], signature.args[4], signature.args[7]
-            r64 = builder.sext(r, _i64) if r.type != _i64 else r
-            n64 = builder.sext(n, _i64) if n.type != _i64 else n
-            blocks = builder.udiv(cgutils.unpack_tuple(builder, context.make_array(qxty)(context, builder, qx).shape,
-                                                       3)[2], ir.Constant(_i64, BLOCK))
             fma = builder.module.declare_intrinsic("llvm.fma.v8f32", (), ir.FunctionType(_v8, [_v8, _v8, _v8]))
             accs = [cgutils.alloca_once_value(builder, ir.Constant(_v8, [0.0] * 8)) for _ in range(rows)]
             with cgutils.for_range(builder, blocks) as loop:
@@ -191,6 +198,90 @@ def _q8_dots(rows: int):
 _Q8_ROWS = 4
 _q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
 
+#: Whether the host has AVX-512 VNNI (``vpdpbusd``: four byte products summed into an int32 lane, exactly) and BW.
+_VNNI = {"+avx512vnni", "+avx512bw", "+avx512f"} <= set(llvm_binding.get_host_cpu_features().flatten().split(","))
+_i8x64 = ir.VectorType(ir.IntType(8), 64)
+_v16 = ir.VectorType(_f32, 16)
+_mask64 = ir.VectorType(_i32, 64)
+
+
+def _q8_pairs(rows: int, pairs: int):
+    """``_q8_dots`` for ``rows`` rows and ``2·pairs`` columns at once, on AVX-512 VNNI: an intrinsic writing
+    ``out[b, r+i, n+c]`` for ``i < rows``, ``c < 2·pairs``, each the very sum ``_q8_dots`` computes. Two columns share
+    a 16-lane register: lanes ``0…7`` are column ``n+2p``'s 8 lanes, ``8…15`` column ``n+2p+1``'s, and lane ``l`` of
+    each takes, block by block in increasing order, ``acc[l] ← fma(d_w·d_x, Σ_{j<4} qw[4l+j]·qx[4l+j], acc[l])`` —
+    its own accumulator, its own blocks in ggml's order; only which registers are computed side by side changes.
+
+    The integer sums, exact either way: ``vpdpbusd`` multiplies unsigned by signed bytes, so the activation is read
+    as ``qx + 128`` (its bits with the top one flipped, in 0…255) and the sum starts from ``−128·Σ_{j<4} qw[4l+j]``
+    (made once a weight's block for all the rows): ``−128·Σqw + Σ(qx+128)·qw = Σqx·qw`` in int32, no product or sum
+    near its range. The scale ``d_w·d_x`` is the same float32 product (the two factors in a register)."""
+
+    @intrinsic
+    def dots(typingctx, qx, b, r, dx, w, wb, n, out):
+        def codegen(context, builder, signature, args):
+            qx, b, r64, dx, w, wb, n64, out, blocks = _dots_operands(context, builder, signature, args)
+            qxty, dxty, wty, outty = signature.args[0], signature.args[3], signature.args[4], signature.args[7]
+            fma = builder.module.declare_intrinsic("llvm.fma.v16f32", (), ir.FunctionType(_v16, [_v16] * 3))
+            dpbusd = builder.module.declare_intrinsic("llvm.x86.avx512.vpdpbusd.512", (),
+                                                      ir.FunctionType(_i32x16, [_i32x16] * 3))
+            zero = ir.Constant(_i32x16, [0] * 16)
+            top = builder.bitcast(ir.Constant(_i8x64, [-128] * 64), _i32x16)
+            both = ir.Constant(_mask64, list(range(32)) * 2)
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(_v16, [0.0] * 16)) for _ in range(pairs)]
+                    for _ in range(rows)]
+            with cgutils.for_range(builder, blocks) as loop:
+                blk = loop.index
+                qws, dws, starts = [], [], []
+                for p in range(pairs):
+                    halves, scales = [], ir.Constant(_v16, None)
+                    for c in range(2):
+                        col = builder.add(n64, ir.Constant(_i64, 2 * p + c))
+                        wat = _address(context, builder, wty, w, (wb, col, blk), BLOCK_BYTES)
+                        d = builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1)
+                        scales = builder.insert_element(scales, builder.fpext(d, _f32), ir.Constant(_i32, 8 * c))
+                        halves.append(_load(builder, wat, 2, _i8x32))
+                    qws.append(builder.bitcast(builder.shuffle_vector(*halves, ir.Constant(_mask64, list(range(64)))),
+                                               _i32x16))
+                    dws.append(builder.shuffle_vector(scales, scales, ir.Constant(_i32x16, [0] * 8 + [8] * 8)))
+                    # −128·Σ qw, as ``0 − vpdpbusd(0, 128, qw)``
+                    starts.append(builder.sub(zero, builder.call(dpbusd, [zero, top, qws[p]])))
+                for i in range(rows):
+                    row = builder.add(r64, ir.Constant(_i64, i))
+                    xat = _address(context, builder, qxty, qx, (b, row, builder.mul(blk, ir.Constant(_i64, BLOCK))), 1)
+                    x = builder.xor(_load(builder, xat, 0, _i8x32), ir.Constant(_i8x32, [-128] * 32))
+                    x = builder.bitcast(builder.shuffle_vector(x, x, both), _i32x16)
+                    dat = _address(context, builder, dxty, dx, (b, row, blk), 4)
+                    dxv = builder.insert_element(ir.Constant(_v16, None),
+                                                 builder.load(builder.inttoptr(dat, _f32.as_pointer())),
+                                                 ir.Constant(_i32, 0))
+                    dxv = builder.shuffle_vector(dxv, dxv, ir.Constant(_i32x16, [0] * 16))
+                    for p in range(pairs):
+                        sums = builder.call(dpbusd, [starts[p], x, qws[p]])
+                        acc = accs[i][p]
+                        builder.store(builder.call(fma, [builder.fmul(dws[p], dxv), builder.sitofp(sums, _v16),
+                                                         builder.load(acc)]), acc)
+            for i in range(rows):
+                row = builder.add(r64, ir.Constant(_i64, i))
+                for p in range(pairs):
+                    v = builder.load(accs[i][p])
+                    for c in range(2):
+                        half = builder.shuffle_vector(v, v, ir.Constant(_i32x8, list(range(8 * c, 8 * c + 8))))
+                        col = builder.add(n64, ir.Constant(_i64, 2 * p + c))
+                        at = _address(context, builder, outty, out, (b, row, col), 4)
+                        builder.store(_hsum8_ir(builder, half), builder.inttoptr(at, _f32.as_pointer()))
+            return context.get_dummy_value()
+
+        return types.void(qx, b, r, dx, w, wb, n, out), codegen
+
+    return dots
+
+
+#: Columns a VNNI tile computes together (``_q8_pairs``); rows as ``_Q8_ROWS``. The rest of a group's columns, and
+#: every column on a host without VNNI, take ``_q8_dots``.
+_Q8_COLUMNS = 4
+_q8_tile, _q8_tile_row = _q8_pairs(_Q8_ROWS, _Q8_COLUMNS // 2), _q8_pairs(1, _Q8_COLUMNS // 2)
+
 
 @kernel
 def _hsum8(a):
@@ -201,18 +292,26 @@ def _hsum8(a):
 @kernel(parallel=True)
 def _q8_kernel(qx, dx, w, ratio, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
-    columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group."""
+    columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group;
+    on a VNNI host a group's columns ``_Q8_COLUMNS`` at a time (``_q8_pairs``), the rest one at a time."""
     nb_, rows, k = qx.shape
     n_out = w.shape[1]
     groups = (n_out + COLUMNS - 1) // COLUMNS
     for g in prange(nb_ * groups):
         b = g // groups
         n0 = (g - b * groups) * COLUMNS
+        n1 = min(n_out, n0 + COLUMNS)
+        paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if _VNNI else n0
         wb = b // ratio
         for r0 in range(0, rows, ROW_TILE):
             r1 = min(rows, r0 + ROW_TILE)
             shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
-            for n in range(n0, min(n_out, n0 + COLUMNS)):
+            for n in range(n0, paired, _Q8_COLUMNS):
+                for r in range(r0, shared, _Q8_ROWS):
+                    _q8_tile(qx, b, r, dx, w, wb, n, out)
+                for r in range(shared, r1):
+                    _q8_tile_row(qx, b, r, dx, w, wb, n, out)
+            for n in range(paired, n1):
                 for r in range(r0, shared, _Q8_ROWS):
                     _q8_rows(qx, b, r, dx, w, wb, n, out)
                 for r in range(shared, r1):
@@ -224,11 +323,11 @@ def _q8_kernel(qx, dx, w, ratio, out):
 
 @kernel
 def _reduce16(v):
-    """``_mm512_reduce_add_ps`` as GCC expands it: halves, then quarters, then pairs, then the two."""
-    a = np.empty(8, np.float32)
-    for i in range(8):
-        a[i] = v[i + 8] + v[i]
-    return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
+    """``_mm512_reduce_add_ps`` as GCC expands it: halves, then quarters, then pairs, then the two (the halves'
+    sums held in scalars, not an array made each call: attention reduces a register for every cell)."""
+    a0, a1, a2, a3 = v[8] + v[0], v[9] + v[1], v[10] + v[2], v[11] + v[3]
+    a4, a5, a6, a7 = v[12] + v[4], v[13] + v[5], v[14] + v[6], v[15] + v[7]
+    return ((a4 + a0) + (a6 + a2)) + ((a5 + a1) + (a7 + a3))
 
 
 @kernel
@@ -486,7 +585,10 @@ def v_expf(x, lanes):
     (``round(x·log₂e)``), ``b = x − n·ln2`` in two fnmadds, ``u = b²``.
 
     AVX-512: ``j = fma(fma(fma(p₅,b,p₄), u, fma(p₃,b,p₂)), u, fma(p₁,b,1))``, the result ``j·2ⁿ``
-    (``_mm512_scalef_ps``); 0 or ∞ where ``|n| > 192``.
+    (``_mm512_scalef_ps``: rounded once); 0 or ∞ where ``|n| > 192``. Here ``(j·2ʰ)·2ⁿ⁻ʰ`` with ``h = ⌊n/2⌋``: both
+    powers normal (``|h| ≤ 96``), the first product exact (``j`` is near 1), so only the second rounds — ``j·2ⁿ``
+    rounded once, as ``scalef`` (and ``ldexp``) round it, for every float32 ``x`` (checked over all 2³² of them against
+    ``ldexp``); in bit arithmetic, with no call, so a loop of it vectorises (``_silu``).
 
     AVX2: ``j = fma(fma(fma(p₅,b,p₄), u, fma(p₃,b,p₂)), u, p₁·b)`` (no 1), ``k = 2ⁿ`` built in the exponent bits
     (``z``'s bits shifted by 23, plus 1.0's), the result ``fma(j, k, k)``; where ``|n| > 126`` the scale is split in
@@ -497,9 +599,12 @@ def v_expf(x, lanes):
     u = b * b
     if lanes == 16:
         j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _fma(_P1, b, np.float32(1.0)))
+        m = _bits(z) - 0x4B400000  # n as an integer: z = 1.5·2²³ + n exactly while |n| ≤ 2²²
+        h = m >> 1
+        y = (j * _from_bits((h + 127) << 23)) * _from_bits((m - h + 127) << 23)
         if abs(n) > 192:
-            return np.float32(0.0) if n <= 0 else np.float32(np.inf)
-        return np.float32(np.ldexp(j, int(n)))
+            y = np.float32(0.0) if n <= 0 else np.float32(np.inf)
+        return y
     j = _fma(_fma(_fma(_P5, b, _P4), u, _fma(_P3, b, _P2)), u, _P1 * b)
     e = (_bits(z) << 23) & 0xFFFFFFFF
     k = _from_bits(e + 0x3F800000)
@@ -513,14 +618,18 @@ def v_expf(x, lanes):
     return _fma(s2, j, s2) * s1
 
 
-@kernel
+@kernel(error_model="numpy")
 def _silu(x, lanes, out):
+    """``numpy``'s error model: a float division by zero is IEEE's, not a raised error (``1 + e⁻ˣ`` is never 0), and
+    without that branch LLVM vectorises the loop over whole registers, ``v_expf`` and all — the same operations on
+    each value, in vector registers."""
     rows, n = x.shape
     full = n - n % lanes
     for r in range(rows):
-        for i in range(n):
-            e = v_expf(np.float32(0) - x[r, i], lanes) if i < full else np.float32(math.exp(-x[r, i]))
-            out[r, i] = x[r, i] / (np.float32(1) + e)
+        for i in range(full):
+            out[r, i] = x[r, i] / (np.float32(1) + v_expf(np.float32(0) - x[r, i], lanes))
+        for i in range(full, n):
+            out[r, i] = x[r, i] / (np.float32(1) + np.float32(math.exp(-x[r, i])))
 
 
 def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:

@@ -86,15 +86,18 @@ def q8_element(x_row: np.ndarray, w_blocks: np.ndarray) -> np.float32:
     return np.float32(add(add(t[0], t[2]), add(t[1], t[3])))
 
 
-@pytest.mark.parametrize("generic", [False, True], ids=["this host's code", "code for a host without AVX2"])
-def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across_lanes(generic, monkeypatch):
+@pytest.mark.parametrize("host", ["this", "avx2", "generic"],
+                         ids=["this host's code", "code for a host without VNNI", "code for a host without AVX2"])
+def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across_lanes(host, monkeypatch):
+    # 6 columns and rows: on a VNNI host a tile of 4 columns × 4 rows, its 2 rows left over, and 2 columns left over
     w = quantize_weight(R.standard_normal((96, 6)).astype(np.float32))
     raw = w.raw.copy()
     raw[:, 2:5] = 0x80  # int8 −128, which no quantiser writes but a file may hold: still exact
     w = Planes(raw)
     x = R.standard_normal((6, 96)).astype(np.float32)  # rows that share a weight's block, and rows alone
-    if generic:
-        monkeypatch.setattr(ggml, "_AVX2", False)
+    if host != "this":
+        monkeypatch.setattr(ggml, "_VNNI", False)
+        monkeypatch.setattr(ggml, "_AVX2", host == "avx2")
         monkeypatch.setattr(ggml, "_q8_kernel", njit(parallel=True)(ggml._q8_kernel.py_func))
     got = ggml.mul_mat(x, w, path=AVX2)
     want = [[q8_element(x[r], w.raw[n]) for n in range(6)] for r in range(6)]
