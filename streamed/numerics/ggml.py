@@ -111,8 +111,19 @@ def _halves(builder, v, width: int):
     return [builder.shuffle_vector(v, v, ir.Constant(half, list(range(j, width, 2)))) for j in (0, 1)]
 
 
-#: Whether the host has AVX2, whose byte products (``vpmaddubsw``) LLVM does not select for generic code.
-_AVX2 = "+avx2" in llvm_binding.get_host_cpu_features().flatten().split(",")
+def _target_features() -> set[str]:
+    """The features of the CPU numba compiles for, as its code generator reads them: ``NUMBA_CPU_FEATURES`` when set
+    (numba's setting for a cache made for another machine), else the host's. An intrinsic of a feature outside them
+    is never emitted: LLVM cannot select it, and the process would abort."""
+    from numba.core import config
+
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else \
+        llvm_binding.get_host_cpu_features().flatten()
+    return set(features.split(","))
+
+
+#: Whether the target has AVX2, whose byte products (``vpmaddubsw``) LLVM does not select for generic code.
+_AVX2 = "+avx2" in _target_features()
 
 
 def _block_sums(context, builder, qw, qx):
@@ -198,8 +209,8 @@ def _q8_dots(rows: int):
 _Q8_ROWS = 4
 _q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
 
-#: Whether the host has AVX-512 VNNI (``vpdpbusd``: four byte products summed into an int32 lane, exactly) and BW.
-_VNNI = {"+avx512vnni", "+avx512bw", "+avx512f"} <= set(llvm_binding.get_host_cpu_features().flatten().split(","))
+#: Whether the target has AVX-512 VNNI (``vpdpbusd``: four byte products summed into an int32 lane, exactly) and BW.
+_VNNI = {"+avx512vnni", "+avx512bw", "+avx512f"} <= _target_features()
 _i8x64 = ir.VectorType(ir.IntType(8), 64)
 _v16 = ir.VectorType(_f32, 16)
 _mask64 = ir.VectorType(_i32, 64)
@@ -220,6 +231,8 @@ def _q8_pairs(rows: int, pairs: int):
     @intrinsic
     def dots(typingctx, qx, b, r, dx, w, wb, n, out):
         def codegen(context, builder, signature, args):
+            if not _VNNI:  # never called there (``_q8_kernel``), and a VNNI instruction would not compile
+                return context.get_dummy_value()
             qx, b, r64, dx, w, wb, n64, out, blocks = _dots_operands(context, builder, signature, args)
             qxty, dxty, wty, outty = signature.args[0], signature.args[3], signature.args[4], signature.args[7]
             fma = builder.module.declare_intrinsic("llvm.fma.v16f32", (), ir.FunctionType(_v16, [_v16] * 3))

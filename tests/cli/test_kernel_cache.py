@@ -157,3 +157,29 @@ def test_a_warm_run_reads_numba_s_runtime_from_the_kernel_cache_and_computes_the
     assert run(tmp_path / "recompiled.npz") == "runtime compiled: False"
     assert any(cache.rglob("product.*.nbc"))
     assert same(tmp_path / "first.npz", tmp_path / "recompiled.npz")
+
+
+#: An AVX2 machine without AVX-512 (Haswell), as numba's code generator is told to compile for one.
+HASWELL = {"NUMBA_CPU_NAME": "haswell",
+           "NUMBA_CPU_FEATURES": "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse,+sse2,"
+                                 "+sse3,+sse4.1,+sse4.2,+ssse3"}
+
+
+def test_kernels_compiled_for_a_cpu_without_avx512_compute_this_host_s_logits(tmp_path):
+    """A kernel may use an instruction this host has and a user's has not (the Q8_0 product's ``vpdpbusd``): then it
+    must not be emitted at all where the target lacks it — LLVM cannot compile it and the process aborts. Compiled
+    for an AVX2 CPU (numba's own ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``, into a cache of its own), every kernel
+    of a Q8_0 run in llama.cpp's arithmetic, on both paths, computes this host's logits bit for bit."""
+    import numpy as np
+
+    for arithmetic in ("llama.cpp:avx2", "llama.cpp:avx512"):
+        saved = {}
+        for target, extra in (("host", {}), ("haswell", HASWELL)):
+            env = {**environment(tmp_path / "home"), "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{target}"), **extra}
+            saved[target] = tmp_path / f"{target}-{arithmetic}.npz"
+            p = subprocess.run([sys.executable, "-m", "streamed", "run", str(EXAMPLES / "tiny-llama.lgm"), "--tokens",
+                                "5,17,3,9,200,41", "--prefill", "5", "--arithmetic", arithmetic, "--save",
+                                str(saved[target])], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+            assert p.returncode == 0, p.stderr[-2000:]
+        with np.load(saved["host"]) as host, np.load(saved["haswell"]) as haswell:
+            assert np.array_equal(host["logits"], haswell["logits"]), arithmetic
