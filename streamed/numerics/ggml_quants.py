@@ -1,7 +1,7 @@
 """llama.cpp's CPU products over the types a checkpoint keeps in blocks — the K-quants Q2_K … Q6_K, the legacy
-quants Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and BF16 — bit for bit on the AVX2 path, and on the AVX-512 path (BF16 there
-with AVX512_BF16): ``--arithmetic llama.cpp`` for a weight kept in its blocks (``blocks.Blocks``), one matrix or an
-expert's of a bank.
+quants Q4_0, Q4_1, Q5_0, Q5_1, MXFP4 and BF16 — bit for bit on the AVX2 path and on the AVX-512 path (BF16 there
+with AVX512_BF16 or without): ``--arithmetic llama.cpp`` for a weight kept in its blocks (``blocks.Blocks``), one
+matrix or an expert's of a bank.
 
 What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile/sgemm.cpp). Each type has a
 ``vec_dot_type`` the activations are converted to, a row at a time, before the product:
@@ -42,8 +42,13 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
   ``ggml_vec_dot_bf16`` on rows made to tell them apart). With two or more rows, tinyBLAS (``k`` a multiple of 32, as
   it loads 32 bf16 a step): one 16-lane accumulator ``dpbf16``-ed each 32 values, ``_mm512_reduce_add_ps``; with
   one, ``ggml_vec_dot_bf16``: two such accumulators over each 64 values (the first 32, the next 32), each reduced
-  and added in float64, the tail in float64 as AVX2's. An AVX-512 build without AVX512_BF16 (``__AVX512F__``'s
-  16-lane float branch) is not emulated.
+  and added in float64, the tail in float64 as AVX2's. AVX-512 without AVX512_BF16 (vec.cpp's ``__AVX512F__``
+  branch; sgemm.cpp's ``tinyBLAS<16, __m512, __m512>``, its ``load`` each 16 bf16 widened to float32 and its
+  ``madd`` ``_mm512_fmadd_ps``): float code, no flushing. With two or more rows, tinyBLAS (``k`` a multiple of 16):
+  one 16-lane fma accumulator, ``_mm512_reduce_add_ps`` (``ggml._tiny``); with one, ``ggml_vec_dot_bf16``: two
+  16-lane accumulators over each 32 values (the first 16, the next 16) by fma — the C writes a multiply and an add,
+  which GCC contracts (held to a build of it, where a multiply and an add are not the build's) — each reduced and
+  added in float64, the tail in float64 as AVX2's.
 
 A bank of experts (ggml's ``mul_mat_id``, ``ggml_compute_forward_mul_mat_id``): the activations are converted row by
 row as above, the step's rows (token and slot) grouped by the expert they are routed to, and each expert's computed
@@ -58,10 +63,11 @@ rows or more and some fewer) (``tests/oracle/test_quants.py``). The K-quant and 
 x86 path (an AVX-512 build compiles the same ``__AVX2__`` branch; its VNNI sums are integer and exact; the tiled
 kernel's VNNI variant writes ``r·y.d`` as a multiply and an add, which GCC contracts to the AVX2 variant's fma — held
 on an AVX-512 VNNI host, an AMD EPYC: the tests above and a 1B-shaped Q4_K_M's 40-token prefill bit for bit); BF16 is
-the AVX2 path's and AVX512_BF16's (``cpu.KernelPath.bf16``; held on this project's AMD EPYC host to its native
-AVX-512 build and to an AVX2 build), and ``computes(type, path)`` says so: on an AVX-512 build without AVX512_BF16 a
-BF16 product in llama.cpp's arithmetic is the float product of its exact dequantisation
-(``ggml.mul_mat`` over float32), which is not llama.cpp's, and ``run`` says so (``not_computed``).
+each path's own — AVX2's, AVX-512's with AVX512_BF16 and without (``cpu.KernelPath.bf16``) — held on this project's
+AMD EPYC host to its native AVX-512 build (with AVX512_BF16) and to an AVX2 build and an AVX-512 build without
+AVX512_BF16 (``tests/oracle/test_kernel_paths.py``). ``computes(type, path)`` says which products are computed so
+(every type above, on every x86 path); one it did not would be the float product of its exact dequantisation, and
+``run`` would say so (``not_computed``).
 """
 
 from __future__ import annotations
@@ -92,11 +98,9 @@ MXFP4 = 9
 def computes(type_name: str, path: KernelPath = AVX2) -> bool:
     """Whether a product over a weight stored ``type_name`` — one matrix, or an expert's of a bank (``mul_mat_id``) —
     is computed here as llama.cpp's CPU backend computes it on ``path``: the K-quants, legacy quants and MXFP4 on
-    either x86 path (their dots are AVX2 code on both, their integer sums exact), BF16 on the AVX2 path and on the
-    AVX-512 path with AVX512_BF16 (``dpbf16``) — not on an AVX-512 build without it (``KernelPath.bf16``), which sums
-    it in 16-lane float code no build here has been held to."""
-    return type_name in DOTS or type_name in LEGACY or type_name == "MXFP4" or (
-        type_name == "BF16" and (path.isa == "avx2" or path.bf16))
+    either x86 path (their dots are AVX2 code on both, their integer sums exact), and BF16 on each x86 path in that
+    path's own code — AVX2's, AVX-512's with AVX512_BF16 (``dpbf16``) and without (16-lane float code)."""
+    return type_name in DOTS or type_name in LEGACY or type_name in ("MXFP4", "BF16")
 
 
 def not_computed(values, path: KernelPath = AVX2) -> list[str]:
@@ -576,7 +580,7 @@ def quantize_q8_1(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, d, s
 
 
-# ---- BF16 (ggml_vec_dot_bf16 and tinyBLAS over bf16: AVX2's fma, AVX512_BF16's dpbf16) ------------------------------
+# ---- BF16 (ggml_vec_dot_bf16 and tinyBLAS over bf16: AVX2's and AVX-512F's fma, AVX512_BF16's dpbf16) --------------
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -629,18 +633,25 @@ def _dp(acc, x, y, i):
 
 
 @kernel
-def _bf16_dot512(x, y, acc):
-    """``ggml_vec_dot_bf16`` under AVX512_BF16 over values already widened: two 16-lane accumulators, each 64 values
-    ``dpbf16`` into the first (the first 32, lane ``l`` the pair ``2l, 2l+1``) and the second (the next 32); each
-    ``_mm512_reduce_add_ps``ed and added in float64, then the rest one float32 product at a time, as ``_bf16_dot``.
+def _bf16_dot512(x, y, dp, acc):
+    """``ggml_vec_dot_bf16`` on AVX-512 over values already widened: two 16-lane accumulators, each reduced
+    (``_mm512_reduce_add_ps``) and added in float64, the first then the second, then the rest one float32 product
+    at a time, as ``_bf16_dot``. Under AVX512_BF16 (``dp``; vec.cpp's ``__AVX512BF16__`` branch) each 64 values
+    ``dpbf16`` into the first (the first 32, lane ``l`` the pair ``2l, 2l+1``) and the second (the next 32); without
+    it (its ``__AVX512F__`` branch) each 32 values go to the first (the first 16, lane ``l`` value ``l``) and the
+    second (the next 16) by fma — the C's ``_mm512_add_ps(_mm512_mul_ps(x, y), c)``, which GCC contracts.
     ``acc``: the caller's scratch of 2 × 16 float32 or more."""
     n = x.shape[0]
-    full = n - n % 64
+    step = 64 if dp else 32
+    full = n - n % step
     acc[:2, :16] = 0
-    for i in range(0, full, 64):
+    for i in range(0, full, step):
         for h in range(2):
             for l in range(16):
-                acc[h, l] = _dp(acc[h, l], x, y, i + 32 * h + 2 * l)
+                if dp:
+                    acc[h, l] = _dp(acc[h, l], x, y, i + 32 * h + 2 * l)
+                else:
+                    acc[h, l] = _fma(x[i + 16 * h + l], y[i + 16 * h + l], acc[h, l])
     t = np.float64(_hsum(acc[0], 16)) + np.float64(_hsum(acc[1], 16))
     for i in range(full, n):
         t += np.float64(np.float32(x[i] * y[i]))
@@ -660,9 +671,10 @@ def _tiny_dp(x, y, acc):
 
 
 @kernel(parallel=True)
-def _bf16_kernel(x, w, tiny, dp, out):
+def _bf16_kernel(x, w, tiny, lanes, dp, out):
     """``out[r, n]``: row ``r`` of ``x`` by column ``n`` of ``w`` (bf16 bits), by tinyBLAS's element (``tiny``) or
-    ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else AVX2's."""
+    ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else the float code of the path's ``lanes``
+    (AVX2's 8, AVX-512F's 16)."""
     rows, k = x.shape
     n_out = w.shape[0]
     for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
@@ -672,10 +684,10 @@ def _bf16_kernel(x, w, tiny, dp, out):
             for j in range(k):
                 col[j] = _from_bits(np.int64(w[n, j]) << 16)
             for r in range(rows):
-                if dp:
-                    out[r, n] = _tiny_dp(x[r], col, acc[0]) if tiny else _bf16_dot512(x[r], col, acc)
+                if tiny:
+                    out[r, n] = _tiny_dp(x[r], col, acc[0]) if dp else _tiny(x[r], col, lanes, acc[0])
                 else:
-                    out[r, n] = _tiny(x[r], col, 8, acc[0]) if tiny else _bf16_dot(x[r], col, acc)
+                    out[r, n] = _bf16_dot512(x[r], col, dp, acc) if lanes == 16 else _bf16_dot(x[r], col, acc)
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------
@@ -720,7 +732,7 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
                 (q, d), s = quantize_q8_0(x2), None
             _legacy_kernel(LEGACY.get(w.type, MXFP4), w.block_bytes, q, d, d if s is None else s, raw, out)
         else:
-            dp = path.isa == "avx512"  # ``computes``: with AVX512_BF16
-            tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path, 32 if dp else 8)
-            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, dp, out)
+            dp = path.isa == "avx512" and path.bf16
+            tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path, 32 if dp else path.lanes)
+            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, path.lanes, dp, out)
     return out.reshape(*lead, w.shape[1])

@@ -72,12 +72,14 @@ def weight(stored: dict, name: str):
 def test_the_llama_cpp_under_test_computes_in_the_kernel_path_its_build_was_made_for():
     """The build's own report (``llama_print_system_info``) names the path its kernels take. A native build
     (llama-cpp-python's, built on this machine) takes the widest this CPU has — which ``/proc/cpuinfo`` says
-    independently; a build made for one path (``STREAMED_ORACLE_BUILD``, ``test_kernel_paths.py``) reports that one."""
+    independently; a build made for one path (``STREAMED_ORACLE_BUILD``, ``test_kernel_paths.py``: its name in
+    ``llama_builds.BUILDS``) reports that one, AVX512_BF16 and all."""
+    import llama_builds
     from streamed.numerics import cpu
 
     path = llamacpp.built_path()
     flags, name, machine = cpu.this_host()
-    want = cpu.named(os.environ["STREAMED_ORACLE_BUILD"]) if os.environ.get("STREAMED_ORACLE_BUILD") \
+    want = llama_builds.BUILDS[os.environ["STREAMED_ORACLE_BUILD"]][0] if os.environ.get("STREAMED_ORACLE_BUILD") \
         else cpu.from_cpu(flags, machine)
     assert path == want, (llamacpp.REPORT, name)
     assert path.tinyblas, "llama-cpp-python builds llama.cpp with llamafile's tinyBLAS"

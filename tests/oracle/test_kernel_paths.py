@@ -1,7 +1,8 @@
 """Every kernel path this host's CPU can run is held to a real llama.cpp build of that path, bit for bit.
 
 The rest of the oracle holds the path of llama-cpp-python's native build (``llamacpp.BUILT``: the widest this CPU
-has). Here each other emulated path (``streamed.numerics.cpu.PATHS``) is either:
+has). Here each other emulated path (``streamed.numerics.cpu.PATHS``, the AVX-512 one with AVX512_BF16 and without:
+their BF16 products are other code, ``llama_builds.BUILDS``) is either:
 - run: when the CPU can run it, the kernel tests (``test_ggml_kernels.py``), the real-width Q8_0 slice, the
   oracle's Q8_0 cases in llama.cpp's arithmetic and its BF16 products (``BF16``) run again in a process of their own
   whose ``llama_cpp`` loads a build made for that path (``llama_builds``: ``make test`` builds it once, into
@@ -24,9 +25,9 @@ import llamacpp
 from streamed.numerics import cpu
 
 ROOT = Path(__file__).resolve().parents[2]
-#: BF16's products, which each path computes its own way (AVX2's fma, AVX512_BF16's ``dpbf16``): the one-row dot
-#: against the build's own, a file's products (tinyBLAS's where its loads cover the width) and logits, and an
-#: expert's over a bank.
+#: BF16's products, which each path computes its own way (AVX2's fma, AVX512_BF16's ``dpbf16``, AVX-512F's 16-lane
+#: fma): the one-row dot against the build's own, a file's products (tinyBLAS's where its loads cover the width) and
+#: logits, and an expert's over a bank.
 BF16 = [f"tests/oracle/test_quants.py::{t}" for t in (
     "test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnormals_and_its_order_of_addition",
     "test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bit[BF16]",
@@ -34,19 +35,20 @@ BF16 = [f"tests/oracle/test_quants.py::{t}" for t in (
     "test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit_for_bit_where_exact_ones_are_not"
     "[BF16]",
     "test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit[BF16]")]
-OTHERS = [p for p in (cpu.AVX2, cpu.AVX512) if p != llamacpp.BUILT]
+OTHERS = [p for p, _ in llama_builds.BUILDS.values() if p != llamacpp.BUILT]
 
 
-@pytest.mark.parametrize("path", OTHERS, ids=[p.isa for p in OTHERS])
+@pytest.mark.parametrize("path", OTHERS, ids=[llama_builds.tag(p) for p in OTHERS])
 def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_build_of_that_path(path):
     flags, name, machine = cpu.this_host()
     why = cpu.runnable(path, flags, machine)
     if why is not None:
-        pytest.skip(f"not testable here: the {path.isa} path needs a CPU that runs it, and {why} ({name})")
+        pytest.skip(f"not testable here: the {llama_builds.tag(path)} path needs a CPU that runs it, and {why} "
+                    f"({name})")
     where = llama_builds.built(path)
-    assert where is not None, (f"no llama.cpp build for {path.isa} at {llama_builds.folder(path)}: `make test` makes it "
-                               f"(python tests/support/llama_builds.py)")
-    env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(where), "STREAMED_ORACLE_BUILD": path.name}
+    assert where is not None, (f"no llama.cpp build for {llama_builds.tag(path)} at {llama_builds.folder(path)}: "
+                               f"`make test` makes it (python tests/support/llama_builds.py)")
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(where), "STREAMED_ORACLE_BUILD": llama_builds.tag(path)}
     tests = ["tests/oracle/test_ggml_kernels.py", "tests/oracle/test_real_width.py::"
              "test_two_real_width_q8_0_layers_are_llama_cpp_s_logits_bit_for_bit_in_its_arithmetic",
              "tests/oracle/test_llamacpp.py", *BF16, "-k",
@@ -54,5 +56,5 @@ def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_buil
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=3000)
     tail = "\n".join(done.stdout.splitlines()[-25:])
-    assert done.returncode == 0, f"the {path.isa} build's oracle:\n{tail}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, f"the {llama_builds.tag(path)} build's oracle:\n{tail}\n{done.stderr[-2000:]}"
     assert " passed" in tail and " skipped" not in tail, tail

@@ -15,7 +15,9 @@ K-quant) — read as stored and computed as llama.cpp computes them.
   bundles, where exact arithmetic is 1e-4 or more away (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_0, Q4_1, Q5_0, Q5_1,
   BF16 files). These at a real width (d 1024, FFN 2048: reductions of 4 and 8 blocks of 256), where the accumulation
   across blocks counts; a prefill of 8 rows, from which ggml's tiled K-quant kernel takes the product, and of 6, where
-  the ``vec_dot`` does. What is not computed so (BF16 on an AVX-512 build without AVX512_BF16) ``run`` names.
+  the ``vec_dot`` does; BF16 on each x86 path in that path's own code (AVX2's, AVX-512's with AVX512_BF16 and
+  without: ``test_kernel_paths.py`` runs these again against a build of each path this host runs). What is not
+  computed so ``run`` names.
 - Banks of experts kept in blocks (ggml's ``mul_mat_id``): gpt-oss made MXFP4_MOE (its banks MXFP4, MXFP4's own dot
   over Q8_0 activations) and a Qwen3-MoE made Q4_K_M (its banks Q4_K and Q6_K), Q4_0 and BF16 (one row at a time
   where a matrix of several rows takes tinyBLAS: seen failing otherwise) — each expert's product tensor held
@@ -126,8 +128,7 @@ def test_in_exact_arithmetic_a_quantised_file_computes_what_llama_cpp_computes_o
 @pytest.mark.parametrize("ftype", COMPUTED)
 def test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit_for_bit_where_exact_ones_are_not(
         ftype, wide):
-    if not _computed_on_this_path(ftype):
-        return  # held instead: the run says these products are not llama.cpp's on this path
+    _assert_computed_on_this_path(ftype)
     _hold_logits_bit_for_bit(quants.quantize(wide, wide.parent / f"logits-{ftype}.gguf", ftype), ftype, WIDE_TOKENS,
                              WIDE_PREFILL)
 
@@ -148,8 +149,7 @@ def _hold_logits_bit_for_bit(path, ftype: str, tokens: list[int], prefill: int) 
 
 @pytest.mark.parametrize("ftype", COMPUTED)
 def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bit(ftype, wide):
-    if not _computed_on_this_path(ftype):
-        return  # held instead: the run says these products are not llama.cpp's on this path
+    _assert_computed_on_this_path(ftype)
     path = quants.quantize(wide, wide.parent / f"graph-{ftype}.gguf", ftype)
     stored = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in GGUFReader(path).tensors
               if ggml_quants.computes(t.tensor_type.name, llamacpp.built_path())}
@@ -170,16 +170,13 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bi
     assert held >= WEIGHT_TYPES[ftype], held
 
 
-def _computed_on_this_path(ftype: str) -> bool:
-    """Whether ``ftype``'s products are computed as llama.cpp computes them on the path of the build under test. Where
-    they are not (BF16 on AVX-512 without AVX512_BF16), what a user relies on instead is held: a run in llama.cpp's
-    arithmetic names every such type in its note (``not_computed`` on that path) — never a silent approximation, never
-    a skip."""
+def _assert_computed_on_this_path(ftype: str) -> None:
+    """``ftype``'s products are computed as llama.cpp computes them on the path of the build under test — BF16 on
+    AVX-512 without AVX512_BF16 too — and a run in llama.cpp's arithmetic names none of its types in its note
+    (``not_computed`` on that path)."""
     path = llamacpp.built_path()
-    left = sorted(t for t in WEIGHT_TYPES[ftype] if not ggml_quants.computes(t, path))
-    named = ggml_quants.not_computed([Blocks(np.zeros((2, 2), np.uint8), t) for t in WEIGHT_TYPES[ftype]], path)
-    assert named == left, (ftype, path.name, named)
-    return not left
+    assert all(ggml_quants.computes(t, path) for t in WEIGHT_TYPES[ftype]), (ftype, path)
+    assert ggml_quants.not_computed([Blocks(np.zeros((2, 2), np.uint8), t) for t in WEIGHT_TYPES[ftype]], path) == []
 
 
 def _first(step: dict, name: str, op: int | None = None) -> np.ndarray:
@@ -214,11 +211,10 @@ def test_a_run_in_llama_cpp_s_arithmetic_of_a_file_whose_every_type_it_computes_
     assert [line for line in err.splitlines() if "note:" in line] == [], err
 
 
-def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_on_avx_512_without_avx512_bf16():
-    """What ``run`` names in its note (``not_computed``): BF16 on an AVX-512 build without AVX512_BF16 (its 16-lane
-    float code), a matrix or a bank of experts; every other type read on every path — MXFP4, every bank of experts
-    kept in blocks, and BF16 on AVX2 and on AVX-512 with AVX512_BF16 (``dpbf16``) among them — is computed as
-    llama.cpp computes it."""
+def test_llama_cpp_s_arithmetic_computes_every_type_read_on_every_x86_path_bf16_without_avx512_bf16_too():
+    """What ``run`` names in its note (``not_computed``) is nothing, on every path: every type read — MXFP4, every
+    bank of experts kept in blocks, and BF16 on AVX2, on AVX-512 with AVX512_BF16 (``dpbf16``) and on AVX-512 without
+    it (16-lane float code: Skylake-X, Cascade Lake, Ice Lake) among them — is computed as llama.cpp computes it."""
     from dataclasses import replace
 
     from streamed.numerics.cpu import AVX2, AVX512, PATHS
@@ -226,10 +222,9 @@ def test_what_llama_cpp_s_arithmetic_does_not_compute_is_bf16_on_avx_512_without
     one = lambda t, *lead: Blocks(np.zeros((*lead, 4, 2 * BLOCKS[t][1]), np.uint8), t)  # noqa: E731
     read = [one(t, *lead) for t in ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "BF16",
                                     "MXFP4") for lead in ((), (3,))]
-    for path in PATHS.values():  # avx512 names the path with AVX512_BF16
+    assert AVX512.bf16 and not AVX2.bf16  # avx512 names the path with AVX512_BF16
+    for path in (*PATHS.values(), *(replace(p, bf16=False) for p in PATHS.values() if p.isa == "avx512")):
         assert ggml_quants.not_computed(read, path) == [], path
-    assert AVX512.bf16 and not AVX2.bf16
-    assert ggml_quants.not_computed(read, replace(AVX512, bf16=False)) == ["BF16"]
 
 
 def _bf16_bits(v) -> np.ndarray:
@@ -242,10 +237,11 @@ def test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnorma
     (``dpbf16``) the odd product of each pair added before the even one, each product exact into a single rounding
     (a subnormal product still counts against a normal sum; 1 + 2⁻²⁴ + (2⁻²⁴+2⁻³¹) is 1 + 2⁻²³ so and 1 + 2⁻²² the
     other way), subnormal inputs read as zero, a subnormal result (of
-    either addition) flushed to zero; the tail past the last whole step computed in float32 products, no flushing."""
+    either addition) flushed to zero; in float code (AVX2, AVX-512 without AVX512_BF16) each product added to its lane
+    by fma, one rounding, subnormals kept (3·2⁻¹⁵⁰ into a lane holding 2⁻¹⁴⁹ is 2⁻¹⁴⁸ so, and 3·2⁻¹⁴⁹ with the
+    product rounded first); the tail past the last whole step computed in float32 products, no flushing."""
     path = llamacpp.built_path()
-    if not _computed_on_this_path("BF16"):
-        return  # held instead: the run says these products are not llama.cpp's on this path
+    _assert_computed_on_this_path("BF16")
     p = np.float32(2.0) ** -np.arange(0, 150, dtype=np.float32)  # p[e] = 2⁻ᵉ, exact
 
     def row(n, **at):
@@ -260,7 +256,8 @@ def test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnorma
             row(128, i0=(p[63], p[63]), i65=(p[70], p[70])),  # a subnormal product into the next step's sum
             row(64, i0=(np.float32(2.0 ** -127), p[0] / p[100])),  # a subnormal input
             row(65, i64=(np.float32(2.0 ** -127), p[0] / p[100])),  # … in the tail
-            row(128, i0=(p[0], p[0]), i65=(p[0], p[24]), i64=(p[0] + p[7], p[24]))]  # the order: odd first
+            row(128, i0=(p[0], p[0]), i65=(p[0], p[24]), i64=(p[0] + p[7], p[24])),  # the order: odd first
+            row(64, i0=(p[75], p[74]), i32=(p[75] * np.float32(3), p[75]))]  # a lane's fma: one rounding
     rng = np.random.default_rng(3)
     for n in (64, 128, 1024, 2048, 100, 300, 33):
         for scale in (1.0, 1e-3, 2.0 ** -60):
@@ -276,12 +273,11 @@ def test_in_llama_cpp_s_arithmetic_a_bf16_dot_is_the_build_s_own_to_its_subnorma
 def test_in_llama_cpp_s_arithmetic_a_bf16_product_of_several_rows_over_a_width_tinyblas_does_not_load_is_the_dot_s(
         tmp_path):
     """tinyBLAS takes a BF16 product of several rows only where its loads cover the reduction (``k % KN``): 8 values
-    a load on AVX2, 32 under AVX512_BF16 — so at a width of 208 (and an FFN of 336) a 6-row prefill is tinyBLAS's on
-    the one path and ``ggml_vec_dot_bf16``'s row by row on the other, each bit for bit."""
+    a load on AVX2, 16 on AVX-512 without AVX512_BF16, 32 with it — so at a width of 200 (and an FFN of 344) a 6-row
+    prefill is tinyBLAS's on AVX2 and ``ggml_vec_dot_bf16``'s row by row on either AVX-512 path, each bit for bit."""
     path = llamacpp.built_path()
-    if not _computed_on_this_path("BF16"):
-        return  # held instead: the run says these products are not llama.cpp's on this path
-    source = oracle.write(tmp_path / "f32.gguf", {**CFG, "hidden_size": 208, "intermediate_size": 336}).path
+    _assert_computed_on_this_path("BF16")
+    source = oracle.write(tmp_path / "f32.gguf", {**CFG, "hidden_size": 200, "intermediate_size": 344}).path
     file = quants.quantize(source, tmp_path / "BF16.gguf", "BF16")
     stored = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in GGUFReader(file).tensors}
     _, steps = llamacpp.tensors(file, TOKENS, PREFILL)
@@ -290,7 +286,7 @@ def test_in_llama_cpp_s_arithmetic_a_bf16_product_of_several_rows_over_a_width_t
                              ("ffn_swiglu", "ffn_out", "ffn_down")):
             x = _first(steps[0], f"{norm}-{layer}")
             x = x.reshape(-1, x.shape[-1])
-            assert len(x) == PREFILL and x.shape[1] % 32 and not x.shape[1] % 8
+            assert len(x) == PREFILL and x.shape[1] % 16 and not x.shape[1] % 8
             got = ggml_quants.mul_mat(x, stored[f"blk.{layer}.{w}.weight"], path=path)
             assert _same_bits(got, _first(steps[0], f"{out}-{layer}", MUL_MAT)), (layer, out, path.name)
 
@@ -334,8 +330,8 @@ def moe(request, tmp_path_factory):
 
 def test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit(moe):
     ftype, path = moe
-    if ftype in WEIGHT_TYPES and not _computed_on_this_path(ftype):
-        return  # held instead: the run says these products are not llama.cpp's on this path
+    if ftype in WEIGHT_TYPES:
+        _assert_computed_on_this_path(ftype)
     types, normed, gated = BANKS[ftype]
     reader = GGUFReader(path)
     banks = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in reader.tensors
@@ -366,8 +362,8 @@ def test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_block
 
 def test_in_llama_cpp_s_arithmetic_a_moe_file_s_logits_are_llama_cpp_s_bit_for_bit_its_banks_kept_in_blocks(moe):
     ftype, path = moe
-    if ftype in WEIGHT_TYPES and not _computed_on_this_path(ftype):
-        return  # held instead: the run says these products are not llama.cpp's on this path
+    if ftype in WEIGHT_TYPES:
+        _assert_computed_on_this_path(ftype)
     ck = read_gguf(path)
     a = analyze(author(ck.spec), ck.storage)
     stored = {t.name: t for t in GGUFReader(path).tensors}

@@ -9,7 +9,9 @@ installed version (pip's cache has it from the install; the index otherwise), it
 folder, so the oracle runs in a process of its own per build (``tests/oracle/test_kernel_paths.py``).
 
 ``python tests/support/llama_builds.py`` (``make test`` runs it) builds every path this CPU can run that the native
-build is not — none on an AVX2 host, the AVX2 one on an AVX-512 host (about 9 minutes on 2 cores, once).
+build is not — none on an AVX2 host; on an AVX-512 host the AVX2 one and the AVX-512 one with or without AVX512_BF16
+that the native build is not (BF16's products are other code in each: ``cpu.KernelPath.bf16``) — about 9 minutes a
+build on 2 cores, once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -27,11 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from streamed.numerics import cpu  # noqa: E402
 
 CACHE = Path(os.environ.get("STREAMED_LLAMA_BUILDS", Path.home() / ".cache" / "streamed-llama"))
-#: Each path's instruction sets, as llama.cpp's CMake options name them (``ggml/CMakeLists.txt``).
-FLAGS = {"avx2": ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-                  "-DGGML_AVX512=OFF"],
-         "avx512": ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
-                    "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON"]}  # cpu.AVX512's BF16
+_X86 = ["-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON"]
+_AVX512 = [*_X86, "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON"]
+#: The builds, by the name of their folder (``tag``): each one's path and its instruction sets, as llama.cpp's CMake
+#: options name them (``ggml/CMakeLists.txt``).
+BUILDS = {"avx2": (cpu.AVX2, [*_X86, "-DGGML_AVX512=OFF"]),
+          "avx512": (cpu.AVX512, [*_AVX512, "-DGGML_AVX512_BF16=ON"]),
+          "avx512-nobf16": (replace(cpu.AVX512, bf16=False), [*_AVX512, "-DGGML_AVX512_BF16=OFF"])}
+
+
+def tag(path: cpu.KernelPath) -> str:
+    """The name of ``path``'s build (``BUILDS``): its instruction set, and ``-nobf16`` for AVX-512 without
+    AVX512_BF16."""
+    return f"{path.isa}-nobf16" if path.isa == "avx512" and not path.bf16 else path.isa
 
 
 def version() -> str:
@@ -42,7 +53,7 @@ def version() -> str:
 
 def folder(path: cpu.KernelPath) -> Path:
     """Where ``path``'s build lives (its ``lib*.so``), whether or not it is built yet."""
-    return CACHE / f"{version()}-{path.isa}"
+    return CACHE / f"{version()}-{tag(path)}"
 
 
 def built(path: cpu.KernelPath) -> Path | None:
@@ -63,7 +74,7 @@ def wanted() -> list[cpu.KernelPath]:
     """The paths this CPU runs that the native build is not: the ones to build."""
     flags, _, machine = cpu.this_host()
     mine = native()
-    return [p for p in (cpu.AVX2, cpu.AVX512) if p != mine and cpu.runnable(p, flags, machine) is None]
+    return [p for p, _ in BUILDS.values() if p != mine and cpu.runnable(p, flags, machine) is None]
 
 
 def build(path: cpu.KernelPath, log=print) -> Path:
@@ -71,7 +82,7 @@ def build(path: cpu.KernelPath, log=print) -> Path:
     where = folder(path)
     with tempfile.TemporaryDirectory(prefix="llama-build-") as tmp:
         tmp = Path(tmp)
-        log(f"llama.cpp {version()} for {path.isa}: fetching llama-cpp-python's sources")
+        log(f"llama.cpp {version()} for {tag(path)}: fetching llama-cpp-python's sources")
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
                         f"llama-cpp-python=={version()}", "-d", str(tmp)], check=True)
         sdist = next(tmp.glob("llama_cpp_python-*.tar.gz"))
@@ -79,9 +90,9 @@ def build(path: cpu.KernelPath, log=print) -> Path:
             t.extractall(tmp, filter="data")
         src = next(tmp.glob("llama_cpp_python-*/vendor/llama.cpp"))
         out = tmp / "build"
-        log(f"llama.cpp {version()} for {path.isa}: configuring and building (several minutes)")
+        log(f"llama.cpp {version()} for {tag(path)}: configuring and building (several minutes)")
         subprocess.run(["cmake", "-S", str(src), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF",
-                        *FLAGS[path.isa], "-DGGML_LLAMAFILE=ON", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF",
+                        *BUILDS[tag(path)][1], "-DGGML_LLAMAFILE=ON", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF",
                         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
                         "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_COMMON=OFF", "-DGGML_OPENMP=ON",
                         "-DCMAKE_BUILD_RPATH=$ORIGIN"],  # each library finds the others beside it
@@ -104,8 +115,8 @@ def main() -> int:
     todo = [p for p in wanted() if built(p) is None]
     for p in todo:
         build(p)
-    have = [p.isa for p in wanted()]
-    print(f"llama.cpp kernel paths: native {native().isa if native() else 'none emulated'}"
+    have = [tag(p) for p in wanted()]
+    print(f"llama.cpp kernel paths: native {tag(native()) if native() else 'none emulated'}"
           + (f", built {', '.join(have)} ({CACHE})" if have else ", no other path this CPU runs"))
     return 0
 
