@@ -75,12 +75,13 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
 from .jit import kernel
-from .ggml import _from_bits, _hsum, _hsum8, _tiny, quantize_q8_0, tiny_blas
+from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
 from .product import TASK_COLUMNS, _address, _fma, _load
 
 F32 = np.float32
@@ -114,9 +115,9 @@ def not_computed(values, path: KernelPath = AVX2) -> list[str]:
 
 @kernel
 def _nearest_int(v):
-    """``nearest_int``: ``v + 1.5·2²³`` in float32, its low mantissa bits the integer (half to even)."""
-    s = np.array([v + F32(12582912.0)], dtype=np.float32).view(np.int32)[0]
-    return (s & 0x007FFFFF) - 0x00400000
+    """``nearest_int``: ``v + 1.5·2²³`` in float32, its low mantissa bits the integer (half to even) — the bits read
+    in place (``_bits``), not through an array made a value."""
+    return (_bits(v + F32(12582912.0)) & 0x007FFFFF) - 0x00400000
 
 
 @kernel(parallel=True)
@@ -166,28 +167,22 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, d, bsums
 
 
-# ---- the dots (ggml_vec_dot_q4_K_q8_K, _q5_K_, _q6_K_; AVX2) --------------------------------------------------------
+# ---- Q2_K and Q3_K (ggml_vec_dot_q2_K_q8_K, _q3_K_; AVX2) -----------------------------------------------------------
 
 
 @kernel
 def _block_bytes(code):
-    """A K-quant block's bytes, by its code in ``DOTS``."""
-    return 84 if code == 4 else 110 if code == 5 else 144 if code == 6 else 176 if code == 7 else 210
+    """A Q2_K (code 4) or Q3_K (5) block's bytes."""
+    return 84 if code == 4 else 110
 
 
 _I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_F32 = ir.FloatType()
 _V16 = ir.VectorType(_I32, 16)
 _V8 = ir.VectorType(_I32, 8)
 _H32 = ir.VectorType(ir.IntType(16), 32)
 _B32 = ir.VectorType(ir.IntType(8), 32)
-
-
-def _scaled_pairs(builder, q, x, scale):
-    """``q·x`` (``<32 x i16>``: each product fits int16) summed in adjacent pairs, each pair times its ``scale``
-    lane (``<16 x i32>``) — vpmaddwd's form; exact."""
-    p = builder.mul(q, x)
-    halves = [builder.sext(builder.shuffle_vector(p, p, ir.Constant(_V16, list(range(k, 32, 2)))), _V16) for k in (0, 1)]
-    return builder.add(builder.mul(halves[0], scale), builder.mul(halves[1], scale))
 
 
 def _widened_pairs(builder, w, x):
@@ -205,24 +200,6 @@ def _store_lanes(context, builder, lty, lanes, acc, index_type):
                       builder.shuffle_vector(acc, acc, ir.Constant(_V8, list(range(1, 16, 2)))))
     at = _address(context, builder, lty, lanes, (ir.Constant(index_type, 0),), 4)
     builder.store(out, builder.inttoptr(at, _V8.as_pointer()), align=1)
-
-
-def _bytes(context, builder, aryty, ary, at, offset, extend):
-    """32 bytes of ``ary`` from index ``at + offset``, widened to ``<32 x i16>`` (``extend``: ``zext`` or ``sext``)."""
-    where = builder.add(at, ir.Constant(at.type, offset))
-    return extend(_load(builder, _address(context, builder, aryty, ary, (where,), 1), 0, _B32), _H32)
-
-
-def _scale_lanes(context, builder, sty, scales, first, second, index_type):
-    """A ``<16 x i32>`` whose pairs 0…7 hold ``scales[first]`` and 8…15 ``scales[second]``."""
-    vals = []
-    for j in (first, second):
-        at = _address(context, builder, sty, scales, (ir.Constant(index_type, j),), 4)
-        vals.append(builder.load(builder.inttoptr(at, _I32.as_pointer())))
-    vec = ir.Constant(_V16, None)
-    for lane in range(16):
-        vec = builder.insert_element(vec, vals[lane // 8], ir.Constant(_I32, lane))
-    return vec
 
 
 @intrinsic
@@ -247,240 +224,320 @@ def _lane_sums(typingctx, wv, qx, o, lanes):
     return types.void(wv, qx, o, lanes), codegen
 
 
-@intrinsic
-def _q4k_lanes(typingctx, w, at, qx, o, scales, lanes):
-    """``_lane_sums`` of a Q4_K block read where it is stored, for one activation row (decode): the block at byte
-    ``at`` of ``w``, its sub-block scales ``scales[0:8]``; each run of 32 bytes of ``qs`` holds two sub-blocks (low
-    and high nibbles), and value ``p``'s product ``scale·q·x`` goes to lane ``(p mod 32) // 4`` — the same integers
-    as from ``_values``, without writing them: one row reads its weight once, so decoding it first costs a pass."""
-
-    def codegen(context, builder, signature, args):
-        w, at, qx, o, scales, lanes = args
-        wty, _, xty, _, sty, lty = signature.args
-        acc = ir.Constant(_V16, [0] * 16)
-        for g in range(4):
-            q = _bytes(context, builder, wty, w, at, 16 + 32 * g, builder.zext)
-            low = builder.and_(q, ir.Constant(_H32, [15] * 32))
-            high = builder.lshr(q, ir.Constant(_H32, [4] * 32))
-            xl = _bytes(context, builder, xty, qx, o, 64 * g, builder.sext)
-            xh = _bytes(context, builder, xty, qx, o, 64 * g + 32, builder.sext)
-            one, two = (_scale_lanes(context, builder, sty, scales, j, j, o.type) for j in (2 * g, 2 * g + 1))
-            acc = builder.add(acc, builder.add(_scaled_pairs(builder, low, xl, one), _scaled_pairs(builder, high, xh, two)))
-        _store_lanes(context, builder, lty, lanes, acc, o.type)
-        return context.get_dummy_value()
-
-    return types.void(w, at, qx, o, scales, lanes), codegen
-
-
-@intrinsic
-def _q6k_lanes(typingctx, w, at, qx, o, scales, lanes):
-    """``_lane_sums`` of a Q6_K block read where it is stored, for one activation row: each half's value ``32m + l``
-    is ``ql``'s nibble (low for m even, high for m odd… of byte ``l`` or ``l + 32``) with two bits of ``qh[l]`` above
-    it, 0…63 (the offset of 32 is taken with the block sums in ``_dot``), times its scale ``scales[p // 16]``
-    (int8); the same integers as ``_values`` gives, in lane ``(p mod 32) // 4``."""
-
-    def codegen(context, builder, signature, args):
-        w, at, qx, o, scales, lanes = args
-        wty, _, xty, _, sty, lty = signature.args
-        nib, two_bits, four = (ir.Constant(_H32, [v] * 32) for v in (15, 3, 4))
-        acc = ir.Constant(_V16, [0] * 16)
-        for half in range(2):
-            ql = [_bytes(context, builder, wty, w, at, 64 * half + 32 * k, builder.zext) for k in (0, 1)]
-            qh = _bytes(context, builder, wty, w, at, 128 + 32 * half, builder.zext)
-            for m in range(4):  # ql[m % 2]'s low nibble for m < 2, its high one after; qh's bits 2m, 2m+1 above
-                low = builder.and_(builder.lshr(ql[m % 2], ir.Constant(_H32, [4 * (m // 2)] * 32)), nib)
-                top = builder.and_(builder.lshr(qh, ir.Constant(_H32, [2 * m] * 32)), two_bits)
-                v = builder.or_(low, builder.shl(top, four))
-                x = _bytes(context, builder, xty, qx, o, 128 * half + 32 * m, builder.sext)
-                j = 8 * half + 2 * m
-                acc = builder.add(acc, _scaled_pairs(builder, v, x, _scale_lanes(context, builder, sty, scales, j, j + 1,
-                                                                                o.type)))
-        _store_lanes(context, builder, lty, lanes, acc, o.type)
-        return context.get_dummy_value()
-
-    return types.void(w, at, qx, o, scales, lanes), codegen
-
-
 @kernel
-def _scales_q6(w, scales):
-    """A Q6_K row's sub-block scales (int8, 16 a block), for ``_q6k_lanes``."""
-    for i in range(scales.shape[0] // 16):
-        for j in range(16):
-            scales[16 * i + j] = np.int32(np.int8(w[i * 210 + 192 + j]))
-
-
-@kernel
-def _scales_k4(w, scales, floors):
-    """A Q4_K row's sub-block scales and mins, 8 a block (``get_scale_min_k4``; ``scales`` at 16 a block, as Q6_K
-    takes them, the first 8 used), for ``_q4k_lanes``."""
-    for i in range(floors.shape[0] // 8):
-        at = i * 144
-        for j in range(8):
-            sc, mn = _scale_min_k4(j, w, at + 4)
-            scales[16 * i + j] = np.int32(sc)
-            floors[8 * i + j] = np.int32(mn)
-
-
-@kernel
-def _values(code, w, wv, floors):
-    """Each value of a K-quant weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the activation
-    by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q6_K's and Q4_K/Q5_K's unsigned,
-    their offsets taken with the activation's block sums in ``_dot``; Q3_K's with its high bit's −4, Q3_K's scale
-    less 32), and for Q4_K and Q5_K each sub-block's 6-bit min in ``floors`` (8 a block). Made once a row, read by every
-    activation row: ggml's integer sums are exact, so taking them from here in any order gives its integers."""
+def _values(code, w, wv):
+    """Each value of a Q2_K or Q3_K weight row ``w`` (its blocks' bytes) as the integer its dot multiplies the
+    activation by: ``wv[p] = scale·q`` — the sub-block's integer scale times the value's quant (Q2_K's unsigned, its
+    mins taken with the activation's block sums in ``_dot``; Q3_K's with its high bit's −4, its scale less 32). Made
+    once a row, read by every activation row: ggml's integer sums are exact, so taking them from here in any order
+    gives its integers."""
     nbytes = _block_bytes(code)
     for i in range(wv.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
-        if code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
-            for half in range(2):
-                ql = at + 64 * half
-                qh = at + 128 + 32 * half
-                sc = at + 192 + 8 * half  # value 128·half + 32m + l takes scale 8·half + 2m + l // 16
-                p = o + 128 * half
-                for l in range(32):
-                    h = np.int32(w[qh + l])
-                    lo = np.int32(w[ql + l])
-                    hi = np.int32(w[ql + l + 32])
-                    s = sc + l // 16
-                    wv[p + l] = np.int16(np.int32(np.int8(w[s])) * ((lo & 0xF) | ((h & 3) << 4)))
-                    wv[p + 32 + l] = np.int16(np.int32(np.int8(w[s + 2])) * ((hi & 0xF) | (((h >> 2) & 3) << 4)))
-                    wv[p + 64 + l] = np.int16(np.int32(np.int8(w[s + 4])) * ((lo >> 4) | (((h >> 4) & 3) << 4)))
-                    wv[p + 96 + l] = np.int16(np.int32(np.int8(w[s + 6])) * ((hi >> 4) | (((h >> 6) & 3) << 4)))
-        elif code == 4 or code == 5:  # Q2_K: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d
-            for p in range(QK_K):  # value p: byte 32j + t of qs, bits 2m (p = 128j + 32m + t); sub-block p // 16
-                j = p // 128
-                m = (p % 128) // 32
-                t = p % 32
-                sb = p // 16
-                if code == 4:
-                    v = np.int32((w[at + 16 + 32 * j + t] >> (2 * m)) & 3)
-                    sc = np.int32(w[at + sb] & 0xF)
-                else:
-                    high_bit = (w[at + t] >> (4 * j + m)) & 1
-                    v = np.int32((w[at + 32 + 32 * j + t] >> (2 * m)) & 3) - (0 if high_bit else 4)
-                    low = (w[at + 96 + sb % 8] >> (4 * (sb // 8))) & 0xF
-                    high = (w[at + 104 + sb % 4] >> (2 * (sb // 4))) & 3
-                    sc = np.int32(low | (high << 4)) - 32
-                wv[o + p] = np.int16(sc * v)
-        else:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
-            qs = at + (48 if code == 7 else 16)
-            for g in range(4):
-                sc1 = np.int32(_scale_min_k4(2 * g, w, at + 4)[0])
-                sc2 = np.int32(_scale_min_k4(2 * g + 1, w, at + 4)[0])
-                floors[8 * i + 2 * g] = np.int32(_scale_min_k4(2 * g, w, at + 4)[1])
-                floors[8 * i + 2 * g + 1] = np.int32(_scale_min_k4(2 * g + 1, w, at + 4)[1])
-                for l in range(32):
-                    b = np.int32(w[qs + 32 * g + l])
-                    v1 = b & 0xF
-                    v2 = b >> 4
-                    if code == 7:
-                        hb = np.int32(w[at + 16 + l])
-                        v1 += ((hb >> (2 * g)) & 1) << 4
-                        v2 += ((hb >> (2 * g + 1)) & 1) << 4
-                    wv[o + 64 * g + l] = np.int16(sc1 * v1)
-                    wv[o + 64 * g + 32 + l] = np.int16(sc2 * v2)
+        # Q2_K: scales[16], qs[64], d, dmin; Q3_K: hmask[32], qs[64], scales[12], d
+        for p in range(QK_K):  # value p: byte 32j + t of qs, bits 2m (p = 128j + 32m + t); sub-block p // 16
+            j = p // 128
+            m = (p % 128) // 32
+            t = p % 32
+            sb = p // 16
+            if code == 4:
+                v = np.int32((w[at + 16 + 32 * j + t] >> (2 * m)) & 3)
+                sc = np.int32(w[at + sb] & 0xF)
+            else:
+                high_bit = (w[at + t] >> (4 * j + m)) & 1
+                v = np.int32((w[at + 32 + 32 * j + t] >> (2 * m)) & 3) - (0 if high_bit else 4)
+                low = (w[at + 96 + sb % 8] >> (4 * (sb // 8))) & 0xF
+                high = (w[at + 104 + sb % 4] >> (2 * (sb // 4))) & 3
+                sc = np.int32(low | (high << 4)) - 32
+            wv[o + p] = np.int16(sc * v)
 
 
 @kernel
-def _dot(code, w, wv, floors, scales, qx, dx, bs, lanes, acc, accm, prods, tiled):
-    """One weight row ``w`` (its blocks' bytes; ``wv`` and ``floors`` its ``_values``) with one Q8_K activation row (``qx``, ``dx``,
-    ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A block's integer
-    sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums them
-    (``_lane_sums``)."""
+def _dot(code, w, wv, qx, dx, bs, lanes, acc, tiled):
+    """One Q2_K or Q3_K weight row ``w`` (its blocks' bytes; ``wv`` its ``_values``) with one Q8_K activation row
+    (``qx``, ``dx``, ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A
+    block's integer sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums
+    them (``_lane_sums``)."""
     acc[:] = 0
-    accm[:] = 0
-    summs = F32(0)
     total = F32(0)
     nbytes = _block_bytes(code)
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
         o = i * QK_K
-        if wv.shape[0]:
-            _lane_sums(wv, qx, o, lanes)
-        elif code == 6:  # one row of a Q4_K or Q6_K weight: read where it is stored
-            _q4k_lanes(w, at, qx, o, scales[16 * i:16 * i + 8], lanes)
-        else:
-            _q6k_lanes(w, at, qx, o, scales[16 * i:16 * i + 16], lanes)
-        prods[:] = 0
+        _lane_sums(wv, qx, o, lanes)
+        dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
+            _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
+        d = dx[i] * dw
         dm = F32(0)
-        if code == 8:  # Q6_K: the values' offset of 32, by the activation's block sums
-            dw = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
-            d = dx[i] * dw
-            for l in range(8):
-                s0 = np.int32(np.int8(w[at + 192 + 2 * l]))
-                s1 = np.int32(np.int8(w[at + 192 + 2 * l + 1]))
-                lanes[l] -= 32 * (bs[16 * i + 2 * l] * s0 + bs[16 * i + 2 * l + 1] * s1)
-        elif code == 4 or code == 5:
-            dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
-                _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
-            d = dx[i] * dw
-            if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
-                dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
-                dmin = -dx[i] * dm
-                for l in range(8):
-                    mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
-                        + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
-                    prods[0] += mins
-                    if not tiled:
-                        acc[l] = _fma(dmin, F32(mins), acc[l])
-        else:  # Q4_K, Q5_K: the mins by the activation's block sums
-            dw = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
-            dm = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
-            d = dx[i] * dw
+        all_mins = 0
+        if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
+            dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
             dmin = -dx[i] * dm
-            for t in range(4):
-                for u in range(2):
-                    sb = 2 * t + u
-                    prods[t] += floors[8 * i + sb] * (bs[16 * i + 2 * sb] + bs[16 * i + 2 * sb + 1])
-            if code == 6 and not tiled:
-                for t in range(4):
-                    accm[t] = _fma(dmin, F32(prods[t]), accm[t])
-            elif not tiled:
-                summs = _fma(dmin, F32((prods[0] + prods[1]) + (prods[2] + prods[3])), summs)
+            for l in range(8):
+                mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
+                    + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
+                all_mins += mins
+                if not tiled:
+                    acc[l] = _fma(dmin, F32(mins), acc[l])
         if tiled:
             res = dw * F32(lanes.sum())
-            if code == 4 or code == 6 or code == 7:
-                res = _fma(-dm, F32(prods.sum()), res)
+            if code == 4:
+                res = _fma(-dm, F32(all_mins), res)
             total = _fma(res, dx[i], total)
             continue
         for l in range(8):
             acc[l] = _fma(d, F32(lanes[l]), acc[l])
     if tiled:
         return total
-    total = _hsum8(acc)
+    return _hsum8(acc)
+
+
+# ---- Q4_K, Q5_K and Q6_K: each element whole in vector code -------------------------------------------------------------
+
+_F4 = ir.VectorType(ir.FloatType(), 4)
+_F8 = ir.VectorType(ir.FloatType(), 8)
+_H16 = ir.VectorType(ir.IntType(16), 16)
+_V4 = ir.VectorType(_I32, 4)
+
+
+def _scaled_quads(builder, u, x, scale):
+    """``lane l = scale_l · Σ_{j<4} u[4l+j]·x[4l+j]`` (``<8 x i32>``) of 32 unsigned weight values ``u`` (at most
+    63) and 32 activations ``x`` (int8, ``|x| ≤ 127``), ``scale`` the ``<16 x i16>`` whose pair ``2l, 2l+1`` holds
+    lane ``l``'s scale — ggml's AVX2 K-quant dots' own form: ``vpmaddubsw`` (pairs, at most 2·63·127: never
+    saturating), then ``vpmaddwd`` by the scales (exact); without AVX2 the same integers written generically."""
+    if _AVX2:
+        pairs = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.ub.sw", (), ir.FunctionType(_H16, [_B32] * 2))
+        words = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.wd", (), ir.FunctionType(_V8, [_H16] * 2))
+        return builder.call(words, [builder.call(pairs, [u, x]), scale])
+    v32 = ir.VectorType(_I32, 32)
+    p = builder.mul(builder.zext(u, v32), builder.sext(x, v32))
+    quads = [builder.shuffle_vector(p, p, ir.Constant(_V8, list(range(j, 32, 4)))) for j in range(4)]
+    each = builder.sext(builder.shuffle_vector(scale, scale, ir.Constant(_V8, list(range(0, 16, 2)))), _V8)
+    return builder.mul(builder.add(builder.add(quads[0], quads[1]), builder.add(quads[2], quads[3])), each)
+
+
+def _isum(builder, v, width: int):
+    """The sum of ``v``'s ``width`` int32 lanes (exact: any order)."""
+    while width > 1:
+        low, high = (builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, width // 2),
+                                                               list(range(j, j + width // 2))))
+                     for j in (0, width // 2))
+        v, width = builder.add(low, high), width // 2
+    return builder.extract_element(v, ir.Constant(_I32, 0))
+
+
+def _splat(builder, value, vty):
+    vec = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, vty.count), [0] * vty.count))
+
+
+def _at(context, builder, aryty, ary, indices, size, vty):
+    """A pointer to ``vty`` at ``ary[indices]`` (the last index in units of ``size`` bytes)."""
+    return builder.inttoptr(_address(context, builder, aryty, ary, indices, size), vty.as_pointer())
+
+
+#: Activation rows sharing one unpacking of a weight block; the rest one at a time. Neither changes a sum's order.
+_K_ROWS = 4
+
+
+def _k_elements(code: int, tiled: bool):
+    """An intrinsic writing column ``n`` of ``out``: the product of weight row ``n`` of ``w`` (Q4_K, code 6, Q5_K,
+    7, or Q6_K, 8, as stored) with each Q8_K activation row (``qx``, ``dx``, ``bs``) — ``_dot``'s element
+    (the module's docstring), the type's ``vec_dot`` (``ggml_vec_dot_q4_K_q8_K`` …, arch/x86/quants.c) or, with
+    ``tiled``, the tiled kernel's, in the same operations in the same order. Per block of 256, in block order: the
+    lanes ``l = Σ scale·q·x`` over the values ``p`` with ``(p mod 32) // 4 = l`` (``_scaled_quads`` over each run of
+    32; ``q`` unsigned, Q6_K's 0…63 with its lanes then less ``32·(bsums·scales)`` of its sub-blocks ``2l, 2l+1``),
+    and Q4_K's and Q5_K's mins ``m_sb·(S₂ₛ_b + S₂ₛ_b₊₁)``, all integers and exact, so the vector sums give ggml's;
+    then the float32 operations of ``_dot``: ``acc ← fma(dx·dw, float(lane), acc)`` lane by lane (``<8 x float>``,
+    the lanes independent, each in block order), Q4_K's ``accm ← fma(−dx·dm, float(m₂ₜ·S… + m₂ₜ₊₁·S…), accm)`` in four
+    lanes, Q5_K's ``summs ← fma(−dx·dm, float(Σ mins), summs)``; at the end ``hsum_float_8(acc)`` (+
+    ``(accm₀+accm₂)+(accm₁+accm₃)``, + ``summs``) — or tiled ``r = fma(−dm, float(Σ mins), dw·float(Σ lanes))``,
+    ``total ← fma(r, dx, total)``. The rows are taken ``_K_ROWS`` at a time, the rest one by one; each row keeps its
+    own accumulators, so the rows computed together change nothing but how often a block's weight bytes are loaded
+    and unpacked (once for the ``_K_ROWS``). ``scales``, ``floors``, ``dws``, ``dms``: the weight row's integer
+    sub-block scales (16 a block), its mins (8 a block), and its blocks' ``d`` and ``dmin`` widened (``_scales_k``)."""
+    nbytes = {6: 144, 7: 176, 8: 210}[code]
+    floor = code != 8  # Q4_K and Q5_K have mins
+
+    @intrinsic
+    def elements(typingctx, qx, dx, bs, w, n, scales, floors, dws, dms, out):
+        def codegen(context, builder, signature, args):
+            qx, dx, bs, w, n, scales, floors, dws, dms, out = args
+            xty, dty, bty, wty, _, sty, fty, dwty, dmty, oty = signature.args
+            n = builder.sext(n, _I64) if n.type != _I64 else n
+            fma8, fma4, fma1 = (builder.module.declare_intrinsic(f"llvm.fma.{s}", (), ir.FunctionType(t, [t] * 3))
+                                for s, t in (("v8f32", _F8), ("v4f32", _F4), ("f32", _F32)))
+            count, blocks = cgutils.unpack_tuple(builder, context.make_array(dty)(context, builder, dx).shape, 2)
+            zero8, zero4, zero = ir.Constant(_F8, [0.0] * 8), ir.Constant(_F4, [0.0] * 4), ir.Constant(_F32, 0.0)
+
+            def emit(r, rows):  # rows r … r + rows − 1
+                accs = [cgutils.alloca_once_value(builder, zero if tiled else zero8) for _ in range(rows)]
+                accms = [cgutils.alloca_once_value(builder, zero4 if code == 6 else zero) for _ in range(rows if floor
+                                                                                                     else 0)]
+                with cgutils.for_range(builder, blocks) as loop:
+                    i = loop.index
+                    wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
+                    dw = builder.load(_at(context, builder, dwty, dws, (i,), 4, _F32))
+                    sixteen = builder.mul(i, ir.Constant(_I64, 16))
+                    runs = []  # (values, scale) of each run of 32 values, in value order
+                    if floor:  # qs[128] (at 16; Q5_K's at 48, after qh[32]): run 2g the low nibbles of bytes
+                        # 32g…32g+31, run 2g+1 their high ones; Q5_K's fifth bit of value 32·run + l: bit run of qh[l]
+                        dm = builder.load(_at(context, builder, dmty, dms, (i,), 4, _F32))
+                        qh = _load(builder, wat, 16, _B32) if code == 7 else None
+                        for g in range(4):
+                            q = _load(builder, wat, (48 if code == 7 else 16) + 32 * g, _B32)
+                            for half, v in enumerate((builder.and_(q, ir.Constant(_B32, [15] * 32)),
+                                                      builder.lshr(q, ir.Constant(_B32, [4] * 32)))):
+                                if code == 7:
+                                    bit = builder.and_(builder.lshr(qh, ir.Constant(_B32, [2 * g + half] * 32)),
+                                                       ir.Constant(_B32, [1] * 32))
+                                    v = builder.or_(v, builder.shl(bit, ir.Constant(_B32, [4] * 32)))
+                                j = builder.add(sixteen, ir.Constant(_I64, 2 * g + half))
+                                s = builder.trunc(builder.load(_at(context, builder, sty, scales, (j,), 4, _I32)),
+                                                  ir.IntType(16))
+                                runs.append((v, _splat(builder, s, _H16)))
+                        mins = builder.load(_at(context, builder, fty, floors, (builder.mul(i, ir.Constant(_I64, 8)),),
+                                                4, _V8), align=4)
+                    else:  # ql[128], qh[64], scales[16]: run 4h+m of the half h (_values' layout), scales 8h+2m, +1
+                        subs = builder.load(_at(context, builder, sty, scales, (sixteen,), 4, _V16), align=4)
+                        for h in range(2):
+                            ql = [_load(builder, wat, 64 * h + 32 * t, _B32) for t in (0, 1)]
+                            qh = _load(builder, wat, 128 + 32 * h, _B32)
+                            for m in range(4):
+                                low = builder.and_(builder.lshr(ql[m % 2], ir.Constant(_B32, [4 * (m // 2)] * 32)),
+                                                   ir.Constant(_B32, [15] * 32))
+                                top = builder.and_(builder.lshr(qh, ir.Constant(_B32, [2 * m] * 32)),
+                                                   ir.Constant(_B32, [3] * 32))
+                                v = builder.or_(low, builder.shl(top, ir.Constant(_B32, [4] * 32)))
+                                pair = builder.trunc(subs, _H16)
+                                s = builder.shuffle_vector(pair, pair, ir.Constant(_V16, [8 * h + 2 * m] * 8
+                                                                                      + [8 * h + 2 * m + 1] * 8))
+                                runs.append((v, s))
+                    for row, acc in enumerate(accs):
+                        at = builder.add(r, ir.Constant(_I64, row))
+                        xat = _address(context, builder, xty, qx, (at, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
+                        lanes = ir.Constant(_V8, [0] * 8)
+                        for c, (v, s) in enumerate(runs):
+                            lanes = builder.add(lanes, _scaled_quads(builder, v, _load(builder, xat, 32 * c, _B32), s))
+                        bsums = builder.load(_at(context, builder, bty, bs, (at, sixteen), 4, _V16), align=4)
+                        dx_ = builder.load(_at(context, builder, dty, dx, (at, i), 4, _F32))
+                        if code == 8:  # lane l less 32·(S₂ₗ·s₂ₗ + S₂ₗ₊₁·s₂ₗ₊₁)
+                            offset = builder.add(*_halves(builder, builder.mul(bsums, subs), 16))
+                            lanes = builder.sub(lanes, builder.shl(offset, ir.Constant(_V8, [5] * 8)))
+                        else:  # m_sb·(S₂ₛ_b + S₂ₛ_b₊₁) a sub-block
+                            per_sub = builder.mul(mins, builder.add(*_halves(builder, bsums, 16)))
+                        if tiled:
+                            res = builder.fmul(dw, builder.sitofp(_isum(builder, lanes, 8), _F32))
+                            if floor:
+                                res = builder.call(fma1, [builder.fsub(ir.Constant(_F32, -0.0), dm),
+                                                          builder.sitofp(_isum(builder, per_sub, 8), _F32), res])
+                            builder.store(builder.call(fma1, [res, dx_, builder.load(acc)]), acc)
+                            continue
+                        d = _splat(builder, builder.fmul(dx_, dw), _F8)
+                        builder.store(builder.call(fma8, [d, builder.sitofp(lanes, _F8), builder.load(acc)]), acc)
+                        if floor:
+                            dmin = builder.fmul(builder.fsub(ir.Constant(_F32, -0.0), dx_), dm)
+                            accm = accms[row]
+                            if code == 6:  # four lanes, t: m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁
+                                four = builder.sitofp(builder.add(*_halves(builder, per_sub, 8)), _F4)
+                                dmins = _splat(builder, dmin, _F4)
+                                builder.store(builder.call(fma4, [dmins, four, builder.load(accm)]), accm)
+                            else:  # Q5_K: one float, the whole block's
+                                whole = builder.sitofp(_isum(builder, per_sub, 8), _F32)
+                                builder.store(builder.call(fma1, [dmin, whole, builder.load(accm)]), accm)
+                for row, acc in enumerate(accs):
+                    total = builder.load(acc)
+                    if not tiled:
+                        total = _hsum8_ir(builder, total)
+                    if code == 6 and not tiled:
+                        m = [builder.extract_element(builder.load(accms[row]), ir.Constant(_I32, t)) for t in range(4)]
+                        total = builder.fadd(total, builder.fadd(builder.fadd(m[0], m[2]), builder.fadd(m[1], m[3])))
+                    elif code == 7 and not tiled:
+                        total = builder.fadd(total, builder.load(accms[row]))
+                    at = builder.add(r, ir.Constant(_I64, row))
+                    builder.store(total, _at(context, builder, oty, out, (at, n), 4, _F32))
+
+            shared = builder.sub(count, builder.srem(count, ir.Constant(_I64, _K_ROWS)))
+            with cgutils.for_range_slice(builder, ir.Constant(_I64, 0), shared, ir.Constant(_I64, _K_ROWS)) as (r, _):
+                emit(r, _K_ROWS)
+            with cgutils.for_range_slice(builder, shared, count, ir.Constant(_I64, 1)) as (r, _):
+                emit(r, 1)
+            return context.get_dummy_value()
+
+        return types.void(qx, dx, bs, w, n, scales, floors, dws, dms, out), codegen
+
+    return elements
+
+
+(_q4k_dots, _q4k_tiles, _q5k_dots, _q5k_tiles, _q6k_dots, _q6k_tiles) = (
+    _k_elements(code, tiled) for code in (6, 7, 8) for tiled in (False, True))
+
+
+@kernel
+def _scales_k(code, w, scales, floors, dws, dms):
+    """A Q4_K, Q5_K (codes 6, 7) or Q6_K (8) weight row's sub-block scales as integers (``scales``, 16 a block: Q6_K's
+    int8, the others' ``get_scale_min_k4`` 6-bit ones, the first 8), their mins (``floors``, 8 a block), and each
+    block's ``d`` and ``dmin`` widened from fp16 (``dws``, ``dms``), for ``_k_elements``."""
+    for i in range(dws.shape[0]):
+        if code == 8:
+            at = i * 210
+            for j in range(16):
+                scales[16 * i + j] = np.int32(np.int8(w[at + 192 + j]))
+            dws[i] = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
+            continue
+        at = i * (144 if code == 6 else 176)
+        for j in range(8):
+            sc, mn = _scale_min_k4(j, w, at + 4)
+            scales[16 * i + j] = np.int32(sc)
+            floors[8 * i + j] = np.int32(mn)
+        dws[i] = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
+        dms[i] = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
+
+
+@kernel
+def _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out):
+    """Column ``n`` of a Q4_K, Q5_K or Q6_K product (``_k_elements``), its scales unpacked once for all its rows."""
+    _scales_k(code, w[n], scales, floors, dws, dms)
     if code == 6:
-        return total + ((accm[0] + accm[2]) + (accm[1] + accm[3]))
-    if code == 7:
-        return total + summs
-    return total
+        if tiled:
+            _q4k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+        else:
+            _q4k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+    elif code == 7:
+        if tiled:
+            _q5k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+        else:
+            _q5k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+    elif tiled:
+        _q6k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+    else:
+        _q6k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
 
 
 @kernel(parallel=True)
 def _kernel(code, qx, dx, bs, w, tiled, out):
-    """``out[r, n]``: ``_dot`` of weight row ``n`` with activation row ``r``; each weight row decoded once for every
-    activation row (``_values``), or for one activation row (decode) read where it is stored — its scales alone taken
-    first; a task's columns share one scratch (``product.TASK_COLUMNS``)."""
+    """``out[r, n]``: the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole in
+    vector code (``_k_column``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation row
+    (``_values``); a task's columns share one scratch (``product.TASK_COLUMNS``)."""
     rows, k = qx.shape
     n_out = w.shape[0]
-    direct = rows == 1 and (code == 6 or code == 8)
+    whole = code == 6 or code == 7 or code == 8
     for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
-        accm = np.zeros(4, dtype=np.float32)
-        prods = np.zeros(4, dtype=np.int32)
         floors = np.zeros(k // QK_K * 8, dtype=np.int32)
         scales = np.zeros(k // QK_K * 16, dtype=np.int32)
-        wv = np.empty(0 if direct else k, dtype=np.int16)
+        dws = np.zeros(k // QK_K, dtype=np.float32)
+        dms = np.zeros(k // QK_K, dtype=np.float32)
+        wv = np.empty(0 if whole else k, dtype=np.int16)
         for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-            if not direct:
-                _values(code, w[n], wv, floors)
-            elif code == 6:
-                _scales_k4(w[n], scales, floors)
-            else:
-                _scales_q6(w[n], scales)
+            if whole:
+                _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out)
+                continue
+            _values(code, w[n], wv)
             for r in range(rows):
-                out[r, n] = _dot(code, w[n], wv, floors, scales, qx[r], dx[r], bs[r], lanes, acc, accm, prods, tiled)
+                out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
