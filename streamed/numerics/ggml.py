@@ -306,15 +306,20 @@ def _hsum8(a):
 def _q8_kernel(qx, dx, w, ratio, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
     columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group;
-    on a VNNI host a group's columns ``_Q8_COLUMNS`` at a time (``_q8_pairs``), the rest one at a time."""
+    on a VNNI host, with ``_Q8_ROWS`` rows or more, a group's columns ``_Q8_COLUMNS`` at a time (``_q8_pairs``), the
+    rest one at a time. Fewer rows (a decode step's one) take a column at a time: a weight read once whatever the
+    tile, one sequential stream a column streamed the mapped file at 18–19 GB/s where the tile's four did at 11–14
+    (a 1-row product over 2 GB of an 8B's FFN weights, 2 threads), and the tile's work per block is made for rows
+    that share it."""
     nb_, rows, k = qx.shape
     n_out = w.shape[1]
     groups = (n_out + COLUMNS - 1) // COLUMNS
+    tiled = _VNNI and rows >= _Q8_ROWS
     for g in prange(nb_ * groups):
         b = g // groups
         n0 = (g - b * groups) * COLUMNS
         n1 = min(n_out, n0 + COLUMNS)
-        paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if _VNNI else n0
+        paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if tiled else n0
         wb = b // ratio
         for r0 in range(0, rows, ROW_TILE):
             r1 = min(rows, r0 + ROW_TILE)
