@@ -28,3 +28,12 @@ def run(capsys):
         return code, out.out, out.err
 
     return go
+
+
+def pytest_report_header(config):
+    """The llama.cpp kernel paths this CPU cannot run, each with why: the oracle holds them nowhere here
+    (``tests/oracle/test_kernel_paths.py``) — said, not skipped."""
+    import llama_builds
+
+    cannot = llama_builds.not_runnable()
+    return [f"not testable on this CPU: llama.cpp's {t} path ({why})" for t, why in cannot.items()]

@@ -7,8 +7,10 @@ their BF16 products are other code, ``llama_builds.BUILDS``) is either:
   oracle's Q8_0 cases in llama.cpp's arithmetic and its BF16 products (``BF16``) run again in a process of their own
   whose ``llama_cpp`` loads a build made for that path (``llama_builds``: ``make test`` builds it once, into
   ``~/.cache/streamed-llama/``), and must pass; or
-- reported not testable here, with the reason (an AVX2 host cannot run AVX-512 code) — not a failure, and not a
-  pass.
+- not collected, when the CPU cannot run it (an AVX2 host runs no AVX-512 code): nothing of that build can run in this
+  process's machine, so there is nothing to hold. Such a path is named with the reason in pytest's header
+  (``conftest.pytest_report_header``), and ``llama_builds`` neither builds it nor asks for it — which the last test
+  holds, on every host.
 """
 
 from __future__ import annotations
@@ -36,15 +38,27 @@ BF16 = [f"tests/oracle/test_quants.py::{t}" for t in (
     "[BF16]",
     "test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit[BF16]")]
 OTHERS = [p for p, _ in llama_builds.BUILDS.values() if p != llamacpp.BUILT]
+FLAGS, NAME, MACHINE = cpu.this_host()
+#: The other paths this CPU runs: each one's test is collected. The rest are ``llama_builds.not_runnable``'s.
+RUNS = [p for p in OTHERS if cpu.runnable(p, FLAGS, MACHINE) is None]
+
+#: The ``/proc/cpuinfo`` flags without which each instruction set's build cannot run (an independent statement of
+#: ``cpu.runnable``'s rule, from llama.cpp's CMake options: ``GGML_AVX2`` with FMA and F16C, ``GGML_AVX512`` F+DQ).
+BUILDS_NEED = {"avx2": {"avx2", "fma", "f16c"}, "avx512": {"avx512f", "avx512dq", "avx512_bf16"}}
 
 
-@pytest.mark.parametrize("path", OTHERS, ids=[llama_builds.tag(p) for p in OTHERS])
+def test_the_paths_this_cpu_cannot_run_are_neither_built_nor_held_and_each_is_said_why():
+    cannot = llama_builds.not_runnable()
+    assert {llama_builds.tag(p) for p in RUNS} | set(cannot) | {llama_builds.tag(llamacpp.BUILT)} \
+        >= set(llama_builds.BUILDS), "every path is either the native build's, held here, or said to be not runnable"
+    assert not {llama_builds.tag(p) for p in llama_builds.wanted()} & set(cannot)
+    for tag, why in cannot.items():
+        needs = BUILDS_NEED[tag.split("-")[0]]
+        assert why.startswith("this CPU has no ") and any(flag in why for flag in needs - FLAGS), (tag, why)
+
+
+@pytest.mark.parametrize("path", RUNS, ids=[llama_builds.tag(p) for p in RUNS])
 def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_build_of_that_path(path):
-    flags, name, machine = cpu.this_host()
-    why = cpu.runnable(path, flags, machine)
-    if why is not None:
-        pytest.skip(f"not testable here: the {llama_builds.tag(path)} path needs a CPU that runs it, and {why} "
-                    f"({name})")
     where = llama_builds.built(path)
     assert where is not None, (f"no llama.cpp build for {llama_builds.tag(path)} at {llama_builds.folder(path)}: "
                                f"`make test` makes it (python tests/support/llama_builds.py)")
@@ -58,3 +72,7 @@ def test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_buil
     tail = "\n".join(done.stdout.splitlines()[-25:])
     assert done.returncode == 0, f"the {llama_builds.tag(path)} build's oracle:\n{tail}\n{done.stderr[-2000:]}"
     assert " passed" in tail and " skipped" not in tail, tail
+
+
+if not RUNS:  # no other path runs here (an AVX2 host): pytest would report an empty parameter set as a skip
+    del test_each_path_this_cpu_runs_is_llama_cpp_s_arithmetic_bit_for_bit_in_a_build_of_that_path

@@ -77,6 +77,13 @@ def wanted() -> list[cpu.KernelPath]:
     return [p for p, _ in BUILDS.values() if p != mine and cpu.runnable(p, flags, machine) is None]
 
 
+def not_runnable() -> dict[str, str]:
+    """The builds this CPU cannot run, by name (``tag``), each with why (``cpu.runnable``): never built, and their
+    paths not held here — said in pytest's header and by ``main``."""
+    flags, _, machine = cpu.this_host()
+    return {tag(p): why for p, _ in BUILDS.values() if (why := cpu.runnable(p, flags, machine)) is not None}
+
+
 def build(path: cpu.KernelPath, log=print) -> Path:
     """Build llama.cpp for ``path`` into ``folder(path)`` (atomically: a half-made build is never found)."""
     where = folder(path)
@@ -116,8 +123,9 @@ def main() -> int:
     for p in todo:
         build(p)
     have = [tag(p) for p in wanted()]
+    cannot = "".join(f"; not testable on this CPU: {t} ({why})" for t, why in not_runnable().items())
     print(f"llama.cpp kernel paths: native {tag(native()) if native() else 'none emulated'}"
-          + (f", built {', '.join(have)} ({CACHE})" if have else ", no other path this CPU runs"))
+          + (f", built {', '.join(have)} ({CACHE})" if have else ", no other path this CPU runs") + cannot)
     return 0
 
 
