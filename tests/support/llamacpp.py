@@ -7,13 +7,14 @@ every float32 tensor its graph computed, step by step. Nothing here compares: it
 Importing this module fails when ``llama_cpp`` is not installed: a suite that needs the oracle cannot run without it,
 and says so.
 
-``BUILT`` is the kernel path of the llama.cpp under test, read from its own report (``llama_print_system_info``) as
-``--arithmetic llama.cpp`` reads it (``streamed.numerics.cpu``): the path whose arithmetic the oracle holds
+``BUILT`` is the kernel path of the llama.cpp under test, read from its own report (``llama_print_system_info``) and
+this CPU's vendor as ``--arithmetic llama.cpp`` reads them (``streamed.numerics.cpu``): the path whose arithmetic the oracle holds
 ``streamed`` to bit for bit — or a ``cpu.Unemulated`` saying why no emulated path is it."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 
 import llama_cpp as lc
@@ -23,6 +24,11 @@ from streamed.numerics import cpu
 
 REPORT = lc.llama_print_system_info().decode("utf-8", "replace")
 BUILT = cpu.from_report(REPORT, "the llama.cpp under test")
+if isinstance(BUILT, cpu.KernelPath) and not os.environ.get("STREAMED_ORACLE_BUILD"):
+    # llama-cpp-python's own build is native (-march=native): its plain C loops are compiled as GCC tunes for this
+    # CPU, as ``cpu.this_machine`` says of it; a build of ``llama_builds`` (STREAMED_ORACLE_BUILD) names instruction
+    # sets only, tuned for no CPU.
+    BUILT = cpu.native_tuning(BUILT, cpu.cpu_vendor(Path("/proc/cpuinfo").read_text(errors="replace")))
 
 
 def built_path() -> cpu.KernelPath:
