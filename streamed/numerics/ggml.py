@@ -48,7 +48,7 @@ from numba.extending import intrinsic
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       compiled, operands)
 from .cpu import KernelPath
-from .jit import kernel
+from .jit import in_threads, kernel
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -664,111 +664,96 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 
 
 @kernel
-def _dots(kt, x, lanes, acc, out):
-    """``out[j]`` = ``_vec_dot(k_j, x)`` (``ggml_vec_dot_f32``) for every cell's key ``k_j`` = ``kt[:, j]`` (the keys
-    transposed: dims × cells), every cell at once: element ``i`` of each dot goes to the accumulator and lane its own
-    dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the cell's own, bit for bit, read
-    a dim's row of the cells at a time. ``acc``: ``4 × lanes × cells`` zeros."""
-    dk, n = kt.shape
-    step = 4 * lanes
-    full = dk - dk % step
-    for i in range(full):
-        a = (i % step) // lanes
-        l = i % lanes
-        xi = x[i]
-        for j in range(n):
-            acc[a, l, j] = _fma(kt[i, j], xi, acc[a, l, j])
-    t = np.empty(lanes, np.float32)
-    for j in range(n):
-        for l in range(lanes):
-            t[l] = (acc[0, l, j] + acc[2, l, j]) + (acc[1, l, j] + acc[3, l, j])
-        s = _vec_reduce(t, lanes)
-        for i in range(full, dk):
-            s = s + kt[i, j] * x[i]
-        out[j] = s
+def _reduce_four(acc, j, lanes, t):
+    """``GGML_F32_VEC_REDUCE`` of the four accumulators of dot ``j`` (``acc[a, l, j]``): ``(s₀+s₂)+(s₁+s₃)`` a lane,
+    into ``t``, then ``_vec_reduce``."""
+    for l in range(lanes):
+        t[l] = (acc[0, l, j] + acc[2, l, j]) + (acc[1, l, j] + acc[3, l, j])
+    return _vec_reduce(t, lanes)
 
 
-@kernel
-def _p_v(p, vc, g, tiny, lanes, acc, out):
-    """``out[c]`` = column ``c`` of ``vc[:, g]`` dotted with ``p``: ``_tiny`` (``tiny``) or ``_vec_dot`` of each
-    column, every column at once — the accumulator a cell ``j`` goes to (``(j mod 4L) // L``, lane ``j mod L``; one
-    accumulator for tinyBLAS) is the one the column's own dot gives it, and each accumulator takes its cells in
-    increasing ``j``, so every sum is the column's own, bit for bit, while a cell's row of values is read once, in
-    order (gathering a column at a time read the cache ``dv`` times). ``acc``: ``4 × lanes × dv`` zeros."""
-    n = p.shape[0]
-    dv = out.shape[0]
-    step = lanes if tiny else 4 * lanes
-    full = n - n % step
-    for j in range(full):
-        a = 0 if tiny else (j % step) // lanes
-        l = j % lanes
-        pj = p[j]
-        for c in range(dv):
-            acc[a, l, c] = _fma(vc[j, g, c], pj, acc[a, l, c])
-    t = np.empty(lanes, np.float32)
-    for c in range(dv):
-        if tiny:
-            for l in range(lanes):
-                t[l] = acc[0, l, c]
-            out[c] = _hsum(t, lanes)
-            continue
-        for l in range(lanes):
-            t[l] = (acc[0, l, c] + acc[2, l, c]) + (acc[1, l, c] + acc[3, l, c])
-        s = _vec_reduce(t, lanes)
-        for j in range(full, n):
-            s = s + vc[j, g, c] * p[j]
-        out[c] = s
+@kernel(nogil=True)
+def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
+    """Heads and rows ``first … last − 1`` of ``attention`` (task ``hr``: head ``hr // rows`` of row ``hr mod
+    rows``), their scratch made once. One function, no kernel called but a register's sums and ``v_expf``: numba
+    links a called kernel's code into its caller and optimises and compiles it again there, so three levels of
+    calls (and a parallel loop's outlined body) compiled the same loops four times in a cold first run.
 
-
-@kernel(parallel=True)
-def _attention(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, parts, out):
+    ``kq[j]`` = ``ggml_vec_dot_f32(k_j, q)`` for every cell ``j`` at once: element ``i`` of each dot goes to the
+    accumulator and lane its own dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the
+    cell's own, bit for bit, read a dim's row of the cells (``kt``: the keys transposed, dims × cells) at a time.
+    ``soft_max_ext``, then ``out`` = ``p·V``: column ``c`` of the group's values dotted with ``p`` by tinyBLAS
+    (``tiny``: one accumulator) or ``ggml_vec_dot_f32``, every column at once — cell ``j`` to the accumulator and
+    lane the column's own dot gives it, each accumulator taking its cells in increasing ``j``, a cell's row of
+    values read once, in order."""
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
-    total = heads * rows
-    per = (total + parts - 1) // parts
-    for c in prange(parts):  # a task's heads and rows share its scratch, made once, not once a head and row
-        w = np.empty(n, np.float32)
-        p = np.empty(n, np.float32)
-        kq = np.empty((4, lanes, n), np.float32)
-        pv = np.empty((4, lanes, dv), np.float32)
-        for hr in range(c * per, min(total, (c + 1) * per)):
-            _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out)
-
-
-@kernel
-def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, hr, ratio, w, p, kq, pv, out):
-    """Head ``hr // rows`` of row ``hr mod rows`` of ``_attention``; ``w``, ``p``, ``kq``, ``pv`` its task's scratch."""
-    rows = q.shape[0]
-    n = vc.shape[0]
-    h = hr // rows
-    r = hr - h * rows
-    g = h // ratio
-    kq[:] = 0
-    pv[:] = 0
-    _dots(kt[g], q[r, h], lanes, kq, w)
-    for j in range(n):
-        w[j] = w[j] * scale
-        if cap > 0:
-            w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
-        if not keep[r, j]:
-            w[j] = -np.inf
-    m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
-    for j in range(n):
-        m = max(m, w[j])
-    if sinks.shape[0]:
-        m = max(m, sinks[h])
-    total = 0.0
-    for c in range(0, n, lanes):
-        for l in range(lanes):
-            p[c + l] = v_expf(w[c + l] - m, lanes)
-        total += np.float64(_hsum(p[c:c + lanes], lanes))
-    if sinks.shape[0]:
-        total += np.float64(np.float32(math.exp(sinks[h] - m)))
-    inv = np.float32(1.0 / total)
-    for j in range(n):
-        p[j] = p[j] * inv
-    _p_v(p, vc, g, tiny, lanes, pv, out[r, h])
+    w = np.empty(n, np.float32)
+    p = np.empty(n, np.float32)
+    kq = np.empty((4, lanes, n), np.float32)
+    pv = np.empty((4, lanes, dv), np.float32)
+    t = np.empty(lanes, np.float32)
+    step = 4 * lanes
+    dk_full = dk - dk % step
+    pv_step = lanes if tiny else step
+    n_full = n - n % pv_step
+    for hr in range(first, last):
+        h = hr // rows
+        r = hr - h * rows
+        g = h // ratio
+        x = q[r, h]
+        kq[:] = 0
+        for i in range(dk_full):
+            a = (i % step) // lanes
+            l = i % lanes
+            xi = x[i]
+            for j in range(n):
+                kq[a, l, j] = _fma(kt[g, i, j], xi, kq[a, l, j])
+        for j in range(n):
+            s = _reduce_four(kq, j, lanes, t)
+            for i in range(dk_full, dk):
+                s = s + kt[g, i, j] * x[i]
+            w[j] = s
+        for j in range(n):
+            w[j] = w[j] * scale
+            if cap > 0:
+                w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
+            if not keep[r, j]:
+                w[j] = -np.inf
+        m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
+        for j in range(n):
+            m = max(m, w[j])
+        if sinks.shape[0]:
+            m = max(m, sinks[h])
+        total = 0.0
+        for c in range(0, n, lanes):
+            for l in range(lanes):
+                p[c + l] = v_expf(w[c + l] - m, lanes)
+            total += np.float64(_hsum(p[c:c + lanes], lanes))
+        if sinks.shape[0]:
+            total += np.float64(np.float32(math.exp(sinks[h] - m)))
+        inv = np.float32(1.0 / total)
+        for j in range(n):
+            p[j] = p[j] * inv
+        pv[:] = 0
+        for j in range(n_full):
+            a = 0 if tiny else (j % pv_step) // lanes
+            l = j % lanes
+            pj = p[j]
+            for c in range(dv):
+                pv[a, l, c] = _fma(vc[j, g, c], pj, pv[a, l, c])
+        o = out[r, h]
+        for c in range(dv):
+            if tiny:
+                for l in range(lanes):
+                    t[l] = pv[0, l, c]
+                o[c] = _hsum(t, lanes)
+                continue
+            s = _reduce_four(pv, c, lanes, t)
+            for j in range(n_full, n):
+                s = s + vc[j, g, c] * p[j]
+            o[c] = s
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -797,9 +782,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
-    parts = min(r_ * heads, 2 * numba.get_num_threads())
-    _attention(np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
-               F32(scale), F32(softcap or 0), tiny, s, path.lanes, parts, out)
+    args = (np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
+            F32(scale), F32(softcap or 0), tiny, s, path.lanes)
+    in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out))
     return out.reshape(r_, heads * dv)
 
 

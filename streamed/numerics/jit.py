@@ -146,3 +146,33 @@ def _threads() -> None:
         parallel._launch_threads()
     finally:
         del os.environ["GOMP_SPINCOUNT"]
+
+
+_POOL = None
+
+
+def in_threads(tasks: int, work) -> None:
+    """``work(first, last)`` over ``0 … tasks − 1`` cut into one contiguous range per thread numba runs
+    (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), the first on the calling thread, the rest on a pool
+    kept for the process; returns when all are done, raising the first error. ``work`` calls a ``nogil`` kernel, so
+    the ranges run at once.
+
+    Why not numba's ``prange``: a parallel loop's body is outlined and compiled on its own, with every kernel it calls
+    linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
+    is compiled once. A range a thread is a task a thread, as ``prange``'s static schedule gives."""
+    global _POOL
+    _threads()  # numba's own threads started as ``_threads`` says, before any is asked how many there are
+    threads = max(1, min(tasks, numba.get_num_threads()))
+    per = -(-tasks // threads)
+    cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(threads) if i * per < tasks]
+    if len(cuts) == 1:
+        work(0, tasks)
+        return
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=numba.get_num_threads() - 1, thread_name_prefix="streamed-kernel")
+    rest = [_POOL.submit(work, *cut) for cut in cuts[1:]]
+    work(*cuts[0])
+    for done in rest:
+        done.result()
