@@ -37,7 +37,7 @@ BF16 = [f"tests/oracle/test_quants.py::{t}" for t in (
     "test_in_llama_cpp_s_arithmetic_a_quantised_file_s_logits_are_llama_cpp_s_bit_for_bit_where_exact_ones_are_not"
     "[BF16]",
     "test_in_llama_cpp_s_arithmetic_an_expert_s_product_over_a_bank_kept_in_blocks_is_llama_cpp_s_bit_for_bit[BF16]")]
-OTHERS = [p for p, _ in llama_builds.BUILDS.values() if p != llamacpp.BUILT]
+OTHERS = [p for p, _ in llama_builds.BUILDS.values() if llama_builds.tag(p) != llama_builds.tag(llamacpp.BUILT)]
 FLAGS, NAME, MACHINE = cpu.this_host()
 #: The other paths this CPU runs: each one's test is collected. The rest are ``llama_builds.not_runnable``'s.
 RUNS = [p for p in OTHERS if cpu.runnable(p, FLAGS, MACHINE) is None]
