@@ -153,6 +153,14 @@ def cmd_run(args) -> int:
         if left:
             print(f"streamed run: note: in llama.cpp's arithmetic a product over a weight stored {', '.join(left)} "
                   f"is the float32 product of its exact dequantisation, not llama.cpp's", file=sys.stderr)
+        from ..numerics.cpu import has_amx, repacked
+        from ..numerics.ggml_quants import stored_types
+
+        moved = repacked(stored_types(weights.values.values()), arithmetic.path, has_amx())
+        if moved:
+            print(f"streamed run: note: llama.cpp, by default, repacks {', '.join(moved)} weights here and "
+                  f"multiplies them in kernels of their own; this is its arithmetic with repacking off "
+                  f"(llama-cli --no-repack)", file=sys.stderr)
     progress = None if args.json or not sys.stderr.isatty() else Progress("streamed run")
     try:
         result = run_bundle(args, a, weights, tokens, prefill, storage, arithmetic, progress) if args.bundle \

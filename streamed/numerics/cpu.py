@@ -100,6 +100,34 @@ class Chosen:
     source: str
 
 
+#: The weight types a llama.cpp build on each path moves, by default, into another layout to multiply in kernels of
+#: their own (ggml's "extra buffer types", ``use_extra_bufts``; ``ggml-cpu/repack.cpp``'s
+#: ``ggml_repack_get_optimal_repack_type`` for x86: AVX2 and up, and AVX-512 for Q2_K), summing in another order than
+#: the type's ``vec_dot`` that ``--arithmetic llama.cpp`` computes; ``llama-cli --no-repack`` turns them off.
+REPACKED = {"avx2": ("IQ4_NL", "MXFP4", "Q4_0", "Q4_K"), "avx512": ("IQ4_NL", "MXFP4", "Q2_K", "Q4_0", "Q4_K")}
+#: The weight types a build with AMX_INT8 moves into AMX tiles by default (``ggml-cpu/amx/common.h``,
+#: ``qtype_has_amx_kernels``), before the repacking above.
+AMX_TYPES = ("IQ4_XS", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q8_0")
+
+
+def repacked(types, path: KernelPath, amx: bool) -> list[str]:
+    """The types among ``types`` (``Q4_K``…) whose products llama.cpp, with its defaults, computes in repacked
+    layouts on ``path`` (``amx``: a build with AMX_INT8) — which ``--arithmetic llama.cpp`` does not: it is llama.cpp's
+    arithmetic with repacking off. Sorted. (Where a weight's shape does not fit the layout llama.cpp leaves it as
+    stored: Q4_0 with output rows a multiple of 8, say; every model's projections fit.)"""
+    moved = set(REPACKED[path.isa]) | (set(AMX_TYPES) if amx and path.isa == "avx512" else set())
+    return sorted(set(types) & moved)
+
+
+def has_amx() -> bool:
+    """Whether the llama.cpp on this machine has AMX_INT8 compiled in: its report says (``llama_cpp_report``); without
+    one, a native build has it where the CPU has AMX-INT8 and AVX-512 VNNI (GCC's ``-march=native``)."""
+    report = llama_cpp_report()
+    if report is not None:
+        return features(report).get("AMX_INT8", False)
+    return {"amx_int8", "avx512_vnni"} <= cpu_flags(_read_cpuinfo())
+
+
 def named(text: str) -> KernelPath | None:
     """The path ``--arithmetic llama.cpp:TEXT`` names (``avx2``, ``avx512``, ``avx2:nollamafile``…), or None."""
     return PATHS.get(text.strip().lower())

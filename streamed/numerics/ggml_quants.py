@@ -81,6 +81,7 @@ from numba.extending import intrinsic
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
 from .jit import kernel
+from .q8 import Planes
 from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
 from .product import TASK_COLUMNS, _address, _fma, _load
 
@@ -102,6 +103,11 @@ def computes(type_name: str, path: KernelPath = AVX2) -> bool:
     either x86 path (their dots are AVX2 code on both, their integer sums exact), and BF16 on each x86 path in that
     path's own code — AVX2's, AVX-512's with AVX512_BF16 (``dpbf16``) and without (16-lane float code)."""
     return type_name in DOTS or type_name in LEGACY or type_name in ("MXFP4", "BF16")
+
+
+def stored_types(values) -> set[str]:
+    """The types of the weights among ``values`` kept as stored (``Q8_0`` for ``q8.Planes``, a ``Blocks``' own)."""
+    return {"Q8_0" if isinstance(v, Planes) else v.type for v in values if isinstance(v, (Blocks, Planes))}
 
 
 def not_computed(values, path: KernelPath = AVX2) -> list[str]:

@@ -91,6 +91,25 @@ def worst(got: np.ndarray, want: np.ndarray) -> float:
     return float(oracle.relative(got, want).max())
 
 
+def test_in_llama_cpp_s_arithmetic_run_names_the_weights_llama_cpp_itself_repacks_by_default(quantised, run, tmp_path):
+    """llama.cpp's defaults move some types' weights into layouts of their own (AVX2's repacked Q4_0/Q4_K, AMX tiles)
+    and multiply them in other kernels; ``--arithmetic llama.cpp`` is its arithmetic with that off (``--no-repack``),
+    and says so, naming exactly the types llama.cpp's own log says it repacked loading the same file."""
+    ftype, path = quantised
+    theirs = llamacpp.repacked(path)
+    doc = tmp_path / "model.lgm"
+    assert run("author", path, "-o", doc)[0] == 0
+    code, out, err = run("run", doc, "--checkpoint", path, "--tokens", "1,2", "--arithmetic", "llama.cpp")
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "repacks" in line]
+    if not theirs:
+        assert said == [], (ftype, said)
+        return
+    assert len(said) == 1 and "--no-repack" in said[0], (ftype, err)
+    named = said[0].split("repacks ", 1)[1].split(" weights", 1)[0].split(", ")
+    assert set(named) == theirs, (ftype, named, theirs)
+
+
 def test_every_product_weight_is_kept_in_its_stored_blocks_dequantised_as_gguf_does(quantised):
     ftype, path = quantised
     ck = read_gguf(path)

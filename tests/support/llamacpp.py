@@ -212,3 +212,25 @@ def vec_dot_bf16(x: np.ndarray, y: np.ndarray) -> np.float32:
     s = np.zeros(1, np.float32)
     dot(len(x), s.ctypes.data, 0, x.ctypes.data, 0, y.ctypes.data, 0, 1)
     return s[0]
+
+
+def repacked(path: str | Path) -> set[str]:
+    """The stored types of the weights llama.cpp, loading ``path`` with its defaults (``use_extra_bufts``: ggml's
+    extra buffer types), moves into a layout of its own — as its log says of each tensor it repacks (``repack tensor
+    NAME with …``; ``amx repack tensor NAME of type …``)."""
+    import re
+
+    from gguf import GGUFReader
+
+    _start()
+    _LOG.clear()
+    mp = lc.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    mp.use_extra_bufts = True
+    model = lc.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise LlamaCppError(f"llama.cpp could not load {path}: {_why()}")
+    lc.llama_model_free(model)
+    names = {m.group(1) for line in _LOG for m in [re.search(r"repack tensor (\S+)", line)] if m}
+    stored = {t.name: t.tensor_type.name for t in GGUFReader(str(path)).tensors}
+    return {stored[n] for n in names}
