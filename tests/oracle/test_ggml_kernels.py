@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -80,7 +81,7 @@ def test_the_llama_cpp_under_test_computes_in_the_kernel_path_its_build_was_made
     path = llamacpp.built_path()
     flags, name, machine = cpu.this_host()
     want = llama_builds.BUILDS[os.environ["STREAMED_ORACLE_BUILD"]][0] if os.environ.get("STREAMED_ORACLE_BUILD") \
-        else cpu.from_cpu(flags, machine)
+        else cpu.native_tuning(cpu.from_cpu(flags, machine), cpu.cpu_vendor(Path("/proc/cpuinfo").read_text()))
     assert path == want, (llamacpp.REPORT, name)
     assert path.tinyblas, "llama-cpp-python builds llama.cpp with llamafile's tinyBLAS"
 

@@ -227,7 +227,8 @@ def test_a_run_in_llama_cpp_s_arithmetic_of_a_file_whose_every_type_it_computes_
     code, out, err = run("run", tmp_path / "model.lgm", "--checkpoint", path, "--tokens",
                          ",".join(map(str, TOKENS)), "--arithmetic", "llama.cpp", "--json")
     assert code == 0, err
-    assert [line for line in err.splitlines() if "note:" in line] == [], err
+    # the one note it may give is llama.cpp's repacking (its defaults' other kernels), not a type computed otherwise
+    assert [line for line in err.splitlines() if "note:" in line and "--no-repack" not in line] == [], err
 
 
 def test_llama_cpp_s_arithmetic_computes_every_type_read_on_every_x86_path_bf16_without_avx512_bf16_too():
