@@ -48,14 +48,18 @@ from numba.extending import intrinsic
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       compiled, operands)
 from .cpu import KernelPath
-from .jit import in_threads, kernel
+from .jit import claim, in_threads, kernel, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
-#: Rows of ``X`` kept in cache together while a group of ``COLUMNS`` columns of ``W`` is read by a Q8_0 product (the
+#: Rows of ``X`` kept in cache together while a task's ``COLUMNS`` columns of ``W`` are read by a Q8_0 product (the
 #: rows' int8 blocks 16 KB at a 2048 reduction, within a core's first-level cache); neither changes a sum's order.
 ROW_TILE = 8
-COLUMNS = 16
+#: Columns of a Q8_0 product's task, taken by whichever thread is free next (``jit.claim``) — ggml's chunk of a
+#: one-row product (``chunk_size`` 64). The threads then read neighbouring stretches of the weight at once, not two
+#: halves far apart: a decode step's product over an FFN-sized weight (8192 × 2048, from memory, 2 threads, Intel
+#: AVX-512 host) ran at 12.6–13.6 GB/s where the static halves ran at 10.8–13.2 (medians of 200 calls, 3 runs each).
+COLUMNS = 64
 
 
 # ---- Q8_0 activations (quantize_row_q8_0, arch/x86/quants.c) ------------------------------------------------------
@@ -303,9 +307,10 @@ def _hsum8(a):
 
 
 @kernel(parallel=True)
-def _q8_kernel(qx, dx, w, ratio, out):
+def _q8_kernel(qx, dx, w, ratio, nthreads, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
-    columns in groups of ``COLUMNS`` across the threads, a tile of ``ROW_TILE`` rows kept in cache across a group;
+    ``COLUMNS`` columns a task, ``nthreads`` threads each taking the next task as it is free (``jit.claim``), a tile of
+    ``ROW_TILE`` rows kept in cache across a task's columns;
     on a VNNI host, with ``_Q8_ROWS`` rows or more, a group's columns ``_Q8_COLUMNS`` at a time (``_q8_pairs``), the
     rest one at a time. Fewer rows (a decode step's one) take a column at a time: a weight read once whatever the
     tile, one sequential stream a column streamed the mapped file at 18–19 GB/s where the tile's four did at 11–14
@@ -315,25 +320,30 @@ def _q8_kernel(qx, dx, w, ratio, out):
     n_out = w.shape[1]
     groups = (n_out + COLUMNS - 1) // COLUMNS
     tiled = _VNNI and rows >= _Q8_ROWS
-    for g in prange(nb_ * groups):
-        b = g // groups
-        n0 = (g - b * groups) * COLUMNS
-        n1 = min(n_out, n0 + COLUMNS)
-        paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if tiled else n0
-        wb = b // ratio
-        for r0 in range(0, rows, ROW_TILE):
-            r1 = min(rows, r0 + ROW_TILE)
-            shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
-            for n in range(n0, paired, _Q8_COLUMNS):
-                for r in range(r0, shared, _Q8_ROWS):
-                    _q8_tile(qx, b, r, dx, w, wb, n, out)
-                for r in range(shared, r1):
-                    _q8_tile_row(qx, b, r, dx, w, wb, n, out)
-            for n in range(paired, n1):
-                for r in range(r0, shared, _Q8_ROWS):
-                    _q8_rows(qx, b, r, dx, w, wb, n, out)
-                for r in range(shared, r1):
-                    _q8_row(qx, b, r, dx, w, wb, n, out)
+    tasks = nb_ * groups
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):  # a task at a time, as each thread becomes free (``claim``)
+        g = claim(taken)
+        while g < tasks:
+            b = g // groups
+            n0 = (g - b * groups) * COLUMNS
+            n1 = min(n_out, n0 + COLUMNS)
+            paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if tiled else n0
+            wb = b // ratio
+            for r0 in range(0, rows, ROW_TILE):
+                r1 = min(rows, r0 + ROW_TILE)
+                shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
+                for n in range(n0, paired, _Q8_COLUMNS):
+                    for r in range(r0, shared, _Q8_ROWS):
+                        _q8_tile(qx, b, r, dx, w, wb, n, out)
+                    for r in range(shared, r1):
+                        _q8_tile_row(qx, b, r, dx, w, wb, n, out)
+                for n in range(paired, n1):
+                    for r in range(r0, shared, _Q8_ROWS):
+                        _q8_rows(qx, b, r, dx, w, wb, n, out)
+                    for r in range(shared, r1):
+                        _q8_row(qx, b, r, dx, w, wb, n, out)
+            g = claim(taken)
 
 
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
@@ -406,21 +416,28 @@ def _tiny(x, y, lanes, acc):
 
 
 @kernel(parallel=True)
-def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, out):
+def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, nthreads, out):
+    """``out[b] = x[b] · W[b // ratio]`` in ggml's float arithmetic (``mul_mat``), on ``nthreads`` threads taking
+    ``TASK_COLUMNS`` columns at a time as each is free (``jit.claim``); a thread's scratch made once."""
     nb_, rows, k = x.shape
     n_out = w.shape[1]
     total = nb_ * n_out
-    for c in prange((total + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
+    tasks = (total + TASK_COLUMNS - 1) // TASK_COLUMNS
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):
         col = np.empty(k, np.float32)
         acc = np.empty((4, 16), np.float32)
-        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
-            b = i // n_out
-            n = i - b * n_out
-            for j in range(k):
-                col[j] = _element(w[b // ratio, n, j])
-            for r in range(rows):
-                out[b, r, n] = _tiny(x[b, r], col, lanes, acc[0]) if tiny else _vec_dot(x[b, r], col, wide_tail,
-                                                                                           lanes, acc)
+        c = claim(taken)
+        while c < tasks:
+            for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+                b = i // n_out
+                n = i - b * n_out
+                for j in range(k):
+                    col[j] = _element(w[b // ratio, n, j])
+                for r in range(rows):
+                    out[b, r, n] = (_tiny(x[b, r], col, lanes, acc[0]) if tiny
+                                    else _vec_dot(x[b, r], col, wide_tail, lanes, acc))
+            c = claim(taken)
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath, step: int = 0) -> bool:
@@ -442,14 +459,15 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
         return o.shaped(out)
     if isinstance(w, Planes):
         q, d = quantize_q8_0(o.x)
-        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], types.int64, ACTIVATIONS)(q, d, o.raw, o.ratio, out)
+        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], types.int64, types.int64, ACTIVATIONS)(
+            q, d, o.raw, o.ratio, threads(), out)
     else:
         half = o.raw.dtype == np.float16
         xs = o.x.astype(np.float16).astype(F32) if half else o.x
         tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1], path)
         raw = o.raw.view(np.uint16) if half else o.raw
         compiled(_float_kernel, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.boolean, types.boolean,
-                 types.int64, ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, out)
+                 types.int64, types.int64, ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, threads(), out)
     return o.shaped(out)
 
 

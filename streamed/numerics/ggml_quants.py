@@ -80,7 +80,7 @@ from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
 from .cpu import AVX2, KernelPath
-from .jit import kernel
+from .jit import claim, kernel, threads
 from .q8 import Planes
 from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
 from .product import TASK_COLUMNS, _address, _fma, _load
@@ -522,14 +522,17 @@ def _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out):
 
 
 @kernel(parallel=True)
-def _kernel(code, qx, dx, bs, w, tiled, out):
+def _kernel(code, qx, dx, bs, w, tiled, nthreads, out):
     """``out[r, n]``: the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole in
     vector code (``_k_column``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation row
-    (``_values``); a task's columns share one scratch (``product.TASK_COLUMNS``)."""
+    (``_values``); ``TASK_COLUMNS`` columns a task (``product``), taken by the ``nthreads`` threads as each is free
+    (``jit.claim``), a thread's tasks sharing one scratch."""
     rows, k = qx.shape
     n_out = w.shape[0]
     whole = code == 6 or code == 7 or code == 8
-    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):
+    tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):  # a thread's tasks share its scratch
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         floors = np.zeros(k // QK_K * 8, dtype=np.int32)
@@ -537,13 +540,16 @@ def _kernel(code, qx, dx, bs, w, tiled, out):
         dws = np.zeros(k // QK_K, dtype=np.float32)
         dms = np.zeros(k // QK_K, dtype=np.float32)
         wv = np.empty(0 if whole else k, dtype=np.int16)
-        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-            if whole:
-                _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out)
-                continue
-            _values(code, w[n], wv)
-            for r in range(rows):
-                out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
+        c = claim(taken)
+        while c < tasks:
+            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+                if whole:
+                    _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out)
+                    continue
+                _values(code, w[n], wv)
+                for r in range(rows):
+                    out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
+            c = claim(taken)
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
@@ -585,7 +591,7 @@ def _legacy_block(code, w, at, v):
 
 
 @kernel(parallel=True)
-def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
+def _legacy_kernel(code, nbytes, qx, dx, sx, w, nthreads, out):
     """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
     ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
     ``hsum_float_8(acc) + summs``. MXFP4 takes its blocks in pairs, the even one's lanes into ``acc``, the odd one's
@@ -595,17 +601,22 @@ def _legacy_kernel(code, nbytes, qx, dx, sx, w, out):
     nb = k // 32
     paired = nb - nb % 2 if code == MXFP4 else nb
     n_out = w.shape[0]
-    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
+    tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):  # a thread's tasks share its scratch
         v = np.empty(32, dtype=np.int32)
         acc = np.empty((rows, 2, 8), dtype=np.float32)
         summs = np.empty(rows, dtype=np.float32)
-        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-            _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
+        c = claim(taken)
+        while c < tasks:
+            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+                _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
+            c = claim(taken)
 
 
 @kernel
 def _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out):
-    """Column ``n`` of ``_legacy_kernel``'s product, ``v``, ``acc`` and ``summs`` its task's scratch."""
+    """Column ``n`` of ``_legacy_kernel``'s product, ``v``, ``acc`` and ``summs`` its thread's scratch."""
     rows = qx.shape[0]
     acc[:] = 0
     summs[:] = 0
@@ -734,23 +745,28 @@ def _tiny_dp(x, y, acc):
 
 
 @kernel(parallel=True)
-def _bf16_kernel(x, w, tiny, lanes, dp, out):
+def _bf16_kernel(x, w, tiny, lanes, dp, nthreads, out):
     """``out[r, n]``: row ``r`` of ``x`` by column ``n`` of ``w`` (bf16 bits), by tinyBLAS's element (``tiny``) or
     ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else the float code of the path's ``lanes``
     (AVX2's 8, AVX-512F's 16)."""
     rows, k = x.shape
     n_out = w.shape[0]
-    for c in prange((n_out + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
+    tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):  # a thread's tasks share its scratch
         col = np.empty(k, np.float32)
         acc = np.empty((4, 16), np.float32)  # the element's accumulators
-        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-            for j in range(k):
-                col[j] = _from_bits(np.int64(w[n, j]) << 16)
-            for r in range(rows):
-                if tiny:
-                    out[r, n] = _tiny_dp(x[r], col, acc[0]) if dp else _tiny(x[r], col, lanes, acc[0])
-                else:
-                    out[r, n] = _bf16_dot512(x[r], col, dp, acc) if lanes == 16 else _bf16_dot(x[r], col, acc)
+        c = claim(taken)
+        while c < tasks:
+            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+                for j in range(k):
+                    col[j] = _from_bits(np.int64(w[n, j]) << 16)
+                for r in range(rows):
+                    if tiny:
+                        out[r, n] = _tiny_dp(x[r], col, acc[0]) if dp else _tiny(x[r], col, lanes, acc[0])
+                    else:
+                        out[r, n] = _bf16_dot512(x[r], col, dp, acc) if lanes == 16 else _bf16_dot(x[r], col, acc)
+            c = claim(taken)
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------
@@ -787,15 +803,16 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
         if w.type in DOTS:
             q, d, bs = quantize_q8_k(x2)
             tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
-            _kernel(DOTS[w.type], q, d, bs, raw, tiled, out)
+            _kernel(DOTS[w.type], q, d, bs, raw, tiled, threads(), out)
         elif w.type in LEGACY or w.type == "MXFP4":
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)
             else:  # the ``_0`` types and MXFP4 have no minimum: ``s`` is not read
                 (q, d), s = quantize_q8_0(x2), None
-            _legacy_kernel(LEGACY.get(w.type, MXFP4), w.block_bytes, q, d, d if s is None else s, raw, out)
+            _legacy_kernel(LEGACY.get(w.type, MXFP4), w.block_bytes, q, d, d if s is None else s, raw, threads(),
+                           out)
         else:
             dp = path.isa == "avx512" and path.bf16
             tiny = tiny_blas(x2.shape[0] if rows is None else rows, k, w.shape[1], path, 32 if dp else path.lanes)
-            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, path.lanes, dp, out)
+            _bf16_kernel(to_bf16(x2), raw.view(np.uint16), tiny, path.lanes, dp, threads(), out)
     return out.reshape(*lead, w.shape[1])

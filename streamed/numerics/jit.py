@@ -32,11 +32,12 @@ from pathlib import Path
 
 import llvmlite
 import numba
-from numba import njit
+from numba import njit, types
 from numba.core import config
 from numba.core.caching import FunctionCache
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import nrtdynmod, rtsys
+from numba.extending import intrinsic
 
 
 class _Loaded(FunctionCache):
@@ -148,6 +149,34 @@ def _threads() -> None:
         del os.environ["GOMP_SPINCOUNT"]
 
 
+def threads() -> int:
+    """How many threads a parallel kernel runs on (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), numba's
+    threads started first as ``_threads`` says — asking numba starts them, told nothing, if none is yet."""
+    _threads()
+    return numba.get_num_threads()
+
+
+@intrinsic
+def claim(typingctx, counter):
+    """``claim(counter)``: adds one to ``counter[0]`` (an int64 array) atomically and returns what it held — the next
+    task of a parallel kernel's dynamic schedule, each task taken by exactly one thread.
+
+    Why: numba's parallel loops (its OpenMP and workqueue layers alike) give each thread an equal range of the
+    iterations, fixed before it starts; a thread slowed by anything — another process on its core, a virtual CPU
+    the hypervisor lent away for a moment — holds every other at the loop's end. Threads that take the next task as
+    they become free (``for t in prange(threads): while (i := claim(c)) < tasks: …``) finish together whatever
+    slowed one of them, as ggml's own matrix products do (``current_chunk``, an atomic counter). Which thread
+    computes a task changes nothing in what it computes."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", data, context.get_constant(types.int64, 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
 _POOL = None
 
 
@@ -161,10 +190,9 @@ def in_threads(tasks: int, work) -> None:
     linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
     is compiled once. A range a thread is a task a thread, as ``prange``'s static schedule gives."""
     global _POOL
-    _threads()  # numba's own threads started as ``_threads`` says, before any is asked how many there are
-    threads = max(1, min(tasks, numba.get_num_threads()))
-    per = -(-tasks // threads)
-    cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(threads) if i * per < tasks]
+    count = max(1, min(tasks, threads()))
+    per = -(-tasks // count)
+    cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(count) if i * per < tasks]
     if len(cuts) == 1:
         work(0, tasks)
         return

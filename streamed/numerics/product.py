@@ -40,7 +40,7 @@ from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
-from .jit import kernel
+from .jit import claim, kernel, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -175,43 +175,49 @@ def _element(typingctx, v):
 
 
 # ---- the kernel ---------------------------------------------------------------------------------------------------
-#: Output columns a thread's task computes together, its scratch made once for them: an allocation a column was a
-#: third of a one-row K-quant product's time (a decode's), and the columns' order never changes a sum.
+#: Output columns a thread's task computes together; a thread's scratch is made once for all its tasks (an allocation
+#: a column was a third of a one-row K-quant product's time, a decode's), and the columns' order never changes a sum.
+#: The tasks are taken by whichever thread is free next (``jit.claim``), as ggml's chunks are.
 TASK_COLUMNS = 32
 # One Python source, compiled once per storage (float32, float16 as uint16, Q8_0 as uint8: ``compiled``), in parallel
 # over output columns, with one arithmetic.
 
 
-def _kernel(x, w, ratio, out):
+def _kernel(x, w, ratio, nthreads, out):
     """``out[b] = x[b] · W[b // ratio]`` where ``w[·, n]`` holds column ``n`` of ``W`` along the reduction (dense
-    float32/float16, or Q8_0 blocks)."""
+    float32/float16, or Q8_0 blocks), on ``nthreads`` threads taking ``TASK_COLUMNS`` columns at a time."""
     nb_, rows, k = x.shape
     n_out = w.shape[1]
     blocks = k // 32
     rem = k - blocks * 32
     total = nb_ * n_out
-    for c in prange((total + TASK_COLUMNS - 1) // TASK_COLUMNS):  # a task's columns share its scratch
+    tasks = (total + TASK_COLUMNS - 1) // TASK_COLUMNS
+    taken = np.zeros(1, np.int64)
+    for _ in prange(nthreads):  # a thread's tasks share its scratch
         acc = np.empty(rows)
         lanes = np.zeros(LANES, dtype=np.float32)
-        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
-            b = i // n_out
-            n = i - b * n_out
-            wb = b // ratio
-            shared = rows // SHARED_ROWS * SHARED_ROWS
-            for r in range(0, shared, SHARED_ROWS):
-                _partials_rows(x, b, r, w, wb, n, acc)
-            for r in range(shared, rows):
-                _partials_row(x, b, r, w, wb, n, acc)
-            if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
-                k0 = blocks * 32
+        c = claim(taken)
+        while c < tasks:
+            for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+                b = i // n_out
+                n = i - b * n_out
+                wb = b // ratio
+                shared = rows // SHARED_ROWS * SHARED_ROWS
+                for r in range(0, shared, SHARED_ROWS):
+                    _partials_rows(x, b, r, w, wb, n, acc)
+                for r in range(shared, rows):
+                    _partials_row(x, b, r, w, wb, n, acc)
+                if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
+                    k0 = blocks * 32
+                    for r in range(rows):
+                        lanes[:] = 0
+                        for j in range(rem):
+                            lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
+                        acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                                             + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
                 for r in range(rows):
-                    lanes[:] = 0
-                    for j in range(rem):
-                        lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
-                    acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-                                         + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
-            for r in range(rows):
-                out[b, r, n] = np.float32(acc[r])
+                    out[b, r, n] = np.float32(acc[r])
+            c = claim(taken)
 
 
 _KERNEL = kernel(parallel=True)(_kernel)
@@ -310,7 +316,8 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     out = o.empty()
     if out.size:
         raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
-        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, ACTIVATIONS)(o.x, raw, o.ratio, out)
+        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.int64, ACTIVATIONS)(o.x, raw, o.ratio,
+                                                                                         threads(), out)
     return o.shaped(out)
 
 
