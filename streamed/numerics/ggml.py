@@ -802,7 +802,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
     args = (np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
             F32(scale), F32(softcap or 0), tiny, s, path.lanes)
-    in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out))
+    in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out), r_ * heads * n * (dk + dv))
     return out.reshape(r_, heads * dv)
 
 

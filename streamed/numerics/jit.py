@@ -115,26 +115,58 @@ def _kept_runtime(context):
     return library
 
 
-#: How long the threads of numba's OpenMP layer spin for the next parallel kernel before they sleep, unless the
-#: user's environment says how they wait (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``): libgomp's spin count, in pauses —
-#: some tens of microseconds, the Python between two kernels of a step (``_threads``).
-SPIN_COUNT = "3000"
+#: How long the threads of numba's OpenMP layer spin for the next parallel kernel before they sleep, in libgomp's
+#: pauses (``GOMP_SPINCOUNT``), unless the user's environment says how they wait (``OMP_WAIT_POLICY``,
+#: ``GOMP_SPINCOUNT``): on a machine with a core free for each of the run's threads, libgomp's own count (milliseconds,
+#: longer than the Python between two kernels of a step); on a busy one, some tens of microseconds (``_threads``).
+SPIN_IDLE, SPIN_BUSY = "300000", "3000"
+#: The count ``_threads`` chose for this process (None before numba's threads start, or when the user's environment
+#: decided).
+SPIN_CHOSEN: str | None = None
+
+
+def spin_count(others: int, cores: int, threads: int) -> str:
+    """The spin count for a run of ``threads`` threads on ``cores`` cores while ``others`` other tasks are runnable:
+    ``SPIN_IDLE`` when they all fit (``others + threads ≤ cores``), else ``SPIN_BUSY``."""
+    return SPIN_IDLE if others + threads <= cores else SPIN_BUSY
+
+
+def runnable_others(reads: int = 3) -> int | None:
+    """How many tasks other than the reading thread are runnable on this machine now: the median of ``reads`` readings
+    of ``procs_running`` (``/proc/stat``, the kernel's count of runnable threads, the reader included) less one, half
+    a millisecond apart — one reading may catch a moment's process. None where ``/proc/stat`` cannot be read (not
+    Linux)."""
+    import time
+
+    seen = []
+    for i in range(reads):
+        try:
+            with open("/proc/stat", "rb") as f:
+                line = next(x for x in f if x.startswith(b"procs_running "))
+            seen.append(int(line.split()[1]) - 1)
+        except (OSError, StopIteration, ValueError):
+            return None
+        if i + 1 < reads:
+            time.sleep(0.0005)
+    return sorted(seen)[len(seen) // 2]
 
 
 def _threads() -> None:
-    """Start numba's threading layer, its OpenMP threads spinning ``SPIN_COUNT`` pauses before they sleep; once a
-    process.
+    """Start numba's threading layer, its OpenMP threads spinning as ``spin_count`` says for this machine as it is
+    now; once a process.
 
     Why: libgomp's threads, told nothing, spin 300,000 pauses (milliseconds) at every end of a parallel kernel before
     they sleep. A run launches hundreds of kernels a step with Python between them, so a thread that finished its
-    share spins through the rest of the step — which costs nothing on an idle machine and everything on a loaded one:
-    the spinning thread takes the core the other thread's work, or another process, was waiting for. Sleeping at
-    once (``OMP_WAIT_POLICY=PASSIVE``) fixes that and costs a wake-up a kernel on an idle machine. Measured on a 1B
-    Q8_0 decode (docs/performance.md): quiet, 3,000 pauses ran as fast as 300,000 and 15% faster than sleeping at
-    once; beside two busy processes, as fast as sleeping at once, and twice as fast as 300,000. libgomp reads its
-    environment once, when it is loaded (which this does): the setting is made for that moment only and taken back,
-    so the processes a run starts get the user's environment as it was. Where libgomp was loaded before (an embedding
-    program's own OpenMP), its choice stands."""
+    share spins through the rest of the step — the fastest way on a machine with a core for each thread (a sleeping
+    thread is woken by the next kernel, and a virtual machine's idle CPU is woken by its hypervisor: on an Intel KVM
+    host a 1B Q8_0 decode took 7.7–8.0 s spinning 3,000 pauses where it took 6.5–6.7 spinning 300,000), and the
+    slowest on a busy one: the spinning thread takes the core the other thread's work, or another process, was
+    waiting for (beside two busy processes, 15–17 s against 33–40 s; docs/performance.md). So a run looks once, when
+    its threads start, at what else is runnable (``runnable_others``) and spins long only where its threads fit;
+    where ``/proc/stat`` cannot tell, briefly. libgomp reads its environment once, when it is loaded (which this
+    does): the setting is made for that moment only and taken back, so the processes a run starts get the user's
+    environment as it was. Where libgomp was loaded before (an embedding program's own OpenMP), its choice stands."""
+    global SPIN_CHOSEN
     from numba.np.ufunc import parallel
 
     if parallel._is_initialized:
@@ -142,7 +174,10 @@ def _threads() -> None:
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         parallel._launch_threads()
         return
-    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    others = runnable_others()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    SPIN_CHOSEN = SPIN_BUSY if others is None else spin_count(others, cores, config.NUMBA_NUM_THREADS)
+    os.environ["GOMP_SPINCOUNT"] = SPIN_CHOSEN
     try:
         parallel._launch_threads()
     finally:
@@ -178,19 +213,24 @@ def claim(typingctx, counter):
 
 
 _POOL = None
+#: The multiply-adds below which ``in_threads`` runs work on the calling thread alone (about a millisecond's work).
+SERIAL = 1 << 20
 
 
-def in_threads(tasks: int, work) -> None:
+def in_threads(tasks: int, work, size: int) -> None:
     """``work(first, last)`` over ``0 … tasks − 1`` cut into one contiguous range per thread numba runs
     (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), the first on the calling thread, the rest on a pool
     kept for the process; returns when all are done, raising the first error. ``work`` calls a ``nogil`` kernel, so
-    the ranges run at once.
+    the ranges run at once. ``size``: the work's multiply-adds, about; below ``SERIAL`` it all runs on the calling
+    thread — waking a pool thread costs more than such work takes (a decode step's attention over 40 cells, 32 heads:
+    0.3 ms a call through the pool, tens of microseconds on the caller), and the pool's thread would compete for a
+    core with numba's, which spin for the next product meanwhile.
 
     Why not numba's ``prange``: a parallel loop's body is outlined and compiled on its own, with every kernel it calls
     linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
     is compiled once. A range a thread is a task a thread, as ``prange``'s static schedule gives."""
     global _POOL
-    count = max(1, min(tasks, threads()))
+    count = 1 if size < SERIAL else max(1, min(tasks, threads()))
     per = -(-tasks // count)
     cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(count) if i * per < tasks]
     if len(cuts) == 1:
