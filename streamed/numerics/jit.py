@@ -222,9 +222,9 @@ def in_threads(tasks: int, work, size: int) -> None:
     (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), the first on the calling thread, the rest on a pool
     kept for the process; returns when all are done, raising the first error. ``work`` calls a ``nogil`` kernel, so
     the ranges run at once. ``size``: the work's multiply-adds, about; below ``SERIAL`` it all runs on the calling
-    thread — waking a pool thread costs more than such work takes (a decode step's attention over 40 cells, 32 heads:
-    0.3 ms a call through the pool, tens of microseconds on the caller), and the pool's thread would compete for a
-    core with numba's, which spin for the next product meanwhile.
+    thread — such work gains nothing from a second thread (a decode step's attention over 40 cells and 32 heads took
+    0.5 ms a call either way, in-process medians of 400 calls), and the pool's thread would be a third beside numba's
+    two, which spin for the next product meanwhile (``_threads``).
 
     Why not numba's ``prange``: a parallel loop's body is outlined and compiled on its own, with every kernel it calls
     linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
