@@ -184,11 +184,19 @@ def _threads() -> None:
         del os.environ["GOMP_SPINCOUNT"]
 
 
+_THREADS: int | None = None
+
+
 def threads() -> int:
     """How many threads a parallel kernel runs on (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), numba's
-    threads started first as ``_threads`` says — asking numba starts them, told nothing, if none is yet."""
-    _threads()
-    return numba.get_num_threads()
+    threads started first as ``_threads`` says — asking numba starts them, told nothing, if none is yet. Read once a
+    process (asking numba is tens of microseconds, and a decode step asks a hundred times); a kernel's
+    ``prange(threads())`` with its tasks taken by ``claim`` computes the same whatever numba runs it on."""
+    global _THREADS
+    if _THREADS is None:
+        _threads()
+        _THREADS = numba.get_num_threads()
+    return _THREADS
 
 
 @intrinsic
