@@ -16,6 +16,8 @@ when it should.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 from pathlib import Path
 
 from repo import ROOT
@@ -223,3 +225,23 @@ def test_no_module_is_named_after_its_package():
     for name in modules(ROOT / "streamed", ROOT / "server"):
         parts = name.split(".")
         assert len(parts) < 2 or parts[-1] != parts[-2], name
+
+
+def test_the_repository_tracks_no_link_that_leads_outside_it():
+    """A link committed by mistake (a worktree's `.venv` pointing at another checkout's) makes every clone's
+    `make` find an environment that is not its own — or a link that loops, where `make` cannot build one."""
+    listed = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    links = {}  # each tracked link's name and target, as committed
+    for entry in filter(None, listed.split(b"\0")):
+        mode, blob, _, name = entry.decode().replace("\t", " ", 1).split(" ", 3)
+        if mode == "120000":
+            links[name] = subprocess.run(["git", "cat-file", "blob", blob], cwd=ROOT, capture_output=True,
+                                         check=True, text=True).stdout
+
+    def leaves(name: str, target: str) -> bool:
+        path = os.path.normpath(os.path.join(os.path.dirname(name), target))
+        return os.path.isabs(target) or path == ".." or path.startswith(".." + os.sep)
+
+    outside = [f"{name} → {target}" for name, target in links.items() if leaves(name, target)]
+    assert not outside, outside
+    assert ".venv" not in links
