@@ -25,8 +25,11 @@ _LIBM.logf.argtypes = [ctypes.c_float]
 
 
 def f32(x: float) -> float:
-    """``x`` rounded to float32 (C's ``(float)x``), as a Python float."""
-    return float(np.float32(x))
+    """``x`` rounded to float32 (C's ``(float)x``), as a Python float: past float32's range, an infinity — a value the
+    caller judges (a number too large for the language is refused with its place), never a numpy warning on the
+    user's terminal."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
 def logf(x: float) -> float:

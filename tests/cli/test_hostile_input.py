@@ -14,6 +14,7 @@ import io
 import json
 import struct
 import tempfile
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -261,8 +262,11 @@ def test_author_never_writes_a_document_check_rejects(tmp_path):
     """Issue 30: a Granite `embedding_multiplier` of 1e308 was written as a number past the language's largest; the
     document `author` wrote, `check` rejected."""
     out = tmp_path / "m.lgm"
-    code, _, err = run("author", _config(tmp_path, "small-granite", embedding_multiplier=1e308), "-o", out)
+    with warnings.catch_warnings(record=True) as warned:  # a warning would print its own lines above the message
+        warnings.simplefilter("always")
+        code, _, err = run("author", _config(tmp_path, "small-granite", embedding_multiplier=1e308), "-o", out)
     assert code == 2 and err.count("\n") == 1 and "would not check" in err and "too large a number" in err, err
+    assert not warned, [str(w.message) for w in warned]
     assert not out.exists()
     # a soft cap float32 holds as 0 is refused the same way (its check is the document's)
     code, _, err = run("author", _config(tmp_path, "small-gemma2", attn_logit_softcapping=1e-300), "-o", out)
