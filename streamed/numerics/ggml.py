@@ -46,7 +46,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
-                      compiled, operands)
+                      compiled, operands, prefetch)
 from .cpu import KernelPath
 from .jit import claim, in_threads, kernel, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
@@ -169,7 +169,7 @@ def _dots_operands(context, builder, signature, args):
     return qx, b, r64, dx, w, wb, n64, out, blocks
 
 
-def _q8_dots(rows: int):
+def _q8_dots(rows: int, ahead: bool = False):
     """An intrinsic writing ``out[b, r+i, n]`` for ``i < rows``: the Q8_0 × Q8_0 dot of row ``r+i`` of ``qx[b]``
     with column ``n`` of ``w[wb]``, ``ggml_vec_dot_q8_0_q8_0``'s arithmetic — for each block, lane ``l`` takes
     ``acc[l] ← fma(d_w·d_x, Σ_{j<4} qw[4l+j]·qx[4l+j], acc[l])``, the integer sums exact (int8 widened to int16,
@@ -187,6 +187,8 @@ def _q8_dots(rows: int):
             with cgutils.for_range(builder, blocks) as loop:
                 blk = loop.index
                 wat = _address(context, builder, wty, w, (wb, n64, blk), BLOCK_BYTES)
+                if ahead:
+                    prefetch(builder, wat)
                 dw = builder.fpext(builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1),
                                    ir.FloatType())
                 qw = _load(builder, wat, 2, _i8x32)
@@ -211,7 +213,7 @@ def _q8_dots(rows: int):
 
 #: Rows sharing one read of a weight's block; the rest one at a time. Neither changes a sum's order.
 _Q8_ROWS = 4
-_q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1)
+_q8_rows, _q8_row = _q8_dots(_Q8_ROWS), _q8_dots(1, ahead=True)
 
 #: Whether the target has AVX-512 VNNI (``vpdpbusd``: four byte products summed into an int32 lane, exactly) and BW.
 _VNNI = {"+avx512vnni", "+avx512bw", "+avx512f"} <= _target_features()
@@ -682,18 +684,38 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 
 
 @kernel
-def _reduce_four(acc, j, lanes, t):
-    """``GGML_F32_VEC_REDUCE`` of the four accumulators of dot ``j`` (``acc[a, l, j]``): ``(s₀+s₂)+(s₁+s₃)`` a lane,
-    into ``t``, then ``_vec_reduce``."""
+def _reduced(acc, four, lanes, count, t, out):
+    """``out[j]``, ``j < count``: the registers ``acc[a, ·, j]`` summed as one dot's — with ``four``, the four
+    accumulators as ``GGML_F32_VEC_REDUCE`` adds them (``(s₀+s₂)+(s₁+s₃)`` a lane, then ``_vec_reduce``), else the
+    one register ``acc[0, ·, j]`` by ``_hsum`` — for every ``j`` at once. Each ``j`` takes the very operations in the
+    same order as its own dot's reduction; the loops over ``j`` are innermost, so a sum is computed for a register's
+    width of dots at a time (``t``: ``lanes × count`` scratch), where a dot at a time gathered its lanes through memory
+    and added them one by one — for a decode step's attention, 32 heads × 64 cells × 2, three quarters of its time."""
     for l in range(lanes):
-        t[l] = (acc[0, l, j] + acc[2, l, j]) + (acc[1, l, j] + acc[3, l, j])
-    return _vec_reduce(t, lanes)
+        if four:
+            for j in range(count):
+                t[l, j] = (acc[0, l, j] + acc[2, l, j]) + (acc[1, l, j] + acc[3, l, j])
+        else:
+            for j in range(count):
+                t[l, j] = acc[0, l, j]
+    if lanes == 16:  # _reduce16
+        for j in range(count):
+            a0, a1, a2, a3 = t[8, j] + t[0, j], t[9, j] + t[1, j], t[10, j] + t[2, j], t[11, j] + t[3, j]
+            a4, a5, a6, a7 = t[12, j] + t[4, j], t[13, j] + t[5, j], t[14, j] + t[6, j], t[15, j] + t[7, j]
+            out[j] = ((a4 + a0) + (a6 + a2)) + ((a5 + a1) + (a7 + a3))
+    elif four:  # _vec_reduce, 8 lanes
+        for j in range(count):
+            out[j] = ((t[0, j] + t[4, j]) + (t[1, j] + t[5, j])) + ((t[2, j] + t[6, j]) + (t[3, j] + t[7, j]))
+    else:  # _hsum, 8 lanes
+        for j in range(count):
+            out[j] = ((t[4, j] + t[0, j]) + (t[6, j] + t[2, j])) + ((t[5, j] + t[1, j]) + (t[7, j] + t[3, j]))
 
 
 @kernel(nogil=True)
 def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
     """Heads and rows ``first … last − 1`` of ``attention`` (task ``hr``: head ``hr // rows`` of row ``hr mod
-    rows``), their scratch made once. One function, no kernel called but a register's sums and ``v_expf``: numba
+    rows``), their scratch made once. One function, no kernel called but the registers' sums (``_reduced``) and
+    ``v_expf``: numba
     links a called kernel's code into its caller and optimises and compiles it again there, so three levels of
     calls (and a parallel loop's outlined body) compiled the same loops four times in a cold first run.
 
@@ -703,7 +725,8 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
     ``soft_max_ext``, then ``out`` = ``p·V``: column ``c`` of the group's values dotted with ``p`` by tinyBLAS
     (``tiny``: one accumulator) or ``ggml_vec_dot_f32``, every column at once — cell ``j`` to the accumulator and
     lane the column's own dot gives it, each accumulator taking its cells in increasing ``j``, a cell's row of
-    values read once, in order."""
+    values read once, in order; each dot's registers summed as its own reduction, all the cells' (all the columns')
+    at once (``_reduced``)."""
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
@@ -711,7 +734,7 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
     p = np.empty(n, np.float32)
     kq = np.empty((4, lanes, n), np.float32)
     pv = np.empty((4, lanes, dv), np.float32)
-    t = np.empty(lanes, np.float32)
+    t = np.empty((lanes, max(n, dv)), np.float32)
     step = 4 * lanes
     dk_full = dk - dk % step
     pv_step = lanes if tiny else step
@@ -728,11 +751,13 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
             xi = x[i]
             for j in range(n):
                 kq[a, l, j] = _fma(kt[g, i, j], xi, kq[a, l, j])
-        for j in range(n):
-            s = _reduce_four(kq, j, lanes, t)
-            for i in range(dk_full, dk):
-                s = s + kt[g, i, j] * x[i]
-            w[j] = s
+        _reduced(kq, True, lanes, n, t, w)
+        if dk_full < dk:
+            for j in range(n):
+                s = w[j]
+                for i in range(dk_full, dk):
+                    s = s + kt[g, i, j] * x[i]
+                w[j] = s
         for j in range(n):
             w[j] = w[j] * scale
             if cap > 0:
@@ -762,16 +787,13 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
             for c in range(dv):
                 pv[a, l, c] = _fma(vc[j, g, c], pj, pv[a, l, c])
         o = out[r, h]
-        for c in range(dv):
-            if tiny:
-                for l in range(lanes):
-                    t[l] = pv[0, l, c]
-                o[c] = _hsum(t, lanes)
-                continue
-            s = _reduce_four(pv, c, lanes, t)
-            for j in range(n_full, n):
-                s = s + vc[j, g, c] * p[j]
-            o[c] = s
+        _reduced(pv, not tiny, lanes, dv, t, o)
+        if not tiny and n_full < n:
+            for c in range(dv):
+                s = o[c]
+                for j in range(n_full, n):
+                    s = s + vc[j, g, c] * p[j]
+                o[c] = s
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,

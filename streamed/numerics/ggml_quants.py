@@ -83,7 +83,7 @@ from .cpu import AVX2, KernelPath
 from .jit import claim, kernel, threads
 from .q8 import Planes
 from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
-from .product import TASK_COLUMNS, _address, _fma, _load
+from .product import TASK_COLUMNS, _address, _fma, _load, prefetch
 
 F32 = np.float32
 QK_K = 256
@@ -384,6 +384,8 @@ def _k_elements(code: int, tiled: bool):
                 with cgutils.for_range(builder, blocks) as loop:
                     i = loop.index
                     wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
+                    if rows == 1:  # a decode step's: the weight streamed once (``product.prefetch``)
+                        prefetch(builder, wat)
                     dw = builder.load(_at(context, builder, dwty, dws, (i,), 4, _F32))
                     sixteen = builder.mul(i, ir.Constant(_I64, 16))
                     runs = []  # (values, scale) of each run of 32 values, in value order

@@ -25,6 +25,7 @@ written is only not kept.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -40,9 +41,28 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.extending import intrinsic
 
 
+@functools.lru_cache(maxsize=None)
+def _sources(folder: Path) -> str:
+    """A digest of the Python sources in ``folder`` (a kernel's module's package: ``streamed/numerics``), read once a
+    process.
+
+    Why: numba keys a cached kernel by its own module's source alone, but a kernel's machine code is also made by
+    code generators of the modules beside it (``product.prefetch``, ``_address``, the dots intrinsics) and by their
+    constants (``ggml.COLUMNS``): a change there left the kernels of an unchanged module as they were compiled
+    before it, in every process after. With this digest in every kernel's key, a change to any of them compiles
+    the kernels again once."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 class _Loaded(FunctionCache):
     """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
-    threads: ``_threads``)."""
+    threads: ``_threads``), and whose key holds the sources beside the kernel's module (``_sources``)."""
+
+    def _index_key(self, sig, codegen):
+        return (*super()._index_key(sig, codegen), _sources(Path(self._py_func.__code__.co_filename).resolve().parent))
 
     def load_overload(self, sig, target_context):
         _runtime(target_context)

@@ -183,3 +183,51 @@ def test_kernels_compiled_for_a_cpu_without_avx512_compute_this_host_s_logits(tm
             assert p.returncode == 0, p.stderr[-2000:]
         with np.load(saved["host"]) as host, np.load(saved["haswell"]) as haswell:
             assert np.array_equal(host["logits"], haswell["logits"]), arithmetic
+
+
+GENERATOR = """
+from numba import types
+from numba.extending import intrinsic
+from llvmlite import ir
+
+
+@intrinsic
+def constant(typingctx):
+    def codegen(context, builder, signature, args):
+        return ir.Constant(ir.IntType(64), {value})
+
+    return types.int64(), codegen
+"""
+
+KERNEL = """
+from streamed.numerics.jit import kernel
+from generator import constant
+
+
+@kernel
+def computed():
+    return constant()
+"""
+
+
+def test_a_kernel_is_compiled_again_when_a_code_generator_beside_it_changes(tmp_path):
+    """numba keys a cached kernel by its own module's source; the code generators it calls live in the modules beside
+    it (the dots intrinsics, ``product.prefetch``). A change there must reach the kernel, not leave the machine code
+    compiled before it in the cache."""
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "kernels.py").write_text(KERNEL)
+    env = environment(tmp_path / "home", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+                      PYTHONPATH=os.pathsep.join([str(package), str(ROOT)]))
+
+    def computed(value: int) -> int:
+        (package / "generator.py").write_text(GENERATOR.format(value=value))
+        p = subprocess.run([sys.executable, "-c", "import streamed, kernels; print(kernels.computed())"], cwd=package,
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return int(p.stdout)
+
+    assert computed(7) == 7
+    assert list((tmp_path / "cache").rglob("*.nbc")), "the kernel was not kept in the cache"
+    assert computed(7) == 7
+    assert computed(11) == 11, "the kernel kept from before its code generator changed was loaded"
