@@ -112,6 +112,7 @@ class Reference:
         self.tables = host_tables(programs, ctx, arithmetic, context)
         self.states: dict[str, np.ndarray] = {}
         self.rings: dict[str, int] = {}
+        self._operands: dict[int, tuple] = {}  # id(call) → (call, its operands): the call held, so no id is reused
         for p in programs.all():
             rings = ring_lengths(p, programs.constants, ctx, rows)
             self.rings.update(rings)
@@ -202,7 +203,10 @@ class Reference:
         return self.call(e, env)
 
     def call(self, c: Call, env: dict):
-        args, nums = operands(c)
+        known = self._operands.get(id(c))  # parsed once a call (a decode step evaluates each of them again)
+        if known is None or known[0] is not c:
+            known = self._operands[id(c)] = (c, *operands(c))
+        _, args, nums = known
         v = {k: self.eval(a, env) for k, a in args.items()}
         n = {k: self.number(x) for k, x in nums.items()}
 

@@ -71,6 +71,32 @@ def test_llama_cpp_s_q8_0_activations_round_half_to_even_with_127_over_the_block
     assert not q.any() and not d.any()
 
 
+@njit
+def _halves(values, out):
+    for i in range(values.shape[0]):
+        out[i] = ggml._half(values[i])
+
+
+def test_the_q8_0_activation_scale_is_rounded_to_fp16_as_numpy_rounds_it_at_every_boundary():
+    """``d``'s fp16 rounding, done in the quantising kernel, against numpy's ``astype(float16)`` (an independent
+    definition: C's and F16C's round to nearest, ties to even): every float32 whose low 13 mantissa bits lie at or
+    beside a rounding boundary (a tie, either side of it; normals and subnormals of fp16), across every exponent
+    from below fp16's subnormals to past its largest value, then a sweep of bit patterns, zero, ∞ and NaN."""
+    low = np.array([0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2FFF, 0x3000, 0x3001, 0x7FFFFF], np.uint32)
+    exponents = np.arange(90, 145, dtype=np.uint32)  # 2⁻³⁷ … 2¹⁷
+    near = (exponents[:, None, None] << 23) | (np.arange(0, 1 << 23, 1 << 13, dtype=np.uint32)[None, :, None]
+                                             + low[None, None, :]) & 0x7FFFFF
+    sweep = np.arange(0, 0x47900000, 4099, dtype=np.uint32)
+    v = np.concatenate([near.ravel(), sweep]).view(np.float32)
+    v = np.concatenate([v, np.float32([0.0, np.inf, np.nan, 65504.0, 65519.99, 65520.0, 2.0 ** -24, 2.0 ** -25])])
+    got = np.empty_like(v)
+    _halves(v, got)
+    with np.errstate(over="ignore"):  # past 65520 is ∞, as it should be
+        want = v.astype(np.float16).astype(np.float32)
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), [(float(a), float(b), float(c)) for a, b, c in zip(v[~same][:5], got[~same], want[~same])]
+
+
 def q8_element(x_row: np.ndarray, w_blocks: np.ndarray) -> np.float32:
     """``ggml_vec_dot_q8_0_q8_0`` (its AVX2 code, which AVX-512 builds compile too): per block, lane l's integer sum of the 4 products of values
     4l…4l+3 (exact), times the two scales' product rounded to float32, by fma into lane l; then ``hsum_float_8``."""
