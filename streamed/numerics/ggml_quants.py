@@ -78,7 +78,7 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half, _scale_min_k4
+from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
 from .jit import claim, kernel, threads
 from .q8 import Planes
@@ -189,6 +189,42 @@ _V16 = ir.VectorType(_I32, 16)
 _V8 = ir.VectorType(_I32, 8)
 _H32 = ir.VectorType(ir.IntType(16), 32)
 _B32 = ir.VectorType(ir.IntType(8), 32)
+
+
+def _k4_scales(builder, wat):
+    """A Q4_K or Q5_K block's eight 6-bit scales and eight mins (``get_scale_min_k4`` of sub-blocks 0…7, from the 12
+    packed bytes at 4) as two ``<8 x i32>``, and its ``d`` and ``dmin`` widened from fp16 — from the block's first
+    16 bytes, in vector code in the dot itself: sub-block ``j < 4``: scale ``b₄₊ⱼ & 63``, min ``b₈₊ⱼ & 63``;
+    ``j ≥ 4``: scale ``(b₈₊ⱼ & 15) | (b_j >> 6) << 4``, min ``(b₈₊ⱼ >> 4) | (b₄₊ⱼ >> 6) << 4``."""
+    b16 = ir.VectorType(ir.IntType(8), 16)
+    b8 = ir.VectorType(ir.IntType(8), 8)
+    b = _load(builder, wat, 0, b16)
+    zero = ir.Constant(b16, [0] * 16)
+
+    def pick(indices):
+        return builder.shuffle_vector(b, zero, ir.Constant(ir.VectorType(_I32, 8), indices))
+
+    def const(values):
+        return ir.Constant(b8, values)
+
+    high = const([0] * 4 + [4] * 4)  # j ≥ 4 shifts (b >> 6) << 4 in; j < 4 has nothing there (a zero byte)
+    low_sc = builder.and_(pick([4, 5, 6, 7, 12, 13, 14, 15]), const([63] * 4 + [15] * 4))
+    sc = builder.or_(low_sc, builder.shl(builder.lshr(pick([16] * 4 + [4, 5, 6, 7]), const([6] * 8)), high))
+    c = pick([8, 9, 10, 11, 12, 13, 14, 15])
+    low_mn = builder.and_(builder.lshr(c, const([0] * 4 + [4] * 4)), const([63] * 4 + [15] * 4))
+    mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), const([6] * 8)), high))
+    half = ir.HalfType().as_pointer()
+    d, dmin = (builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, o)), half), align=1),
+                             _F32) for o in (0, 2))
+    return builder.zext(sc, _V8), builder.zext(mn, _V8), d, dmin
+
+
+def _k6_scales(builder, wat):
+    """A Q6_K block's sixteen int8 scales (at 192) as ``<16 x i32>`` and its ``d`` (fp16 at 208) widened."""
+    scales = builder.sext(_load(builder, wat, 192, ir.VectorType(ir.IntType(8), 16)), _V16)
+    d = builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, 208)),
+                                                    ir.HalfType().as_pointer()), align=1), _F32)
+    return scales, d
 
 
 def _widened_pairs(builder, w, x):
@@ -361,16 +397,17 @@ def _k_elements(code: int, tiled: bool):
     ``(accm₀+accm₂)+(accm₁+accm₃)``, + ``summs``) — or tiled ``r = fma(−dm, float(Σ mins), dw·float(Σ lanes))``,
     ``total ← fma(r, dx, total)``. The rows are taken ``_K_ROWS`` at a time, the rest one by one; each row keeps its
     own accumulators, so the rows computed together change nothing but how often a block's weight bytes are loaded
-    and unpacked (once for the ``_K_ROWS``). ``scales``, ``floors``, ``dws``, ``dms``: the weight row's integer
-    sub-block scales (16 a block), its mins (8 a block), and its blocks' ``d`` and ``dmin`` widened (``_scales_k``)."""
+    and unpacked (once for the ``_K_ROWS``). A block's sub-block scales, mins, ``d`` and ``dmin`` are unpacked from its
+    own bytes in vector code as the block is summed (``_k4_scales``, ``_k6_scales``), as ggml's dots unpack them: a
+    column's scales unpacked ahead in scalar code took as long as its one-row dot."""
     nbytes = {6: 144, 7: 176, 8: 210}[code]
     floor = code != 8  # Q4_K and Q5_K have mins
 
     @intrinsic
-    def elements(typingctx, qx, dx, bs, w, n, scales, floors, dws, dms, out):
+    def elements(typingctx, qx, dx, bs, w, n, out):
         def codegen(context, builder, signature, args):
-            qx, dx, bs, w, n, scales, floors, dws, dms, out = args
-            xty, dty, bty, wty, _, sty, fty, dwty, dmty, oty = signature.args
+            qx, dx, bs, w, n, out = args
+            xty, dty, bty, wty, _, oty = signature.args
             n = builder.sext(n, _I64) if n.type != _I64 else n
             fma8, fma4, fma1 = (builder.module.declare_intrinsic(f"llvm.fma.{s}", (), ir.FunctionType(t, [t] * 3))
                                 for s, t in (("v8f32", _F8), ("v4f32", _F4), ("f32", _F32)))
@@ -386,12 +423,11 @@ def _k_elements(code: int, tiled: bool):
                     wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
                     if rows == 1:  # a decode step's: the weight streamed once (``product.prefetch``)
                         prefetch(builder, wat)
-                    dw = builder.load(_at(context, builder, dwty, dws, (i,), 4, _F32))
                     sixteen = builder.mul(i, ir.Constant(_I64, 16))
                     runs = []  # (values, scale) of each run of 32 values, in value order
                     if floor:  # qs[128] (at 16; Q5_K's at 48, after qh[32]): run 2g the low nibbles of bytes
                         # 32g…32g+31, run 2g+1 their high ones; Q5_K's fifth bit of value 32·run + l: bit run of qh[l]
-                        dm = builder.load(_at(context, builder, dmty, dms, (i,), 4, _F32))
+                        subs8, mins, dw, dm = _k4_scales(builder, wat)
                         qh = _load(builder, wat, 16, _B32) if code == 7 else None
                         for g in range(4):
                             q = _load(builder, wat, (48 if code == 7 else 16) + 32 * g, _B32)
@@ -401,14 +437,11 @@ def _k_elements(code: int, tiled: bool):
                                     bit = builder.and_(builder.lshr(qh, ir.Constant(_B32, [2 * g + half] * 32)),
                                                        ir.Constant(_B32, [1] * 32))
                                     v = builder.or_(v, builder.shl(bit, ir.Constant(_B32, [4] * 32)))
-                                j = builder.add(sixteen, ir.Constant(_I64, 2 * g + half))
-                                s = builder.trunc(builder.load(_at(context, builder, sty, scales, (j,), 4, _I32)),
+                                s = builder.trunc(builder.extract_element(subs8, ir.Constant(_I32, 2 * g + half)),
                                                   ir.IntType(16))
                                 runs.append((v, _splat(builder, s, _H16)))
-                        mins = builder.load(_at(context, builder, fty, floors, (builder.mul(i, ir.Constant(_I64, 8)),),
-                                                4, _V8), align=4)
                     else:  # ql[128], qh[64], scales[16]: run 4h+m of the half h (_values' layout), scales 8h+2m, +1
-                        subs = builder.load(_at(context, builder, sty, scales, (sixteen,), 4, _V16), align=4)
+                        subs, dw = _k6_scales(builder, wat)
                         for h in range(2):
                             ql = [_load(builder, wat, 64 * h + 32 * t, _B32) for t in (0, 1)]
                             qh = _load(builder, wat, 128 + 32 * h, _B32)
@@ -473,7 +506,7 @@ def _k_elements(code: int, tiled: bool):
                 emit(r, 1)
             return context.get_dummy_value()
 
-        return types.void(qx, dx, bs, w, n, scales, floors, dws, dms, out), codegen
+        return types.void(qx, dx, bs, w, n, out), codegen
 
     return elements
 
@@ -483,44 +516,22 @@ def _k_elements(code: int, tiled: bool):
 
 
 @kernel
-def _scales_k(code, w, scales, floors, dws, dms):
-    """A Q4_K, Q5_K (codes 6, 7) or Q6_K (8) weight row's sub-block scales as integers (``scales``, 16 a block: Q6_K's
-    int8, the others' ``get_scale_min_k4`` 6-bit ones, the first 8), their mins (``floors``, 8 a block), and each
-    block's ``d`` and ``dmin`` widened from fp16 (``dws``, ``dms``), for ``_k_elements``."""
-    for i in range(dws.shape[0]):
-        if code == 8:
-            at = i * 210
-            for j in range(16):
-                scales[16 * i + j] = np.int32(np.int8(w[at + 192 + j]))
-            dws[i] = _HALF[np.int64(w[at + 208]) | (np.int64(w[at + 209]) << 8)]
-            continue
-        at = i * (144 if code == 6 else 176)
-        for j in range(8):
-            sc, mn = _scale_min_k4(j, w, at + 4)
-            scales[16 * i + j] = np.int32(sc)
-            floors[8 * i + j] = np.int32(mn)
-        dws[i] = _HALF[np.int64(w[at]) | (np.int64(w[at + 1]) << 8)]
-        dms[i] = _HALF[np.int64(w[at + 2]) | (np.int64(w[at + 3]) << 8)]
-
-
-@kernel
-def _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out):
-    """Column ``n`` of a Q4_K, Q5_K or Q6_K product (``_k_elements``), its scales unpacked once for all its rows."""
-    _scales_k(code, w[n], scales, floors, dws, dms)
+def _k_column(code, qx, dx, bs, w, n, tiled, out):
+    """Column ``n`` of a Q4_K, Q5_K or Q6_K product (``_k_elements``)."""
     if code == 6:
         if tiled:
-            _q4k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+            _q4k_tiles(qx, dx, bs, w, n, out)
         else:
-            _q4k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+            _q4k_dots(qx, dx, bs, w, n, out)
     elif code == 7:
         if tiled:
-            _q5k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+            _q5k_tiles(qx, dx, bs, w, n, out)
         else:
-            _q5k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+            _q5k_dots(qx, dx, bs, w, n, out)
     elif tiled:
-        _q6k_tiles(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+        _q6k_tiles(qx, dx, bs, w, n, out)
     else:
-        _q6k_dots(qx, dx, bs, w, n, scales, floors, dws, dms, out)
+        _q6k_dots(qx, dx, bs, w, n, out)
 
 
 @kernel(parallel=True)
@@ -537,16 +548,12 @@ def _kernel(code, qx, dx, bs, w, tiled, nthreads, out):
     for _ in prange(nthreads):  # a thread's tasks share its scratch
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
-        floors = np.zeros(k // QK_K * 8, dtype=np.int32)
-        scales = np.zeros(k // QK_K * 16, dtype=np.int32)
-        dws = np.zeros(k // QK_K, dtype=np.float32)
-        dms = np.zeros(k // QK_K, dtype=np.float32)
         wv = np.empty(0 if whole else k, dtype=np.int16)
         c = claim(taken)
         while c < tasks:
             for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
                 if whole:
-                    _k_column(code, qx, dx, bs, w, n, tiled, scales, floors, dws, dms, out)
+                    _k_column(code, qx, dx, bs, w, n, tiled, out)
                     continue
                 _values(code, w[n], wv)
                 for r in range(rows):
