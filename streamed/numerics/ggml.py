@@ -236,7 +236,7 @@ _v16 = ir.VectorType(_f32, 16)
 _mask64 = ir.VectorType(_i32, 64)
 
 
-def _q8_pairs(rows: int, pairs: int, ahead: bool = False):
+def _q8_pairs(rows: int, pairs: int):
     """``_q8_dots`` for ``rows`` rows and ``2·pairs`` columns at once, on AVX-512 VNNI: an intrinsic writing
     ``out[b, r+i, n+c]`` for ``i < rows``, ``c < 2·pairs``, each the very sum ``_q8_dots`` computes. Two columns share
     a 16-lane register: lanes ``0…7`` are column ``n+2p``'s 8 lanes, ``8…15`` column ``n+2p+1``'s, and lane ``l`` of
@@ -271,8 +271,6 @@ def _q8_pairs(rows: int, pairs: int, ahead: bool = False):
                     for c in range(2):
                         col = builder.add(n64, ir.Constant(_i64, 2 * p + c))
                         wat = _address(context, builder, wty, w, (wb, col, blk), BLOCK_BYTES)
-                        if ahead:
-                            prefetch(builder, wat)
                         d = builder.load(builder.inttoptr(wat, ir.HalfType().as_pointer()), align=1)
                         scales = builder.insert_element(scales, builder.fpext(d, _f32), ir.Constant(_i32, 8 * c))
                         halves.append(_load(builder, wat, 2, _i8x32))
