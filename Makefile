@@ -12,9 +12,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip uninstall --quiet --yes streamed 2>/dev/null || true  # the distribution's name before streamed-lgm
 	$(PY) -m pip install --quiet -e '.[test]'
-	# warm-up: the kernels compiled now, into the user's kernel cache, not in the first run (benchmarks/bench_cold.py)
-	$(PY) -m streamed run examples/tiny-llama.lgm --tokens 1,2,3 >/dev/null
-	$(PY) -m streamed run examples/tiny-llama.lgm --tokens 1,2,3 --arithmetic llama.cpp >/dev/null
+	# the kernels compiled now, into the user's kernel cache, not in the first run (benchmarks/bench_cold.py)
+	$(PY) -m streamed warm
 	touch $(STAMP)
 
 SUMMARY := build/test-summary

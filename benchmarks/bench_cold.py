@@ -1,11 +1,14 @@
-"""The first run: what compiling the kernels costs a whole ``streamed run``, and what the install's warm-up saves.
+"""The first run: what compiling the kernels costs a whole ``streamed run``, and what compiling ahead saves.
 
 On the 1B-shaped Q8_0 checkpoint of ``bench_realsize.py`` (written into ``--into`` when it is not there), a prefill of
-``--tokens`` tokens in each arithmetic, three ways, each a new process with its own kernel cache
-(``NUMBA_CACHE_DIR``): **cold** (an empty cache: every kernel the run needs is compiled), **after the warm-up** (an
-empty cache that ``make``'s install step then filled — ``WARM_UP``, small runs of ``examples/tiny-llama.lgm``),
-and **warm** (the cache the cold run left). Each is timed as wall and CPU seconds (user and system); the three
-alternate, so the machine's other load falls on all; the figures are medians of ``--runs``.
+``--tokens`` tokens in each arithmetic, four ways, each a new process with its own kernel cache
+(``NUMBA_CACHE_DIR``): **cold, compiling ahead** (an empty cache: the run compiles what it needs first as small runs
+side by side, ``streamed.numerics.ahead``; the background warm-up it then starts is stopped before the next
+measurement), **cold, as it goes** (an empty cache, ``STREAMED_COMPILE_AHEAD=0``: every kernel compiled when first
+called, numba's way), **after `streamed warm`** (an empty cache that ``streamed warm`` — ``make``'s install step —
+then filled; ``streamed warm`` itself is timed too) and **warm** (a cache a run left). Each is timed as wall and CPU
+seconds (user and system, the processes it waited for included); the ways alternate, so the machine's other load
+falls on all; the figures are medians of ``--runs``.
 
     .venv/bin/python benchmarks/bench_cold.py [--runs N] [--tokens N] [--into DIR] [--write]
 """
@@ -15,9 +18,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import signal
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,17 +33,29 @@ from common import load_average, machine, publish, run_process  # noqa: E402
 
 HEADING = "## The first run: compiling the kernels"
 PY = sys.executable
-#: What ``make``'s install step runs once the package is installed (the Makefile's ``warm-up`` lines).
-WARM_UP = [[PY, "-m", "streamed", "run", "examples/tiny-llama.lgm", "--tokens", "1,2,3", *a]
-           for a in ([], ["--arithmetic", "llama.cpp"])]
+#: What ``make``'s install step runs once the package is installed.
+WARM = [PY, "-m", "streamed", "warm"]
+#: The ways a run is measured, in the order they run (and the table's).
+WAYS = ("cold, compiling ahead", "cold, as it goes", "after `streamed warm`", "warm")
 
 
-def timed(argv: list[str], cache: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``argv`` run with its kernels cached in ``cache``."""
+def timed(argv: list[str], cache: Path, ahead: bool = False) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``argv`` run with its kernels cached in ``cache``, compiling ahead or not; a background
+    warm-up it started is stopped before this returns."""
+    from streamed.numerics import ahead as compiling
+
     os.environ["NUMBA_CACHE_DIR"] = str(cache)
+    os.environ[compiling.ENV] = "1" if ahead else "0"
     cpu, wall, status = run_process(argv)
     if status:
         raise RuntimeError(f"{' '.join(argv)} failed ({status})")
+    for _ in range(100):  # the warm-up takes its lock a moment after the run that started it ends
+        pid = compiling.running()
+        if pid is not None:
+            os.killpg(pid, signal.SIGTERM)
+        elif _ > 20:
+            break
+        time.sleep(0.05)
     return wall, cpu
 
 
@@ -68,15 +85,15 @@ def main() -> None:
     for arithmetic in ("exact", "llama.cpp"):
         argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", tokens, "--prefill",
                 str(args.tokens), "--save", str(folder / "logits.npz"), "--arithmetic", arithmetic]
-        times: dict[str, list[tuple[float, float]]] = {"cold": [], "after the warm-up": [], "warm": []}
+        times: dict[str, list[tuple[float, float]]] = {way: [] for way in (*WAYS, "`streamed warm` itself")}
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
-                cold, warmed = Path(tmp) / "cold", Path(tmp) / "warmed"
-                times["cold"].append(timed(argv, cold))
-                for step in WARM_UP:
-                    timed(step, warmed)
-                times["after the warm-up"].append(timed(argv, warmed))
-                times["warm"].append(timed(argv, cold))
+                ahead, going, warmed = Path(tmp) / "ahead", Path(tmp) / "going", Path(tmp) / "warmed"
+                times["cold, compiling ahead"].append(timed(argv, ahead, ahead=True))
+                times["cold, as it goes"].append(timed(argv, going))
+                times["`streamed warm` itself"].append(timed(WARM, warmed))
+                times["after `streamed warm`"].append(timed(argv, warmed))
+                times["warm"].append(timed(argv, going))
             print(arithmetic, {k: v[-1] for k, v in times.items()}, flush=True)
         for way, samples in times.items():
             rows.append({"arithmetic": arithmetic, "way": way, "wall": statistics.median(s[0] for s in samples),
@@ -90,12 +107,14 @@ def render(rows: list[dict], args, start_load: str) -> str:
              f"Measured {datetime.date.today().isoformat()} by `{command}` on {machine()}; load average {start_load} "
              f"at the start, {load_average()} at the end, on a machine shared with other work. A {args.tokens}-token "
              f"prefill of the 1B-shaped Q8_0 checkpoint, whole `streamed run --save` processes; medians "
-             f"of {args.runs}, the three ways alternating.", "",
-             "| arithmetic | kernel cache | wall s | CPU s | CPU beyond warm |", "|---|---|---:|---:|---:|"]
-    warm = {r["arithmetic"]: r["cpu"] for r in rows if r["way"] == "warm"}
+             f"of {args.runs}, the ways alternating.", "",
+             "| arithmetic | kernel cache | wall s | CPU s | wall beyond warm | CPU beyond warm |",
+             "|---|---|---:|---:|---:|---:|"]
+    warm = {r["arithmetic"]: r for r in rows if r["way"] == "warm"}
     for r in rows:
+        w = warm[r["arithmetic"]]
         lines.append(f"| {r['arithmetic']} | {r['way']} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-                     f"{r['cpu'] - warm[r['arithmetic']]:+.1f} |")
+                     f"{r['wall'] - w['wall']:+.1f} | {r['cpu'] - w['cpu']:+.1f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -628,6 +628,10 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="streamed-server: %(levelname)s %(message)s")
     # The analysis thread is pure Python: switch often, so the event loop answers requests while it runs.
     sys.setswitchinterval(0.001)
+    # A machine whose kernels are not compiled yet compiles them now, in the background, for the runs to come.
+    from streamed.numerics.ahead import start
+
+    start()
     return wire.serve(server)
 
 

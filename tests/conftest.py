@@ -2,6 +2,7 @@
 ``sys.path`` here, because pytest imports test modules in importlib mode, where a test folder is not a package; and
 hypothesis's profile: derandomised."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+# No command a test runs (nor a server it starts) compiles ahead in the background: a test that gives a command an
+# empty kernel cache would leave a minute of compiling behind it, beside the tests after it. The tests of compiling
+# ahead turn it on for themselves (tests/cli/test_ahead.py).
+os.environ["STREAMED_COMPILE_AHEAD"] = "0"
 
 # Every property-based test runs derandomised — the same examples on every run, from a seed fixed by the test's own
 # source — so a bug one run finds every run finds (CI runs once), and no example database is read or written. A

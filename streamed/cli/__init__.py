@@ -1,5 +1,5 @@
 """The ``streamed`` command line: one argparse application over the core, one thin module per subcommand
-(``author``, ``kinds``, ``check``, ``lower``, ``show``, ``verify``, ``run``, ``serve``); ``common`` holds what they share.
+(``author``, ``kinds``, ``check``, ``lower``, ``show``, ``verify``, ``run``, ``warm``, ``serve``); ``common`` holds what they share.
 
 Each subcommand reads files, calls the core, and prints for people or JSON. Exit status: 0 success; 1 the document
 has errors (``check``), a lowering is refused (``lower``) or a verification fails (``verify``); 2 bad input (a file
@@ -26,7 +26,7 @@ except KeyboardInterrupt:
     raise SystemExit(130) from None
 
 #: The subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("author", "kinds", "check", "lower", "show", "verify", "run", "serve")
+SUBCOMMANDS = ("author", "kinds", "check", "lower", "show", "verify", "run", "warm", "serve")
 
 
 def build_parser():
@@ -76,6 +76,10 @@ def _command(argv: list[str] | None) -> int:
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
+        if args.command not in ("run", "warm"):  # a run compiles what it needs first itself; warm is the warm-up
+            from ..numerics.ahead import start
+
+            start()
         return args.run(args)
     except UserError as e:
         print(f"streamed: {e}", file=sys.stderr)

@@ -144,6 +144,9 @@ fs.mkdirSync(artifacts, { recursive: true });
 tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'streamed-e2e-'));
 // What code-server, Chromium and Playwright put in the temporary folder (sockets, profiles) goes inside ours.
 process.env.TMPDIR = path.join(tmp, 'tmp');
+// The servers the editor starts compile no kernels ahead in the background: the private environment's may be another
+// numba's, and a minute of compiling would run beside the tests (streamed.numerics.ahead).
+process.env.STREAMED_COMPILE_AHEAD = '0';
 fs.mkdirSync(process.env.TMPDIR);
 
 const userData = path.join(tmp, 'user-data');
