@@ -154,9 +154,9 @@ def key() -> str:
 
 
 def _folder() -> Path:
-    from .. import kernel_cache
-
-    return kernel_cache() / "ahead"
+    """``ahead`` in the kernel cache: ``NUMBA_CACHE_DIR``, which ``streamed/__init__.py`` — imported before any of
+    its modules — set to the user's cache folder (``streamed.kernel_cache``) when the user did not."""
+    return Path(os.environ["NUMBA_CACHE_DIR"]) / "ahead"
 
 
 def stamp(job: Job) -> Path:
