@@ -2,10 +2,9 @@
 
 On the 1B-shaped Q8_0 checkpoint of ``bench_realsize.py`` (written into ``--into`` when it is not there), a prefill of
 ``--tokens`` tokens in each arithmetic, four ways, each a new process with its own kernel cache
-(``NUMBA_CACHE_DIR``): **cold, compiling ahead** (an empty cache: the run compiles what it needs first as small runs
-side by side, ``streamed.numerics.ahead``; the background warm-up it then starts is stopped before the next
-measurement), **cold, as it goes** (an empty cache, ``STREAMED_COMPILE_AHEAD=0``: every kernel compiled when first
-called, numba's way), **after `streamed warm`** (an empty cache that ``streamed warm`` — ``make``'s install step —
+(``NUMBA_CACHE_DIR``): **cold, the warm-up beside it** (an empty cache: the run compiles its kernels as it calls
+them, and starts the background warm-up, ``streamed.numerics.ahead``, which is stopped when the run ends), **cold,
+alone** (an empty cache, ``STREAMED_COMPILE_AHEAD=0``), **after `streamed warm`** (an empty cache that ``streamed warm`` — ``make``'s install step —
 then filled; ``streamed warm`` itself is timed too) and **warm** (a cache a run left). Each is timed as wall and CPU
 seconds (user and system, the processes it waited for included); the ways alternate, so the machine's other load
 falls on all; the figures are medians of ``--runs``.
@@ -36,12 +35,12 @@ PY = sys.executable
 #: What ``make``'s install step runs once the package is installed.
 WARM = [PY, "-m", "streamed", "warm"]
 #: The ways a run is measured, in the order they run (and the table's).
-WAYS = ("cold, compiling ahead", "cold, as it goes", "after `streamed warm`", "warm")
+WAYS = ("cold, the warm-up beside it", "cold, alone", "after `streamed warm`", "warm")
 
 
 def timed(argv: list[str], cache: Path, ahead: bool = False) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``argv`` run with its kernels cached in ``cache``, compiling ahead or not; a background
-    warm-up it started is stopped before this returns."""
+    """(wall, CPU) seconds of ``argv`` run with its kernels cached in ``cache``, with the background warm-up on or not;
+    a warm-up it started is stopped before this returns."""
     from streamed.numerics import ahead as compiling
 
     os.environ["NUMBA_CACHE_DIR"] = str(cache)
@@ -89,8 +88,8 @@ def main() -> None:
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
                 ahead, going, warmed = Path(tmp) / "ahead", Path(tmp) / "going", Path(tmp) / "warmed"
-                times["cold, compiling ahead"].append(timed(argv, ahead, ahead=True))
-                times["cold, as it goes"].append(timed(argv, going))
+                times["cold, the warm-up beside it"].append(timed(argv, ahead, ahead=True))
+                times["cold, alone"].append(timed(argv, going))
                 times["`streamed warm` itself"].append(timed(WARM, warmed))
                 times["after `streamed warm`"].append(timed(argv, warmed))
                 times["warm"].append(timed(argv, going))

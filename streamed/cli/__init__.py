@@ -76,7 +76,7 @@ def _command(argv: list[str] | None) -> int:
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
-        if args.command not in ("run", "warm"):  # a run compiles what it needs first itself; warm is the warm-up
+        if args.command not in ("run", "warm"):  # a run starts it itself (its arithmetic last); warm is it
             from ..numerics.ahead import start
 
             start()

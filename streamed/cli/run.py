@@ -142,14 +142,15 @@ def cmd_run(args) -> int:
     refuse_unless_it_fits("run", args.doc, of_run(a.programs, storage if args.checkpoint else None, rows=prefill,
                                                   ctx=len(tokens), positions=len(tokens),
                                                   seeded_q8=read_as_q8(a.programs, storage)), args)
-    compiling = compile_first(args.arithmetic.strip(), a.programs, storage)  # beside the reading
+    # A machine whose kernels are not all compiled yet compiles the rest in the background, this run's arithmetic
+    # last: this run compiles its own as it goes (numerics.ahead).
+    from ..numerics.ahead import start
+
+    start(last=args.arithmetic.strip())
     try:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
-    finally:
-        if compiling is not None:
-            compiling.join()
     if arithmetic.ggml:
         from ..numerics.ggml_quants import not_computed
 
@@ -176,34 +177,6 @@ def cmd_run(args) -> int:
         if progress is not None:
             progress.done()
     return show(args, result, tokens, arithmetic, chosen_by)
-
-
-def compile_first(arithmetic: str, programs, storage):
-    """On a machine whose kernels are not all compiled yet (``ahead.done``): the kernels this run needs that no job
-    compiled yet (``ahead.needed``: attention's, and each group of storage types its products read) compiled as
-    small runs side by side on the cores, in a thread the caller joins before it computes, and then the rest of
-    every run's started in the background; a note says so. None (nothing to wait for) when the run's own are
-    compiled (the rest then started in the background, if it is not done), or when compiling ahead is off."""
-    from ..numerics import ahead
-
-    if not ahead.enabled() or ahead.done():
-        return None
-    jobs = ahead.needed(arithmetic, ahead.product_types(programs, storage))
-    if not jobs:
-        ahead.start()
-        return None
-    import threading
-
-    print(f"streamed run: note: compiling the kernels this run needs first, once on this machine ("
-          f"{', '.join(j.group for j in jobs)}, side by side); the rest in the background", file=sys.stderr)
-
-    def compile_then_the_rest() -> None:
-        ahead.compile_ahead(jobs)
-        ahead.start()
-
-    thread = threading.Thread(target=compile_then_the_rest, name="streamed-ahead", daemon=True)
-    thread.start()
-    return thread
 
 
 def show(args, result, tokens: list[int], arithmetic, chosen_by) -> int:

@@ -2,27 +2,29 @@
 the kernel cache by small runs made for it (``every_job``), several at once, before (or beside) the first real one.
 
 Why: numba compiles a kernel the first time a process calls it, and keeps the machine code in the kernel cache
-(``streamed.kernel_cache``). With an empty cache a run compiles everything it calls, one kernel after another, on one
-core: a 1B-shaped Q8_0 prefill in llama.cpp's arithmetic paid 10 s for it (attention 5 s, the Q8_0 product 4 s), a
+(``streamed.kernel_cache``). With an empty cache a run compiles everything it calls, one kernel after another: a
+1B-shaped Q8_0 prefill in llama.cpp's arithmetic paid 8–10 s for it (attention 5 s, the Q8_0 product 4 s), a
 checkpoint of K-quants, BF16 and F16 tensors nearer a minute. A ``pip install`` runs none of our code, so nothing
-can compile at install; what can be done is (1) ``streamed warm``, an install step for whoever scripts one (``make``
-runs it), (2) the same in the background the first time any command or the language server starts on a machine
-(``start``), and (3) a run that finds the cache cold compiling what it needs as these jobs, side by side on the
-machine's cores, before it starts (``compile_ahead`` of ``needed``).
+can compile at install; what can be done is ``streamed warm``, an install step for whoever scripts one (``make``
+runs it), and the same in the background the first time any command (a run too) or the language server starts on
+a machine (``start``). A run that starts it compiles its own kernels as it goes, and the warm-up takes the run's
+arithmetic last, so the two do not compile the same kernels at once. (Compiling a run's own kernels first, as small
+runs side by side, was measured and dropped: on two cores it was no faster than the run compiling them itself (each
+small run pays a process's start and the kernels the others share) and 4–5 s slower in the exact arithmetic.)
 
 The jobs: each a ``streamed run`` of a small document over a small checkpoint written here (d 256: whole K-quant
 super-blocks), prefilling 8 tokens and decoding one, in one arithmetic. ``attention`` has no product (norms, rope,
 attention, silu, the element-wise ops); each other is products alone, over weights of one group of storage types
-(``GROUPS``). So no two jobs compile the same kernel, and they run at once: the longest job, not the sum, is what a
-first run waits for. A kernel is the same machine code whichever process compiled it (``jit``): a job's kernels are
-the run's own, loaded from the cache — a product's kernel is compiled for the most general of the arrays a run
-passes (``product.compiled``), attention's for the arrays every run makes. ``tests/cli/test_ahead.py`` holds that
-after ``compile_ahead`` a run of another model, of every storage, compiles nothing.
+(``GROUPS``), so that the jobs can run at once. A kernel is the same machine code whichever process compiled it
+(``jit``): a job's kernels are the run's own, loaded from the cache (a product's kernel is compiled for the most
+general of the arrays a run passes, ``product.compiled``; attention's for the arrays every run makes).
+``tests/cli/test_ahead.py`` holds that after ``streamed warm`` a run of another model, of every file type people
+download, compiles no kernel.
 
-The stamps (``stamp``): a file a job in the kernel cache, in a folder named by the digest of what the kernels are
+The stamps: a file a job in the kernel cache (``stamp``), in a folder named by the digest of what the kernels are
 compiled from — this package's numerics sources, numba's and llvmlite's versions, Python's, and the CPU (``key``) —
 written when the job has run. Without them all (a new machine, a new version, a cache removed) a command starts the
-background warm-up; with it, nothing is done (``done``: a few file reads, no numba). ``STREAMED_COMPILE_AHEAD=0``
+background warm-up; with them, nothing is done (``done``: a few file reads, no numba). ``STREAMED_COMPILE_AHEAD=0``
 turns all of it off (the runs then compile as they go, as numba does).
 
 I/O: this module writes (the jobs' documents and checkpoints in a temporary folder; the stamps, the lock and the
@@ -92,32 +94,11 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip() != "0"
 
 
-def needed(arithmetic: str, types) -> list[Job]:
-    """The jobs a run in ``arithmetic`` over weights stored as ``types`` (GGUF type names) needs that have not run
-    here (``stamped``): attention's and each group a type is in."""
-    types = set(types)
-    return [j for j in (Job(arithmetic, g) for g in ORDER if g == "attention" or types & set(GROUPS[g]))
-            if not stamped(j)]
-
-
-def product_types(programs, storage) -> set[str]:
-    """The types the products of ``programs`` read weights as under ``storage``: each weight a program declares
-    ``q8`` (what it multiplies by), as the checkpoint stores it, or as an assumed storage says llama.cpp's quantizer
-    writes it. A product over a weight declared otherwise (a router, dense) compiles in the run, as it goes."""
-    from ..model.checkpoint import bind
-
-    out: set[str] = set()
-    for p in programs.all():
-        if storage.all_q8:
-            out |= {t for _, t in p.assumed_storage(storage.assumed)}
-        else:
-            out |= {storage.stored_as(bind(programs.document.checkpoint, n), True) for n in p.q8_declared()}
-    return out
-
-
-def every_job() -> list[Job]:
-    """Every job of every arithmetic, the longest first in each round."""
-    return [Job(a, g) for g in ORDER for a in reversed(ARITHMETICS)]
+def every_job(last: str | None = None) -> list[Job]:
+    """Every job of every arithmetic, the longest first in each round; those of arithmetic ``last`` after all others
+    (the arithmetic of a run that started the warm-up and compiles its own kernels as it goes)."""
+    jobs = [Job(a, g) for g in ORDER for a in reversed(ARITHMETICS)]
+    return [j for j in jobs if j.arithmetic != last] + [j for j in jobs if j.arithmetic == last]
 
 
 # ---- the stamps ----------------------------------------------------------------------------------------------------
@@ -370,12 +351,12 @@ def _niced(nice: int):
 NICE = 10
 
 
-def start() -> bool:
-    """Start the background warm-up (every job, ``NICE``) unless it is off (``ENV``), done (``stamp``), or not
-    possible here (no ``fcntl``: the lock that keeps it one a machine); True when a process was started. It runs in a
-    session of its own, its output in ``warm-up.log`` in the kernel cache's ``ahead`` folder, and ends by itself:
-    a second one started meanwhile finds the first's lock taken and ends at once (``_background``). Never raises: a
-    warm-up that cannot start leaves the runs to compile as they go."""
+def start(last: str | None = None) -> bool:
+    """Start the background warm-up (every job not stamped, ``NICE``; arithmetic ``last``'s after the others) unless
+    it is off (``ENV``), done, or not possible here (no ``fcntl``: the lock that keeps it one a machine); True when a
+    process was started. It runs in a session of its own, its output in ``warm-up.log`` in the kernel cache's
+    ``ahead`` folder, and ends by itself: a second one started meanwhile finds the first's lock taken and ends at
+    once (``_background``). Never raises: a warm-up that cannot start leaves the runs to compile as they go."""
     if not enabled() or done():
         return False
     try:
@@ -385,15 +366,15 @@ def start() -> bool:
         folder = _folder()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "warm-up.log", "ab") as log:
-            subprocess.Popen([sys.executable, "-m", "streamed.numerics.ahead"], stdin=subprocess.DEVNULL,
-                             stdout=log, stderr=log, start_new_session=True, preexec_fn=_niced(NICE),
-                             close_fds=True)
+            subprocess.Popen([sys.executable, "-m", "streamed.numerics.ahead", *([last] if last else [])],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                             preexec_fn=_niced(NICE), close_fds=True)
         return True
     except (ImportError, OSError, ValueError):
         return False
 
 
-def _background() -> int:
+def _background(last: str | None = None) -> int:
     """The background warm-up's process: every job not compiled yet, one at a time less than the cores (a core left
     for whatever the user runs), under a lock so that one runs a machine; each job stamped as it ends."""
     import fcntl
@@ -415,7 +396,7 @@ def _background() -> int:
         began = time.monotonic()
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} compiling ahead ({key()}), {max(1, cores - 1)} at once",
               flush=True)
-        results = compile_ahead([j for j in every_job() if not stamped(j)], max(1, cores - 1),
+        results = compile_ahead([j for j in every_job(last) if not stamped(j)], max(1, cores - 1),
                                 said=lambda d: print(f"  {d.job.name}: {d.status}, {d.seconds:.1f} s"
                                                      f"{'  ' + d.said if d.status == 'failed' else ''}", flush=True))
         failed = sum(d.status == "failed" for d in results)
@@ -442,4 +423,4 @@ def running() -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(_background())
+    sys.exit(_background(sys.argv[1] if len(sys.argv) > 1 else None))

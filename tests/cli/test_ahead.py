@@ -1,7 +1,7 @@
 """Compiling ahead (issue 33: a first run that does not compile for half a minute): ``streamed warm`` compiles what
 every run on the machine needs, so that a run of any file type people download compiles nothing after it; the first
-command on a machine starts the same in the background, once; a run that finds the kernels not compiled compiles
-what it needs first, as small runs side by side, and computes with none compiled in its own process.
+command on a machine starts the same in the background, once; a run that finds the kernels not compiled compiles its
+own as it goes, the warm-up beside it taking the run's arithmetic last.
 
 Each test gives its commands a kernel cache of its own (``NUMBA_CACHE_DIR``) and turns compiling ahead on for them
 (the suite turns it off: ``tests/conftest.py``); a background warm-up a test starts is stopped before it ends."""
@@ -176,7 +176,7 @@ def test_with_compiling_ahead_off_a_command_compiles_nothing_ahead(tmp_path):
     assert not (tmp_path / "kernels" / "ahead").exists()
 
 
-def test_a_cold_run_compiles_what_it_needs_side_by_side_first_and_nothing_itself(tmp_path):
+def test_a_cold_run_computes_and_starts_the_warm_up_beside_it_with_its_own_arithmetic_last(tmp_path):
     gguf = ggufs.llama_like(tmp_path / "model.gguf", layers=2, d=64, heads=4, kv_heads=2, ffn=128, vocab=256)
     doc = tmp_path / "model.lgm"
     assert streamed("author", gguf, "-o", doc, env=environment(tmp_path / "unused", on=False)).returncode == 0
@@ -185,9 +185,11 @@ def test_a_cold_run_compiles_what_it_needs_side_by_side_first_and_nothing_itself
         p = streamed("run", doc, "--checkpoint", gguf, "--tokens", TOKENS, "--prefill", PREFILL, "--arithmetic",
                      "llama.cpp", env=env, counted=True)
         assert p.returncode == 0, p.stderr
-        assert "compiling the kernels this run needs first, once on this machine (attention, q8_0, side by side)" \
-            in p.stderr, p.stderr
-        assert compiled(p) == "nothing", p.stderr
+        assert "_attend" in compiled(p), p.stderr  # its own kernels, as it went
+        pid = _running(env)
+        assert pid is not None, "no warm-up runs beside the run"
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[-3:-1] == [b"streamed.numerics.ahead", b"llama.cpp"], argv
     finally:
         stop_background(env)
 
@@ -195,17 +197,11 @@ def test_a_cold_run_compiles_what_it_needs_side_by_side_first_and_nothing_itself
 # ---- the parts ----------------------------------------------------------------------------------------------------
 
 
-def test_a_run_of_a_q4_k_m_file_needs_the_k_quants_and_attention_only(tmp_path):
-    from streamed.analysis.whole import analyze
-    from streamed.model.author import author
-    from streamed.model.gguf import read_gguf
-    from streamed.model.storage import storage_of
-
-    path = quants.quantize(oracle.write(tmp_path / "f32.gguf", CFG).path, tmp_path / "q4km.gguf", "Q4_K_M")
-    storage = storage_of(str(path))
-    a = analyze(author(read_gguf(path).spec), storage)
-    assert ahead.product_types(a.programs, storage) == {"Q4_K", "Q6_K"}
-    assert [j.group for j in ahead.needed("llama.cpp", {"Q4_K", "Q6_K"})] == ["k", "attention"]
+def test_the_warm_up_takes_the_arithmetic_a_run_compiles_as_it_goes_last():
+    jobs = ahead.every_job("llama.cpp")
+    assert sorted(jobs, key=str) == sorted(ahead.every_job(), key=str)
+    assert [j.arithmetic for j in jobs] == ["exact"] * len(ahead.GROUPS) + ["llama.cpp"] * len(ahead.GROUPS)
+    assert [j.group for j in jobs[:len(ahead.GROUPS)]] == list(ahead.ORDER)
 
 
 def test_the_stamp_is_another_when_the_cpu_or_numba_is(monkeypatch):

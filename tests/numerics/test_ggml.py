@@ -334,3 +334,29 @@ def test_a_quotient_gate_multiplies_the_shared_expert_by_ggml_s_silu_divided_by_
     assert [[F(v) for v in row] for row in got] == want
     sigmoid = nx.experts(x, router, 2, g, u, zero, shared=shared, shared_gate=gate, arithmetic=arithmetic)
     assert not np.array_equal(sigmoid, got)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("four", [True, False], ids=["vec_dot", "tinyblas"])
+def test_attention_s_registers_are_summed_every_cell_at_once_in_each_dot_s_own_order(lanes, four):
+    """``_reduced`` sums the registers of many dots (one a cell) at once: each cell's sum is what its own dot's
+    reduction gives — ``GGML_F32_VEC_REDUCE`` of four accumulators (``(s₀+s₂)+(s₁+s₃)`` a lane, then the last
+    register's), or tinyBLAS's one register by ``hsum`` — bit for bit, for magnitudes where the orders differ."""
+    cells = 37
+    scale = np.exp2(R.integers(-24, 24, (4, lanes, cells))).astype(np.float32)
+    acc = (R.standard_normal((4, lanes, cells)) * scale).astype(np.float32)
+    out = np.empty(cells, np.float32)
+    ggml._reduced(acc, four, lanes, cells, np.empty((lanes, cells), np.float32), out)
+    want = []
+    for j in range(cells):
+        if four:
+            v = [add(add(F(acc[0, l, j]), F(acc[2, l, j])), add(F(acc[1, l, j]), F(acc[3, l, j])))
+                 for l in range(lanes)]
+            want.append(vec_reduce(v))
+        else:
+            want.append(hsum([F(acc[0, l, j]) for l in range(lanes)]))
+    assert [F(x) for x in out] == want
+    if lanes == 8:  # the two 8-lane orders are not one: a reduction in the other order would fail here
+        other = [(hsum if four else vec_reduce)([F(x) for x in acc[0, :, j]]) for j in range(cells)]
+        mine = [(vec_reduce if four else hsum)([F(x) for x in acc[0, :, j]]) for j in range(cells)]
+        assert other != mine
