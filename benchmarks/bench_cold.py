@@ -1,11 +1,11 @@
 """The first run: what compiling the kernels costs a whole ``streamed run``, and what compiling ahead saves.
 
 On the 1B-shaped Q8_0 checkpoint of ``bench_realsize.py`` (written into ``--into`` when it is not there), a prefill of
-``--tokens`` tokens in each arithmetic, four ways, each a new process with its own kernel cache
-(``NUMBA_CACHE_DIR``): **cold, the warm-up beside it** (an empty cache: the run compiles its kernels as it calls
-them, and starts the background warm-up, ``streamed.numerics.ahead``, which is stopped when the run ends), **cold,
-alone** (an empty cache, ``STREAMED_COMPILE_AHEAD=0``), **after `streamed warm`** (an empty cache that ``streamed warm`` — ``make``'s install step —
-then filled; ``streamed warm`` itself is timed too) and **warm** (a cache a run left). Each is timed as wall and CPU
+``--tokens`` tokens in each arithmetic, three ways, each a new process with its own kernel cache
+(``NUMBA_CACHE_DIR``): **cold** (an empty cache: the run compiles its kernels as it calls them; the background
+warm-up it starts when it ends, ``streamed.numerics.ahead``, is stopped before the next measurement), **after
+`streamed warm`** (an empty cache that ``streamed warm`` — ``make``'s install step — then filled; ``streamed warm``
+itself is timed too) and **warm** (the cache the cold run left). Each is timed as wall and CPU
 seconds (user and system, the processes it waited for included); the ways alternate, so the machine's other load
 falls on all; the figures are medians of ``--runs``.
 
@@ -35,7 +35,7 @@ PY = sys.executable
 #: What ``make``'s install step runs once the package is installed.
 WARM = [PY, "-m", "streamed", "warm"]
 #: The ways a run is measured, in the order they run (and the table's).
-WAYS = ("cold, the warm-up beside it", "cold, alone", "after `streamed warm`", "warm")
+WAYS = ("cold", "after `streamed warm`", "warm")
 
 
 def timed(argv: list[str], cache: Path, ahead: bool = False) -> tuple[float, float]:
@@ -87,9 +87,8 @@ def main() -> None:
         times: dict[str, list[tuple[float, float]]] = {way: [] for way in (*WAYS, "`streamed warm` itself")}
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
-                ahead, going, warmed = Path(tmp) / "ahead", Path(tmp) / "going", Path(tmp) / "warmed"
-                times["cold, the warm-up beside it"].append(timed(argv, ahead, ahead=True))
-                times["cold, alone"].append(timed(argv, going))
+                going, warmed = Path(tmp) / "going", Path(tmp) / "warmed"
+                times["cold"].append(timed(argv, going, ahead=True))
                 times["`streamed warm` itself"].append(timed(WARM, warmed))
                 times["after `streamed warm`"].append(timed(argv, warmed))
                 times["warm"].append(timed(argv, going))

@@ -70,20 +70,29 @@ def _command(argv: list[str] | None) -> int:
     """Run the subcommand ``argv`` names; a ``UserError`` is its one line and exit status 2."""
     from .common import UserError
 
+    args = None
     try:
         parser = build_parser()  # imports every subcommand's module: a signal may land here too
         args = parser.parse_args(argv)
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
-        if args.command not in ("run", "warm"):  # a run starts it itself (its arithmetic last); warm is it
-            from ..numerics.ahead import start
-
-            start()
-        return args.run(args)
+        status = args.run(args)
     except UserError as e:
         print(f"streamed: {e}", file=sys.stderr)
-        return 2
+        status = 2
+    if args is not None and args.command != "warm":  # the machine's kernels compiled in the background, once a command has ended
+        _compile_ahead()
+    return status
+
+
+def _compile_ahead() -> None:
+    """Start the background warm-up (``numerics.ahead.start``) where the machine's kernels are not all compiled yet:
+    after the command, so that it never shares the machine with the command that started it (a first run compiles
+    its own kernels as it goes). A few file reads when they are."""
+    from ..numerics.ahead import start
+
+    start()
 
 
 def program() -> None:

@@ -142,11 +142,6 @@ def cmd_run(args) -> int:
     refuse_unless_it_fits("run", args.doc, of_run(a.programs, storage if args.checkpoint else None, rows=prefill,
                                                   ctx=len(tokens), positions=len(tokens),
                                                   seeded_q8=read_as_q8(a.programs, storage)), args)
-    # A machine whose kernels are not all compiled yet compiles the rest in the background, this run's arithmetic
-    # last: this run compiles its own as it goes (numerics.ahead).
-    from ..numerics.ahead import start
-
-    start(last=args.arithmetic.strip())
     try:
         weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
     except WeightError as e:

@@ -6,11 +6,11 @@ Why: numba compiles a kernel the first time a process calls it, and keeps the ma
 1B-shaped Q8_0 prefill in llama.cpp's arithmetic paid 8–10 s for it (attention 5 s, the Q8_0 product 4 s), a
 checkpoint of K-quants, BF16 and F16 tensors nearer a minute. A ``pip install`` runs none of our code, so nothing
 can compile at install; what can be done is ``streamed warm``, an install step for whoever scripts one (``make``
-runs it), and the same in the background the first time any command (a run too) or the language server starts on
-a machine (``start``). A run that starts it compiles its own kernels as it goes, and the warm-up takes the run's
-arithmetic last, so the two do not compile the same kernels at once. (Compiling a run's own kernels first, as small
-runs side by side, was measured and dropped: on two cores it was no faster than the run compiling them itself (each
-small run pays a process's start and the kernels the others share) and 4–5 s slower in the exact arithmetic.)
+runs it), and the same in the background once any command on a machine has ended, or the language server has
+started (``start``). A run that is itself the first compiles its own kernels as it goes, as numba does, alone on the
+machine: measured on two cores, compiling them first as small runs side by side was no faster (each small run pays a
+process's start and the kernels the others share) and 4–5 s slower in the exact arithmetic, and the warm-up beside
+the run made it 1–5 s slower; after it ends, the warm-up compiles the rest.
 
 The jobs: each a ``streamed run`` of a small document over a small checkpoint written here (d 256: whole K-quant
 super-blocks), prefilling 8 tokens and decoding one, in one arithmetic. ``attention`` has no product (norms, rope,
@@ -94,11 +94,9 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip() != "0"
 
 
-def every_job(last: str | None = None) -> list[Job]:
-    """Every job of every arithmetic, the longest first in each round; those of arithmetic ``last`` after all others
-    (the arithmetic of a run that started the warm-up and compiles its own kernels as it goes)."""
-    jobs = [Job(a, g) for g in ORDER for a in reversed(ARITHMETICS)]
-    return [j for j in jobs if j.arithmetic != last] + [j for j in jobs if j.arithmetic == last]
+def every_job() -> list[Job]:
+    """Every job of every arithmetic, the longest first in each round."""
+    return [Job(a, g) for g in ORDER for a in reversed(ARITHMETICS)]
 
 
 # ---- the stamps ----------------------------------------------------------------------------------------------------
@@ -351,9 +349,8 @@ def _niced(nice: int):
 NICE = 10
 
 
-def start(last: str | None = None) -> bool:
-    """Start the background warm-up (every job not stamped, ``NICE``; arithmetic ``last``'s after the others) unless
-    it is off (``ENV``), done, or not possible here (no ``fcntl``: the lock that keeps it one a machine); True when a
+def start() -> bool:
+    """Start the background warm-up (every job not stamped, at ``NICE``) unless it is off (``ENV``), done, or not possible here (no ``fcntl``: the lock that keeps it one a machine); True when a
     process was started. It runs in a session of its own, its output in ``warm-up.log`` in the kernel cache's
     ``ahead`` folder, and ends by itself: a second one started meanwhile finds the first's lock taken and ends at
     once (``_background``). Never raises: a warm-up that cannot start leaves the runs to compile as they go."""
@@ -366,7 +363,7 @@ def start(last: str | None = None) -> bool:
         folder = _folder()
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "warm-up.log", "ab") as log:
-            subprocess.Popen([sys.executable, "-m", "streamed.numerics.ahead", *([last] if last else [])],
+            subprocess.Popen([sys.executable, "-m", "streamed.numerics.ahead"],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                              preexec_fn=_niced(NICE), close_fds=True)
         return True
@@ -374,7 +371,7 @@ def start(last: str | None = None) -> bool:
         return False
 
 
-def _background(last: str | None = None) -> int:
+def _background() -> int:
     """The background warm-up's process: every job not compiled yet, one at a time less than the cores (a core left
     for whatever the user runs), under a lock so that one runs a machine; each job stamped as it ends."""
     import fcntl
@@ -396,7 +393,7 @@ def _background(last: str | None = None) -> int:
         began = time.monotonic()
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} compiling ahead ({key()}), {max(1, cores - 1)} at once",
               flush=True)
-        results = compile_ahead([j for j in every_job(last) if not stamped(j)], max(1, cores - 1),
+        results = compile_ahead([j for j in every_job() if not stamped(j)], max(1, cores - 1),
                                 said=lambda d: print(f"  {d.job.name}: {d.status}, {d.seconds:.1f} s"
                                                      f"{'  ' + d.said if d.status == 'failed' else ''}", flush=True))
         failed = sum(d.status == "failed" for d in results)
@@ -423,4 +420,4 @@ def running() -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(_background(sys.argv[1] if len(sys.argv) > 1 else None))
+    sys.exit(_background())

@@ -1,7 +1,7 @@
 """Compiling ahead (issue 33: a first run that does not compile for half a minute): ``streamed warm`` compiles what
 every run on the machine needs, so that a run of any file type people download compiles nothing after it; the first
-command on a machine starts the same in the background, once; a run that finds the kernels not compiled compiles its
-own as it goes, the warm-up beside it taking the run's arithmetic last.
+command on a machine starts the same in the background, once, when it has ended; a run that finds the kernels not
+compiled compiles its own as it goes, alone, and the warm-up starts after it.
 
 Each test gives its commands a kernel cache of its own (``NUMBA_CACHE_DIR``) and turns compiling ahead on for them
 (the suite turns it off: ``tests/conftest.py``); a background warm-up a test starts is stopped before it ends."""
@@ -176,32 +176,30 @@ def test_with_compiling_ahead_off_a_command_compiles_nothing_ahead(tmp_path):
     assert not (tmp_path / "kernels" / "ahead").exists()
 
 
-def test_a_cold_run_computes_and_starts_the_warm_up_beside_it_with_its_own_arithmetic_last(tmp_path):
+def test_a_cold_run_compiles_its_own_kernels_alone_and_starts_the_warm_up_when_it_ends(tmp_path):
     gguf = ggufs.llama_like(tmp_path / "model.gguf", layers=2, d=64, heads=4, kv_heads=2, ffn=128, vocab=256)
     doc = tmp_path / "model.lgm"
     assert streamed("author", gguf, "-o", doc, env=environment(tmp_path / "unused", on=False)).returncode == 0
     env = environment(tmp_path / "kernels")
+    log = tmp_path / "kernels" / "ahead" / "warm-up.log"
     try:
         p = streamed("run", doc, "--checkpoint", gguf, "--tokens", TOKENS, "--prefill", PREFILL, "--arithmetic",
-                     "llama.cpp", env=env, counted=True)
+                     "llama.cpp", "--save", tmp_path / "logits.npz", env=env, counted=True)
         assert p.returncode == 0, p.stderr
         assert "_attend" in compiled(p), p.stderr  # its own kernels, as it went
-        pid = _running(env)
-        assert pid is not None, "no warm-up runs beside the run"
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        assert argv[-3:-1] == [b"streamed.numerics.ahead", b"llama.cpp"], argv
+        ended = (tmp_path / "logits.npz").stat().st_mtime
+        for _ in range(600):
+            if log.exists() and "compiling ahead" in log.read_text():
+                break
+            time.sleep(0.1)
+        assert _running(env) is not None, "no warm-up after the run"
+        began = time.mktime(time.strptime(log.read_text().split(" compiling ahead")[0], "%Y-%m-%d %H:%M:%S"))
+        assert began >= int(ended), "the warm-up began before the run had written its logits"
     finally:
         stop_background(env)
 
 
 # ---- the parts ----------------------------------------------------------------------------------------------------
-
-
-def test_the_warm_up_takes_the_arithmetic_a_run_compiles_as_it_goes_last():
-    jobs = ahead.every_job("llama.cpp")
-    assert sorted(jobs, key=str) == sorted(ahead.every_job(), key=str)
-    assert [j.arithmetic for j in jobs] == ["exact"] * len(ahead.GROUPS) + ["llama.cpp"] * len(ahead.GROUPS)
-    assert [j.group for j in jobs[:len(ahead.GROUPS)]] == list(ahead.ORDER)
 
 
 def test_the_stamp_is_another_when_the_cpu_or_numba_is(monkeypatch):
