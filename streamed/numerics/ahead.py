@@ -150,9 +150,18 @@ def stamped(job: Job) -> bool:
         return False
 
 
+def failed(job: Job) -> Path:
+    """The file that says ``job`` failed here for this ``key`` (its last line): the background warm-up does not try
+    it again — a job that fails fails in every process, and every command would start it again — ``streamed warm``
+    does, and removes it when the job runs."""
+    path = stamp(job)
+    return path.with_name(path.name + ".failed")  # not with_suffix: "llama.cpp-k" has a dot of its own
+
+
 def done() -> bool:
-    """Whether every job of every arithmetic ran on this machine for this ``key``: a stat a job, no numba."""
-    return all(stamped(j) for j in every_job())
+    """Whether every job of every arithmetic was run on this machine for this ``key`` (ran, or failed and said so):
+    a stat or two a job, no numba."""
+    return all(stamped(j) or failed(j).is_file() for j in every_job())
 
 
 # ---- the jobs -------------------------------------------------------------------------------------------------------
@@ -327,12 +336,15 @@ def compile_ahead(jobs: list[Job], workers: int | None = None, *, nice: int = 0,
                 proc.kill()
                 proc.wait()
     for d in results:
-        if d.status != "failed":
-            try:
-                stamp(d.job).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            stamp(d.job).parent.mkdir(parents=True, exist_ok=True)
+            if d.status == "failed":
+                failed(d.job).write_text(d.said + "\n")
+            else:
                 stamp(d.job).write_text(f"{d.status} in {d.seconds:.1f} s\n")
-            except OSError:  # a cache that cannot be written: the job's kernels were not kept either
-                pass
+                failed(d.job).unlink(missing_ok=True)
+        except OSError:  # a cache that cannot be written: the job's kernels were not kept either
+            pass
     return results
 
 
@@ -372,8 +384,8 @@ def start() -> bool:
 
 
 def _background() -> int:
-    """The background warm-up's process: every job not compiled yet, one at a time less than the cores (a core left
-    for whatever the user runs), under a lock so that one runs a machine; each job stamped as it ends."""
+    """The background warm-up's process: every job not run yet (nor failed here), one at a time less than the cores
+    (a core left for whatever the user runs), under a lock so that one runs a machine; each job stamped as it ends."""
     import fcntl
     import time
 
@@ -393,12 +405,13 @@ def _background() -> int:
         began = time.monotonic()
         print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} compiling ahead ({key()}), {max(1, cores - 1)} at once",
               flush=True)
-        results = compile_ahead([j for j in every_job() if not stamped(j)], max(1, cores - 1),
+        results = compile_ahead([j for j in every_job() if not stamped(j) and not failed(j).is_file()],
+                                max(1, cores - 1),
                                 said=lambda d: print(f"  {d.job.name}: {d.status}, {d.seconds:.1f} s"
                                                      f"{'  ' + d.said if d.status == 'failed' else ''}", flush=True))
-        failed = sum(d.status == "failed" for d in results)
-        print(f"  {'done' if not failed else f'{failed} failed'} in {time.monotonic() - began:.1f} s", flush=True)
-        return 1 if failed else 0
+        broken = sum(d.status == "failed" for d in results)
+        print(f"  {'done' if not broken else f'{broken} failed'} in {time.monotonic() - began:.1f} s", flush=True)
+        return 1 if broken else 0
 
 
 def running() -> int | None:

@@ -221,8 +221,8 @@ def test_the_stamp_is_another_when_the_cpu_or_numba_is(monkeypatch):
     assert ahead.key() == first
 
 
-def test_a_job_that_fails_is_reported_with_its_last_line_and_a_refused_arithmetic_is_not_a_failure(monkeypatch,
-                                                                                                    tmp_path):
+def test_a_failed_job_is_reported_and_left_to_streamed_warm_and_a_refused_arithmetic_is_no_failure(monkeypatch,
+                                                                                                   tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     ends = {"exact": 3, "llama.cpp": 2}
     monkeypatch.setattr(ahead, "_argv", lambda job, folder: [
@@ -233,8 +233,13 @@ def test_a_job_that_fails_is_reported_with_its_last_line_and_a_refused_arithmeti
     assert {(d.job.arithmetic, d.status, d.said) for d in done} == {("exact", "failed", "why: exact"),
                                                                    ("llama.cpp", "refused", "why: llama.cpp")}
     assert said == done
-    assert not ahead.stamped(ahead.Job("exact", "q8_0")), "a failed job was stamped: no run would compile it first"
-    assert ahead.stamped(ahead.Job("llama.cpp", "q8_0")), "a refused arithmetic was not stamped: every run would ask"
+    exact, llama = ahead.Job("exact", "q8_0"), ahead.Job("llama.cpp", "q8_0")
+    assert not ahead.stamped(exact), "a failed job was stamped as run"
+    assert ahead.failed(exact).read_text() == "why: exact\n", "a failed job would be tried by every command again"
+    assert ahead.stamped(llama) and not ahead.failed(llama).exists(), "a refused arithmetic is not a failure"
+    ends["exact"] = 0  # ``streamed warm`` tries it again: run, it is stamped and no longer failed
+    ahead.compile_ahead([exact], 1)
+    assert ahead.stamped(exact) and not ahead.failed(exact).exists()
 
 
 def test_warm_refuses_fewer_than_one_job_at_a_time(run):
