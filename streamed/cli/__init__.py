@@ -1,5 +1,6 @@
 """The ``streamed`` command line: one argparse application over the core, one thin module per subcommand
-(``author``, ``kinds``, ``check``, ``lower``, ``show``, ``verify``, ``run``, ``warm``, ``serve``); ``common`` holds what they share.
+(``author``, ``kinds``, ``check``, ``lower``, ``show``, ``verify``, ``run``, ``warm``, ``serve``); ``common`` holds
+what they share.
 
 Each subcommand reads files, calls the core, and prints for people or JSON. Exit status: 0 success; 1 the document
 has errors (``check``), a lowering is refused (``lower``) or a verification fails (``verify``); 2 bad input (a file
@@ -81,7 +82,7 @@ def _command(argv: list[str] | None) -> int:
     except UserError as e:
         print(f"streamed: {e}", file=sys.stderr)
         status = 2
-    if args is not None and args.command != "warm":  # the machine's kernels compiled in the background, once a command has ended
+    if args is not None and args.command != "warm":  # once a command has ended: the machine's kernels, if need be
         _compile_ahead()
     return status
 

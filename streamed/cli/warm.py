@@ -8,10 +8,9 @@ failed (its last line is printed); 2 for a bad option.
 
 from __future__ import annotations
 
-import sys
 import time
 
-from .common import UserError
+from .common import UserError, whole
 
 
 def cmd_warm(args) -> int:
@@ -39,6 +38,6 @@ def cmd_warm(args) -> int:
 
 def add_parser(sub) -> None:
     w = sub.add_parser("warm", help="compile this machine's kernels now, ahead of the first run")
-    w.add_argument("--jobs", type=int, default=None, metavar="N",
+    w.add_argument("--jobs", type=whole("--jobs"), default=None, metavar="N",
                    help="how many small runs at once (default: the cores this process may use)")
     w.set_defaults(run=cmd_warm)

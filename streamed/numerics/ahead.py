@@ -362,10 +362,11 @@ NICE = 10
 
 
 def start() -> bool:
-    """Start the background warm-up (every job not stamped, at ``NICE``) unless it is off (``ENV``), done, or not possible here (no ``fcntl``: the lock that keeps it one a machine); True when a
-    process was started. It runs in a session of its own, its output in ``warm-up.log`` in the kernel cache's
-    ``ahead`` folder, and ends by itself: a second one started meanwhile finds the first's lock taken and ends at
-    once (``_background``). Never raises: a warm-up that cannot start leaves the runs to compile as they go."""
+    """Start the background warm-up (every job not stamped, at ``NICE``) unless it is off (``ENV``), done, or not
+    possible here (no ``fcntl``: the lock that keeps it one a machine); True when a process was started. It runs in a
+    session of its own, its output in ``warm-up.log`` in the kernel cache's ``ahead`` folder, and ends by itself: a
+    second one started meanwhile finds the first's lock taken and ends at once (``_background``). Never raises: a
+    warm-up that cannot start leaves the runs to compile as they go."""
     if not enabled() or done():
         return False
     try:

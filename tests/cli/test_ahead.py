@@ -242,7 +242,10 @@ def test_a_failed_job_is_reported_and_left_to_streamed_warm_and_a_refused_arithm
     assert ahead.stamped(exact) and not ahead.failed(exact).exists()
 
 
-def test_warm_refuses_fewer_than_one_job_at_a_time(run):
+def test_warm_refuses_fewer_than_one_job_at_a_time_and_a_count_that_is_no_number(run):
     code, out, err = run("warm", "--jobs", "0")
     assert code == 2
     assert "--jobs 0: give at least 1" in err
+    code, out, err = run("warm", "--jobs", "two")
+    assert code == 2
+    assert err.strip() == "streamed: --jobs two: not a whole number; give it in the digits 0-9 (as 4096)"
