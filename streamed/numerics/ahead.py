@@ -17,7 +17,7 @@ super-blocks), prefilling 8 tokens and decoding one, in one arithmetic. ``attent
 attention, silu, the element-wise ops); each other is products alone, over weights of one group of storage types
 (``GROUPS``), so that the jobs can run at once. A kernel is the same machine code whichever process compiled it
 (``jit``): a job's kernels are the run's own, loaded from the cache (a product's kernel is compiled for the most
-general of the arrays a run passes, ``product.compiled``; attention's for the arrays every run makes).
+general of the arrays a run passes, ``jit.compiled``; attention's for the arrays every run makes).
 ``tests/cli/test_ahead.py`` holds that after ``streamed warm`` a run of another model, of every file type people
 download, compiles no kernel.
 
@@ -39,6 +39,8 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import cpu, sources
 
 # ``subprocess``, ``tempfile`` and ``time`` are imported where a job starts: every command checks ``done`` (a few
 # file reads), and only a machine not done starts anything.
@@ -120,14 +122,10 @@ def key() -> str:
     """The digest of what the kernels in the cache are compiled from: the sources beside this module (every kernel's
     and its code generators'), numba's and llvmlite's versions, Python's, and this CPU (its name, architecture and
     flags: numba compiles for the host's features)."""
-    from .cpu import this_host
-
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest = hashlib.sha256(sources.digest(Path(__file__).resolve().parent).encode())
     for package in ("numba", "llvmlite"):
         digest.update(_version_file(package) + b"\0")
-    flags, name, machine = this_host()
+    flags, name, machine = cpu.this_host()
     digest.update(repr((sys.version_info[:2], name, machine, sorted(flags))).encode())
     return digest.hexdigest()[:32]
 
@@ -300,7 +298,7 @@ def compile_ahead(jobs: list[Job], workers: int | None = None, *, nice: int = 0,
     import time
 
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = cpu.cores()
     env = {**os.environ, ENV: "0"}  # a job's own run is not to compile ahead again
     results: list[Done] = []
     running: dict = {}  # process → (job, when it started, its stderr's file)
@@ -402,12 +400,12 @@ def _background() -> int:
         lock.flush()
         if done():
             return 0
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        free = cpu.cores()
         began = time.monotonic()
-        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} compiling ahead ({key()}), {max(1, cores - 1)} at once",
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} compiling ahead ({key()}), {max(1, free - 1)} at once",
               flush=True)
         results = compile_ahead([j for j in every_job() if not stamped(j) and not failed(j).is_file()],
-                                max(1, cores - 1),
+                                max(1, free - 1),
                                 said=lambda d: print(f"  {d.job.name}: {d.status}, {d.seconds:.1f} s"
                                                      f"{'  ' + d.said if d.status == 'failed' else ''}", flush=True))
         broken = sum(d.status == "failed" for d in results)

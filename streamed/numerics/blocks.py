@@ -17,15 +17,16 @@ caller puts beside the tensor's name.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 
 from ..model.checkpoint import BLOCKS
-from .jit import kernel
+from .jit import compiled, kernel
 
-#: The kernel of each type read here (``_block``'s code).
+#: The code of each type read here (``_block_of``).
 _CODES = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3, "Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8,
           "MXFP4": 9, "BF16": 10}
 #: Each type read here: (values per block, bytes per block, code of the kernel) — the sizes are ggml's
@@ -78,144 +79,170 @@ def _scale_min_k4(j, raw, s):
             (raw[s + j + 4] >> 4) | ((raw[s + j] >> 6) << 4))
 
 
-@kernel
-def _block(code, raw, at, out, o, half, mx):
-    """Dequantise the block at byte ``at`` of ``raw`` into ``out[o:o + block]`` (float32), as ggml-quants.c does."""
-    f32 = np.float32
-    if code == 0 or code == 2:  # Q4_0, Q5_0: d, [qh,] qs; x = (q − 8|16)·d
-        d = _h(raw, at, half)
-        qh = _u32(raw, at + 2) if code == 2 else np.uint32(0)
-        qs = at + 6 if code == 2 else at + 2
-        for j in range(16):
-            lo = np.int32(raw[qs + j] & 0xF)
-            hi = np.int32(raw[qs + j] >> 4)
-            if code == 2:
-                lo = (lo | np.int32(((qh >> j) << 4) & 0x10)) - 16
-                hi = (hi | np.int32((qh >> (j + 12)) & 0x10)) - 16
-            else:
-                lo -= 8
-                hi -= 8
-            out[o + j] = d * f32(lo)
-            out[o + j + 16] = d * f32(hi)
-    elif code == 1 or code == 3:  # Q4_1, Q5_1: d, m, [qh,] qs; x = q·d + m
-        d = _h(raw, at, half)
-        m = _h(raw, at + 2, half)
-        qh = _u32(raw, at + 4) if code == 3 else np.uint32(0)
-        qs = at + 8 if code == 3 else at + 4
-        for j in range(16):
-            lo = np.int32(raw[qs + j] & 0xF)
-            hi = np.int32(raw[qs + j] >> 4)
-            if code == 3:
-                lo = lo | np.int32(((qh >> j) << 4) & 0x10)
-                hi = hi | np.int32((qh >> (j + 12)) & 0x10)
-            out[o + j] = d * f32(lo) + m
-            out[o + j + 16] = d * f32(hi) + m
-    elif code == 4:  # Q2_K: scales[16], qs[64], d, dmin
-        d = _h(raw, at + 80, half)
-        dmin = _h(raw, at + 82, half)
-        y = o
-        s = 0
-        for n in range(2):
-            q = at + 16 + 32 * n
-            for shift in range(0, 8, 2):
-                for half16 in range(2):
-                    sc = raw[at + s]
-                    s += 1
-                    dl = d * f32(sc & 0xF)
-                    ml = dmin * f32(sc >> 4)
-                    for l in range(16):
-                        out[y] = dl * f32((raw[q + 16 * half16 + l] >> shift) & 3) - ml
-                        y += 1
-    elif code == 5:  # Q3_K: hmask[32], qs[64], scales[12], d
-        d = _h(raw, at + 108, half)
-        sc = at + 96
-        y = o
-        s = 0
-        m = 1
-        for n in range(2):
-            q = at + 32 + 32 * n
-            for shift in range(0, 8, 2):
-                for half16 in range(2):
-                    # the 6-bit scale ``s``: its low 4 bits from bytes 0–7, its high 2 from bytes 8–11
-                    low = (raw[sc + (s % 8)] >> (4 * (s // 8))) & 0xF
-                    high = (raw[sc + 8 + (s % 4)] >> (2 * (s // 4))) & 3
-                    dl = d * f32(np.int32(low | (high << 4)) - 32)
-                    s += 1
-                    for l in range(16):
-                        i = 16 * half16 + l
-                        v = np.int32((raw[q + i] >> shift) & 3) - (0 if raw[at + i] & m else 4)
-                        out[y] = dl * f32(v)
-                        y += 1
-                m <<= 1
-    elif code == 6 or code == 7:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
-        d = _h(raw, at, half)
-        dmin = _h(raw, at + 2, half)
-        qh = at + 16
-        ql = at + 16 + (32 if code == 7 else 0)
-        y = o
-        for g in range(4):
-            sc1, m1 = _scale_min_k4(2 * g, raw, at + 4)
-            sc2, m2 = _scale_min_k4(2 * g + 1, raw, at + 4)
-            d1 = d * f32(sc1)
-            dm1 = dmin * f32(m1)
-            d2 = d * f32(sc2)
-            dm2 = dmin * f32(m2)
-            for l in range(32):
-                v = np.int32(raw[ql + 32 * g + l] & 0xF)
-                if code == 7 and raw[qh + l] & (1 << (2 * g)):
-                    v += 16
-                out[y + l] = d1 * f32(v) - dm1
-            for l in range(32):
-                v = np.int32(raw[ql + 32 * g + l] >> 4)
-                if code == 7 and raw[qh + l] & (2 << (2 * g)):
-                    v += 16
-                out[y + 32 + l] = d2 * f32(v) - dm2
-            y += 64
-    elif code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
-        d = _h(raw, at + 208, half)
-        for n in range(2):
-            ql = at + 64 * n
-            qh = at + 128 + 32 * n
-            sc = at + 192 + 8 * n
-            y = o + 128 * n
-            for l in range(32):
-                i = l // 16
-                h = raw[qh + l]
-                q1 = np.int32((raw[ql + l] & 0xF) | ((h & 3) << 4)) - 32
-                q2 = np.int32((raw[ql + l + 32] & 0xF) | (((h >> 2) & 3) << 4)) - 32
-                q3 = np.int32((raw[ql + l] >> 4) | (((h >> 4) & 3) << 4)) - 32
-                q4 = np.int32((raw[ql + l + 32] >> 4) | (((h >> 6) & 3) << 4)) - 32
-                out[y + l] = (d * f32(np.int8(raw[sc + i]))) * f32(q1)
-                out[y + l + 32] = (d * f32(np.int8(raw[sc + i + 2]))) * f32(q2)
-                out[y + l + 64] = (d * f32(np.int8(raw[sc + i + 4]))) * f32(q3)
-                out[y + l + 96] = (d * f32(np.int8(raw[sc + i + 6]))) * f32(q4)
-    elif code == 9:  # MXFP4: e (e8m0), qs[16]
-        d = _e8m0_half(raw[at])
-        for j in range(16):
-            b = raw[at + 1 + j]
-            out[o + j] = d * f32(mx[b & 0xF])
-            out[o + j + 16] = d * f32(mx[b >> 4])
-    else:  # BF16: the high half of a float32
-        bits = (np.uint32(raw[at]) | (np.uint32(raw[at + 1]) << 8)) << np.uint32(16)
-        out[o] = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+def _block_of(code: int):
+    """The dequantiser of one block of the type ``code`` (``_CODES``): ``block(raw, at, out, o, half, mx)`` writes the
+    block at byte ``at`` of ``raw`` into ``out[o:o + values]`` (float32), as ggml-quants.c does. ``code`` is a constant
+    of the closure, so numba drops every other type's branch before it types the function (``_rows_of``)."""
+
+    @njit(inline="always")
+    def block(raw, at, out, o, half, mx):
+        f32 = np.float32
+        if code == 0 or code == 2:  # Q4_0, Q5_0: d, [qh,] qs; x = (q − 8|16)·d
+            d = _h(raw, at, half)
+            qh = _u32(raw, at + 2) if code == 2 else np.uint32(0)
+            qs = at + 6 if code == 2 else at + 2
+            for j in range(16):
+                lo = np.int32(raw[qs + j] & 0xF)
+                hi = np.int32(raw[qs + j] >> 4)
+                if code == 2:
+                    lo = (lo | np.int32(((qh >> j) << 4) & 0x10)) - 16
+                    hi = (hi | np.int32((qh >> (j + 12)) & 0x10)) - 16
+                else:
+                    lo -= 8
+                    hi -= 8
+                out[o + j] = d * f32(lo)
+                out[o + j + 16] = d * f32(hi)
+        elif code == 1 or code == 3:  # Q4_1, Q5_1: d, m, [qh,] qs; x = q·d + m
+            d = _h(raw, at, half)
+            m = _h(raw, at + 2, half)
+            qh = _u32(raw, at + 4) if code == 3 else np.uint32(0)
+            qs = at + 8 if code == 3 else at + 4
+            for j in range(16):
+                lo = np.int32(raw[qs + j] & 0xF)
+                hi = np.int32(raw[qs + j] >> 4)
+                if code == 3:
+                    lo = lo | np.int32(((qh >> j) << 4) & 0x10)
+                    hi = hi | np.int32((qh >> (j + 12)) & 0x10)
+                out[o + j] = d * f32(lo) + m
+                out[o + j + 16] = d * f32(hi) + m
+        elif code == 4:  # Q2_K: scales[16], qs[64], d, dmin
+            d = _h(raw, at + 80, half)
+            dmin = _h(raw, at + 82, half)
+            y = o
+            s = 0
+            for n in range(2):
+                q = at + 16 + 32 * n
+                for shift in range(0, 8, 2):
+                    for half16 in range(2):
+                        sc = raw[at + s]
+                        s += 1
+                        dl = d * f32(sc & 0xF)
+                        ml = dmin * f32(sc >> 4)
+                        for l in range(16):
+                            out[y] = dl * f32((raw[q + 16 * half16 + l] >> shift) & 3) - ml
+                            y += 1
+        elif code == 5:  # Q3_K: hmask[32], qs[64], scales[12], d
+            d = _h(raw, at + 108, half)
+            sc = at + 96
+            y = o
+            s = 0
+            m = 1
+            for n in range(2):
+                q = at + 32 + 32 * n
+                for shift in range(0, 8, 2):
+                    for half16 in range(2):
+                        # the 6-bit scale ``s``: its low 4 bits from bytes 0–7, its high 2 from bytes 8–11
+                        low = (raw[sc + (s % 8)] >> (4 * (s // 8))) & 0xF
+                        high = (raw[sc + 8 + (s % 4)] >> (2 * (s // 4))) & 3
+                        dl = d * f32(np.int32(low | (high << 4)) - 32)
+                        s += 1
+                        for l in range(16):
+                            i = 16 * half16 + l
+                            v = np.int32((raw[q + i] >> shift) & 3) - (0 if raw[at + i] & m else 4)
+                            out[y] = dl * f32(v)
+                            y += 1
+                    m <<= 1
+        elif code == 6 or code == 7:  # Q4_K, Q5_K: d, dmin, scales[12], [qh[32],] qs[128]
+            d = _h(raw, at, half)
+            dmin = _h(raw, at + 2, half)
+            qh = at + 16
+            ql = at + 16 + (32 if code == 7 else 0)
+            y = o
+            for g in range(4):
+                sc1, m1 = _scale_min_k4(2 * g, raw, at + 4)
+                sc2, m2 = _scale_min_k4(2 * g + 1, raw, at + 4)
+                d1 = d * f32(sc1)
+                dm1 = dmin * f32(m1)
+                d2 = d * f32(sc2)
+                dm2 = dmin * f32(m2)
+                for l in range(32):
+                    v = np.int32(raw[ql + 32 * g + l] & 0xF)
+                    if code == 7 and raw[qh + l] & (1 << (2 * g)):
+                        v += 16
+                    out[y + l] = d1 * f32(v) - dm1
+                for l in range(32):
+                    v = np.int32(raw[ql + 32 * g + l] >> 4)
+                    if code == 7 and raw[qh + l] & (2 << (2 * g)):
+                        v += 16
+                    out[y + 32 + l] = d2 * f32(v) - dm2
+                y += 64
+        elif code == 8:  # Q6_K: ql[128], qh[64], scales[16] (int8), d
+            d = _h(raw, at + 208, half)
+            for n in range(2):
+                ql = at + 64 * n
+                qh = at + 128 + 32 * n
+                sc = at + 192 + 8 * n
+                y = o + 128 * n
+                for l in range(32):
+                    i = l // 16
+                    h = raw[qh + l]
+                    q1 = np.int32((raw[ql + l] & 0xF) | ((h & 3) << 4)) - 32
+                    q2 = np.int32((raw[ql + l + 32] & 0xF) | (((h >> 2) & 3) << 4)) - 32
+                    q3 = np.int32((raw[ql + l] >> 4) | (((h >> 4) & 3) << 4)) - 32
+                    q4 = np.int32((raw[ql + l + 32] >> 4) | (((h >> 6) & 3) << 4)) - 32
+                    out[y + l] = (d * f32(np.int8(raw[sc + i]))) * f32(q1)
+                    out[y + l + 32] = (d * f32(np.int8(raw[sc + i + 2]))) * f32(q2)
+                    out[y + l + 64] = (d * f32(np.int8(raw[sc + i + 4]))) * f32(q3)
+                    out[y + l + 96] = (d * f32(np.int8(raw[sc + i + 6]))) * f32(q4)
+        elif code == 9:  # MXFP4: e (e8m0), qs[16]
+            d = _e8m0_half(raw[at])
+            for j in range(16):
+                b = raw[at + 1 + j]
+                out[o + j] = d * f32(mx[b & 0xF])
+                out[o + j + 16] = d * f32(mx[b >> 4])
+        else:  # BF16: the high half of a float32
+            bits = (np.uint32(raw[at]) | (np.uint32(raw[at + 1]) << 8)) << np.uint32(16)
+            out[o] = np.array([bits], dtype=np.uint32).view(np.float32)[0]
+
+    return block
 
 
-@kernel(parallel=True)
-def _rows(code, block, nbytes, raw, out, half, mx):
-    for r in prange(raw.shape[0]):
-        for b in range(raw.shape[1] // nbytes):
-            _block(code, raw[r], b * nbytes, out[r], b * block, half, mx)
+@functools.lru_cache(maxsize=None)
+def _rows_of(type_name: str):
+    """The kernel dequantising rows of ``type_name``: ``rows(values, nbytes, raw, out, half, mx)`` writes each row of
+    ``raw`` (its blocks' bytes) into the same row of ``out``, the rows in parallel; made once a process a type.
+
+    Why one kernel a type, not one for every type with the type's code an argument: numba compiles every branch of a
+    kernel, and links and optimises the whole again into the parallel loop's body — dequantising one Q4_K tensor
+    (a Q4_K_M file's token embeddings) compiled all eleven types' code, 9 s of a machine's first run, where one
+    type's is 2–3 s. Its own name keeps its own file in the kernel cache; one signature (``_ROWS``) keeps what a warm-up
+    compiled what every run uses."""
+    block = _block_of(_CODES[type_name])
+
+    def rows(values, nbytes, raw, out, half, mx):
+        for r in prange(raw.shape[0]):
+            for b in range(raw.shape[1] // nbytes):
+                block(raw[r], b * nbytes, out[r], b * values, half, mx)
+
+    rows.__qualname__ = rows.__name__ = f"_rows_{type_name}"
+    return compiled(kernel(parallel=True)(rows), *_ROWS)
+
+
+#: ``_rows_of``'s operands as its kernels are compiled for them (``jit.compiled``): the stored bytes read-only, so a
+#: tensor's bytes mapped from the file and a copy of some of its rows (an embedding's) share one machine code.
+_ROWS = (types.int64, types.int64, types.Array(types.uint8, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
+         types.Array(types.float32, 1, "C", readonly=True), types.Array(types.int8, 1, "C", readonly=True))
 
 
 def dequantize_rows(raw: np.ndarray, type_name: str) -> np.ndarray:
     """A tensor's stored bytes (``uint8 … × row bytes``) as float32 values (``… × row values``), exactly."""
-    block, nbytes, code = TYPES[type_name]
+    block, nbytes, _ = TYPES[type_name]
     raw = np.asarray(raw, dtype=np.uint8)
     lead, width = raw.shape[:-1], raw.shape[-1]
     flat = np.ascontiguousarray(raw.reshape(-1, width))
     out = np.empty((flat.shape[0], width // nbytes * block), dtype=np.float32)
     if out.size:
-        _rows(code, block, nbytes, flat, out, _HALF, _MXFP4)
+        _rows_of(type_name)(block, nbytes, flat, out, _HALF, _MXFP4)
     return out.reshape(*lead, out.shape[-1])
 
 

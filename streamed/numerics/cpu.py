@@ -205,6 +205,14 @@ def _read_cpuinfo() -> str:
         return ""
 
 
+def cores() -> int:
+    """The cores this process may run on: its affinity where the system has one (a container's or ``taskset``'s
+    share), else the machine's count; at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def this_host() -> tuple[set[str], str, str]:
     """This CPU's flags, its name and its architecture (reads ``/proc/cpuinfo``)."""
     info = _read_cpuinfo()

@@ -46,9 +46,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
-                      compiled, operands, prefetch)
+                      operands, prefetch)
 from .cpu import KernelPath
-from .jit import claim, in_threads, kernel, threads
+from .jit import claim, compiled, in_threads, kernel, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -116,7 +116,7 @@ def _half(v):
 # ---- Q8_0 × Q8_0 (ggml_vec_dot_q8_0_q8_0; tinyBLAS_Q0_AVX computes alike) ------------------------------------------
 
 _i8x32 = ir.VectorType(ir.IntType(8), 32)
-#: The quantised activations and their block scales as ``_q8_kernel`` is compiled for them (``product.compiled``).
+#: The quantised activations and their block scales as ``_q8_kernel`` is compiled for them (``jit.compiled``).
 _INT8 = types.Array(types.int8, 3, "C")
 _SCALES = types.Array(types.float32, 3, "A")
 _i32x16 = ir.VectorType(_i32, 16)
@@ -765,7 +765,7 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
             xi = x[i]
             for j in range(n):
                 kq[a, l, j] = _fma(kt[g, i, j], xi, kq[a, l, j])
-        _reduced(kq, True, lanes, n, t, w)
+        _reduced(kq, kq.shape[0] == 4, lanes, n, t, w)  # True, but not a constant: one ``_reduced`` for both calls
         if dk_full < dk:
             for j in range(n):
                 s = w[j]

@@ -72,6 +72,8 @@ AVX512_BF16 (``tests/oracle/test_kernel_paths.py``). ``computes(type, path)`` sa
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
@@ -80,7 +82,7 @@ from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
-from .jit import claim, kernel, threads
+from .jit import claim, compiled, kernel, threads
 from .q8 import Planes
 from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
 from .product import TASK_COLUMNS, _address, _fma, _load, prefetch
@@ -511,54 +513,56 @@ def _k_elements(code: int, tiled: bool):
     return elements
 
 
-(_q4k_dots, _q4k_tiles, _q5k_dots, _q5k_tiles, _q6k_dots, _q6k_tiles) = (
-    _k_elements(code, tiled) for code in (6, 7, 8) for tiled in (False, True))
+#: Q4_K's, Q5_K's and Q6_K's element (``_k_elements``) by code: (the type's dot, the tiled kernel's).
+_K_ELEMENTS = {code: (_k_elements(code, False), _k_elements(code, True)) for code in (6, 7, 8)}
 
 
-@kernel
-def _k_column(code, qx, dx, bs, w, n, tiled, out):
-    """Column ``n`` of a Q4_K, Q5_K or Q6_K product (``_k_elements``)."""
-    if code == 6:
-        if tiled:
-            _q4k_tiles(qx, dx, bs, w, n, out)
-        else:
-            _q4k_dots(qx, dx, bs, w, n, out)
-    elif code == 7:
-        if tiled:
-            _q5k_tiles(qx, dx, bs, w, n, out)
-        else:
-            _q5k_dots(qx, dx, bs, w, n, out)
-    elif tiled:
-        _q6k_tiles(qx, dx, bs, w, n, out)
-    else:
-        _q6k_dots(qx, dx, bs, w, n, out)
+@functools.lru_cache(maxsize=None)
+def _kernel_of(type_name: str):
+    """The kernel of a product over ``type_name`` (one of ``DOTS``): ``product(qx, dx, bs, w, tiled, nthreads, out)``
+    writes ``out[r, n]``, the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole
+    in vector code (``_k_elements``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation
+    row (``_values``); ``TASK_COLUMNS`` columns a task (``product``), taken by the ``nthreads`` threads as each is free
+    (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
 
+    Why one kernel a type (the type's code a constant of the closure, every other type's branch dropped before numba
+    types it): a kernel for every type, the code an argument, compiled all five types' code and linked and optimised
+    it again into the parallel loop's body — 13 s of a machine's first run of a Q4_K_M file, which needs two."""
+    code = DOTS[type_name]
+    dots, tiles = _K_ELEMENTS.get(code, (None, None))  # None: Q2_K's and Q3_K's branch takes neither
 
-@kernel(parallel=True)
-def _kernel(code, qx, dx, bs, w, tiled, nthreads, out):
-    """``out[r, n]``: the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole in
-    vector code (``_k_column``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation row
-    (``_values``); ``TASK_COLUMNS`` columns a task (``product``), taken by the ``nthreads`` threads as each is free
-    (``jit.claim``), a thread's tasks sharing one scratch."""
-    rows, k = qx.shape
-    n_out = w.shape[0]
-    whole = code == 6 or code == 7 or code == 8
-    tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):  # a thread's tasks share its scratch
-        lanes = np.zeros(8, dtype=np.int32)
-        acc = np.zeros(8, dtype=np.float32)
-        wv = np.empty(0 if whole else k, dtype=np.int16)
-        c = claim(taken)
-        while c < tasks:
-            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-                if whole:
-                    _k_column(code, qx, dx, bs, w, n, tiled, out)
-                    continue
-                _values(code, w[n], wv)
-                for r in range(rows):
-                    out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
+    def product(qx, dx, bs, w, tiled, nthreads, out):
+        rows, k = qx.shape
+        n_out = w.shape[0]
+        tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+        taken = np.zeros(1, np.int64)
+        for _ in prange(nthreads):  # a thread's tasks share its scratch
+            lanes = np.zeros(8, dtype=np.int32)
+            acc = np.zeros(8, dtype=np.float32)
+            wv = np.empty(k if code < 6 else 0, dtype=np.int16)
             c = claim(taken)
+            while c < tasks:
+                for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+                    if code >= 6:
+                        if tiled:
+                            tiles(qx, dx, bs, w, n, out)
+                        else:
+                            dots(qx, dx, bs, w, n, out)
+                        continue
+                    _values(code, w[n], wv)
+                    for r in range(rows):
+                        out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
+                c = claim(taken)
+
+    product.__qualname__ = product.__name__ = f"_kernel_{type_name}"
+    return compiled(kernel(parallel=True)(product), *_K_OPERANDS)
+
+
+#: ``_kernel_of``'s operands as its kernels are compiled for them (``jit.compiled``): Q8_K activations (``q``, ``d``,
+#: ``bsums``), the weight's bytes read-only (mapped from the file or made in memory, one machine code), the results.
+_K_OPERANDS = (types.Array(types.int8, 2, "C"), types.Array(types.float32, 2, "C"), types.Array(types.int32, 2, "C"),
+               types.Array(types.uint8, 2, "C", readonly=True), types.boolean, types.int64,
+               types.Array(types.float32, 2, "C"))
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
@@ -812,7 +816,7 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
         if w.type in DOTS:
             q, d, bs = quantize_q8_k(x2)
             tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
-            _kernel(DOTS[w.type], q, d, bs, raw, tiled, threads(), out)
+            _kernel_of(w.type)(q, d, bs, raw, tiled, threads(), out)
         elif w.type in LEGACY or w.type == "MXFP4":
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)

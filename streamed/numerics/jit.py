@@ -20,13 +20,15 @@ Invariants: a kernel computes what numba compiled for it — the same machine co
 when numba's registries are loaded, and whether the runtime's machine code was compiled in this process or read, change
 (``tests/cli/test_kernel_cache.py`` holds that a warm process loads no registry and compiles no runtime, and computes
 the logits of a process that did both). A runtime copy that cannot be read is compiled again, and one that cannot be
-written is only not kept.
+written is only not kept. Processes compiling signatures of one kernel at once keep each its own entry, naming its own
+machine code (``_Indexed``).
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import hashlib
+import itertools
 import os
 import pickle
 from pathlib import Path
@@ -35,34 +37,48 @@ import llvmlite
 import numba
 from numba import njit, types
 from numba.core import config
-from numba.core.caching import FunctionCache
+from numba.core.caching import FunctionCache, IndexDataCacheFile
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import nrtdynmod, rtsys
 from numba.extending import intrinsic
 
+from . import sources
+from .cpu import cores
 
-@functools.lru_cache(maxsize=None)
-def _sources(folder: Path) -> str:
-    """A digest of the Python sources in ``folder`` (a kernel's module's package: ``streamed/numerics``), read once a
-    process.
 
-    Why: numba keys a cached kernel by its own module's source alone, but a kernel's machine code is also made by
-    code generators of the modules beside it (``product.prefetch``, ``_address``, the dots intrinsics) and by their
-    constants (``ggml.COLUMNS``): a change there left the kernels of an unchanged module as they were compiled
-    before it, in every process after. With this digest in every kernel's key, a change to any of them compiles
-    the kernels again once."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+def _cell(value):
+    """What a kernel's closure cell holds, as it keys the kernel's cached machine code: a kernel (a numba dispatcher) or
+    an intrinsic by its function's module, name, bytecode and cells; a constant as itself; anything else pickled, as
+    numba keys it.
+
+    Why: numba keys a closure by its cells pickled, and a dispatcher (an intrinsic) pickles with an identifier drawn
+    afresh in every process — a kernel a factory makes (one a type: ``blocks._rows_of``) that calls another kernel or
+    intrinsic from its closure would be compiled again by every process, never found in the cache. The sources beside
+    it are in the key too (``sources.digest``), so a function's name, bytecode and cells say what it compiles to."""
+    if isinstance(value, (bool, int, float, str, bytes, type(None))):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_cell(v) for v in value)
+    f = getattr(value, "py_func", None) or getattr(value, "_defn", None)  # a kernel's function, an intrinsic's
+    if f is not None:
+        return ("kernel", f.__module__, f.__qualname__, hashlib.sha256(f.__code__.co_code).hexdigest(),
+                tuple(_cell(c.cell_contents) for c in f.__closure__ or ()))
+    from numba.core.serialize import dumps
+
+    return hashlib.sha256(dumps(value)).hexdigest()
 
 
 class _Loaded(FunctionCache):
     """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
-    threads: ``_threads``), and whose key holds the sources beside the kernel's module (``_sources``)."""
+    threads: ``_threads``), and whose key holds the sources beside the kernel's module (``sources.digest``) and its
+    closure's cells as ``_cell`` says."""
 
     def _index_key(self, sig, codegen):
-        return (*super()._index_key(sig, codegen), _sources(Path(self._py_func.__code__.co_filename).resolve().parent))
+        f = self._py_func
+        cells = b"" if f.__closure__ is None else repr(tuple(_cell(c.cell_contents) for c in f.__closure__)).encode()
+        return (sig, codegen.magic_tuple(), (hashlib.sha256(f.__code__.co_code).hexdigest(),
+                                             hashlib.sha256(cells).hexdigest()),
+                sources.digest(Path(f.__code__.co_filename).resolve().parent))
 
     def load_overload(self, sig, target_context):
         _runtime(target_context)
@@ -75,6 +91,48 @@ class _Loaded(FunctionCache):
 _LOADS = all(hasattr(FunctionCache, n) for n in ("_load_overload", "_guard_against_spurious_io_errors"))
 
 
+@contextlib.contextmanager
+def _one_at_a_time(path: str):
+    """Hold an exclusive lock on the file ``path`` (made if absent) while the block runs: other processes wait. Where
+    there is no ``fcntl`` (Windows) or the file cannot be made, the block runs unlocked."""
+    try:
+        import fcntl
+
+        held = open(path, "ab")
+    except (ImportError, OSError):
+        yield
+        return
+    with held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
+class _Indexed(IndexDataCacheFile):
+    """A kernel's index in the kernel cache (its signatures, each the file of its machine code), written by one process
+    at a time, an entry's machine code written before the entry.
+
+    Why: numba reads the index, adds its entry, writes the index back, then the machine code — under the first file
+    name the index it read left free. Two processes compiling two signatures of one kernel at once (the warm-up's
+    jobs, side by side) each wrote the index the other had not seen: one entry lost, compiled again by every later
+    run; both took the same file name, so the entry left could name the other signature's machine code. And a process
+    reading between the two writes found an entry whose file still held code an older build had left there."""
+
+    def save(self, key, data):
+        with _one_at_a_time(self._index_path + ".lock"):
+            overloads = self._load_index()
+            name = overloads.get(key)
+            if name is None:
+                taken = set(overloads.values())
+                name = next(n for n in map(self._data_name, itertools.count(1)) if n not in taken)
+            self._save_data(name, data)
+            overloads[key] = name
+            self._save_index(overloads)
+
+
+#: Whether this numba's index is written as ``_Indexed`` writes it.
+_INDEXES = all(hasattr(IndexDataCacheFile, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name"))
+
+
 def kernel(fn=None, /, **options):
     """``njit(cache=True, **options)``, loaded from the kernel cache as ``_Loaded`` says; ``@kernel`` or
     ``@kernel(parallel=True)``."""
@@ -83,9 +141,32 @@ def kernel(fn=None, /, **options):
         dispatcher = njit(cache=True, **options)(f)
         if type(dispatcher._cache) is FunctionCache and _LOADS:  # else numba's own loading, as numba made it
             dispatcher._cache.__class__ = _Loaded
+            indexed = dispatcher._cache._cache_file
+            if type(indexed) is IndexDataCacheFile and _INDEXES and hasattr(indexed, "_index_path"):
+                indexed.__class__ = _Indexed
         return dispatcher
 
     return make if fn is None else make(fn)
+
+
+_COMPILED: dict[tuple[int, ...], tuple] = {}
+
+
+def compiled(dispatcher, *argtypes):
+    """``dispatcher`` (a ``kernel``) compiled for ``argtypes`` — the most general of the arrays a run passes (any
+    layout, read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a
+    seeded one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache
+    (and loaded from it after) — what a warm-up on a small model compiles is what a real-size run uses.
+
+    Looked up by the objects' identities (numba's types are interned; the entry holds them, so no identity is
+    reused): hashing the types themselves, recursively, was 7 µs of every product's call — a decode step makes 113."""
+    key = (id(dispatcher), *map(id, argtypes))
+    if key not in _COMPILED:
+        dispatcher.disable_compile(False)
+        dispatcher.compile(argtypes)
+        dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
+        _COMPILED[key] = (dispatcher, argtypes)
+    return dispatcher
 
 
 def _runtime(context) -> None:
@@ -195,8 +276,7 @@ def _threads() -> None:
         parallel._launch_threads()
         return
     others = runnable_others()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    SPIN_CHOSEN = SPIN_BUSY if others is None else spin_count(others, cores, config.NUMBA_NUM_THREADS)
+    SPIN_CHOSEN = SPIN_BUSY if others is None else spin_count(others, cores(), config.NUMBA_NUM_THREADS)
     os.environ["GOMP_SPINCOUNT"] = SPIN_CHOSEN
     try:
         parallel._launch_threads()

@@ -40,7 +40,7 @@ from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
-from .jit import claim, kernel, threads
+from .jit import claim, compiled, kernel, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -256,25 +256,6 @@ _KERNEL = kernel(parallel=True)(_kernel)
 ACTIVATIONS = types.Array(types.float32, 3, "C")
 WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=True)
            for d in (np.float32, np.uint16, np.uint8)}
-_COMPILED: dict[tuple[int, ...], tuple] = {}
-
-
-def compiled(dispatcher, *argtypes):
-    """``dispatcher`` (a ``kernel``) compiled for ``argtypes`` — the most general of the arrays a run passes (any
-    layout, read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a
-    seeded one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and loaded from it
-    after) — what a warm-up on a small model compiles is what a real-size run uses.
-
-    Looked up by the objects' identities (numba's types are interned; the entry holds them, so no identity is
-    reused): hashing the types themselves, recursively, was 7 µs of every product's call — a decode step makes 113."""
-    key = (id(dispatcher), *map(id, argtypes))
-    if key not in _COMPILED:
-        dispatcher.disable_compile(False)
-        dispatcher.compile(argtypes)
-        dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
-        _COMPILED[key] = (dispatcher, argtypes)
-    return dispatcher
-
 
 # ---- the product --------------------------------------------------------------------------------------------------
 

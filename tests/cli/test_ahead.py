@@ -145,6 +145,28 @@ def test_after_streamed_warm_a_run_of_a_downloaded_file_compiles_no_kernel(warme
     assert "compiling the kernels" not in p.stderr
 
 
+def test_a_first_run_of_a_q4_k_m_file_compiles_the_kernels_of_its_own_types_alone_and_the_next_run_none(downloaded,
+                                                                                                          tmp_path):
+    """The quantised types' kernels are one a type (``blocks._rows_of``, ``ggml_quants._kernel_of``): a machine's
+    first run of a file compiles its own types' and no other's, and finds them in the cache in the next process (a
+    kernel a factory makes is keyed alike in every process: ``jit._cell``)."""
+    from gguf import GGUFReader
+
+    from streamed.numerics.blocks import TYPES
+
+    doc, path = downloaded["Q4_K_M"]
+    stored = {t.tensor_type.name for t in GGUFReader(path).tensors}
+    env = environment(tmp_path / "kernels", on=False)
+    runs = [streamed("run", doc, "--checkpoint", path, "--tokens", TOKENS, "--prefill", PREFILL, "--arithmetic",
+                     "llama.cpp", env=env, counted=True) for _ in range(2)]
+    assert all(p.returncode == 0 for p in runs), runs[-1].stderr
+    names = compiled(runs[0]).split(", ")
+    typed = {n.split("_", 2)[2] for n in names if n.startswith(("_rows_", "_kernel_")) and n.split("_", 2)[2] in TYPES}
+    assert any(n.startswith("_kernel_") for n in names) and typed, names  # a K-quant product and its dequantiser
+    assert typed <= stored, f"kernels of {sorted(typed - stored)} compiled for a file of {sorted(stored)}"
+    assert compiled(runs[1]) == "nothing", runs[1].stderr
+
+
 # ---- the first command on a machine -------------------------------------------------------------------------------
 
 

@@ -231,3 +231,35 @@ def test_a_kernel_is_compiled_again_when_a_code_generator_beside_it_changes(tmp_
     assert list((tmp_path / "cache").rglob("*.nbc")), "the kernel was not kept in the cache"
     assert computed(7) == 7
     assert computed(11) == 11, "the kernel kept from before its code generator changed was loaded"
+
+
+#: One process saving ``sys.argv[2]``'s entry in a kernel's index in ``sys.argv[1]``, as a compile does: it reads the
+#: index, then waits (2 s at most) until the process saving ``sys.argv[3]``'s has read it too, then writes.
+SAVING = """
+import sys, time
+from pathlib import Path
+from streamed.numerics.jit import _Indexed
+folder, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+index = _Indexed(cache_path=str(folder), filename_base="kernel", source_stamp="sources")
+read = index._load_index
+def read_then_wait():
+    found = read()
+    (folder / f"{me}.read").touch()
+    for _ in range(40):
+        if (folder / f"{other}.read").exists():
+            break
+        time.sleep(0.05)
+    return found
+index._load_index = read_then_wait
+index.save(("signature", me), "machine code of " + me)
+"""
+
+
+def test_processes_saving_two_signatures_of_one_kernel_at_once_keep_both_each_naming_its_own_code(tmp_path):
+    from streamed.numerics.jit import _Indexed
+
+    saving = [subprocess.Popen([sys.executable, "-c", SAVING, str(tmp_path), me, other], cwd=ROOT)
+              for me, other in (("a", "b"), ("b", "a"))]
+    assert [p.wait(timeout=60) for p in saving] == [0, 0]
+    index = _Indexed(cache_path=str(tmp_path), filename_base="kernel", source_stamp="sources")
+    assert [index.load(("signature", s)) for s in "ab"] == ["machine code of a", "machine code of b"]
