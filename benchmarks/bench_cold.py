@@ -115,8 +115,8 @@ def render(rows: list[dict], args, start_load: str) -> str:
     warm = {(r["checkpoint"], r["arithmetic"]): r for r in rows if r["way"] == "warm"}
     for r in rows:
         w = warm[r["checkpoint"], r["arithmetic"]]
-        lines.append(f"| {r['checkpoint']} | {r['arithmetic']} | {r['way']} | {r['wall']:.1f} | {r['cpu']:.1f} | "
-                     f"{r['wall'] - w['wall']:+.1f} | {r['cpu'] - w['cpu']:+.1f} |")
+        beyond = "| |" if r["way"] not in WAYS else f"{r['wall'] - w['wall']:+.1f} | {r['cpu'] - w['cpu']:+.1f} |"
+        lines.append(f"| {r['checkpoint']} | {r['arithmetic']} | {r['way']} | {r['wall']:.1f} | {r['cpu']:.1f} | {beyond}")
     return "\n".join(lines) + "\n"
 
 
