@@ -80,10 +80,12 @@ def main() -> None:
     rows = []
     # Processes measured as an installed package runs: its modules' bytecode kept (bench_realsize.MEASURED).
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    for name, arithmetic in ((n, a) for n in args.checkpoint for a in ("exact", "llama.cpp")):
-        gguf, doc = made(folder, name, ONE_B, *CHECKPOINTS[name]), folder / f"{name}.lgm"
+    files = {name: (made(folder, name, ONE_B, *CHECKPOINTS[name]), folder / f"{name}.lgm") for name in args.checkpoint}
+    for gguf, doc in files.values():
         if not doc.exists():
             run_process([PY, "-m", "streamed", "author", str(gguf), "-o", str(doc)])
+    for name, arithmetic in ((n, a) for n in args.checkpoint for a in ("exact", "llama.cpp")):
+        gguf, doc = files[name]
         argv = [PY, "-m", "streamed", "run", str(doc), "--checkpoint", str(gguf), "--tokens", tokens, "--prefill",
                 str(args.tokens), "--save", str(folder / "logits.npz"), "--arithmetic", arithmetic]
         times: dict[str, list[tuple[float, float]]] = {way: [] for way in (*WAYS, "`streamed warm` itself")}
@@ -116,7 +118,8 @@ def render(rows: list[dict], args, start_load: str) -> str:
     for r in rows:
         w = warm[r["checkpoint"], r["arithmetic"]]
         beyond = "| |" if r["way"] not in WAYS else f"{r['wall'] - w['wall']:+.1f} | {r['cpu'] - w['cpu']:+.1f} |"
-        lines.append(f"| {r['checkpoint']} | {r['arithmetic']} | {r['way']} | {r['wall']:.1f} | {r['cpu']:.1f} | {beyond}")
+        lines.append(f"| {r['checkpoint']} | {r['arithmetic']} | {r['way']} | {r['wall']:.1f} | {r['cpu']:.1f} | "
+                     + beyond)
     return "\n".join(lines) + "\n"
 
 
