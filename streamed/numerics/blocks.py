@@ -21,10 +21,10 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, types
 
 from ..model.checkpoint import BLOCKS
-from .jit import compiled, kernel
+from .jit import claim, compiled, kernel, on_threads, threads
 
 #: The code of each type read here (``_block_of``).
 _CODES = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3, "Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8,
@@ -209,8 +209,9 @@ def _block_of(code: int):
 
 @functools.lru_cache(maxsize=None)
 def _rows_of(type_name: str):
-    """The kernel dequantising rows of ``type_name``: ``rows(values, nbytes, raw, out, half, mx)`` writes each row of
-    ``raw`` (its blocks' bytes) into the same row of ``out``, the rows in parallel; made once a process a type.
+    """The kernel dequantising rows of ``type_name``: ``rows(values, nbytes, raw, out, half, mx, nthreads)`` writes
+    each row of ``raw`` (its blocks' bytes) into the same row of ``out``, a row a task on ``nthreads`` threads
+    (``jit.on_threads``); made once a process a type.
 
     Why one kernel a type, not one for every type with the type's code an argument: numba compiles every branch of a
     kernel, and links and optimises the whole again into the parallel loop's body — dequantising one Q4_K tensor
@@ -219,19 +220,27 @@ def _rows_of(type_name: str):
     compiled what every run uses."""
     block = _block_of(_CODES[type_name])
 
-    def rows(values, nbytes, raw, out, half, mx):
-        for r in prange(raw.shape[0]):
+    def share(values, nbytes, raw, out, half, mx, taken):  # one thread's: the next row while any is left
+        r = claim(taken)
+        while r < raw.shape[0]:
             for b in range(raw.shape[1] // nbytes):
                 block(raw[r], b * nbytes, out[r], b * values, half, mx)
+            r = claim(taken)
 
+    shared = on_threads(share)
+
+    def rows(values, nbytes, raw, out, half, mx, nthreads):
+        shared(nthreads, (values, nbytes, raw, out, half, mx, np.zeros(1, np.int64)))
+
+    share.__qualname__ = share.__name__ = f"_share_{type_name}"
     rows.__qualname__ = rows.__name__ = f"_rows_{type_name}"
-    return compiled(kernel(parallel=True)(rows), *_ROWS)
+    return compiled(kernel(rows), *_ROWS)
 
 
 #: ``_rows_of``'s operands as its kernels are compiled for them (``jit.compiled``): the stored bytes read-only, so a
 #: tensor's bytes mapped from the file and a copy of some of its rows (an embedding's) share one machine code.
 _ROWS = (types.int64, types.int64, types.Array(types.uint8, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
-         types.Array(types.float32, 1, "C", readonly=True), types.Array(types.int8, 1, "C", readonly=True))
+         types.Array(types.float32, 1, "C", readonly=True), types.Array(types.int8, 1, "C", readonly=True), types.int64)
 
 
 def dequantize_rows(raw: np.ndarray, type_name: str) -> np.ndarray:
@@ -242,7 +251,7 @@ def dequantize_rows(raw: np.ndarray, type_name: str) -> np.ndarray:
     flat = np.ascontiguousarray(raw.reshape(-1, width))
     out = np.empty((flat.shape[0], width // nbytes * block), dtype=np.float32)
     if out.size:
-        _rows_of(type_name)(block, nbytes, flat, out, _HALF, _MXFP4)
+        _rows_of(type_name)(block, nbytes, flat, out, _HALF, _MXFP4, threads())
     return out.reshape(*lead, out.shape[-1])
 
 

@@ -41,14 +41,14 @@ import numba
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
-from numba import prange, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       operands, prefetch)
 from .cpu import KernelPath
-from .jit import claim, compiled, in_threads, kernel, threads
+from .jit import claim, compiled, in_threads, kernel, on_threads, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -322,7 +322,40 @@ def _hsum8(a):
     return ((a[4] + a[0]) + (a[6] + a[2])) + ((a[5] + a[1]) + (a[7] + a[3]))
 
 
-@kernel(parallel=True)
+def _q8_tasks(qx, dx, w, ratio, out, taken):
+    """One thread's share of ``_q8_kernel``: the next task (``COLUMNS`` columns of one batch) as long as one is left."""
+    nb_, rows, k = qx.shape
+    n_out = w.shape[1]
+    groups = (n_out + COLUMNS - 1) // COLUMNS
+    tiled = _VNNI and rows >= _Q8_ROWS
+    tasks = nb_ * groups
+    g = claim(taken)
+    while g < tasks:
+        b = g // groups
+        n0 = (g - b * groups) * COLUMNS
+        n1 = min(n_out, n0 + COLUMNS)
+        paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if tiled else n0
+        wb = b // ratio
+        for r0 in range(0, rows, ROW_TILE):
+            r1 = min(rows, r0 + ROW_TILE)
+            shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
+            for n in range(n0, paired, _Q8_COLUMNS):
+                for r in range(r0, shared, _Q8_ROWS):
+                    _q8_tile(qx, b, r, dx, w, wb, n, out)
+                for r in range(shared, r1):
+                    _q8_tile_row(qx, b, r, dx, w, wb, n, out)
+            for n in range(paired, n1):
+                for r in range(r0, shared, _Q8_ROWS):
+                    _q8_rows(qx, b, r, dx, w, wb, n, out)
+                for r in range(shared, r1):
+                    _q8_row(qx, b, r, dx, w, wb, n, out)
+        g = claim(taken)
+
+
+_q8_threads = on_threads(_q8_tasks)
+
+
+@kernel
 def _q8_kernel(qx, dx, w, ratio, nthreads, out):
     """``out[b, r, n]``: the Q8_0 dot of row ``r`` of ``qx[b]`` with column ``n`` of ``w[b // ratio]`` (``_q8_dots``),
     ``COLUMNS`` columns a task, ``nthreads`` threads each taking the next task as it is free (``jit.claim``), a tile of
@@ -332,34 +365,7 @@ def _q8_kernel(qx, dx, w, ratio, nthreads, out):
     tile, one sequential stream a column streamed the mapped file at 18–19 GB/s where the tile's four did at 11–14
     (a 1-row product over 2 GB of an 8B's FFN weights, 2 threads), and the tile's work per block is made for rows
     that share it."""
-    nb_, rows, k = qx.shape
-    n_out = w.shape[1]
-    groups = (n_out + COLUMNS - 1) // COLUMNS
-    tiled = _VNNI and rows >= _Q8_ROWS
-    tasks = nb_ * groups
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):  # a task at a time, as each thread becomes free (``claim``)
-        g = claim(taken)
-        while g < tasks:
-            b = g // groups
-            n0 = (g - b * groups) * COLUMNS
-            n1 = min(n_out, n0 + COLUMNS)
-            paired = n0 + (n1 - n0) // _Q8_COLUMNS * _Q8_COLUMNS if tiled else n0
-            wb = b // ratio
-            for r0 in range(0, rows, ROW_TILE):
-                r1 = min(rows, r0 + ROW_TILE)
-                shared = r0 + (r1 - r0) // _Q8_ROWS * _Q8_ROWS
-                for n in range(n0, paired, _Q8_COLUMNS):
-                    for r in range(r0, shared, _Q8_ROWS):
-                        _q8_tile(qx, b, r, dx, w, wb, n, out)
-                    for r in range(shared, r1):
-                        _q8_tile_row(qx, b, r, dx, w, wb, n, out)
-                for n in range(paired, n1):
-                    for r in range(r0, shared, _Q8_ROWS):
-                        _q8_rows(qx, b, r, dx, w, wb, n, out)
-                    for r in range(shared, r1):
-                        _q8_row(qx, b, r, dx, w, wb, n, out)
-            g = claim(taken)
+    _q8_threads(nthreads, (qx, dx, w, ratio, out, np.zeros(1, np.int64)))
 
 
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
@@ -431,29 +437,36 @@ def _tiny(x, y, lanes, acc):
     return _hsum(acc, lanes)
 
 
-@kernel(parallel=True)
-def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, nthreads, out):
-    """``out[b] = x[b] · W[b // ratio]`` in ggml's float arithmetic (``mul_mat``), on ``nthreads`` threads taking
-    ``TASK_COLUMNS`` columns at a time as each is free (``jit.claim``); a thread's scratch made once."""
+def _float_tasks(x, w, ratio, tiny, wide_tail, lanes, out, taken):
+    """One thread's share of ``_float_kernel``: the next ``TASK_COLUMNS`` columns while any are left, its scratch made
+    once."""
     nb_, rows, k = x.shape
     n_out = w.shape[1]
     total = nb_ * n_out
     tasks = (total + TASK_COLUMNS - 1) // TASK_COLUMNS
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):
-        col = np.empty(k, np.float32)
-        acc = np.empty((4, 16), np.float32)
+    col = np.empty(k, np.float32)
+    acc = np.empty((4, 16), np.float32)
+    c = claim(taken)
+    while c < tasks:
+        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+            b = i // n_out
+            n = i - b * n_out
+            for j in range(k):
+                col[j] = _element(w[b // ratio, n, j])
+            for r in range(rows):
+                out[b, r, n] = (_tiny(x[b, r], col, lanes, acc[0]) if tiny
+                                else _vec_dot(x[b, r], col, wide_tail, lanes, acc))
         c = claim(taken)
-        while c < tasks:
-            for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
-                b = i // n_out
-                n = i - b * n_out
-                for j in range(k):
-                    col[j] = _element(w[b // ratio, n, j])
-                for r in range(rows):
-                    out[b, r, n] = (_tiny(x[b, r], col, lanes, acc[0]) if tiny
-                                    else _vec_dot(x[b, r], col, wide_tail, lanes, acc))
-            c = claim(taken)
+
+
+_float_threads = on_threads(_float_tasks)
+
+
+@kernel
+def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, nthreads, out):
+    """``out[b] = x[b] · W[b // ratio]`` in ggml's float arithmetic (``mul_mat``), on ``nthreads`` threads taking
+    ``TASK_COLUMNS`` columns at a time as each is free (``jit.claim``); a thread's scratch made once."""
+    _float_threads(nthreads, (x, w, ratio, tiny, wide_tail, lanes, out, np.zeros(1, np.int64)))
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath, step: int = 0) -> bool:

@@ -76,13 +76,13 @@ import functools
 
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
-from .jit import claim, compiled, kernel, threads
+from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
 from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
 from .product import TASK_COLUMNS, _address, _fma, _load, prefetch
@@ -128,10 +128,11 @@ def _nearest_int(v):
     return (_bits(v + F32(12582912.0)) & 0x007FFFFF) - 0x00400000
 
 
-@kernel(parallel=True)
-def _quantize_q8_k(x, q, d, bsums):
+def _quantize_q8_k_rows(x, q, d, bsums, taken):
+    """One thread's share of ``_quantize_q8_k``: the next row while any is left."""
     rows, k = x.shape
-    for r in prange(rows):
+    r = claim(taken)
+    while r < rows:
         for i in range(k // QK_K):
             o = i * QK_K
             top = F32(0)
@@ -158,6 +159,16 @@ def _quantize_q8_k(x, q, d, bsums):
                     s += q[r, o + 16 * j + t]
                 bsums[r, 16 * i + j] = s
             d[r, i] = F32(1.0) / iscale
+        r = claim(taken)
+
+
+_quantize_q8_k_threads = on_threads(_quantize_q8_k_rows)
+
+
+@kernel
+def _quantize_q8_k(x, q, d, bsums, nthreads):
+    """``quantize_q8_k``'s rows on ``nthreads`` threads, a row a task."""
+    _quantize_q8_k_threads(nthreads, (x, q, d, bsums, np.zeros(1, np.int64)))
 
 
 def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -171,7 +182,7 @@ def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     d = np.empty((rows, k // QK_K), dtype=F32)
     bsums = np.empty((rows, k // 16), dtype=np.int32)
     if x.size:
-        _quantize_q8_k(x, q, d, bsums)
+        _quantize_q8_k(x, q, d, bsums, threads())
     return q, d, bsums
 
 
@@ -531,31 +542,35 @@ def _kernel_of(type_name: str):
     code = DOTS[type_name]
     dots, tiles = _K_ELEMENTS.get(code, (None, None))  # None: Q2_K's and Q3_K's branch takes neither
 
-    def product(qx, dx, bs, w, tiled, nthreads, out):
+    def share(qx, dx, bs, w, tiled, out, taken):  # one thread's: its tasks share its scratch
         rows, k = qx.shape
         n_out = w.shape[0]
         tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
-        taken = np.zeros(1, np.int64)
-        for _ in prange(nthreads):  # a thread's tasks share its scratch
-            lanes = np.zeros(8, dtype=np.int32)
-            acc = np.zeros(8, dtype=np.float32)
-            wv = np.empty(k if code < 6 else 0, dtype=np.int16)
+        lanes = np.zeros(8, dtype=np.int32)
+        acc = np.zeros(8, dtype=np.float32)
+        wv = np.empty(k if code < 6 else 0, dtype=np.int16)
+        c = claim(taken)
+        while c < tasks:
+            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+                if code >= 6:
+                    if tiled:
+                        tiles(qx, dx, bs, w, n, out)
+                    else:
+                        dots(qx, dx, bs, w, n, out)
+                    continue
+                _values(code, w[n], wv)
+                for r in range(rows):
+                    out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
             c = claim(taken)
-            while c < tasks:
-                for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-                    if code >= 6:
-                        if tiled:
-                            tiles(qx, dx, bs, w, n, out)
-                        else:
-                            dots(qx, dx, bs, w, n, out)
-                        continue
-                    _values(code, w[n], wv)
-                    for r in range(rows):
-                        out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
-                c = claim(taken)
 
+    shared = on_threads(share)
+
+    def product(qx, dx, bs, w, tiled, nthreads, out):
+        shared(nthreads, (qx, dx, bs, w, tiled, out, np.zeros(1, np.int64)))
+
+    share.__qualname__ = share.__name__ = f"_share_{type_name}"
     product.__qualname__ = product.__name__ = f"_kernel_{type_name}"
-    return compiled(kernel(parallel=True)(product), *_K_OPERANDS)
+    return compiled(kernel(product), *_K_OPERANDS)
 
 
 #: ``_kernel_of``'s operands as its kernels are compiled for them (``jit.compiled``): Q8_K activations (``q``, ``d``,
@@ -603,28 +618,36 @@ def _legacy_block(code, w, at, v):
     return d, m
 
 
-@kernel(parallel=True)
-def _legacy_kernel(code, nbytes, qx, dx, sx, w, nthreads, out):
-    """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
-    ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
-    ``hsum_float_8(acc) + summs``. MXFP4 takes its blocks in pairs, the even one's lanes into ``acc``, the odd one's
-    into a second ``acc′``, and an odd last block apart: the result ``hsum_float_8(acc + acc′)``, then ``fma(d, Σ
-    of the last block's products, ·)``."""
+def _legacy_tasks(code, nbytes, qx, dx, sx, w, out, taken):
+    """One thread's share of ``_legacy_kernel``: the next ``TASK_COLUMNS`` columns while any are left, its scratch
+    made once."""
     rows, k = qx.shape
     nb = k // 32
     paired = nb - nb % 2 if code == MXFP4 else nb
     n_out = w.shape[0]
     tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):  # a thread's tasks share its scratch
-        v = np.empty(32, dtype=np.int32)
-        acc = np.empty((rows, 2, 8), dtype=np.float32)
-        summs = np.empty(rows, dtype=np.float32)
+    v = np.empty(32, dtype=np.int32)
+    acc = np.empty((rows, 2, 8), dtype=np.float32)
+    summs = np.empty(rows, dtype=np.float32)
+    c = claim(taken)
+    while c < tasks:
+        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
         c = claim(taken)
-        while c < tasks:
-            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-                _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
-            c = claim(taken)
+
+
+_legacy_threads = on_threads(_legacy_tasks)
+
+
+@kernel
+def _legacy_kernel(code, nbytes, qx, dx, sx, w, nthreads, out):
+    """Each element: per block of 32, eight int32 lanes (lane ``l`` the products of values ``4l … 4l+3``, exact),
+    ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
+    ``hsum_float_8(acc) + summs``. MXFP4 takes its blocks in pairs, the even one's lanes into ``acc``, the odd one's
+    into a second ``acc′``, and an odd last block apart: the result ``hsum_float_8(acc + acc′)``, then ``fma(d, Σ
+    of the last block's products, ·)``. ``nthreads`` threads take ``TASK_COLUMNS`` columns at a time as each is free
+    (``jit.claim``)."""
+    _legacy_threads(nthreads, (code, nbytes, qx, dx, sx, w, out, np.zeros(1, np.int64)))
 
 
 @kernel
@@ -757,29 +780,37 @@ def _tiny_dp(x, y, acc):
     return _hsum(acc, 16)
 
 
-@kernel(parallel=True)
-def _bf16_kernel(x, w, tiny, lanes, dp, nthreads, out):
-    """``out[r, n]``: row ``r`` of ``x`` by column ``n`` of ``w`` (bf16 bits), by tinyBLAS's element (``tiny``) or
-    ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else the float code of the path's ``lanes``
-    (AVX2's 8, AVX-512F's 16)."""
+def _bf16_tasks(x, w, tiny, lanes, dp, out, taken):
+    """One thread's share of ``_bf16_kernel``: the next ``TASK_COLUMNS`` columns while any are left, its scratch made
+    once."""
     rows, k = x.shape
     n_out = w.shape[0]
     tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):  # a thread's tasks share its scratch
-        col = np.empty(k, np.float32)
-        acc = np.empty((4, 16), np.float32)  # the element's accumulators
+    col = np.empty(k, np.float32)
+    acc = np.empty((4, 16), np.float32)  # the element's accumulators
+    c = claim(taken)
+    while c < tasks:
+        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            for j in range(k):
+                col[j] = _from_bits(np.int64(w[n, j]) << 16)
+            for r in range(rows):
+                if tiny:
+                    out[r, n] = _tiny_dp(x[r], col, acc[0]) if dp else _tiny(x[r], col, lanes, acc[0])
+                else:
+                    out[r, n] = _bf16_dot512(x[r], col, dp, acc) if lanes == 16 else _bf16_dot(x[r], col, acc)
         c = claim(taken)
-        while c < tasks:
-            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
-                for j in range(k):
-                    col[j] = _from_bits(np.int64(w[n, j]) << 16)
-                for r in range(rows):
-                    if tiny:
-                        out[r, n] = _tiny_dp(x[r], col, acc[0]) if dp else _tiny(x[r], col, lanes, acc[0])
-                    else:
-                        out[r, n] = _bf16_dot512(x[r], col, dp, acc) if lanes == 16 else _bf16_dot(x[r], col, acc)
-            c = claim(taken)
+
+
+_bf16_threads = on_threads(_bf16_tasks)
+
+
+@kernel
+def _bf16_kernel(x, w, tiny, lanes, dp, nthreads, out):
+    """``out[r, n]``: row ``r`` of ``x`` by column ``n`` of ``w`` (bf16 bits), by tinyBLAS's element (``tiny``) or
+    ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else the float code of the path's ``lanes``
+    (AVX2's 8, AVX-512F's 16); ``nthreads`` threads take ``TASK_COLUMNS`` columns at a time as each is free
+    (``jit.claim``)."""
+    _bf16_threads(nthreads, (x, w, tiny, lanes, dp, out, np.zeros(1, np.int64)))
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------

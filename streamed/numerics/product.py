@@ -33,14 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
-from .jit import claim, compiled, kernel, threads
+from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -209,44 +209,51 @@ TASK_COLUMNS = 32
 # over output columns, with one arithmetic.
 
 
-def _kernel(x, w, ratio, nthreads, out):
-    """``out[b] = x[b] · W[b // ratio]`` where ``w[·, n]`` holds column ``n`` of ``W`` along the reduction (dense
-    float32/float16, or Q8_0 blocks), on ``nthreads`` threads taking ``TASK_COLUMNS`` columns at a time."""
+def _tasks(x, w, ratio, out, taken):
+    """One thread's share of ``_kernel``: the next ``TASK_COLUMNS`` columns while any are left, its scratch made once."""
     nb_, rows, k = x.shape
     n_out = w.shape[1]
     blocks = k // 32
     rem = k - blocks * 32
     total = nb_ * n_out
     tasks = (total + TASK_COLUMNS - 1) // TASK_COLUMNS
-    taken = np.zeros(1, np.int64)
-    for _ in prange(nthreads):  # a thread's tasks share its scratch
-        acc = np.empty(rows)
-        lanes = np.zeros(LANES, dtype=np.float32)
-        c = claim(taken)
-        while c < tasks:
-            for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
-                b = i // n_out
-                n = i - b * n_out
-                wb = b // ratio
-                shared = rows // SHARED_ROWS * SHARED_ROWS
-                for r in range(0, shared, SHARED_ROWS):
-                    _partials_rows(x, b, r, w, wb, n, acc)
-                for r in range(shared, rows):
-                    _partials_row(x, b, r, w, wb, n, acc)
-                if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
-                    k0 = blocks * 32
-                    for r in range(rows):
-                        lanes[:] = 0
-                        for j in range(rem):
-                            lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
-                        acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-                                             + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
+    acc = np.empty(rows)
+    lanes = np.zeros(LANES, dtype=np.float32)
+    c = claim(taken)
+    while c < tasks:
+        for i in range(c * TASK_COLUMNS, min(total, (c + 1) * TASK_COLUMNS)):
+            b = i // n_out
+            n = i - b * n_out
+            wb = b // ratio
+            shared = rows // SHARED_ROWS * SHARED_ROWS
+            for r in range(0, shared, SHARED_ROWS):
+                _partials_rows(x, b, r, w, wb, n, acc)
+            for r in range(shared, rows):
+                _partials_row(x, b, r, w, wb, n, acc)
+            if rem:  # the last, shorter block, lane by lane as the rule says (never Q8_0: its blocks are whole)
+                k0 = blocks * 32
                 for r in range(rows):
-                    out[b, r, n] = np.float32(acc[r])
-            c = claim(taken)
+                    lanes[:] = 0
+                    for j in range(rem):
+                        lanes[j % LANES] = _fma(x[b, r, k0 + j], _element(w[wb, n, k0 + j]), lanes[j % LANES])
+                    acc[r] += np.float64(((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+                                         + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])))
+            for r in range(rows):
+                out[b, r, n] = np.float32(acc[r])
+        c = claim(taken)
 
 
-_KERNEL = kernel(parallel=True)(_kernel)
+_kernel_threads = on_threads(_tasks)
+
+
+def _kernel(x, w, ratio, nthreads, out):
+    """``out[b] = x[b] · W[b // ratio]`` where ``w[·, n]`` holds column ``n`` of ``W`` along the reduction (dense
+    float32/float16, or Q8_0 blocks), on ``nthreads`` threads taking ``TASK_COLUMNS`` columns at a time as each is free
+    (``jit.claim``)."""
+    _kernel_threads(nthreads, (x, w, ratio, out, np.zeros(1, np.int64)))
+
+
+_KERNEL = kernel(_kernel)
 
 
 # ---- one compiled signature a kernel ------------------------------------------------------------------------------
