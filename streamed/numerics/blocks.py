@@ -214,9 +214,8 @@ def _rows_of(type_name: str):
     (``jit.on_threads``); made once a process a type.
 
     Why one kernel a type, not one for every type with the type's code an argument: numba compiles every branch of a
-    kernel, and links and optimises the whole again into the parallel loop's body — dequantising one Q4_K tensor
-    (a Q4_K_M file's token embeddings) compiled all eleven types' code, 9 s of a machine's first run, where one
-    type's is 2–3 s. Its own name keeps its own file in the kernel cache; one signature (``_ROWS``) keeps what a warm-up
+    kernel — dequantising one Q4_K tensor (a Q4_K_M file's token embeddings) compiled all eleven types' code, 9 s of a
+    machine's first run (then a parallel loop, compiled twice), where one type's is 2–3 s. Its own name keeps its own file in the kernel cache; one signature (``_ROWS``) keeps what a warm-up
     compiled what every run uses."""
     block = _block_of(_CODES[type_name])
 

@@ -532,9 +532,11 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, epsilon: float, heads: int = 1) ->
 
 
 @kernel
-def _rope_tables(ctx, half, theta_scale, freq_scale, factors, low, high, ext_factor, mscale, cos, sin):
-    """``ggml_rope_cache_init`` and ``rope_yarn`` as compiled (GCC contracts the ramp's mix into one fma)."""
+def _rope_tables(ctx, half, base, power, freq_scale, factors, low, high, ext_factor, mscale, cos, sin):
+    """``ggml_rope_cache_init`` and ``rope_yarn`` as compiled (GCC contracts the ramp's mix into one fma), the angles'
+    step ``base^power`` by ``powf`` here (a kernel of its own was a kernel more to compile in a first run)."""
     one, zero = np.float32(1.0), np.float32(0.0)
+    theta_scale = np.float32(math.pow(base, power))
     for p in range(ctx):
         theta = np.float32(p)
         for i in range(half):
@@ -570,23 +572,13 @@ def rope_tables(base: float, ctx: int, half: int, freq_scale: float = 1.0, facto
     factors: Llama 3's ``rope_freqs``, LongRoPE's list), with YaRN's ``ramp`` (its corrected dims,
     ``yarn_corr_dims``) mixed with the unscaled ``θᵢ / fᵢ`` as ``rope_yarn`` mixes them; ``cosf``/``sinf`` of it
     times ``mscale``, the float32 factor the rotation carries (for YaRN, ``rope_yarn``'s own term already in it)."""
-    theta_scale = _powf(F32(base), F32(F32(-2.0) / F32(2 * half)))
     f = np.ones(half, F32) if factors is None else np.ascontiguousarray(factors, dtype=F32)
     low, high = ramp if ramp is not None else (F32(0), F32(0))
     cos = np.empty((ctx, half), F32)
     sin = np.empty((ctx, half), F32)
-    _rope_tables(ctx, half, theta_scale, F32(freq_scale), f, F32(low), F32(high), F32(1 if ramp is not None else 0),
-                 F32(mscale), cos, sin)
+    _rope_tables(ctx, half, F32(base), F32(F32(-2.0) / F32(2 * half)), F32(freq_scale), f, F32(low), F32(high),
+                 F32(1 if ramp is not None else 0), F32(mscale), cos, sin)
     return cos, sin
-
-
-@kernel
-def _powf_kernel(a, b):
-    return math.pow(a, b)
-
-
-def _powf(a: np.float32, b: np.float32) -> np.float32:
-    return F32(_powf_kernel(F32(a), F32(b)))
 
 
 @kernel
