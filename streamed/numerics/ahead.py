@@ -3,8 +3,8 @@ the kernel cache by small runs made for it (``every_job``), several at once, bef
 
 Why: numba compiles a kernel the first time a process calls it, and keeps the machine code in the kernel cache
 (``streamed.kernel_cache``). With an empty cache a run compiles everything it calls, one kernel after another: a
-1B-shaped Q8_0 prefill in llama.cpp's arithmetic paid 8–10 s for it (attention 5 s, the Q8_0 product 4 s), a
-checkpoint of K-quants, BF16 and F16 tensors nearer a minute. A ``pip install`` runs none of our code, so nothing
+1B-shaped Q8_0 prefill in llama.cpp's arithmetic pays about 8 s for it (attention's kernels 2–4 s, the Q8_0 product
+1–2 s), a Q4_K_M file's about 11 s (docs/performance.md). A ``pip install`` runs none of our code, so nothing
 can compile at install; what can be done is ``streamed warm``, an install step for whoever scripts one (``make``
 runs it), and the same in the background once any command on a machine has ended, or the language server has
 started (``start``). A run that is itself the first compiles its own kernels as it goes, as numba does, alone on the
@@ -60,8 +60,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "k": ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"),
     "mxfp4": ("MXFP4",),
 }
-#: The order jobs start in, the longest first (numba's compile events, an empty cache: llama.cpp's K-quant product
-#: 11 s, its float product 6 s a storage, attention 5–7 s), so that the longest is not left for last.
+#: The order jobs start in, the longest first (numba's compile events, an empty cache, measured while the products
+#: were parallel loops: llama.cpp's K-quant product 11 s, its float product 6 s a storage, attention 5–7 s), so that
+#: the longest is not left for last.
 ORDER = ("k", "float", "attention", "bf16", "legacy", "q8_0", "mxfp4")
 #: The width of the jobs' models: a whole K-quant super-block (256 values) a row.
 WIDTH = 256
