@@ -229,7 +229,7 @@ def _rows_of(type_name: str):
     shared = on_threads(share)
 
     def rows(values, nbytes, raw, out, half, mx, nthreads):
-        shared(nthreads, (values, nbytes, raw, out, half, mx, np.zeros(1, np.int64)))
+        shared(nthreads, (values, nbytes, raw, out, half, mx))
 
     share.__qualname__ = share.__name__ = f"_share_{type_name}"
     rows.__qualname__ = rows.__name__ = f"_rows_{type_name}"

@@ -48,7 +48,7 @@ from numba.extending import intrinsic
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       operands, prefetch)
 from .cpu import KernelPath
-from .jit import claim, compiled, in_threads, kernel, on_threads, threads
+from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -365,7 +365,7 @@ def _q8_kernel(qx, dx, w, ratio, nthreads, out):
     tile, one sequential stream a column streamed the mapped file at 18–19 GB/s where the tile's four did at 11–14
     (a 1-row product over 2 GB of an 8B's FFN weights, 2 threads), and the tile's work per block is made for rows
     that share it."""
-    _q8_threads(nthreads, (qx, dx, w, ratio, out, np.zeros(1, np.int64)))
+    _q8_threads(nthreads, (qx, dx, w, ratio, out))
 
 
 # ---- float32 and float16 dots -------------------------------------------------------------------------------------
@@ -466,7 +466,7 @@ _float_threads = on_threads(_float_tasks)
 def _float_kernel(x, w, ratio, tiny, wide_tail, lanes, nthreads, out):
     """``out[b] = x[b] · W[b // ratio]`` in ggml's float arithmetic (``mul_mat``), on ``nthreads`` threads taking
     ``TASK_COLUMNS`` columns at a time as each is free (``jit.claim``); a thread's scratch made once."""
-    _float_threads(nthreads, (x, w, ratio, tiny, wide_tail, lanes, out, np.zeros(1, np.int64)))
+    _float_threads(nthreads, (x, w, ratio, tiny, wide_tail, lanes, out))
 
 
 def tiny_blas(rows: int, k: int, n: int, path: KernelPath, step: int = 0) -> bool:
@@ -701,6 +701,11 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 
 # ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
 
+#: The multiply-adds below which ``attention`` runs on one thread (about a millisecond's work): such work gains nothing
+#: from a second thread — a decode step's attention over 40 cells and 32 heads took 0.5 ms a call either way
+#: (in-process medians of 400 calls).
+SERIAL = 1 << 20
+
 
 @kernel
 def _reduced(acc, four, lanes, count, t, out):
@@ -730,13 +735,12 @@ def _reduced(acc, four, lanes, count, t, out):
             out[j] = ((t[4, j] + t[0, j]) + (t[6, j] + t[2, j])) + ((t[5, j] + t[1, j]) + (t[7, j] + t[3, j]))
 
 
-@kernel(nogil=True)
-def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
-    """Heads and rows ``first … last − 1`` of ``attention`` (task ``hr``: head ``hr // rows`` of row ``hr mod
-    rows``), their scratch made once. One function, no kernel called but the registers' sums (``_reduced``) and
-    ``v_expf``: numba
-    links a called kernel's code into its caller and optimises and compiles it again there, so three levels of
-    calls (and a parallel loop's outlined body) compiled the same loops four times in a cold first run.
+def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out, taken):
+    """One thread's share of ``attention`` (an ``on_threads`` worker): the next task while any is left (``claim``;
+    task ``hr``: head ``hr // rows`` of row ``hr mod rows``), its scratch made once. One function, no kernel called
+    but the registers' sums (``_reduced``) and ``v_expf``: numba links a called kernel's code into its caller and
+    optimises and compiles it again there, so three levels of calls (and a parallel loop's outlined body) compiled
+    the same loops four times in a cold first run.
 
     ``kq[j]`` = ``ggml_vec_dot_f32(k_j, q)`` for every cell ``j`` at once: element ``i`` of each dot goes to the
     accumulator and lane its own dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the
@@ -758,7 +762,9 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
     dk_full = dk - dk % step
     pv_step = lanes if tiny else step
     n_full = n - n % pv_step
-    for hr in range(first, last):
+    tasks = rows * heads
+    hr = claim(taken)
+    while hr < tasks:
         h = hr // rows
         r = hr - h * rows
         g = h // ratio
@@ -813,6 +819,16 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
                 for j in range(n_full, n):
                     s = s + vc[j, g, c] * p[j]
                 o[c] = s
+        hr = claim(taken)
+
+
+_attend_threads = on_threads(_attend)
+
+
+@kernel
+def _attention_kernel(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, nthreads, out):
+    """``attention``'s heads and rows on ``nthreads`` threads, each taking the next as it is free (``_attend``)."""
+    _attend_threads(nthreads, (q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out))
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -843,7 +859,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
     args = (np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
             F32(scale), F32(softcap or 0), tiny, s, path.lanes)
-    in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out), r_ * heads * n * (dk + dv))
+    _attention_kernel(*args, 1 if r_ * heads * n * (dk + dv) < SERIAL else threads(), out)
     return out.reshape(r_, heads * dv)
 
 

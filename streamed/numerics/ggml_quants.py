@@ -168,7 +168,7 @@ _quantize_q8_k_threads = on_threads(_quantize_q8_k_rows)
 @kernel
 def _quantize_q8_k(x, q, d, bsums, nthreads):
     """``quantize_q8_k``'s rows on ``nthreads`` threads, a row a task."""
-    _quantize_q8_k_threads(nthreads, (x, q, d, bsums, np.zeros(1, np.int64)))
+    _quantize_q8_k_threads(nthreads, (x, q, d, bsums))
 
 
 def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -566,7 +566,7 @@ def _kernel_of(type_name: str):
     shared = on_threads(share)
 
     def product(qx, dx, bs, w, tiled, nthreads, out):
-        shared(nthreads, (qx, dx, bs, w, tiled, out, np.zeros(1, np.int64)))
+        shared(nthreads, (qx, dx, bs, w, tiled, out))
 
     share.__qualname__ = share.__name__ = f"_share_{type_name}"
     product.__qualname__ = product.__name__ = f"_kernel_{type_name}"
@@ -647,7 +647,7 @@ def _legacy_kernel(code, nbytes, qx, dx, sx, w, nthreads, out):
     into a second ``acc′``, and an odd last block apart: the result ``hsum_float_8(acc + acc′)``, then ``fma(d, Σ
     of the last block's products, ·)``. ``nthreads`` threads take ``TASK_COLUMNS`` columns at a time as each is free
     (``jit.claim``)."""
-    _legacy_threads(nthreads, (code, nbytes, qx, dx, sx, w, out, np.zeros(1, np.int64)))
+    _legacy_threads(nthreads, (code, nbytes, qx, dx, sx, w, out))
 
 
 @kernel
@@ -810,7 +810,7 @@ def _bf16_kernel(x, w, tiny, lanes, dp, nthreads, out):
     ``ggml_vec_dot_bf16``'s — AVX512_BF16's ``dpbf16`` code where ``dp``, else the float code of the path's ``lanes``
     (AVX2's 8, AVX-512F's 16); ``nthreads`` threads take ``TASK_COLUMNS`` columns at a time as each is free
     (``jit.claim``)."""
-    _bf16_threads(nthreads, (x, w, tiny, lanes, dp, out, np.zeros(1, np.int64)))
+    _bf16_threads(nthreads, (x, w, tiny, lanes, dp, out))
 
 
 # ---- the product ----------------------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import llvmlite
 import numba
+import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils, config
 from numba.core.caching import FunctionCache, IndexDataCacheFile
@@ -138,7 +140,7 @@ _INDEXES = all(hasattr(IndexDataCacheFile, n) for n in ("_load_index", "_save_in
 
 def kernel(fn=None, /, **options):
     """``njit(cache=True, **options)``, loaded from the kernel cache as ``_Loaded`` says; ``@kernel`` or
-    ``@kernel(parallel=True)``."""
+    ``@kernel(error_model="numpy")`` (any option ``njit`` takes)."""
 
     def make(f):
         dispatcher = njit(cache=True, **options)(f)
@@ -293,8 +295,8 @@ _THREADS: int | None = None
 def threads() -> int:
     """How many threads a parallel kernel runs on (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), numba's
     threads started first as ``_threads`` says — asking numba starts them, told nothing, if none is yet. Read once a
-    process (asking numba is tens of microseconds, and a decode step asks a hundred times); a kernel's
-    ``prange(threads())`` with its tasks taken by ``claim`` computes the same whatever numba runs it on."""
+    process (asking numba is tens of microseconds, and a decode step asks a hundred times); a kernel run
+    ``on_threads(worker)(threads(), …)``, its tasks taken by ``claim``, computes the same whatever numba runs it on."""
     global _THREADS
     if _THREADS is None:
         _threads()
@@ -310,7 +312,7 @@ def claim(typingctx, counter):
     Why: numba's parallel loops (its OpenMP and workqueue layers alike) give each thread an equal range of the
     iterations, fixed before it starts; a thread slowed by anything — another process on its core, a virtual CPU
     the hypervisor lent away for a moment — holds every other at the loop's end. Threads that take the next task as
-    they become free (``for t in prange(threads): while (i := claim(c)) < tasks: …``) finish together whatever
+    they become free (an ``on_threads`` worker: ``while (i := claim(taken)) < tasks: …``) finish together whatever
     slowed one of them, as ggml's own matrix products do (``current_chunk``, an atomic counter). Which thread
     computes a task changes nothing in what it computes."""
     if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
@@ -324,11 +326,12 @@ def claim(typingctx, counter):
 
 
 def on_threads(worker):
-    """An intrinsic ``run(nthreads, operands)``: ``worker(*operands)`` called once on each of ``nthreads`` of numba's
-    threads at once (its threading layer's ``parallel_for``, as a ``prange`` loop's body is run), returning when all
-    have returned. ``worker`` is a plain function compiled as a subroutine of the kernel that calls ``run`` (typed for
-    ``operands``, a tuple); it shares its work out itself, each thread taking the next task as it is free (``claim``),
-    so how many threads run it, and which, changes nothing in what it computes.
+    """An intrinsic ``run(nthreads, operands)``: ``worker(*operands, taken)`` called once on each of ``nthreads`` of
+    numba's threads at once (its threading layer's ``parallel_for``, as a ``prange`` loop's body is run), returning
+    when all have returned. ``worker`` is a plain function compiled as a subroutine of the kernel that calls ``run``
+    (typed for ``operands``, a tuple, and ``taken``); it shares its work out itself, each thread taking the next task
+    as it is free (``claim(taken)``: ``taken``, an int64 array of one element made zero for the call and shared by
+    its threads), so how many threads run it, and which, changes nothing in what it computes.
 
     Why not ``prange``: numba compiles a parallel loop through its parfor passes — the kernel typed and lowered, the
     loop's body outlined into a function of its own, typed, lowered and optimised again with every kernel it calls
@@ -348,11 +351,14 @@ def on_threads(worker):
             return None
 
         def codegen(context, builder, signature, args):
-            from llvmlite import ir
-
             _threads()  # registers ``numba_parallel_for`` with LLVM, so that the kernel can be linked
-            count, packed = args
-            argtypes = tuple(signature.args[1])
+            count, operands_ = args
+            counter = types.Array(types.int64, 1, "C")
+            taken = context.compile_internal(builder, lambda: np.zeros(1, np.int64), counter(), [])
+            argtypes = (*signature.args[1], counter)
+            packed = context.make_tuple(builder, types.Tuple(argtypes),
+                                        [builder.extract_value(operands_, i) for i in range(len(argtypes) - 1)]
+                                        + [taken])
             done = context.compile_subroutine(builder, worker, types.void(*argtypes))
             byte = ir.IntType(8).as_pointer()
             intp = context.get_value_type(types.intp)
@@ -366,8 +372,8 @@ def on_threads(worker):
             context.call_internal_no_propagate(inner, done.fndesc, types.void(*argtypes),
                                                [inner.extract_value(values, i) for i in range(len(argtypes))])
             inner.ret_void()
-            parallel_for = module.globals.get("numba_parallel_for") or ir.Function(
-                module, ir.FunctionType(ir.VoidType(), [byte] * 5 + [intp] * 3), name="numba_parallel_for")
+            parallel_for = cgutils.get_or_insert_function(
+                module, ir.FunctionType(ir.VoidType(), [byte] * 5 + [intp] * 3), "numba_parallel_for")
             threads_ = builder.sext(count, intp) if count.type != intp else count
             dims = cgutils.alloca_once_value(builder, threads_)  # one iteration a thread, no inner dimension
             steps = cgutils.alloca_once_value(builder, ir.Constant(intp, 0))
@@ -381,42 +387,9 @@ def on_threads(worker):
                                         threads_])
             python.restore_thread(state)
             python.gil_release(gil)
+            context.nrt.decref(builder, counter, taken)
             return context.get_dummy_value()
 
         return types.void(nthreads, operands), codegen
 
     return run
-
-
-_POOL = None
-#: The multiply-adds below which ``in_threads`` runs work on the calling thread alone (about a millisecond's work).
-SERIAL = 1 << 20
-
-
-def in_threads(tasks: int, work, size: int) -> None:
-    """``work(first, last)`` over ``0 … tasks − 1`` cut into one contiguous range per thread numba runs
-    (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), the first on the calling thread, the rest on a pool
-    kept for the process; returns when all are done, raising the first error. ``work`` calls a ``nogil`` kernel, so
-    the ranges run at once. ``size``: the work's multiply-adds, about; below ``SERIAL`` it all runs on the calling
-    thread — such work gains nothing from a second thread (a decode step's attention over 40 cells and 32 heads took
-    0.5 ms a call either way, in-process medians of 400 calls), and the pool's thread would be a third beside numba's
-    two, which spin for the next product meanwhile (``_threads``).
-
-    Why not numba's ``prange``: a parallel loop's body is outlined and compiled on its own, with every kernel it calls
-    linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
-    is compiled once. A range a thread is a task a thread, as ``prange``'s static schedule gives."""
-    global _POOL
-    count = 1 if size < SERIAL else max(1, min(tasks, threads()))
-    per = -(-tasks // count)
-    cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(count) if i * per < tasks]
-    if len(cuts) == 1:
-        work(0, tasks)
-        return
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL = ThreadPoolExecutor(max_workers=numba.get_num_threads() - 1, thread_name_prefix="streamed-kernel")
-    rest = [_POOL.submit(work, *cut) for cut in cuts[1:]]
-    work(*cuts[0])
-    for done in rest:
-        done.result()

@@ -250,7 +250,7 @@ def _kernel(x, w, ratio, nthreads, out):
     """``out[b] = x[b] · W[b // ratio]`` where ``w[·, n]`` holds column ``n`` of ``W`` along the reduction (dense
     float32/float16, or Q8_0 blocks), on ``nthreads`` threads taking ``TASK_COLUMNS`` columns at a time as each is free
     (``jit.claim``)."""
-    _kernel_threads(nthreads, (x, w, ratio, out, np.zeros(1, np.int64)))
+    _kernel_threads(nthreads, (x, w, ratio, out))
 
 
 _KERNEL = kernel(_kernel)

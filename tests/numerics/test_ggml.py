@@ -124,7 +124,7 @@ def test_a_q8_0_product_is_ggml_s_integer_dot_per_lane_scaled_then_summed_across
     if host != "this":
         monkeypatch.setattr(ggml, "_VNNI", False)
         monkeypatch.setattr(ggml, "_AVX2", host == "avx2")
-        monkeypatch.setattr(ggml, "_q8_kernel", njit(parallel=True)(ggml._q8_kernel.py_func))
+        monkeypatch.setattr(ggml, "_q8_kernel", njit(ggml._q8_kernel.py_func))
     got = ggml.mul_mat(x, w, path=AVX2)
     want = [[q8_element(x[r], w.raw[n]) for n in range(6)] for r in range(6)]
     assert np.array_equal(got, np.array(want, dtype=np.float32))

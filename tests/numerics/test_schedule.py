@@ -74,9 +74,10 @@ def test_a_thread_held_up_on_one_task_leaves_every_other_task_to_the_rest():
 # ---- on_threads: a worker on each of numba's threads, without a parallel loop ----------------------------------------
 
 
-def _count_calls(calls, seen, taken, done):
+def _count_calls(calls, seen, done, taken):
     """An ``on_threads`` worker: counts its call (``calls[0]``), marks the thread it runs on (``seen``), then takes
-    tasks as ``claim`` gives them, counting each in ``done``."""
+    tasks as ``claim`` gives them from the call's counter (``taken``, made by ``on_threads``), counting each in
+    ``done``."""
     claim(calls)
     seen[numba.get_thread_id()] += 1
     c = claim(taken)
@@ -90,7 +91,7 @@ _counted = on_threads(_count_calls)
 
 @numba.njit
 def _run_counted(nthreads, calls, seen, done):
-    _counted(nthreads, (calls, seen, np.zeros(1, np.int64), done))
+    _counted(nthreads, (calls, seen, done))
 
 
 def test_a_worker_on_threads_runs_once_on_each_thread_and_its_tasks_are_each_taken_once():
@@ -100,6 +101,14 @@ def test_a_worker_on_threads_runs_once_on_each_thread_and_its_tasks_are_each_tak
     assert calls[0] == n, f"the worker ran {calls[0]} times on {n} threads"
     assert (seen == 1).all(), f"calls per thread: {seen.tolist()}"
     assert (done == 1).all(), f"{int((done != 1).sum())} tasks taken other than once"
+
+
+def test_each_call_on_threads_takes_its_tasks_from_a_counter_of_its_own_starting_at_zero():
+    n = threads()
+    for call in range(3):
+        done = np.zeros(1000 * (call + 1), np.int64)
+        _run_counted(n, np.zeros(1, np.int64), np.zeros(n, np.int64), done)
+        assert (done == 1).all(), f"call {call}: {int((done != 1).sum())} of {done.size} tasks taken other than once"
 
 
 def test_a_kernel_on_threads_whose_worker_makes_arrays_returns_while_python_traces_allocations(tmp_path):
