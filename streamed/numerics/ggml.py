@@ -48,7 +48,7 @@ from numba.extending import intrinsic
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       operands, prefetch)
 from .cpu import KernelPath
-from .jit import claim, compiled, kernel, on_threads, threads
+from .jit import claim, compiled, in_threads, kernel, on_threads, threads
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -701,11 +701,6 @@ def silu(x: np.ndarray, *, path: KernelPath) -> np.ndarray:
 
 # ---- attention (mul_mat, soft_max_ext, mul_mat) ---------------------------------------------------------------------
 
-#: The multiply-adds below which ``attention`` runs on one thread (about a millisecond's work): such work gains nothing
-#: from a second thread — a decode step's attention over 40 cells and 32 heads took 0.5 ms a call either way
-#: (in-process medians of 400 calls).
-SERIAL = 1 << 20
-
 
 @kernel
 def _reduced(acc, four, lanes, count, t, out):
@@ -735,12 +730,13 @@ def _reduced(acc, four, lanes, count, t, out):
             out[j] = ((t[4, j] + t[0, j]) + (t[6, j] + t[2, j])) + ((t[5, j] + t[1, j]) + (t[7, j] + t[3, j]))
 
 
-def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out, taken):
-    """One thread's share of ``attention`` (an ``on_threads`` worker): the next task while any is left (``claim``;
-    task ``hr``: head ``hr // rows`` of row ``hr mod rows``), its scratch made once. One function, no kernel called
-    but the registers' sums (``_reduced``) and ``v_expf``: numba links a called kernel's code into its caller and
-    optimises and compiles it again there, so three levels of calls (and a parallel loop's outlined body) compiled
-    the same loops four times in a cold first run.
+@kernel(nogil=True)
+def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
+    """Heads and rows ``first … last − 1`` of ``attention`` (task ``hr``: head ``hr // rows`` of row ``hr mod
+    rows``), their scratch made once. One function, no kernel called but the registers' sums (``_reduced``) and
+    ``v_expf``: numba
+    links a called kernel's code into its caller and optimises and compiles it again there, so three levels of
+    calls (and a parallel loop's outlined body) compiled the same loops four times in a cold first run.
 
     ``kq[j]`` = ``ggml_vec_dot_f32(k_j, q)`` for every cell ``j`` at once: element ``i`` of each dot goes to the
     accumulator and lane its own dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the
@@ -762,9 +758,7 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out, taken):
     dk_full = dk - dk % step
     pv_step = lanes if tiny else step
     n_full = n - n % pv_step
-    tasks = rows * heads
-    hr = claim(taken)
-    while hr < tasks:
+    for hr in range(first, last):
         h = hr // rows
         r = hr - h * rows
         g = h // ratio
@@ -819,16 +813,6 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out, taken):
                 for j in range(n_full, n):
                     s = s + vc[j, g, c] * p[j]
                 o[c] = s
-        hr = claim(taken)
-
-
-_attend_threads = on_threads(_attend)
-
-
-@kernel
-def _attention_kernel(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, nthreads, out):
-    """``attention``'s heads and rows on ``nthreads`` threads, each taking the next as it is free (``_attend``)."""
-    _attend_threads(nthreads, (q, kt, vc, keep, scale, cap, tiny, sinks, lanes, out))
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, heads: int, sharing: int,
@@ -859,7 +843,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
     args = (np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
             F32(scale), F32(softcap or 0), tiny, s, path.lanes)
-    _attention_kernel(*args, 1 if r_ * heads * n * (dk + dv) < SERIAL else threads(), out)
+    in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out), r_ * heads * n * (dk + dv))
     return out.reshape(r_, heads * dv)
 
 

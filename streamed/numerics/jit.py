@@ -393,3 +393,39 @@ def on_threads(worker):
         return types.void(nthreads, operands), codegen
 
     return run
+_POOL = None
+#: The multiply-adds below which ``in_threads`` runs work on the calling thread alone (about a millisecond's work).
+SERIAL = 1 << 20
+
+
+def in_threads(tasks: int, work, size: int) -> None:
+    """``work(first, last)`` over ``0 … tasks − 1`` cut into one contiguous range per thread numba runs
+    (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), the first on the calling thread, the rest on a pool
+    kept for the process; returns when all are done, raising the first error. ``work`` calls a ``nogil`` kernel, so
+    the ranges run at once. ``size``: the work's multiply-adds, about; below ``SERIAL`` it all runs on the calling
+    thread — such work gains nothing from a second thread (a decode step's attention over 40 cells and 32 heads took
+    0.5 ms a call either way, in-process medians of 400 calls), and the pool's thread would be a third beside numba's
+    two, which spin for the next product meanwhile (``_threads``).
+
+    Why not numba's ``prange``: a parallel loop's body is outlined and compiled on its own, with every kernel it calls
+    linked in and compiled again — for attention, seconds of a cold first run (``_attend``) — where a serial kernel
+    is compiled once. A range a thread is a task a thread, as ``prange``'s static schedule gives. Why not
+    ``on_threads``: its worker is compiled as a subroutine, optimised in a library of its own and again in the
+    kernel's, where a kernel run here is optimised once — attention as an ``on_threads`` worker compiled in 2.5–3.1
+    s where ``_attend`` took 1.5–1.6 (numba's compile events, a cold 1B prefill, alternating); its 16 calls a prefill
+    step gain nothing measurable from numba's threads, while a product's 113 calls a step do."""
+    global _POOL
+    count = 1 if size < SERIAL else max(1, min(tasks, threads()))
+    per = -(-tasks // count)
+    cuts = [(i * per, min(tasks, (i + 1) * per)) for i in range(count) if i * per < tasks]
+    if len(cuts) == 1:
+        work(0, tasks)
+        return
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=numba.get_num_threads() - 1, thread_name_prefix="streamed-kernel")
+    rest = [_POOL.submit(work, *cut) for cut in cuts[1:]]
+    work(*cuts[0])
+    for done in rest:
+        done.result()
