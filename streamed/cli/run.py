@@ -126,7 +126,7 @@ def cmd_run(args) -> int:
         raise UserError(f"--prefill {prefill}: must be between 1 and the {len(tokens)} tokens given")
     from ..numerics.footprint import of_run
     from ..numerics.weights import read_as_q8
-    from ..spatial.streamed_model import StreamedReject
+    from ..spatial.passes.errors import StreamedReject  # the lowering itself only when a bundle is run
 
     arithmetic, chosen_by = arithmetic_of(args)  # a path that cannot be computed is refused before anything is read
     if on_cluster:  # each actor reads its own layers' weights: nothing is read here

@@ -32,7 +32,6 @@ from ..analysis.kinds import stored_q8
 from ..lang.syntax import Call, Binary
 from ..model.checkpoint import ALL_Q8, Storage, TensorRef, bind
 from ..model.program import Decl, Programs
-from ..spatial.bundle import weight_reads
 from .kernels import fill_table
 from .product import EXACT, Arithmetic
 
@@ -381,6 +380,8 @@ def from_bundle(model, path: str | Path) -> Weights:
     declared shape the manifest gives its kind, where it is in the mapped file. A weight the bundle reads as Q8_0
     planes must be stored Q8_0. What a runtime loading the bundle does; ``model`` is a ``StreamedModel``
     (``spatial.bundle.read_bundle``)."""
+    from ..spatial.manifests import weight_reads  # a bundle's: a reference run imports no lowering
+
     storage = gguf_storage(path)
     tensors = _tensors(path)
     naming = model.naming

@@ -31,7 +31,7 @@ bundle and the seed's, can be compared program by program and layer by layer.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..analysis.whole import Analysis
@@ -42,36 +42,9 @@ from .deployment import Cut, Deployment, modelled_of, past_modelled, past_traini
 from .lower import LoweringError, TPError, lower_program
 from .passes.fold_q8 import read_dense, undeclared_dense
 from .passes.split_tp import replicas, tp_slices
+from .passes.errors import StreamedReject  # noqa: F401 — defined beside the passes' refusals; read from here too
 from .residency import ResidencyError, estimate, plan
 from .target import SpatialTarget, TargetError, load_target
-
-@dataclass
-class StreamedReject(Exception):
-    """A program of the bundle that did not lower: which (``embed``, ``layer 3 (attention)``, ``head``, or
-    ``bundle`` for a request no program is lowered for), why, and where when a statement caused it. Said as the
-    seed says it: ``the {program} program does not lower: {why}`` — on the command line, in the editor's
-    diagnostics and in this exception's message alike."""
-
-    program: str
-    why: str
-    statement: int | None = None
-    binder: str | None = None
-    layer: int | None = None
-    #: The lowering's other rejects — further statements of this program, and other programs' — in program order.
-    more: tuple = field(default=(), compare=False)
-
-    @property
-    def every(self) -> tuple["StreamedReject", ...]:
-        return (self, *self.more)
-
-    def __str__(self) -> str:
-        # The seed's words, whatever refused it — a program (`the layer 3 (attention) program does not lower: …`) or
-        # the request itself, for which no program was lowered (`the bundle program does not lower: …`).
-        return f"the {self.program} program does not lower: {self.why}"
-
-    def __hash__(self):
-        return hash((self.program, self.why, self.statement))
-
 
 class Cancelled(Exception):
     """The caller's ``cancelled()`` said stop: raised between programs, nothing half-made is returned."""

@@ -218,3 +218,17 @@ def test_the_largest_logits_shown_are_a_full_sort_s_first_ties_by_index_nan_last
     for row in rows:
         for k in (1, 3, 8, 40):
             assert largest(row, k).tolist() == np.argsort(-row, kind="stable")[:k].tolist(), (row[:8], k)
+
+
+def test_a_run_of_the_document_itself_imports_none_of_the_lowering():
+    """A reference run's process start is part of every run's time (a 1B prefill's, whole): it loads none of the
+    lowering (its passes, the streamed model, the bundle writer)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from streamed.cli import main; status = main(['run', %r, '--tokens', '1,2,3']); "
+             "print(status, sorted(m for m in sys.modules if m.startswith(('streamed.spatial.lower', "
+             "'streamed.spatial.passes.certify', 'streamed.spatial.streamed_model', 'streamed.spatial.bundle'))))")
+    p = subprocess.run([sys.executable, "-c", probe % TINY], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "0 []", p.stdout[-2000:]
