@@ -730,30 +730,44 @@ def _reduced(acc, four, lanes, count, t, out):
             out[j] = ((t[4, j] + t[0, j]) + (t[6, j] + t[2, j])) + ((t[5, j] + t[1, j]) + (t[7, j] + t[3, j]))
 
 
+#: Cells a chunk of ``K·q`` takes together (``_attend``): its accumulators, 4 × 16 lanes × 64 float32, are 16 KB —
+#: in the core's first-level cache while every dim of the head goes through them, where one pass over all the cells
+#: a dim (160 KB of them at 640 cells) went through the second level three times a multiply-add.
+CELLS = 64
+
+
 @kernel(nogil=True)
-def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
+def _attend(q, kt, vc, keep, span, scale, cap, tiny, sinks, lanes, finite, first, last, out):
     """Heads and rows ``first … last − 1`` of ``attention`` (task ``hr``: head ``hr // rows`` of row ``hr mod
     rows``), their scratch made once. One function, no kernel called but the registers' sums (``_reduced``) and
     ``v_expf``: numba
     links a called kernel's code into its caller and optimises and compiles it again there, so three levels of
     calls (and a parallel loop's outlined body) compiled the same loops four times in a cold first run.
 
-    ``kq[j]`` = ``ggml_vec_dot_f32(k_j, q)`` for every cell ``j`` at once: element ``i`` of each dot goes to the
+    ``kq[j]`` = ``ggml_vec_dot_f32(k_j, q)`` for ``CELLS`` cells at once: element ``i`` of each dot goes to the
     accumulator and lane its own dot gives it (``(i mod 4L) // L``, ``i mod L``), in increasing ``i`` — each sum the
     cell's own, bit for bit, read a dim's row of the cells (``kt``: the keys transposed, dims × cells) at a time.
     ``soft_max_ext``, then ``out`` = ``p·V``: column ``c`` of the group's values dotted with ``p`` by tinyBLAS
     (``tiny``: one accumulator) or ``ggml_vec_dot_f32``, every column at once — cell ``j`` to the accumulator and
     lane the column's own dot gives it, each accumulator taking its cells in increasing ``j``, a cell's row of
     values read once, in order; each dot's registers summed as its own reduction, all the cells' (all the columns')
-    at once (``_reduced``)."""
+    at once (``_reduced``).
+
+    Only the cells a row reads are computed — from its first kept cell to its last, ``span[r]`` = ``lo, hi``
+    (a causal prefill's row ``r`` reads ``r + 1`` of them, a window's row its window) — and nothing changes a bit: a masked
+    cell's score is −∞ whatever its dot, so its dot is not taken; its weight ``e^(−∞ − max)`` is +0 when the maximum is
+    finite, so a register of such weights adds +0 to the float64 sum (which is never −0) and is not computed; and in
+    ``p·V`` it adds ``v·(+0)`` to an accumulator that started at +0 — which leaves any accumulator as it is (one that
+    starts at +0 never becomes −0 by adding), unless ``v`` is infinite or NaN: ``finite`` (the caller has looked at
+    every value) says they are not, else every cell goes through ``p·V`` as in ggml."""
     rows, heads, dk = q.shape
     n, groups, dv = vc.shape
     ratio = heads // groups
     w = np.empty(n, np.float32)
     p = np.empty(n, np.float32)
-    kq = np.empty((4, lanes, n), np.float32)
+    kq = np.empty((4, lanes, CELLS), np.float32)
     pv = np.empty((4, lanes, dv), np.float32)
-    t = np.empty((lanes, max(n, dv)), np.float32)
+    t = np.empty((lanes, max(CELLS, dv)), np.float32)
     step = 4 * lanes
     dk_full = dk - dk % step
     pv_step = lanes if tiny else step
@@ -763,43 +777,64 @@ def _attend(q, kt, vc, keep, scale, cap, tiny, sinks, lanes, first, last, out):
         r = hr - h * rows
         g = h // ratio
         x = q[r, h]
-        kq[:] = 0
-        for i in range(dk_full):
-            a = (i % step) // lanes
-            l = i % lanes
-            xi = x[i]
-            for j in range(n):
-                kq[a, l, j] = _fma(kt[g, i, j], xi, kq[a, l, j])
-        _reduced(kq, kq.shape[0] == 4, lanes, n, t, w)  # True, but not a constant: one ``_reduced`` for both calls
-        if dk_full < dk:
-            for j in range(n):
-                s = w[j]
-                for i in range(dk_full, dk):
-                    s = s + kt[g, i, j] * x[i]
-                w[j] = s
-        for j in range(n):
+        lo, hi = span[r, 0], span[r, 1]
+        for c0 in range(lo, hi, CELLS):
+            count = min(hi - c0, CELLS)
+            if dk_full == 0:
+                kq[:] = 0
+            for i in range(dk_full):
+                a = (i % step) // lanes
+                l = i % lanes
+                xi = x[i]
+                cells = kt[g, i, c0:c0 + count]  # indexed from 0: contiguous loads, no negative-index wrap
+                acc = kq[a, l]
+                if i < step:  # each accumulator's first: fma onto +0, as onto the zeroed register
+                    for j in range(count):
+                        acc[j] = _fma(cells[j], xi, np.float32(0))
+                else:
+                    for j in range(count):
+                        acc[j] = _fma(cells[j], xi, acc[j])
+            _reduced(kq, kq.shape[0] == 4, lanes, count, t, w[c0:c0 + count])  # True, not a constant: one ``_reduced``
+            if dk_full < dk:
+                for j in range(c0, c0 + count):
+                    s = w[j]
+                    for i in range(dk_full, dk):
+                        s = s + kt[g, i, j] * x[i]
+                    w[j] = s
+        w[:lo] = -np.inf
+        w[hi:] = -np.inf
+        for j in range(lo, hi):
             w[j] = w[j] * scale
             if cap > 0:
                 w[j] = np.float32(math.tanh(w[j] * (np.float32(1) / cap))) * cap
             if not keep[r, j]:
                 w[j] = -np.inf
         m = np.float32(-np.inf)  # float32: ``w − max`` is a float32 difference, as ``ggml_v_expf``'s argument
-        for j in range(n):
+        for j in range(lo, hi):  # −∞ elsewhere: ``max`` keeps ``m`` (it takes the new value only if greater)
             m = max(m, w[j])
         if sinks.shape[0]:
             m = max(m, sinks[h])
+        sparse = math.isfinite(m)  # a masked cell's weight is +0
         total = 0.0
         for c in range(0, n, lanes):
+            if sparse and (c + lanes <= lo or c >= hi):
+                p[c:c + lanes] = 0
+                continue
+            wc, pc = w[c:c + lanes], p[c:c + lanes]  # indexed from 0, as ``cells`` above
             for l in range(lanes):
-                p[c + l] = v_expf(w[c + l] - m, lanes)
-            total += np.float64(_hsum(p[c:c + lanes], lanes))
+                pc[l] = v_expf(wc[l] - m, lanes)
+            total += np.float64(_hsum(pc, lanes))
         if sinks.shape[0]:
             total += np.float64(np.float32(math.exp(sinks[h] - m)))
         inv = np.float32(1.0 / total)
         for j in range(n):
             p[j] = p[j] * inv
-        pv[:] = 0
-        for j in range(n_full):
+        if tiny:
+            pv[0] = 0
+        else:
+            pv[:] = 0
+        j0, j1 = (lo, min(hi, n_full)) if sparse and finite else (0, n_full)
+        for j in range(j0, j1):
             a = 0 if tiny else (j % pv_step) // lanes
             l = j % lanes
             pj = p[j]
@@ -826,7 +861,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     ``C·tanhf(w·(1/C))`` (the document's order: Gemma 2's graph scales its queries before ``K·q`` — the same bits
     when the scale is a power of two, as ``1/√16`` is). llama.cpp's cache is padded to 256 cells, a multiple of 64: cells
     past the ones read hold zeros and weigh 0, so padding to a multiple of 64 changes no sum — ``keep`` (``rows ×
-    ctx``) is padded so."""
+    ctx``) is padded so. A step of several rows (a prefill) looks at every value once, so that ``_attend`` may leave
+    the cells a row does not read out of ``p·V`` (a decode step's one row reads nearly every cell: it does not)."""
     q, k, v = (np.asarray(a, dtype=F32) for a in (q, k, v))
     r_, ctx = keep.shape
     n = -(-ctx // 64) * 64
@@ -838,11 +874,15 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     vc[:ctx] = v.reshape(ctx, sharing, dv)
     kp = np.zeros((r_, n), bool)
     kp[:, :ctx] = keep
+    read = kp.any(axis=1)  # each row's first and last kept cell (a row that keeps none: every cell)
+    span = np.where(read[:, None], np.stack([kp.argmax(axis=1), n - kp[:, ::-1].argmax(axis=1)], axis=1),
+                    np.array([0, n])).astype(np.int64)
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0
+    finite = r_ > 1 and bool(np.isfinite(v).all())
     args = (np.ascontiguousarray(q.reshape(r_, heads, dk)), np.ascontiguousarray(kc.transpose(1, 2, 0)), vc, kp,
-            F32(scale), F32(softcap or 0), tiny, s, path.lanes)
+            span, F32(scale), F32(softcap or 0), tiny, s, path.lanes, finite)
     in_threads(r_ * heads, lambda first, last: _attend(*args, first, last, out), r_ * heads * n * (dk + dv))
     return out.reshape(r_, heads * dv)
 

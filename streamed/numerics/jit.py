@@ -394,8 +394,12 @@ def on_threads(worker):
 
     return run
 _POOL = None
-#: The multiply-adds below which ``in_threads`` runs work on the calling thread alone (about a millisecond's work).
-SERIAL = 1 << 20
+#: The multiply-adds below which ``in_threads`` runs work on the calling thread alone: 2²⁷, about 10 ms of a thread's
+#: attention. On a machine with a core for each of numba's threads, the pool's thread shares a core with numba's, which
+#: spins for the next product (``_threads``): a 1B-shaped layer's attention took as long on two threads as on one at
+#: 140 and 200 rows (110 and 210 million by this count), less on one at 40 and 100, less on two at 600 (whole 1B
+#: prefills, in-process, the host of 2026-12-04's figures in docs/performance.md).
+SERIAL = 1 << 27
 
 
 def in_threads(tasks: int, work, size: int) -> None:

@@ -360,3 +360,44 @@ def test_attention_s_registers_are_summed_every_cell_at_once_in_each_dot_s_own_o
         other = [(hsum if four else vec_reduce)([F(x) for x in acc[0, :, j]]) for j in range(cells)]
         mine = [(vec_reduce if four else hsum)([F(x) for x in acc[0, :, j]]) for j in range(cells)]
         assert other != mine
+
+
+
+@pytest.mark.parametrize("path", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_attention_split_over_threads_gives_the_bits_of_one_thread(path, monkeypatch):
+    """``ggml.attention`` splits its heads and rows over threads when the work is large (``jit.SERIAL``): how many
+    threads take them changes no bit — causal, windowed, soft-capped and sink-weighted rows alike."""
+    from streamed.numerics import jit
+
+    if jit.threads() < 2:
+        pytest.skip("one thread on this host: the split over threads cannot be tested here")
+    rows, ctx, heads, groups, dk = 70, 150, 4, 2, 64
+    q = R.standard_normal((rows, heads * dk)).astype(np.float32)
+    k, v = (R.standard_normal((ctx, groups * dk)).astype(np.float32) for _ in range(2))
+    pos = ctx - rows + np.arange(rows)[:, None]
+    cells = np.arange(ctx)[None, :]
+    for window, sinks, cap in ((None, None, None), (30, R.standard_normal(heads).astype(np.float32), None),
+                               (45, None, 20.0)):
+        keep = (cells <= pos) & ((cells > pos - window) if window else True)
+        args = (q, k, v, keep, heads, groups, np.float32(0.125), sinks, None, cap)
+        monkeypatch.setattr(jit, "SERIAL", 1 << 62)
+        one = ggml.attention(*args, path=path)
+        monkeypatch.setattr(jit, "SERIAL", 0)
+        split = ggml.attention(*args, path=path)
+        assert np.array_equal(one.view(np.uint32), split.view(np.uint32)), (window, "two threads")
+
+
+@pytest.mark.parametrize("path", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_an_infinite_value_in_a_cell_no_row_reads_still_makes_its_column_nan_as_in_ggml(path):
+    """A prefill's rows leave the cells they do not read out of ``p·V`` — but ggml adds every cell's ``v·p``, and a
+    masked cell's ``p`` is +0: an infinite value there makes ``∞·0`` = NaN in its column, for every head reading that
+    group and every row, and nothing else. Attention keeps that (it looks at the values before it leaves any out)."""
+    rows, ctx, heads, groups, dk = 8, 100, 4, 2, 64
+    q = R.standard_normal((rows, heads * dk)).astype(np.float32)
+    k, v = (R.standard_normal((ctx, groups * dk)).astype(np.float32) for _ in range(2))
+    v[ctx - 1, dk + 5] = np.inf  # group 1, column 5; cell ctx − 1 is past every row's position
+    keep = np.arange(ctx)[None, :] <= (ctx - 2 - rows + np.arange(rows))[:, None]
+    out = ggml.attention(q, k, v, keep, heads, groups, np.float32(0.125), path=path).reshape(rows, heads, dk)
+    nan = np.zeros_like(out, bool)
+    nan[:, 2:, 5] = True  # heads 2 and 3 read group 1
+    assert np.array_equal(np.isnan(out), nan)

@@ -375,6 +375,33 @@ def test_q8_0_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmet
     assert np.array_equal(bundle, want[positions]), f"{name}: the bundle leaves llama.cpp"
 
 
+#: A long prefill, then decode steps: its rows read up to three chunks of cells (``ggml.CELLS``), its windows (40
+#: cells) cross a chunk's edge, and the cells a row does not read are left out of its attention (``ggml._attend``).
+LONG, LONG_PREFILL, LONG_WINDOW = 150, 140, 40
+LONG_CASES = {
+    "llama": lambda: small("llama"),
+    "gemma2, soft-capped, a window of 40": lambda: cfg("small-gemma2", sliding_window=LONG_WINDOW),
+    "gpt-oss, sinks, a window of 40": lambda: {**CASES["gpt-oss"](), "sliding_window": LONG_WINDOW},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_CASES))
+def test_a_prefill_of_140_rows_and_the_steps_after_it_are_llama_cpp_s_logits_bit_for_bit(tmp_path, name):
+    """Attention over many cells — a causal row reading its past, a windowed row its window, with soft caps and
+    sinks — is llama.cpp's to the bit in its arithmetic, through the reference and the lowered bundle (whose
+    windowed caches are rings), at a prefill of 140 rows and each decode step after it."""
+    c = LONG_CASES[name]()
+    w = oracle.write(tmp_path / "model.gguf", c, q8=True)
+    tokens = [int(t) for t in np.random.default_rng(11).integers(0, c.get("text_config", c)["vocab_size"], LONG)]
+    want = llamacpp.logits(w.path, tokens, LONG_PREFILL)
+    ours = oracle.ours(w.path, tokens, LONG_PREFILL, arithmetic="llama.cpp")
+    rel, at = worst(ours.reference, want)
+    assert np.array_equal(ours.reference, want), f"{name}: the reference leaves llama.cpp at position {at} ({rel:.3g})"
+    positions = sorted(ours.bundle)
+    assert positions == list(range(LONG_PREFILL - 1, LONG)), positions
+    assert np.array_equal(np.stack([ours.bundle[p] for p in positions]), want[positions]), f"{name}: the bundle"
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_f16_checkpoints_compute_llama_cpp_s_logits_bit_for_bit_in_its_arithmetic(tmp_path, name):
     c = CASES[name]()
