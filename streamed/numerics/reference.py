@@ -123,8 +123,15 @@ class Reference:
                                                    dtype=np.float32)
 
     # ---- one program ----
-    def run(self, program: Program, tokens: np.ndarray, pos: int, x: np.ndarray | None) -> dict[str, np.ndarray]:
-        """Execute ``program``'s statements in order; returns every bound name and ``__output__``."""
+    def run(self, program: Program, tokens: np.ndarray, pos: int, x: np.ndarray | None, *,
+            owned: bool = False) -> dict[str, np.ndarray]:
+        """Execute ``program``'s statements in order; returns every bound name and ``__output__``.
+
+        A ``Set`` gives its state a new value and leaves every value bound before it as it was — so it writes a copy
+        of the state, unless ``owned`` (the caller keeps none of this step's values, nor the states': ``step`` without
+        ``keep``) and no value bound in this program shares the state's memory: then it writes the state where it is.
+        A decode step's ``Set`` of a cache writes one row; copying the whole cache for it was, at 300 cells of a
+        1B-shaped model, 10 MB a step — a step's cost growing with the context for nothing."""
         env: dict[str, object] = {}
         label = program.label
         for st in program.statements:
@@ -137,7 +144,8 @@ class Reference:
                 elif isinstance(st, Set):
                     value = nx.f32(self.eval(st.value, env))
                     name = st.target.text
-                    new = self.states[name].copy()
+                    old = self.states[name]
+                    new = old if owned and not _held(old, env, name) else old.copy()
                     if st.row is None:
                         new[...] = value
                     elif name in self.rings:
@@ -306,7 +314,7 @@ class Reference:
         if x is None:
             if p.embed is None:
                 raise ReferenceError("embed", None, "the document has no `## Embed` and no first hidden state was given")
-            env = self.run(p.embed, tokens, pos, None)
+            env = self.run(p.embed, tokens, pos, None, owned=not keep)
             if keep:
                 values["embed"] = env
             x = env["__output__"]
@@ -314,7 +322,7 @@ class Reference:
         h = x0
         hidden = []
         for layer in p.layers:
-            env = self.run(layer, tokens, pos, h)
+            env = self.run(layer, tokens, pos, h, owned=not keep)
             if keep:
                 values[layer.label] = env
             h = nx.f32(env["__output__"])
@@ -323,12 +331,18 @@ class Reference:
         logits = None
         nxt = h
         if p.head is not None:
-            env = self.run(p.head, tokens, pos, h)
+            env = self.run(p.head, tokens, pos, h, owned=not keep)
             if keep:
                 values["head"] = env
             nxt = env["__output__"]
             logits = _argmax_operand(p.head, env)
         return Step(values, x0, hidden, logits, np.asarray(nxt))
+
+
+def _held(state: np.ndarray, env: dict, name: str) -> bool:
+    """Whether a value ``env`` binds to a name other than the state's own may share the state's memory (the state
+    itself bound again, a view of its rows)."""
+    return any(isinstance(v, np.ndarray) and np.may_share_memory(v, state) for k, v in env.items() if k != name)
 
 
 def _argmax_operand(head: Program, env: dict) -> np.ndarray | None:

@@ -148,3 +148,45 @@ def test_a_run_s_memory_beyond_its_caches_does_not_grow_with_depth():
     beyond_caches(2)  # what the first run loads (kernels, tables) is not the run's to hold
     two, sixteen = beyond_caches(2), beyond_caches(16)
     assert sixteen < 1.25 * two, (two, sixteen)
+
+
+def test_a_run_that_keeps_nothing_writes_a_decode_step_s_cache_rows_where_the_cache_is():
+    """A decode step's ``Set`` writes one row of each cache: in a run that keeps none of a step's values
+    (``keep=False``, what ``streamed run`` does) it writes it in the cache itself — one array from step to step, not
+    a copy of the whole cache a step (a cost growing with the context) — and computes the logits of a run that keeps
+    every value."""
+    from repo import TINY
+    from streamed.numerics.run import steps
+
+    p = programs_of(TINY)
+    w = seeded(p, 0)
+    tokens = [int(t) for t in np.random.default_rng(4).integers(0, 256, 12)]
+    kept, bare = Reference(p, w, len(tokens), rows=8), Reference(p, w, len(tokens), rows=8)
+    for pos, toks in steps(tokens, 8):
+        caches = {n: bare.states[n] for n in ("Kc0", "Vc3")}
+        want, got = kept.step(toks, pos).logits, bare.step(toks, pos, keep=False).logits
+        assert np.array_equal(got, want), pos
+        assert all(bare.states[n] is a for n, a in caches.items()), pos
+        assert np.array_equal(bare.states["Kc0"], kept.states["Kc0"])
+
+
+def test_a_value_bound_to_a_cache_before_its_set_is_the_cache_s_old_rows_in_a_run_that_keeps_nothing():
+    """A value bound to a cache before a ``Set`` keeps the cache's old rows after it, in a run that keeps nothing as
+    in one that keeps everything: there the ``Set`` writes a copy (here attention reads the values before this step's
+    row was written — other logits than reading the cache after it)."""
+    from repo import TINY
+    from streamed.numerics.run import reference_logits, steps
+
+    before = TINY.replace("Set row pos of Vc0 to xn0 times Wv0.\nLet a0 be attention of q0 over Kc0 and Vc0 at pos",
+                          "Let old be Vc0.\nSet row pos of Vc0 to xn0 times Wv0.\nLet a0 be attention of q0 over Kc0 and "
+                          "old at pos")
+    assert before != TINY
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, 256, 10)]
+    p = programs_of(before)
+    w = seeded(p, 0)
+    bare = reference_logits(p, w, tokens, prefill=6).logits
+    kept = Reference(p, w, len(tokens), rows=6)
+    want = np.concatenate([np.atleast_2d(kept.step(toks, pos).logits) for pos, toks in steps(tokens, 6)])
+    assert np.array_equal(bare, want)
+    after = reference_logits(programs_of(TINY), seeded(programs_of(TINY), 0), tokens, prefill=6).logits
+    assert not np.array_equal(bare, after)
