@@ -768,8 +768,8 @@ def _attend(q, kt, vc, keep, span, scale, cap, tiny, sinks, lanes, finite, first
     values read once, in order; each dot's registers summed as its own reduction, all the cells' (all the columns')
     at once (``_reduced``).
 
-    Only the cells a row reads are computed — from its first kept cell to its last, ``span[r]`` = ``lo, hi``
-    (a causal prefill's row ``r`` reads ``r + 1`` of them, a window's row its window) — and nothing changes a bit: a masked
+    Only the cells a row reads are computed — from its first kept cell to its last, ``span[r]`` = ``lo, hi``, never
+    past ``ctx`` (a causal prefill's row ``r`` reads ``r + 1`` of them, a window's row its window) — and nothing changes a bit: a masked
     cell's score is −∞ whatever its dot, so its dot is not taken; its weight ``e^(−∞ − max)`` is +0 when the maximum is
     finite, so a register of such weights adds +0 to the float64 sum (which is never −0) and is not computed; and in
     ``p·V`` it adds ``v·(+0)`` to an accumulator that started at +0 — which leaves any accumulator as it is (one that
@@ -891,9 +891,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray, hea
     vc = v.reshape(ctx, sharing, dv)
     kp = np.zeros((r_, n), bool)
     kp[:, :ctx] = keep
-    read = kp.any(axis=1)  # each row's first and last kept cell (a row that keeps none: every cell)
+    read = kp.any(axis=1)  # each row's first and last kept cell (a row that keeps none: every cell of the cache)
     span = np.where(read[:, None], np.stack([kp.argmax(axis=1), n - kp[:, ::-1].argmax(axis=1)], axis=1),
-                    np.array([0, n])).astype(np.int64)
+                    np.array([0, ctx])).astype(np.int64)
     out = np.empty((r_, heads, dv), F32)
     s = np.zeros(0, F32) if sinks is None else np.ascontiguousarray(sinks, dtype=F32).reshape(-1)
     tiny = path.tinyblas and (r_ if rows is None else rows) >= 2 and dv % 4 == 0

@@ -401,3 +401,20 @@ def test_an_infinite_value_in_a_cell_no_row_reads_still_makes_its_column_nan_as_
     nan = np.zeros_like(out, bool)
     nan[:, 2:, 5] = True  # heads 2 and 3 read group 1
     assert np.array_equal(np.isnan(out), nan)
+
+
+@pytest.mark.parametrize("path", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_a_row_that_keeps_no_cell_attends_as_ieee_says_nan_or_all_to_its_sink(path):
+    """A row whose every cell is masked has every score −∞: without a sink its maximum is −∞ and every weight
+    ``e^(−∞ − (−∞))`` NaN, so its output is NaN; with a sink every cell's weight is 0 and the sink takes all, so its
+    output is 0. The rows beside it attend as ever."""
+    rows, ctx, heads, groups, dk = 3, 9, 4, 2, 64
+    q = R.standard_normal((rows, heads * dk)).astype(np.float32)
+    k, v = (R.standard_normal((ctx, groups * dk)).astype(np.float32) for _ in range(2))
+    keep = np.ones((rows, ctx), bool)
+    keep[1] = False
+    out = ggml.attention(q, k, v, keep, heads, groups, np.float32(0.125), path=path).reshape(rows, heads, dk)
+    assert np.isnan(out[1]).all() and np.isfinite(out[[0, 2]]).all()
+    sinks = R.standard_normal(heads).astype(np.float32)
+    out = ggml.attention(q, k, v, keep, heads, groups, np.float32(0.125), sinks, path=path).reshape(rows, heads, dk)
+    assert (out[1] == 0).all() and np.isfinite(out).all()
