@@ -428,7 +428,7 @@ def in_threads(tasks: int, work, size: int) -> None:
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max_workers=numba.get_num_threads() - 1, thread_name_prefix="streamed-kernel")
+        _POOL = ThreadPoolExecutor(max_workers=max(1, threads() - 1), thread_name_prefix="streamed-kernel")
     rest = [_POOL.submit(work, *cut) for cut in cuts[1:]]
     work(*cuts[0])
     for done in rest:
