@@ -109,9 +109,10 @@ def add_storage_option(p) -> None:
                         "type (default q8_0: routers kept F32, weights whose input features are not whole blocks F16)")
 
 
-def load_storage(checkpoint: str | None, storage: str | None = None):
+def load_storage(checkpoint: str | None, storage: str | None = None, parsed=None):
     """The storage a checkpoint gives; with none named, the storage assumed for the file type ``storage``
-    (``--storage``; ``q8_0`` by default). Both named is bad input: a checkpoint's storage is read, not assumed."""
+    (``--storage``; ``q8_0`` by default). Both named is bad input: a checkpoint's storage is read, not assumed.
+    ``parsed``: the checkpoint already parsed (``open_checkpoint``), read rather than parsed again."""
     from ..model.checkpoint import FILE_TYPES, CheckpointError, Storage
     from ..model.storage import storage_of
 
@@ -119,10 +120,26 @@ def load_storage(checkpoint: str | None, storage: str | None = None):
         raise UserError(f"--storage {storage} names what to assume without a checkpoint, but --checkpoint "
                         f"{display(checkpoint)} is read: give one of them")
     try:
-        read = storage_of(checkpoint)
+        read = storage_of(checkpoint, parsed)
     except CheckpointError as e:
         raise UserError(str(e)) from None
     return read if storage is None else Storage(assumed=FILE_TYPES[storage])
+
+
+def open_checkpoint(checkpoint: str | None, storage: str | None = None):
+    """For a command that reads the weights: the storage (``load_storage``) and the checkpoint parsed and mapped
+    once (``model.gguf.Mapped``; ``None`` with no checkpoint), which the weights are then read from — one header
+    parse and one mapping a run. Bad input as ``load_storage`` says it."""
+    if checkpoint is None or storage is not None:
+        return load_storage(checkpoint, storage), None
+    from ..model.checkpoint import CheckpointError
+    from ..model.gguf import mapped
+
+    try:
+        parsed = mapped(checkpoint)
+    except CheckpointError as e:
+        raise UserError(str(e)) from None
+    return load_storage(checkpoint, None, parsed), parsed
 
 
 def load_target_or_fail(target: str | None):

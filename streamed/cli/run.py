@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .cluster import add_cluster_options
 from .common import (UserError, add_arithmetic_option, add_memory_option, add_storage_option, arithmetic_line,
-                     arithmetic_of, load_storage, print_errors, read_document, refuse_unless_it_fits,
+                     arithmetic_of, load_storage, open_checkpoint, print_errors, read_document, refuse_unless_it_fits,
                      refuse_unwritable, whole, write_atomically)
 
 
@@ -100,7 +100,10 @@ def cmd_run(args) -> int:
         refuse_unwritable(args.save, f"--save {args.save}", "--save logits.npz")
     on_cluster = cluster.wanted(args)
     text = read_document(args.doc)
-    storage = load_storage(args.checkpoint, args.storage)
+    # The file parsed and mapped once, its storage and then its weights read from that; on a cluster each actor
+    # reads its own layers' weights, and only the storage is read here.
+    storage, parsed = (load_storage(args.checkpoint, args.storage), None) if on_cluster \
+        else open_checkpoint(args.checkpoint, args.storage)
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "run", "run")
@@ -143,7 +146,8 @@ def cmd_run(args) -> int:
                                                   ctx=len(tokens), positions=len(tokens),
                                                   seeded_q8=read_as_q8(a.programs, storage)), args)
     try:
-        weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint else seeded(a.programs, args.seed)
+        weights = from_gguf(args.checkpoint, a.programs, storage, parsed=parsed) if args.checkpoint \
+            else seeded(a.programs, args.seed)
     except WeightError as e:
         raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None
     if arithmetic.ggml:

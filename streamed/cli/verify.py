@@ -11,8 +11,8 @@ from pathlib import Path
 
 from .cluster import add_cluster_options
 from .common import (UserError, add_arithmetic_option, add_deployment_options, add_memory_option, add_storage_option,
-                     arithmetic_line, arithmetic_of, deployment_from, load_storage, print_errors, read_document,
-                     refuse_unless_it_fits, whole)
+                     arithmetic_line, arithmetic_of, deployment_from, load_storage, open_checkpoint, print_errors,
+                     read_document, refuse_unless_it_fits, whole)
 
 
 def add_parser(sub) -> None:
@@ -99,7 +99,8 @@ def cmd_verify(args) -> int:
     arithmetic, chosen_by = arithmetic_of(args)
     dep = deployment_of(args)  # bad sizes are refused before anything is read
     on_cluster = cluster.wanted(args)
-    storage = load_storage(args.checkpoint, args.storage)
+    storage, parsed = (load_storage(args.checkpoint, args.storage), None) if on_cluster \
+        else open_checkpoint(args.checkpoint, args.storage)  # parsed once, as ``run`` does
     a = analyze(text, storage)
     if a.errors:
         return print_errors(args.doc, a, "verify", "verified")
@@ -141,7 +142,7 @@ def cmd_verify(args) -> int:
             return status
     else:
         try:
-            weights = from_gguf(args.checkpoint, a.programs, storage) if args.checkpoint \
+            weights = from_gguf(args.checkpoint, a.programs, storage, parsed=parsed) if args.checkpoint \
                 else seeded(a.programs, args.seed)
         except WeightError as e:
             raise UserError(f"{args.checkpoint or 'seeded weights'}: {e}") from None

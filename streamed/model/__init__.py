@@ -6,6 +6,6 @@ kept symbolic) with the semantic diagnostics; a ``ModelSpec`` and the document t
 Modules: ``program`` (semantic checks of one program), ``links`` (every program checked, and the cross-section links),
 ``checkpoint`` (``## Checkpoint`` bindings and ``Storage``), ``storage`` (``storage_of``: the storage a named checkpoint
 gives), ``spec`` (the architecture as data), ``hf`` (config.json with transformers' field semantics), ``gguf`` (GGUF
-metadata and tensor storage, through the ``gguf`` package), ``author`` (spec → text). Reads files only in
-``hf``/``gguf`` and ``storage.storage_of``, where it says so. Imports only ``lang``.
+metadata and tensor storage), ``gguf_file`` (the GGUF container read, the file mapped), ``author`` (spec → text).
+Reads files only in ``hf``/``gguf``/``gguf_file`` and ``storage.storage_of``, where it says so. Imports only ``lang``.
 """

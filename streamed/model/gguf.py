@@ -1,5 +1,6 @@
-"""Read a GGUF checkpoint with the ``gguf`` package (the format's reference reader): the storage of every tensor,
-and the ``ModelSpec`` its metadata and tensor list describe.
+"""Read a GGUF checkpoint — its header through ``gguf_file`` (the container, parsed in a tenth of a second where the
+``gguf`` package's ``GGUFReader`` took seconds over a downloaded vocabulary), its types' sizes from the ``gguf``
+package's tables: the storage of every tensor, and the ``ModelSpec`` its metadata and tensor list describe.
 
 ``read_storage(path) -> Storage`` answers, for each tensor, the GGUF type it is stored as (``Q8_0``, ``F16``…) — the
 fact that decides, for a weight the author declares ``q8``, whether it is read as stored (LANGUAGE §1.6).
@@ -22,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -39,7 +39,8 @@ from .spec import (
     Scaling, SpecError,
 )
 
-__all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "read_storage", "read_gguf", "SUPPORTED"]
+__all__ = ["CheckpointError", "TensorInfo", "GgufCheckpoint", "Mapped", "mapped", "read_storage", "read_gguf",
+           "SUPPORTED"]
 
 #: The architectures whose GGUF metadata this reader turns into a spec (``general.architecture``).
 SUPPORTED = ("llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "qwen3next", "qwen35", "qwen35moe", "gemma3",
@@ -70,9 +71,24 @@ class GgufCheckpoint:
     spec: ModelSpec
 
 
-def _reader(path: str):
-    from gguf import GGUFReader
+@dataclass(frozen=True)
+class Mapped:
+    """A GGUF file parsed once and mapped read-only: its header (``gguf_file.GgufFile``; its tensors' ``data`` are
+    views of one mapping of the file) and the file's size in bytes. What a run reads the storage and then the weights
+    through (``read_storage(path, parsed)``, ``numerics.weights.from_gguf(…, parsed=…)``): one header parse and one
+    mapping, whose pages, once faulted in by one weight's read, are mapped for every read after it."""
 
+    path: str
+    reader: Any
+    size: int
+
+
+def mapped(path: str | os.PathLike) -> Mapped:
+    """The GGUF at ``path`` parsed and mapped, or ``CheckpointError`` naming it: not a regular file, shorter than a
+    header, without the GGUF magic, or anything the reader cannot parse (a corrupt or truncated file)."""
+    from .gguf_file import GgufFile, GgufFormatError
+
+    path = str(path)
     try:
         size = size_of(path, "a GGUF file")  # a directory, a device or a FIFO is refused by what it is, unopened
     except FileProblem as e:
@@ -83,14 +99,12 @@ def _reader(path: str):
         if f.read(4) != b"GGUF":
             raise CheckpointError(f"{path}: not a GGUF file (it does not start with the GGUF magic)")
     try:
-        with warnings.catch_warnings():
-            # numpy warns, and reads on, when a corrupt header's offsets overflow: that is a corrupt file too.
-            warnings.simplefilter("error", RuntimeWarning)
-            reader = GGUFReader(path)
-    except Exception as e:  # the reader is the format's reference; anything it cannot read is a corrupt file
-        why = str(e) or type(e).__name__
-        raise CheckpointError(f"{path}: a corrupt or truncated GGUF file ({why})") from None
-    return reader, size
+        reader = GgufFile(path)
+    except GgufFormatError as e:
+        raise CheckpointError(f"{path}: a corrupt or truncated GGUF file ({e})") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
+    return Mapped(path, reader, size)
 
 
 #: What llama.cpp's GGUF parser (ggml/src/gguf.cpp, ``gguf_init_from_file_impl``) allows a tensor: a name shorter
@@ -143,22 +157,28 @@ def _tensors(path: str, reader, size: int) -> dict[str, TensorInfo]:
     return out
 
 
-def read_storage(path: str | os.PathLike) -> Storage:
-    """How the GGUF at ``path`` stores every tensor: ``types`` tensor → GGUF type name, ``shapes`` tensor → ``ne``."""
+def read_storage(path: str | os.PathLike, parsed: Mapped | None = None) -> Storage:
+    """How the GGUF at ``path`` stores every tensor: ``types`` tensor → GGUF type name, ``shapes`` tensor → ``ne`` —
+    from ``parsed`` (``mapped(path)``) when the caller has it, else parsed here."""
     path = str(path)
-    reader, size = _reader(path)
-    tensors = _tensors(path, reader, size)
+    m = parsed if parsed is not None else mapped(path)
+    tensors = _tensors(path, m.reader, m.size)
     return Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
 
 
 def _metadata(reader) -> dict[str, Any]:
+    """Every key's value but the tokenizer's (``tokenizer.ggml.*``: no spec reads them, and a downloaded vocabulary's
+    hundreds of thousands of strings are not decoded for nothing); a string that is not UTF-8 is left out, as the
+    keys nothing reads are."""
+    from .gguf_file import GgufFormatError
+
     out: dict[str, Any] = {}
     for name, field in reader.fields.items():
-        if name.startswith("GGUF.") or name.startswith("tokenizer.ggml.") and name not in ("tokenizer.ggml.tokens",):
+        if name.startswith("tokenizer.ggml."):
             continue
         try:
             out[name] = field.contents()
-        except Exception:
+        except GgufFormatError:
             continue
     return out
 
@@ -167,8 +187,9 @@ def read_gguf(path: str | os.PathLike, name: str | None = None) -> GgufCheckpoin
     """The checkpoint at ``path``: its storage, its tensors, and the ``ModelSpec`` they describe (named by
     llama.cpp's tensor names). ``CheckpointError`` when the file is unreadable or describes no model this reads."""
     path = str(path)
-    reader, size = _reader(path)
-    tensors = _tensors(path, reader, size)
+    m = mapped(path)
+    reader = m.reader
+    tensors = _tensors(path, reader, m.size)
     meta = _metadata(reader)
     storage = Storage({n: t.type for n, t in tensors.items()}, path, {n: t.shape for n, t in tensors.items()})
     rope = {t.name: [float(x) for x in t.data.ravel()] for t in reader.tensors if t.name in ROPE_TENSORS}

@@ -10,11 +10,12 @@ from __future__ import annotations
 from .checkpoint import ALL_Q8, Storage
 
 
-def storage_of(checkpoint: str | None) -> Storage:
-    """The storage the GGUF at ``checkpoint`` gives (this reads the file), or ``ALL_Q8`` — every weight declared
-    ``q8`` stored Q8_0 — when none is named. A file that cannot be used is a ``CheckpointError`` naming it."""
+def storage_of(checkpoint: str | None, parsed=None) -> Storage:
+    """The storage the GGUF at ``checkpoint`` gives (this reads the file, or ``parsed``: the file already parsed,
+    ``gguf.mapped(checkpoint)``), or ``ALL_Q8`` — every weight declared ``q8`` stored Q8_0 — when none is named. A
+    file that cannot be used is a ``CheckpointError`` naming it."""
     if checkpoint is None:
         return ALL_Q8
     from .gguf import read_storage  # numpy and the gguf package only when a checkpoint is named
 
-    return read_storage(checkpoint)
+    return read_storage(checkpoint, parsed)

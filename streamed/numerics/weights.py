@@ -293,11 +293,12 @@ def gguf_storage(path: str | Path) -> Storage:
     return read_storage(path)
 
 
-def _tensors(path: str | Path) -> dict:
-    """The checkpoint's tensors by name; their ``data`` are views of the file, memory-mapped read-only."""
-    from gguf import GGUFReader
+def _tensors(path: str | Path, parsed=None) -> dict:
+    """The checkpoint's tensors by name; their ``data`` are views of the file, memory-mapped read-only — of
+    ``parsed``'s mapping (a ``model.gguf.Mapped`` of ``path``) when the caller has one, else of a new one."""
+    from ..model.gguf import mapped
 
-    return {t.name: t for t in GGUFReader(str(path)).tensors}
+    return {t.name: t for t in (parsed if parsed is not None else mapped(path)).reader.tensors}
 
 
 def _logical(t) -> tuple[int, ...]:
@@ -354,12 +355,13 @@ def _read(tensors: dict, name: str, ref: TensorRef, declared: tuple[int, ...], l
 
 
 def from_gguf(path: str | Path, programs: Programs, storage: Storage | None = None,
-              only: frozenset[str] | None = None) -> Weights:
+              only: frozenset[str] | None = None, parsed=None) -> Weights:
     """Every declared weight read from a GGUF checkpoint through the document's bindings, oriented and sliced as §6
     says, where it is in the mapped file (``_read``) — or only those named in ``only`` (a layer range's: the rest of
-    the file is mapped but never touched, so its pages are never read in)."""
+    the file is mapped but never touched, so its pages are never read in). ``parsed``: the file already parsed and
+    mapped (``model.gguf.mapped(path)``, which the storage was read from): its mapping is read, not a new one."""
     storage = storage or gguf_storage(path)
-    tensors = _tensors(path)
+    tensors = _tensors(path, parsed)
     uses = _uses(programs)
     entries = programs.document.checkpoint
     values: dict[str, object] = {}
