@@ -6,6 +6,9 @@ into a temporary folder that is removed after):
 - Llama-3.2-1B-shaped: d 2048, 16 layers, 32 query heads sharing 8, FFN 8192, vocabulary 32000 — F32 (4.4 GB) and
   with its projections Q8_0 (1.4 GB);
 - Llama-3.1-8B-shaped, Q8_0: d 4096, 32 layers, FFN 14336, vocabulary 32000 (about 8.5 GB; ``--no-8b`` leaves it);
+- the 1B shape as a downloaded Llama 3 file is (``1b-q8-vocab``, when ``--only`` asks for it): a vocabulary of
+  128,256 and the tokenizer block in its header — tokens, their types, 280,147 merges — which llama.cpp builds its
+  tokenizer from on every load, and which ``streamed`` reads past;
 - each shape Q4_K_M (``1b-q4km``, ``8b-q4km``: ``--only`` asks for them), made by llama.cpp's own quantizer
   (``llama_model_quantize``, as ``tests/support/quants.py`` does) — the 1B from its F32 file, the 8B re-quantised from
   its Q8_0 file (an F32 8B is 32 GB; the types chosen per tensor are the same, the values a Q8_0 step coarser).
@@ -55,6 +58,9 @@ ONE_B = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "n
          "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 32000,
          "rope_theta": 500000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
 EIGHT_B = {**ONE_B, "hidden_size": 4096, "num_hidden_layers": 32, "head_dim": 128, "intermediate_size": 14336}
+#: The 1B shape with Llama 3's vocabulary (128,256 tokens) and the tokenizer block a downloaded file carries
+#: (``bench_gguf_header.tokenizer``: its tokens, their types, 280,147 merges), for ``1b-q8-vocab``.
+ONE_B_VOCAB = {**ONE_B, "vocab_size": 128_256}
 
 LLAMA = """
 import sys, numpy as np
@@ -107,7 +113,12 @@ def make(folder: Path, name: str, cfg: dict, q8: bool, fast: bool, source: str |
     if gguf.exists():
         return gguf
     if source is None:
-        return oracle.write(gguf, cfg, q8=q8, fast=fast).path
+        kv = None
+        if name.endswith("-vocab"):  # the tokenizer block of a downloaded Llama 3 in its header
+            from bench_gguf_header import FAMILIES, tokenizer
+
+            kv = tokenizer({**FAMILIES["llama3"], "tokens": cfg["vocab_size"]})
+        return oracle.write(gguf, cfg, q8=q8, fast=fast, kv=kv).path
     origin = folder / f"{source}.gguf"
     made = not origin.exists()
     if made:
@@ -201,7 +212,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=40)
     ap.add_argument("--no-8b", action="store_true", help="leave out the 8B-shaped checkpoint")
-    ap.add_argument("--only", choices=("1b-f32", "1b-q8", "8b-q8", "1b-q4km", "8b-q4km"), action="append",
+    ap.add_argument("--only", action="append",
+                    choices=("1b-f32", "1b-q8", "8b-q8", "1b-q4km", "8b-q4km", "1b-q8-vocab"),
                     help="this checkpoint (repeat for more; default: 1b-f32, 1b-q8 and 8b-q8)")
     ap.add_argument("--steps", choices=("prefill", "decode"), action="append", help="only these steps")
     ap.add_argument("--arithmetic", choices=("llama.cpp", "exact"), action="append",
@@ -222,12 +234,13 @@ def main() -> None:
     # float values takes longer than the runs.
     plan = [("1b-f32", ONE_B, False, True, None), ("1b-q8", ONE_B, True, True, None),
             ("8b-q8", EIGHT_B, True, False, None), ("1b-q4km", ONE_B, False, True, "1b-f32"),
-            ("8b-q4km", EIGHT_B, False, False, "8b-q8")]
+            ("8b-q4km", EIGHT_B, False, False, "8b-q8"), ("1b-q8-vocab", ONE_B_VOCAB, True, True, None)]
     rows, notes = [], []
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-realsize-") as tmp:
         tmp = args.into or tmp
         for name, cfg, q8, bundle, source in plan:
-            if (name not in args.only if args.only else source is not None) or name.startswith("8b") and args.no_8b:
+            if (name not in args.only if args.only else source is not None or name.endswith("-vocab")) \
+                    or name.startswith("8b") and args.no_8b:
                 continue
             if name.startswith("8b") and free_bytes() < 16e9:
                 notes.append(f"The 8B-shaped run was left out: {free_bytes() / 1e9:.1f} GB free, it needs 16 GB.")

@@ -20,6 +20,7 @@ BENCHMARKS = [
     ("bench_heterogeneous.py", ["--write"]),
     ("bench_bundle.py", ["--write"]),
     ("bench_pictures.py", ["--write"]),
+    ("bench_gguf_header.py", ["--write"]),
     # Real size beside llama.cpp: writes 4.4, 1.4 and 8.5 GB checkpoints into a temporary folder under build/ (removed
     # after) and needs about 16 GB of memory free for the 8B-shaped one, which it leaves out, saying so, otherwise.
     ("bench_realsize.py", ["--write"]),
