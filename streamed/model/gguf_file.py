@@ -191,8 +191,9 @@ class GgufFile:
             raise GgufFormatError("it does not start with the GGUF magic")
         version = self._u32(4, "the version")
         if version not in VERSIONS:
-            if version & 0xFFFF == 0 and version >> 16 in VERSIONS:
-                raise GgufFormatError(f"a big-endian GGUF (version {version >> 16}); llama.cpp reads little-endian")
+            swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+            if version & 0xFFFF == 0 and swapped in VERSIONS:
+                raise GgufFormatError(f"a big-endian GGUF (version {swapped}); llama.cpp reads little-endian files")
             raise GgufFormatError(f"GGUF version {version}; versions {' and '.join(map(str, VERSIONS))} are read")
         n_tensors, n_kv = self._u64(8, "the tensor count"), self._u64(16, "the key count")
         at = 24
