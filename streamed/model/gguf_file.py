@@ -235,8 +235,10 @@ class GgufFile:
             try:
                 kind = GGMLQuantizationType(raw)
             except ValueError:
+                kind = None
+            if kind not in GGML_QUANT_SIZES:  # a type the package names but has no sizes for is unknown here too
                 raise GgufFormatError(f"tensor {name!r} has type {raw}, which this version of the gguf package does "
-                                      f"not know") from None
+                                      f"not know")
             offset = self._u64(at + 4, what)
             at += 12
             infos.append((name, kind, shape, offset))

@@ -144,7 +144,13 @@ def _key_at(data: bytes, key: str) -> int:
     return at
 
 
-def _mutants(good: bytes):
+def _first_tensor_type_at(path) -> int:
+    """Where the first tensor's type is in the header, as the ``gguf`` package finds it (name, dims, then type)."""
+    t = GGUFReader(str(path)).tensors[0]
+    return t.field.offset + sum(int(part.nbytes) for part in t.field.parts[:4])
+
+
+def _mutants(good: bytes, type_at: int):
     """Headers a broken or hostile writer makes, each one change from a file llama.cpp loads: (what, bytes)."""
     key = _key_at(good, "tokenizer.ggml.model")
     value = key + 8 + len("tokenizer.ggml.model")  # its value type, then its string
@@ -159,6 +165,7 @@ def _mutants(good: bytes):
     yield "a key named twice", good[:key + 8] + b"general.architecture" + good[key + 28:]
     yield "a string that runs past the end", good[:value + 4] + struct.pack("<Q", 2**40) + good[value + 12:]
     yield "an array of arrays", _nested(good, value)
+    yield "tensor type 99", good[:type_at] + struct.pack("<I", 99) + good[type_at + 4:]
 
 
 def _nested(data: bytes, value: int) -> bytes:
@@ -172,7 +179,7 @@ def test_every_broken_header_is_refused_in_one_line_as_llama_cpp_refuses_it(tmp_
     good = _good(tmp_path / "good.gguf")
     assert llamacpp.refusal(good) is None and _ours(good) is None
     data = good.read_bytes()
-    for i, (what, bad) in enumerate(_mutants(data)):
+    for i, (what, bad) in enumerate(_mutants(data, _first_tensor_type_at(good))):
         path = tmp_path / f"bad{i}.gguf"
         path.write_bytes(bad)
         assert llamacpp.refusal(path) is not None, what
