@@ -220,12 +220,14 @@ def _k4_scales(builder, wat):
     def const(values):
         return ir.Constant(b8, values)
 
-    high = const([0] * 4 + [4] * 4)  # j ≥ 4 shifts (b >> 6) << 4 in; j < 4 has nothing there (a zero byte)
+    # Every shift is by one amount across the lanes (a lane with nothing to shift holds a zero byte, ``pick`` 16):
+    # x86 has no byte shifts, and a shift by lane widened each to a word and back.
+    six, four = const([6] * 8), const([4] * 8)
     low_sc = builder.and_(pick([4, 5, 6, 7, 12, 13, 14, 15]), const([63] * 4 + [15] * 4))
-    sc = builder.or_(low_sc, builder.shl(builder.lshr(pick([16] * 4 + [4, 5, 6, 7]), const([6] * 8)), high))
-    c = pick([8, 9, 10, 11, 12, 13, 14, 15])
-    low_mn = builder.and_(builder.lshr(c, const([0] * 4 + [4] * 4)), const([63] * 4 + [15] * 4))
-    mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), const([6] * 8)), high))
+    sc = builder.or_(low_sc, builder.shl(builder.lshr(pick([16] * 4 + [4, 5, 6, 7]), six), four))
+    low_mn = builder.or_(builder.and_(pick([8, 9, 10, 11, 16, 16, 16, 16]), const([63] * 8)),
+                         builder.lshr(pick([16] * 4 + [12, 13, 14, 15]), four))
+    mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), six), four))
     half = ir.HalfType().as_pointer()
     d, dmin = (builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, o)), half), align=1),
                              _F32) for o in (0, 2))
@@ -382,6 +384,19 @@ def _isum(builder, v, width: int):
     return builder.extract_element(v, ir.Constant(_I32, 0))
 
 
+def _isums(builder, vs):
+    """The sums of four ``<8 x i32>``, each exactly (``_isum``'s, any order), as one ``<4 x i32>``: adjacent lanes
+    added pairwise across the vectors, three times."""
+    def pairs(a, b, width):
+        half = ir.VectorType(_I32, width)
+        return builder.add(builder.shuffle_vector(a, b, ir.Constant(half, list(range(0, 2 * width, 2)))),
+                           builder.shuffle_vector(a, b, ir.Constant(half, list(range(1, 2 * width, 2)))))
+
+    ab, cd = pairs(vs[0], vs[1], 8), pairs(vs[2], vs[3], 8)  # a₀₁ a₂₃ a₄₅ a₆₇ b₀₁ … | c … d …
+    quads = pairs(ab, cd, 8)  # a₀₋₃ a₄₋₇ b₀₋₃ b₄₋₇ c… c… d… d…
+    return pairs(quads, quads, 4)  # a b c d
+
+
 def _splat(builder, value, vty):
     vec = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
     return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, vty.count), [0] * vty.count))
@@ -428,6 +443,10 @@ def _k_elements(code: int, tiled: bool):
             zero8, zero4, zero = ir.Constant(_F8, [0.0] * 8), ir.Constant(_F4, [0.0] * 4), ir.Constant(_F32, 0.0)
 
             def emit(r, rows):  # rows r … r + rows − 1
+                # The tiled kernel's rows of a group side by side: their block sums reduced together and their
+                # float32 steps in the lanes of one register, each lane the very operations of its row alone.
+                grouped = tiled and rows == _K_ROWS
+                group = cgutils.alloca_once_value(builder, zero4) if grouped else None
                 accs = [cgutils.alloca_once_value(builder, zero if tiled else zero8) for _ in range(rows)]
                 accms = [cgutils.alloca_once_value(builder, zero4 if code == 6 else zero) for _ in range(rows if floor
                                                                                                      else 0)]
@@ -468,6 +487,7 @@ def _k_elements(code: int, tiled: bool):
                                 s = builder.shuffle_vector(pair, pair, ir.Constant(_V16, [8 * h + 2 * m] * 8
                                                                                       + [8 * h + 2 * m + 1] * 8))
                                 runs.append((v, s))
+                    kept = []  # a group's rows: (lanes, mins, dx)
                     for row, acc in enumerate(accs):
                         at = builder.add(r, ir.Constant(_I64, row))
                         xat = _address(context, builder, xty, qx, (at, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
@@ -481,6 +501,9 @@ def _k_elements(code: int, tiled: bool):
                             lanes = builder.sub(lanes, builder.shl(offset, ir.Constant(_V8, [5] * 8)))
                         else:  # m_sb·(S₂ₛ_b + S₂ₛ_b₊₁) a sub-block
                             per_sub = builder.mul(mins, builder.add(*_halves(builder, bsums, 16)))
+                        if grouped:
+                            kept.append((lanes, per_sub if floor else None, dx_))
+                            continue
                         if tiled:
                             res = builder.fmul(dw, builder.sitofp(_isum(builder, lanes, 8), _F32))
                             if floor:
@@ -500,6 +523,20 @@ def _k_elements(code: int, tiled: bool):
                             else:  # Q5_K: one float, the whole block's
                                 whole = builder.sitofp(_isum(builder, per_sub, 8), _F32)
                                 builder.store(builder.call(fma1, [dmin, whole, builder.load(accm)]), accm)
+                    if grouped:  # r = fma(−dm, float(Σ mins), dw·float(Σ lanes)); total ← fma(r, dx, total)
+                        res = builder.fmul(_splat(builder, dw, _F4),
+                                           builder.sitofp(_isums(builder, [k[0] for k in kept]), _F4))
+                        if floor:
+                            res = builder.call(fma4, [_splat(builder, builder.fsub(ir.Constant(_F32, -0.0), dm), _F4),
+                                                      builder.sitofp(_isums(builder, [k[1] for k in kept]), _F4),
+                                                      res])
+                        dxs = ir.Constant(_F4, None)
+                        for row, k in enumerate(kept):
+                            dxs = builder.insert_element(dxs, k[2], ir.Constant(_I32, row))
+                        builder.store(builder.call(fma4, [res, dxs, builder.load(group)]), group)
+                if grouped:
+                    for row in range(rows):
+                        builder.store(builder.extract_element(builder.load(group), ir.Constant(_I32, row)), accs[row])
                 for row, acc in enumerate(accs):
                     total = builder.load(acc)
                     if not tiled:
