@@ -84,7 +84,8 @@ from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
 from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
-from .ggml import _AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _tiny, quantize_q8_0, tiny_blas
+from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
+                   tiny_blas)
 from .product import TASK_COLUMNS, _address, _fma, _load, prefetch
 
 F32 = np.float32
@@ -374,6 +375,43 @@ def _scaled_quads(builder, u, x, scale):
     return builder.mul(builder.add(builder.add(quads[0], quads[1]), builder.add(quads[2], quads[3])), each)
 
 
+#: Whether the target has AVX-512 BW, whose byte and word products (``vpmaddubsw``, ``vpmaddwd``) take 64 bytes at once.
+_AVX512BW = {"+avx512bw", "+avx512f"} <= _target_features()
+_B64 = ir.VectorType(ir.IntType(8), 64)
+_H32x = ir.VectorType(ir.IntType(16), 32)
+
+
+def _scaled_pairs(builder, u, x, scale):
+    """``_scaled_quads`` of two runs at once, on AVX-512 BW: ``u`` and ``x`` the two runs' 32 values each, one after
+    the other (``<64 x i8>``), ``scale`` their two ``<16 x i16>`` scales likewise; lanes ``0…7`` of the ``<16 x i32>``
+    are the first run's lanes, ``8…15`` the second's — the same integers, in registers twice as wide."""
+    pairs = builder.module.declare_intrinsic("llvm.x86.avx512.pmaddubs.w.512", (), ir.FunctionType(_H32x, [_B64] * 2))
+    words = builder.module.declare_intrinsic("llvm.x86.avx512.pmaddw.d.512", (), ir.FunctionType(_V16, [_H32x] * 2))
+    return builder.call(words, [builder.call(pairs, [u, x]), scale])
+
+
+def _run_lanes(builder, runs, xat):
+    """The block's eight lanes (``<8 x i32>``), lane ``l`` = ``Σ`` over its eight runs of ``scale·Σ_{j<4}
+    u[4l+j]·x[4l+j]`` (``runs``: each run's values and scale, in value order; ``xat``: the activation row's block,
+    run ``c`` at byte ``32c``). Exact integers, so any order of their sums is ggml's: on AVX-512 BW two runs a
+    register (``_scaled_pairs``), their halves added at the end; else a run a register (``_scaled_quads``)."""
+    if _AVX512BW:
+        wide = ir.Constant(_V16, [0] * 16)
+        both = ir.Constant(ir.VectorType(_I32, 64), list(range(64)))
+        scales = ir.Constant(ir.VectorType(_I32, 32), list(range(32)))
+        for c in range(0, len(runs), 2):
+            (u0, s0), (u1, s1) = runs[c], runs[c + 1]
+            wide = builder.add(wide, _scaled_pairs(builder, builder.shuffle_vector(u0, u1, both),
+                                                   _load(builder, xat, 32 * c, _B64),
+                                                   builder.shuffle_vector(s0, s1, scales)))
+        low, high = (builder.shuffle_vector(wide, wide, ir.Constant(_V8, list(range(j, j + 8)))) for j in (0, 8))
+        return builder.add(low, high)
+    lanes = ir.Constant(_V8, [0] * 8)
+    for c, (v, s) in enumerate(runs):
+        lanes = builder.add(lanes, _scaled_quads(builder, v, _load(builder, xat, 32 * c, _B32), s))
+    return lanes
+
+
 def _isum(builder, v, width: int):
     """The sum of ``v``'s ``width`` int32 lanes (exact: any order)."""
     while width > 1:
@@ -491,9 +529,7 @@ def _k_elements(code: int, tiled: bool):
                     for row, acc in enumerate(accs):
                         at = builder.add(r, ir.Constant(_I64, row))
                         xat = _address(context, builder, xty, qx, (at, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
-                        lanes = ir.Constant(_V8, [0] * 8)
-                        for c, (v, s) in enumerate(runs):
-                            lanes = builder.add(lanes, _scaled_quads(builder, v, _load(builder, xat, 32 * c, _B32), s))
+                        lanes = _run_lanes(builder, runs, xat)
                         bsums = builder.load(_at(context, builder, bty, bs, (at, sixteen), 4, _V16), align=4)
                         dx_ = builder.load(_at(context, builder, dty, dx, (at, i), 4, _F32))
                         if code == 8:  # lane l less 32·(S₂ₗ·s₂ₗ + S₂ₗ₊₁·s₂ₗ₊₁)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from privileges import unprivileged
-from repo import EXAMPLES, ROOT
+from repo import EXAMPLES, HASWELL, ROOT
 
 
 def environment(home: Path, **more: str) -> dict[str, str]:
@@ -157,12 +157,6 @@ def test_a_warm_run_reads_numba_s_runtime_from_the_kernel_cache_and_computes_the
     assert run(tmp_path / "recompiled.npz") == "runtime compiled: False"
     assert any(cache.rglob("product.*.nbc"))
     assert same(tmp_path / "first.npz", tmp_path / "recompiled.npz")
-
-
-#: An AVX2 machine without AVX-512 (Haswell), as numba's code generator is told to compile for one.
-HASWELL = {"NUMBA_CPU_NAME": "haswell",
-           "NUMBA_CPU_FEATURES": "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse,+sse2,"
-                                 "+sse3,+sse4.1,+sse4.2,+ssse3"}
 
 
 def test_kernels_compiled_for_a_cpu_without_avx512_compute_this_host_s_logits(tmp_path):

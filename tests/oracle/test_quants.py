@@ -31,6 +31,7 @@ K-quant) — read as stored and computed as llama.cpp computes them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -42,7 +43,7 @@ from gguf.quants import dequantize
 import llamacpp
 import oracle
 import quants
-from repo import CONFIGS, ROOT
+from repo import CONFIGS, HASWELL, ROOT
 from llamacpp import MUL_MAT
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
@@ -187,6 +188,30 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bi
                     assert _same_bits(got, _first(step, f"{out}-{layer}", MUL_MAT)), (ftype, layer, out, len(x))
                     held.add(weight.type)
     assert held >= WEIGHT_TYPES[ftype], held
+
+
+def test_a_k_quant_file_s_kernels_compiled_for_a_cpu_without_avx512_compute_this_host_s_logits(wide, tmp_path):
+    """The K-quant products take two runs of 32 values a register where the CPU has AVX-512 BW
+    (``ggml_quants._run_lanes``), one where it has AVX2 alone. Compiled for an AVX2 CPU (numba's ``NUMBA_CPU_NAME``
+    and ``NUMBA_CPU_FEATURES``, into a cache of its own) the other form runs on this host too: a Q4_K_M's and a
+    Q5_K_M's 8-row prefill (ggml's tiled kernel) and two decode steps (the type's dot) — every K-quant product the
+    two forms compute — are this host's logits bit for bit."""
+    for ftype in ("Q4_K_M", "Q5_K_M"):
+        path = quants.quantize(wide, tmp_path / f"{ftype}.gguf", ftype)
+        doc = tmp_path / f"{ftype}.lgm"
+        doc.write_text(author(read_gguf(path).spec))
+        saved = {}
+        for target, extra in (("host", {}), ("haswell", HASWELL)):
+            saved[target] = tmp_path / f"{ftype}-{target}.npz"
+            env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{target}"), "STREAMED_COMPILE_AHEAD": "0",
+                   **extra}
+            p = subprocess.run([sys.executable, "-m", "streamed", "run", str(doc), "--checkpoint", str(path),
+                                "--tokens", ",".join(map(str, WIDE_TOKENS)), "--prefill", str(WIDE_PREFILL),
+                                "--arithmetic", "llama.cpp", "--save", str(saved[target])], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=900)
+            assert p.returncode == 0, p.stderr[-2000:]
+        with np.load(saved["host"]) as host, np.load(saved["haswell"]) as haswell:
+            assert np.array_equal(host["logits"].view(np.uint32), haswell["logits"].view(np.uint32)), ftype
 
 
 def _assert_computed_on_this_path(ftype: str) -> None:

@@ -11,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CONFIGS = EXAMPLES / "configs"
 TINY = (EXAMPLES / "tiny-llama.lgm").read_text()
+#: An AVX2 machine without AVX-512 (Haswell), as numba's code generator is told to compile for one: a kernel that takes
+#: a wider form where the host has AVX-512 is compiled in its other form under these, on this host too.
+HASWELL = {"NUMBA_CPU_NAME": "haswell",
+           "NUMBA_CPU_FEATURES": "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse,+sse2,"
+                                 "+sse3,+sse4.1,+sse4.2,+ssse3"}
 #: A target with 10 KB of SRAM, on which the small documents' forward, prefill and batched programs need tiles.
 TINY_CHIP = Path(__file__).resolve().parent / "tiny-chip.toml"
 
