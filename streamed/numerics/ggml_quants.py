@@ -82,6 +82,7 @@ from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
+from .ggml_tiled import SHAPES, _k4_scales, _k6_scales, _k_values, interleaved, tiled_kernel
 from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
 from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
@@ -203,44 +204,6 @@ _V16 = ir.VectorType(_I32, 16)
 _V8 = ir.VectorType(_I32, 8)
 _H32 = ir.VectorType(ir.IntType(16), 32)
 _B32 = ir.VectorType(ir.IntType(8), 32)
-
-
-def _k4_scales(builder, wat):
-    """A Q4_K or Q5_K block's eight 6-bit scales and eight mins (``get_scale_min_k4`` of sub-blocks 0…7, from the 12
-    packed bytes at 4) as two ``<8 x i32>``, and its ``d`` and ``dmin`` widened from fp16 — from the block's first
-    16 bytes, in vector code in the dot itself: sub-block ``j < 4``: scale ``b₄₊ⱼ & 63``, min ``b₈₊ⱼ & 63``;
-    ``j ≥ 4``: scale ``(b₈₊ⱼ & 15) | (b_j >> 6) << 4``, min ``(b₈₊ⱼ >> 4) | (b₄₊ⱼ >> 6) << 4``."""
-    b16 = ir.VectorType(ir.IntType(8), 16)
-    b8 = ir.VectorType(ir.IntType(8), 8)
-    b = _load(builder, wat, 0, b16)
-    zero = ir.Constant(b16, [0] * 16)
-
-    def pick(indices):
-        return builder.shuffle_vector(b, zero, ir.Constant(ir.VectorType(_I32, 8), indices))
-
-    def const(values):
-        return ir.Constant(b8, values)
-
-    # Every shift is by one amount across the lanes (a lane with nothing to shift holds a zero byte, ``pick`` 16):
-    # x86 has no byte shifts, and a shift by lane widened each to a word and back.
-    six, four = const([6] * 8), const([4] * 8)
-    low_sc = builder.and_(pick([4, 5, 6, 7, 12, 13, 14, 15]), const([63] * 4 + [15] * 4))
-    sc = builder.or_(low_sc, builder.shl(builder.lshr(pick([16] * 4 + [4, 5, 6, 7]), six), four))
-    low_mn = builder.or_(builder.and_(pick([8, 9, 10, 11, 16, 16, 16, 16]), const([63] * 8)),
-                         builder.lshr(pick([16] * 4 + [12, 13, 14, 15]), four))
-    mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), six), four))
-    half = ir.HalfType().as_pointer()
-    d, dmin = (builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, o)), half), align=1),
-                             _F32) for o in (0, 2))
-    return builder.zext(sc, _V8), builder.zext(mn, _V8), d, dmin
-
-
-def _k6_scales(builder, wat):
-    """A Q6_K block's sixteen int8 scales (at 192) as ``<16 x i32>`` and its ``d`` (fp16 at 208) widened."""
-    scales = builder.sext(_load(builder, wat, 192, ir.VectorType(ir.IntType(8), 16)), _V16)
-    d = builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, 208)),
-                                                    ir.HalfType().as_pointer()), align=1), _F32)
-    return scales, d
 
 
 def _widened_pairs(builder, w, x):
@@ -495,36 +458,18 @@ def _k_elements(code: int, tiled: bool):
                         prefetch(builder, wat)
                     sixteen = builder.mul(i, ir.Constant(_I64, 16))
                     runs = []  # (values, scale) of each run of 32 values, in value order
-                    if floor:  # qs[128] (at 16; Q5_K's at 48, after qh[32]): run 2g the low nibbles of bytes
-                        # 32g…32g+31, run 2g+1 their high ones; Q5_K's fifth bit of value 32·run + l: bit run of qh[l]
+                    values = _k_values(builder, code, wat)
+                    if floor:
                         subs8, mins, dw, dm = _k4_scales(builder, wat)
-                        qh = _load(builder, wat, 16, _B32) if code == 7 else None
-                        for g in range(4):
-                            q = _load(builder, wat, (48 if code == 7 else 16) + 32 * g, _B32)
-                            for half, v in enumerate((builder.and_(q, ir.Constant(_B32, [15] * 32)),
-                                                      builder.lshr(q, ir.Constant(_B32, [4] * 32)))):
-                                if code == 7:
-                                    bit = builder.and_(builder.lshr(qh, ir.Constant(_B32, [2 * g + half] * 32)),
-                                                       ir.Constant(_B32, [1] * 32))
-                                    v = builder.or_(v, builder.shl(bit, ir.Constant(_B32, [4] * 32)))
-                                s = builder.trunc(builder.extract_element(subs8, ir.Constant(_I32, 2 * g + half)),
-                                                  ir.IntType(16))
-                                runs.append((v, _splat(builder, s, _H16)))
-                    else:  # ql[128], qh[64], scales[16]: run 4h+m of the half h (_values' layout), scales 8h+2m, +1
+                        for c, v in enumerate(values):
+                            s = builder.trunc(builder.extract_element(subs8, ir.Constant(_I32, c)), ir.IntType(16))
+                            runs.append((v, _splat(builder, s, _H16)))
+                    else:  # run 4h+m's scales 8h+2m, +1: sub-blocks 2c, 2c+1
                         subs, dw = _k6_scales(builder, wat)
-                        for h in range(2):
-                            ql = [_load(builder, wat, 64 * h + 32 * t, _B32) for t in (0, 1)]
-                            qh = _load(builder, wat, 128 + 32 * h, _B32)
-                            for m in range(4):
-                                low = builder.and_(builder.lshr(ql[m % 2], ir.Constant(_B32, [4 * (m // 2)] * 32)),
-                                                   ir.Constant(_B32, [15] * 32))
-                                top = builder.and_(builder.lshr(qh, ir.Constant(_B32, [2 * m] * 32)),
-                                                   ir.Constant(_B32, [3] * 32))
-                                v = builder.or_(low, builder.shl(top, ir.Constant(_B32, [4] * 32)))
-                                pair = builder.trunc(subs, _H16)
-                                s = builder.shuffle_vector(pair, pair, ir.Constant(_V16, [8 * h + 2 * m] * 8
-                                                                                      + [8 * h + 2 * m + 1] * 8))
-                                runs.append((v, s))
+                        pair = builder.trunc(subs, _H16)
+                        for c, v in enumerate(values):
+                            runs.append((v, builder.shuffle_vector(pair, pair, ir.Constant(_V16, [2 * c] * 8
+                                                                                            + [2 * c + 1] * 8))))
                     kept = []  # a group's rows: (lanes, mins, dx)
                     for row, acc in enumerate(accs):
                         at = builder.add(r, ir.Constant(_I64, row))
@@ -920,7 +865,12 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
         if w.type in DOTS:
             q, d, bs = quantize_q8_k(x2)
             tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
-            _kernel_of(w.type)(q, d, bs, raw, tiled, threads(), out)
+            code = DOTS[w.type]
+            if tiled and code in SHAPES:  # the tiled kernel's elements as an outer product (``ggml_tiled``)
+                xi, sx, dxi = interleaved(q, d, bs, mins=SHAPES[code][2])
+                tiled_kernel(code)(xi, sx, dxi, raw, x2.shape[0], threads(), out)
+            else:
+                _kernel_of(w.type)(q, d, bs, raw, tiled, threads(), out)
         elif w.type in LEGACY or w.type == "MXFP4":
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)

@@ -1,0 +1,429 @@
+"""ggml's tiled K-quant product (``ggml-cpu/tiled``: 8 rows or more computed together) over Q4_K, Q5_K and Q6_K,
+computed as an outer product — each weight row unpacked once, every activation row summed against it in the lanes
+of a register — with ggml's integers and ggml's float32 steps, bit for bit; and the K-quant block unpacking the dots
+of ``ggml_quants`` share.
+
+What is computed (``ggml_quants``' docstring): per element and block of 256, the whole integer ``s₁ = Σ_sb scale_sb ·
+Σ_{p∈sb} v_p·x_p`` (``v`` the weight's value: Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits less 32; sub-blocks of 32
+values, Q6_K's of 16) and, for Q4_K and Q5_K, ``s₂ = Σ_sb min_sb · (S₂ₛ_b + S₂ₛ_b₊₁)`` (``S`` the activation's sums of
+16); ``r = fma(−dmin, float(s₂), d·float(s₁))`` (``r = d·float(s₁)`` for Q6_K) and ``acc ← fma(r, y.d, acc)`` from 0
+in block order. The integers are exact in int32 (no product or partial sum near its range), so any order of their
+sums is ggml's; the float32 steps are each lane's own, in ggml's order.
+
+How (the layout, and why it is faster). The weight row is unpacked once into scratch (``_unpacked``): its values as
+signed bytes in value order, per sub-block its scale, its min and ``−128·Σv``, per block ``d`` and ``dmin``. The
+activations are laid out once a product (``interleaved``): rows in groups of ``lanes()`` (16 on AVX-512 VNNI, else
+8), each group's bytes four values of a row after another, row after row — so a register holds values ``4c…4c+3`` of
+each row of the group. One ``vpdpbusd`` then multiplies it by four weight values broadcast from the scratch: each
+lane gains ``Σ_{j<4} v·x`` for its own row, 64 products an instruction, summed down the reduction with no horizontal
+step; a sub-block's lanes are then multiplied by its scale and added into ``s₁``. ``vpdpbusd`` takes its first
+operand unsigned: the activation is read as ``x + 128`` (its bits with the top one flipped) and the sub-block's sum
+starts from ``−128·Σv``, so it ends at ``Σ v·x`` exactly. Without AVX-512 VNNI, AVX2's ``vpmaddubsw`` (pairs, at most
+2·255·32: never saturating) then ``vpmaddwd`` by ones take its place, 8 rows a register; elsewhere the same integers
+written generically. Two groups are computed side by side (each broadcast weight serves both), a sub-block's four-value
+steps in two chains.
+
+The dots (fewer than 8 rows: a decode step) keep ``ggml_quants._k_elements``: their lanes are ggml's own eight, which
+an element's float steps depend on.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .ggml import _AVX2, _VNNI
+from .jit import claim, compiled, kernel, on_threads
+from .product import TASK_COLUMNS, _address, _load
+
+QK_K = 256
+_I8 = ir.IntType(8)
+_I16 = ir.IntType(16)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_F32 = ir.FloatType()
+_B32 = ir.VectorType(_I8, 32)
+_V8 = ir.VectorType(_I32, 8)
+_V16 = ir.VectorType(_I32, 16)
+
+#: Each type's code (``ggml_quants.DOTS``) → (block bytes, values a sub-block, whether it has mins).
+SHAPES = {6: (144, 32, True), 7: (176, 32, True), 8: (210, 16, False)}
+
+
+def lanes() -> int:
+    """Activation rows a register holds (a group of ``interleaved``): 16 where the target has AVX-512 VNNI, else 8."""
+    return 16 if _VNNI else 8
+
+
+# ---- a block's values and scales, as ggml's dots unpack them -------------------------------------------------------
+
+
+def _k4_scales(builder, wat):
+    """A Q4_K or Q5_K block's eight 6-bit scales and eight mins (``get_scale_min_k4`` of sub-blocks 0…7, from the 12
+    packed bytes at 4) as two ``<8 x i32>``, and its ``d`` and ``dmin`` widened from fp16 — from the block's first
+    16 bytes, in vector code: sub-block ``j < 4``: scale ``b₄₊ⱼ & 63``, min ``b₈₊ⱼ & 63``; ``j ≥ 4``: scale ``(b₈₊ⱼ &
+    15) | (b_j >> 6) << 4``, min ``(b₈₊ⱼ >> 4) | (b₄₊ⱼ >> 6) << 4``."""
+    b16 = ir.VectorType(_I8, 16)
+    b8 = ir.VectorType(_I8, 8)
+    b = _load(builder, wat, 0, b16)
+    zero = ir.Constant(b16, [0] * 16)
+
+    def pick(indices):
+        return builder.shuffle_vector(b, zero, ir.Constant(_V8, indices))
+
+    def const(values):
+        return ir.Constant(b8, values)
+
+    # Every shift is by one amount across the lanes (a lane with nothing to shift holds a zero byte, ``pick`` 16):
+    # x86 has no byte shifts, and a shift by lane widened each to a word and back.
+    six, four = const([6] * 8), const([4] * 8)
+    low_sc = builder.and_(pick([4, 5, 6, 7, 12, 13, 14, 15]), const([63] * 4 + [15] * 4))
+    sc = builder.or_(low_sc, builder.shl(builder.lshr(pick([16] * 4 + [4, 5, 6, 7]), six), four))
+    low_mn = builder.or_(builder.and_(pick([8, 9, 10, 11, 16, 16, 16, 16]), const([63] * 8)),
+                         builder.lshr(pick([16] * 4 + [12, 13, 14, 15]), four))
+    mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), six), four))
+    half = ir.HalfType().as_pointer()
+    d, dmin = (builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, o)), half), align=1),
+                             _F32) for o in (0, 2))
+    return builder.zext(sc, _V8), builder.zext(mn, _V8), d, dmin
+
+
+def _k6_scales(builder, wat):
+    """A Q6_K block's sixteen int8 scales (at 192) as ``<16 x i32>`` and its ``d`` (fp16 at 208) widened."""
+    scales = builder.sext(_load(builder, wat, 192, ir.VectorType(_I8, 16)), _V16)
+    d = builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, 208)),
+                                                    ir.HalfType().as_pointer()), align=1), _F32)
+    return scales, d
+
+
+def _k_values(builder, code: int, wat):
+    """A Q4_K (code 6), Q5_K (7) or Q6_K (8) block's 256 values, unsigned (Q6_K's 0…63, before its −32), as eight
+    ``<32 x i8>`` in value order — run ``c`` the values ``32c … 32c+31`` — from its bytes at ``wat``. Q4_K and Q5_K:
+    ``qs[128]`` (at 16; Q5_K's at 48, after ``qh[32]``), run ``2g`` the low nibbles of bytes ``32g…32g+31``, run
+    ``2g+1`` their high ones, Q5_K's fifth bit of value ``32·run + l`` bit ``run`` of ``qh[l]``; Q6_K: ``ql[128]``,
+    ``qh[64]``, run ``4h+m`` of the half ``h`` the nibble ``m // 2`` of ``ql[64h + 32(m mod 2) + l]`` with bits ``2m``
+    of ``qh[32h + l]`` above it."""
+    def splat(value):
+        return ir.Constant(_B32, [value] * 32)
+
+    runs = []
+    if code in (6, 7):
+        qh = _load(builder, wat, 16, _B32) if code == 7 else None
+        for g in range(4):
+            q = _load(builder, wat, (48 if code == 7 else 16) + 32 * g, _B32)
+            for half, v in enumerate((builder.and_(q, splat(15)), builder.lshr(q, splat(4)))):
+                if code == 7:
+                    bit = builder.and_(builder.lshr(qh, splat(2 * g + half)), splat(1))
+                    v = builder.or_(v, builder.shl(bit, splat(4)))
+                runs.append(v)
+        return runs
+    for h in range(2):
+        ql = [_load(builder, wat, 64 * h + 32 * t, _B32) for t in (0, 1)]
+        qh = _load(builder, wat, 128 + 32 * h, _B32)
+        for m in range(4):
+            low = builder.and_(builder.lshr(ql[m % 2], splat(4 * (m // 2))), splat(15))
+            top = builder.and_(builder.lshr(qh, splat(2 * m)), splat(3))
+            runs.append(builder.or_(low, builder.shl(top, splat(4))))
+    return runs
+
+
+def _byte_sums(builder, u, width: int):
+    """The sums of each ``width`` (16 or 32) consecutive unsigned bytes of ``u`` (``<32 x i8>``), as int32 values:
+    ``vpsadbw`` against zero on AVX2 (four sums of 8), else generic code."""
+    if _AVX2:
+        sad = builder.module.declare_intrinsic("llvm.x86.avx2.psad.bw", (),
+                                               ir.FunctionType(ir.VectorType(_I64, 4), [_B32] * 2))
+        eights = builder.call(sad, [u, ir.Constant(_B32, [0] * 32)])
+        parts = [builder.trunc(builder.extract_element(eights, ir.Constant(_I32, j)), _I32) for j in range(4)]
+    else:
+        wide = builder.zext(u, ir.VectorType(_I32, 32))
+        parts = []
+        for j in range(4):
+            s = builder.extract_element(wide, ir.Constant(_I32, 8 * j))
+            for t in range(1, 8):
+                s = builder.add(s, builder.extract_element(wide, ir.Constant(_I32, 8 * j + t)))
+            parts.append(s)
+    if width == 32:
+        return [builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))]
+    return [builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3])]
+
+
+def _vector(builder, values, vty):
+    out = ir.Constant(vty, None)
+    for j, v in enumerate(values):
+        out = builder.insert_element(out, v, ir.Constant(_I32, j))
+    return out
+
+
+def _store(builder, at, offset: int, value):
+    builder.store(value, builder.inttoptr(builder.add(at, ir.Constant(_I64, offset)), value.type.as_pointer()),
+                  align=1)
+
+
+def _unpacker(code: int):
+    """An intrinsic ``unpack(w, n, v, sc, mn, corr, dd, slot)``: weight row ``n`` of ``w`` (its blocks' bytes) into
+    slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its values as signed bytes in value order (Q6_K's less 32), per sub-block ``sc`` its
+    scale, ``mn`` its min (Q4_K, Q5_K) and ``corr`` ``−128·Σv`` (int32), per block ``dd`` its ``d`` and ``dmin``
+    (float32, side by side)."""
+    nbytes, sub, mins = SHAPES[code]
+    per = QK_K // sub
+
+    @intrinsic
+    def unpack(typingctx, w, n, v, sc, mn, corr, dd, slot):
+        def codegen(context, builder, signature, args):
+            w, n, v, sc, mn, corr, dd, slot = args
+            wty, _, vty, scty, mnty, cty, dty, _ = signature.args
+            n = builder.sext(n, _I64) if n.type != _I64 else n
+            slot = builder.sext(slot, _I64) if slot.type != _I64 else slot
+            blocks = builder.extract_value(context.make_array(dty)(context, builder, dd).shape, 1)
+            blocks = builder.udiv(blocks, ir.Constant(_I64, 2))
+            with cgutils.for_range(builder, blocks) as loop:
+                i = loop.index
+                wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
+                vat = _address(context, builder, vty, v, (slot, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
+                first = builder.mul(i, ir.Constant(_I64, per))
+                sat, mat, cat = (_address(context, builder, t, a, (slot, first), 4)
+                                 for t, a in ((scty, sc), (mnty, mn), (cty, corr)))
+                dat = _address(context, builder, dty, dd, (slot, builder.mul(i, ir.Constant(_I64, 2))), 4)
+                sums = []
+                for c, u in enumerate(_k_values(builder, code, wat)):
+                    sums += _byte_sums(builder, u, sub)
+                    if code == 8:  # Q6_K's values less 32: its 16-value sums less 512
+                        u = builder.sub(u, ir.Constant(_B32, [32] * 32))
+                    _store(builder, vat, 32 * c, u)
+                if code == 8:
+                    sums = [builder.sub(s, ir.Constant(_I32, 512)) for s in sums]
+                    scales, d = _k6_scales(builder, wat)
+                    dmin = ir.Constant(_F32, 0.0)
+                else:
+                    scales, low, d, dmin = _k4_scales(builder, wat)
+                    _store(builder, mat, 0, low)
+                _store(builder, sat, 0, scales)
+                vec = ir.VectorType(_I32, per)
+                _store(builder, cat, 0, builder.mul(_vector(builder, sums, vec), ir.Constant(vec, [-128] * per)))
+                _store(builder, dat, 0, d)
+                _store(builder, dat, 4, dmin)
+            return context.get_dummy_value()
+
+        return types.void(w, n, v, sc, mn, corr, dd, slot), codegen
+
+    return unpack
+
+
+def _dot4(builder, acc, x, w, width: int):
+    """``acc + Σ_{j<4} x[4l+j]·w[4l+j]`` in each int32 lane ``l`` of ``width`` (``x`` unsigned bytes, ``w`` signed,
+    both as ``<width x i32>``): ``vpdpbusd`` on AVX-512 VNNI; on AVX2 ``vpmaddubsw`` (pairs, at most 2·255·32, never
+    saturating) then ``vpmaddwd`` by ones; else generic code. Exact either way."""
+    if width == 16:
+        dpbusd = builder.module.declare_intrinsic("llvm.x86.avx512.vpdpbusd.512", (), ir.FunctionType(_V16, [_V16] * 3))
+        return builder.call(dpbusd, [acc, x, w])
+    xb, wb = builder.bitcast(x, _B32), builder.bitcast(w, _B32)
+    if _AVX2:
+        h16 = ir.VectorType(_I16, 16)
+        pairs = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.ub.sw", (), ir.FunctionType(h16, [_B32] * 2))
+        words = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.wd", (), ir.FunctionType(_V8, [h16] * 2))
+        return builder.add(acc, builder.call(words, [builder.call(pairs, [xb, wb]), ir.Constant(h16, [1] * 16)]))
+    v32 = ir.VectorType(_I32, 32)
+    p = builder.mul(builder.zext(xb, v32), builder.sext(wb, v32))
+    quads = [builder.shuffle_vector(p, p, ir.Constant(_V8, list(range(j, 32, 4)))) for j in range(4)]
+    return builder.add(acc, builder.add(builder.add(quads[0], quads[1]), builder.add(quads[2], quads[3])))
+
+
+#: The register tile: weight rows (columns of the product) and groups of activation rows computed together — each
+#: activation register loaded once for the columns, each weight value broadcast once for the groups.
+_COLUMNS = 4
+_GROUPS = 2
+
+
+def _tiler(code: int, cols: int):
+    """An intrinsic ``tile(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)``: columns ``n … n + cols − 1`` of ``out``
+    for every activation row — the weight rows unpacked in slots ``0 … cols − 1`` of the scratch (``_unpacker``) with
+    each group of ``interleaved``'s activations, ``_GROUPS`` groups at a time, then one; ``out[r, ·]`` written for
+    ``r < rows`` (a group's padding rows are computed and dropped). Each (column, group) pair keeps its own integers
+    and its own float32 accumulator: the tile changes which registers are computed side by side, nothing else."""
+    _, sub, mins = SHAPES[code]
+    per = QK_K // sub
+    width = lanes()
+
+    @intrinsic
+    def tile(typingctx, xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out):
+        def codegen(context, builder, signature, args):
+            # (LLVM's types are made here, not held by the closure: the kernel cache keys a kernel by its closure's
+            # cells, and a type pickles differently once code has been generated with it.)
+            vi, vf = ir.VectorType(_I32, width), ir.VectorType(_F32, width)
+            xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out = args
+            xty, sxty, dxty, vty, scty, mnty, cty, dty, _, _, oty = signature.args
+            n = builder.sext(n, _I64) if n.type != _I64 else n
+            rows = builder.sext(rows, _I64) if rows.type != _I64 else rows
+            fma = builder.module.declare_intrinsic(f"llvm.fma.v{width}f32", (), ir.FunctionType(vf, [vf] * 3))
+            groups, blocks = cgutils.unpack_tuple(builder, context.make_array(dxty)(context, builder, dxi).shape, 3)[:2]
+            zero_i, zero_f = ir.Constant(vi, [0] * width), ir.Constant(vf, [0.0] * width)
+
+            def const(value):
+                return ir.Constant(_I64, value)
+
+            def splat(at, ty, vty):
+                one = builder.load(builder.inttoptr(at, ty.as_pointer()), align=1)
+                vec = builder.insert_element(ir.Constant(vty, None), one, ir.Constant(_I32, 0))
+                return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, width), [0] * width))
+
+            def emit(g0, count):  # groups g0 … g0 + count − 1
+                gs = [builder.add(g0, const(h)) for h in range(count)]
+                accs = {(c, h): cgutils.alloca_once_value(builder, zero_f) for c in range(cols) for h in range(count)}
+                with cgutils.for_range(builder, blocks) as loop:
+                    i = loop.index
+                    first = builder.mul(i, const(per))
+                    vats = [_address(context, builder, vty, v, (const(c), builder.mul(i, const(QK_K))), 1)
+                            for c in range(cols)]
+                    xats = [_address(context, builder, xty, xi, (g, builder.mul(i, const(QK_K // 4)), const(0)), 1)
+                            for g in gs]
+                    sats, mats, cats = ([_address(context, builder, t, a, (const(c), first), 4) for c in range(cols)]
+                                        for t, a in ((scty, sc), (mnty, mn), (cty, corr)))
+                    # A loop over the sub-blocks, not unrolled: the tile's registers are its sums, its ``s₁`` and
+                    # one step's activations — unrolled, LLVM interleaved the sub-blocks' loads and spilled.
+                    s1 = {key: cgutils.alloca_once_value(builder, zero_i) for key in accs}
+                    s2 = {key: cgutils.alloca_once_value(builder, zero_i) for key in accs}
+                    with cgutils.for_range(builder, const(per)) as inner:
+                        s = inner.index
+                        at = builder.add(builder.mul(s, const(sub)), const(0))
+                        # Each pair's sum in ``chains`` independent parts (the steps alternate), enough of them in
+                        # flight to cover ``vpdpbusd``'s latency when the tile is narrow.
+                        chains = max(1, 8 // len(accs))
+                        sums = {(c, h): [splat(builder.add(cats[c], builder.mul(s, const(4))), _I32, vi)]
+                                + [zero_i] * (chains - 1) for c, h in accs}
+                        for j in range(sub // 4):
+                            xs = [_load(builder, builder.add(xat, builder.mul(at, const(width))), 4 * j * width, vi)
+                                  for xat in xats]
+                            for c in range(cols):
+                                wv = splat(builder.add(builder.add(vats[c], at), const(4 * j)), _I32, vi)
+                                for h in range(count):
+                                    part = sums[c, h]
+                                    part[j % chains] = _dot4(builder, part[j % chains], xs[h], wv, width)
+                        for c in range(cols):
+                            scale = splat(builder.add(sats[c], builder.mul(s, const(4))), _I32, vi)
+                            for h in range(count):
+                                whole = functools.reduce(builder.add, sums[c, h])
+                                builder.store(builder.add(builder.load(s1[c, h]), builder.mul(whole, scale)),
+                                              s1[c, h])
+                    if mins:  # s₂ = Σ min·S over the block's sub-blocks
+                        with cgutils.for_range(builder, const(per)) as inner:
+                            s = inner.index
+                            for c in range(cols):
+                                low = splat(builder.add(mats[c], builder.mul(s, const(4))), _I32, vi)
+                                for h, g in enumerate(gs):
+                                    at = _address(context, builder, sxty, sx, (g, builder.add(first, s), const(0)), 4)
+                                    got = builder.load(builder.inttoptr(at, vi.as_pointer()), align=4)
+                                    builder.store(builder.add(builder.load(s2[c, h]), builder.mul(low, got)), s2[c, h])
+                    for c in range(cols):  # r = fma(−dmin, float(s₂), d·float(s₁)); acc ← fma(r, y.d, acc)
+                        dat = _address(context, builder, dty, dd, (const(c), builder.mul(i, const(2))), 4)
+                        d = splat(dat, _F32, vf)
+                        negmin = builder.fsub(ir.Constant(vf, [-0.0] * width), splat(builder.add(dat, const(4)), _F32,
+                                                                                      vf))
+                        for h, g in enumerate(gs):
+                            res = builder.fmul(d, builder.sitofp(builder.load(s1[c, h]), vf))
+                            if mins:
+                                res = builder.call(fma, [negmin, builder.sitofp(builder.load(s2[c, h]), vf), res])
+                            ydat = _address(context, builder, dxty, dxi, (g, i, const(0)), 4)
+                            yd = builder.load(builder.inttoptr(ydat, vf.as_pointer()), align=4)
+                            acc = accs[c, h]
+                            builder.store(builder.call(fma, [res, yd, builder.load(acc)]), acc)
+                for (c, h), acc in accs.items():
+                    total = builder.load(acc)
+                    col = builder.add(n, const(c))
+                    for lane in range(width):
+                        row = builder.add(builder.mul(gs[h], const(width)), const(lane))
+                        with cgutils.if_likely(builder, builder.icmp_signed("<", row, rows)):
+                            at = _address(context, builder, oty, out, (row, col), 4)
+                            builder.store(builder.extract_element(total, ir.Constant(_I32, lane)),
+                                          builder.inttoptr(at, _F32.as_pointer()))
+
+            paired = builder.sub(groups, builder.srem(groups, const(_GROUPS)))
+            with cgutils.for_range_slice(builder, const(0), paired, const(_GROUPS)) as (g, _):
+                emit(g, _GROUPS)
+            with cgutils.for_range_slice(builder, paired, groups, const(1)) as (g, _):
+                emit(g, 1)
+            return context.get_dummy_value()
+
+        return types.void(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out), codegen
+
+    return tile
+
+
+def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, mins: bool):
+    """Q8_K activations (``ggml_quants.quantize_q8_k``'s ``q``, ``d``, ``bsums``; ``rows × k``) laid out for
+    ``_tiler``, rows in groups of ``lanes()`` (the last padded with zeros): ``xi[g, c, 4l + j]`` the byte ``q + 128``
+    of value ``4c + j`` of row ``g·lanes + l``; ``dxi[g, i, l]`` its block ``i``'s ``d``; with ``mins``, ``sx[g, s,
+    l]`` the sum of its sub-block ``s`` of 32 (two sums of 16); else an empty ``sx``."""
+    rows, k = q.shape
+    width = lanes()
+    groups = -(-rows // width)
+    padded = groups * width
+    flipped = np.full((padded, k), 128, np.uint8)
+    flipped[:rows] = q.view(np.uint8) ^ np.uint8(128)
+    xi = np.ascontiguousarray(flipped.reshape(groups, width, k // 4, 4).transpose(0, 2, 1, 3)).reshape(
+        groups, k // 4, 4 * width)
+    dx = np.zeros((padded, k // QK_K), np.float32)
+    dx[:rows] = d
+    dxi = np.ascontiguousarray(dx.reshape(groups, width, -1).transpose(0, 2, 1))
+    if not mins:
+        return xi, np.zeros((groups, 0, width), np.int32), dxi
+    sums = np.zeros((padded, k // 32), np.int32)
+    sums[:rows] = bsums.reshape(rows, k // 32, 2).sum(axis=-1, dtype=np.int32)
+    return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
+
+
+@functools.lru_cache(maxsize=None)
+def tiled_kernel(code: int):
+    """The tiled product's kernel over ``code`` (6 Q4_K, 7 Q5_K, 8 Q6_K): ``product(xi, sx, dxi, w, rows, nthreads,
+    out)`` writes ``out[r, n]`` for every activation row ``r < rows`` (``interleaved``'s layout) and weight row ``n``,
+    ``TASK_COLUMNS`` columns a task taken by the ``nthreads`` threads as each is free (``jit.claim``), each weight
+    row unpacked once into its thread's scratch (``_unpacker``) and computed with every group (``_tiler``). Made once
+    a process a type."""
+    _, sub, _ = SHAPES[code]
+    unpack, tile, tile1 = _unpacker(code), _tiler(code, _COLUMNS), _tiler(code, 1)
+
+    def share(xi, sx, dxi, w, rows, out, taken):
+        k = xi.shape[1] * 4
+        n_out = w.shape[0]
+        tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+        v = np.empty((_COLUMNS, k), dtype=np.int8)
+        sc = np.empty((_COLUMNS, k // sub), dtype=np.int32)
+        mn = np.empty((_COLUMNS, k // sub), dtype=np.int32)
+        corr = np.empty((_COLUMNS, k // sub), dtype=np.int32)
+        dd = np.empty((_COLUMNS, 2 * (k // QK_K)), dtype=np.float32)
+        c = claim(taken)
+        while c < tasks:
+            end = min(n_out, (c + 1) * TASK_COLUMNS)
+            n = c * TASK_COLUMNS
+            while n + _COLUMNS <= end:
+                for j in range(_COLUMNS):
+                    unpack(w, n + j, v, sc, mn, corr, dd, j)
+                tile(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)
+                n += _COLUMNS
+            while n < end:
+                unpack(w, n, v, sc, mn, corr, dd, 0)
+                tile1(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)
+                n += 1
+            c = claim(taken)
+
+    shared = on_threads(share)
+
+    def product(xi, sx, dxi, w, rows, nthreads, out):
+        shared(nthreads, (xi, sx, dxi, w, rows, out))
+
+    name = {6: "Q4_K", 7: "Q5_K", 8: "Q6_K"}[code]
+    share.__qualname__ = share.__name__ = f"_tiled_share_{name}"
+    product.__qualname__ = product.__name__ = f"_tiled_{name}"
+    return compiled(kernel(product), *_OPERANDS)
+
+
+#: ``tiled_kernel``'s operands as its kernels are compiled for them: the interleaved activations (``xi``, ``sx``,
+#: ``dxi``), the weight's bytes read-only (mapped or in memory, one machine code), the rows, the threads, the results.
+_OPERANDS = (types.Array(types.uint8, 3, "C"), types.Array(types.int32, 3, "C"), types.Array(types.float32, 3, "C"),
+             types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.int64,
+             types.Array(types.float32, 2, "C"))
