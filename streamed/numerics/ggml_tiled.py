@@ -132,104 +132,90 @@ def _k_values(builder, code: int, wat):
     return runs
 
 
-def _byte_sums(builder, u, width: int):
-    """The sums of each ``width`` (16 or 32) consecutive unsigned bytes of ``u`` (``<32 x i8>``), as int32 values:
-    ``vpsadbw`` against zero on AVX2 (four sums of 8), else generic code."""
-    if _AVX2:
-        sad = builder.module.declare_intrinsic("llvm.x86.avx2.psad.bw", (),
-                                               ir.FunctionType(ir.VectorType(_I64, 4), [_B32] * 2))
-        eights = builder.call(sad, [u, ir.Constant(_B32, [0] * 32)])
-        parts = [builder.trunc(builder.extract_element(eights, ir.Constant(_I32, j)), _I32) for j in range(4)]
-    else:
-        wide = builder.zext(u, ir.VectorType(_I32, 32))
-        parts = []
-        for j in range(4):
-            s = builder.extract_element(wide, ir.Constant(_I32, 8 * j))
-            for t in range(1, 8):
-                s = builder.add(s, builder.extract_element(wide, ir.Constant(_I32, 8 * j + t)))
-            parts.append(s)
-    if width == 32:
-        return [builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))]
-    return [builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3])]
-
-
-def _vector(builder, values, vty):
-    out = ir.Constant(vty, None)
-    for j, v in enumerate(values):
-        out = builder.insert_element(out, v, ir.Constant(_I32, j))
-    return out
-
-
 def _store(builder, at, offset: int, value):
     builder.store(value, builder.inttoptr(builder.add(at, ir.Constant(_I64, offset)), value.type.as_pointer()),
                   align=1)
 
 
 def _unpacker(code: int):
-    """An intrinsic ``unpack(w, n, v, sc, mn, corr, dd, slot)``: weight row ``n`` of ``w`` (its blocks' bytes) into
-    slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its values as signed bytes in value order (Q6_K's less 32), per sub-block ``sc`` its
-    scale, ``mn`` its min (Q4_K, Q5_K) and ``corr`` ``−128·Σv`` (int32), per block ``dd`` its ``d`` and ``dmin``
-    (float32, side by side)."""
+    """An intrinsic ``unpack(w, n, i, v, sc, mn, corr, dd, slot)``: block ``i`` of weight row ``n`` of ``w`` (its
+    blocks' bytes) into slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its 256 values as
+    signed bytes in value order (Q6_K's less 32), per sub-block ``sc`` its scale, ``mn`` its min (Q4_K, Q5_K) and
+    ``corr`` ``−128·Σv`` (int32), ``dd`` its ``d`` and ``dmin`` (float32, side by side)."""
     nbytes, sub, mins = SHAPES[code]
     per = QK_K // sub
 
     @intrinsic
-    def unpack(typingctx, w, n, v, sc, mn, corr, dd, slot):
+    def unpack(typingctx, w, n, i, v, sc, mn, dd, slot):
         def codegen(context, builder, signature, args):
-            w, n, v, sc, mn, corr, dd, slot = args
-            wty, _, vty, scty, mnty, cty, dty, _ = signature.args
-            n = builder.sext(n, _I64) if n.type != _I64 else n
-            slot = builder.sext(slot, _I64) if slot.type != _I64 else slot
-            blocks = builder.extract_value(context.make_array(dty)(context, builder, dd).shape, 1)
-            blocks = builder.udiv(blocks, ir.Constant(_I64, 2))
-            with cgutils.for_range(builder, blocks) as loop:
-                i = loop.index
-                wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
-                vat = _address(context, builder, vty, v, (slot, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
-                first = builder.mul(i, ir.Constant(_I64, per))
-                sat, mat, cat = (_address(context, builder, t, a, (slot, first), 4)
-                                 for t, a in ((scty, sc), (mnty, mn), (cty, corr)))
-                dat = _address(context, builder, dty, dd, (slot, builder.mul(i, ir.Constant(_I64, 2))), 4)
-                sums = []
-                for c, u in enumerate(_k_values(builder, code, wat)):
-                    sums += _byte_sums(builder, u, sub)
-                    if code == 8:  # Q6_K's values less 32: its 16-value sums less 512
-                        u = builder.sub(u, ir.Constant(_B32, [32] * 32))
-                    _store(builder, vat, 32 * c, u)
-                if code == 8:
-                    sums = [builder.sub(s, ir.Constant(_I32, 512)) for s in sums]
-                    scales, d = _k6_scales(builder, wat)
-                    dmin = ir.Constant(_F32, 0.0)
-                else:
-                    scales, low, d, dmin = _k4_scales(builder, wat)
-                    _store(builder, mat, 0, low)
-                _store(builder, sat, 0, scales)
-                vec = ir.VectorType(_I32, per)
-                _store(builder, cat, 0, builder.mul(_vector(builder, sums, vec), ir.Constant(vec, [-128] * per)))
-                _store(builder, dat, 0, d)
-                _store(builder, dat, 4, dmin)
+            w, n, i, v, sc, mn, dd, slot = args
+            wty, _, _, vty, scty, mnty, dty, _ = signature.args
+            n, i, slot = (builder.sext(a, _I64) if a.type != _I64 else a for a in (n, i, slot))
+            zero = ir.Constant(_I64, 0)
+            wat = _address(context, builder, wty, w, (n, builder.mul(i, ir.Constant(_I64, nbytes))), 1)
+            vat = _address(context, builder, vty, v, (slot, zero), 1)
+            sat, mat = (_address(context, builder, t, a, (slot, zero), 4) for t, a in ((scty, sc), (mnty, mn)))
+            dat = _address(context, builder, dty, dd, (slot, zero), 4)
+            for c, u in enumerate(_k_values(builder, code, wat)):
+                _store(builder, vat, 32 * c, u)
+            if code == 8:
+                scales, d = _k6_scales(builder, wat)
+                dmin = ir.Constant(_F32, 0.0)
+            else:
+                scales, low, d, dmin = _k4_scales(builder, wat)
+                _store(builder, mat, 0, _word_pairs(builder, low))
+            _store(builder, sat, 0, scales)
+            _store(builder, dat, 0, d)
+            _store(builder, dat, 4, dmin)
             return context.get_dummy_value()
 
-        return types.void(w, n, v, sc, mn, corr, dd, slot), codegen
+        return types.void(w, n, i, v, sc, mn, dd, slot), codegen
 
     return unpack
 
 
-def _dot4(builder, acc, x, w, width: int):
-    """``acc + Σ_{j<4} x[4l+j]·w[4l+j]`` in each int32 lane ``l`` of ``width`` (``x`` unsigned bytes, ``w`` signed,
-    both as ``<width x i32>``): ``vpdpbusd`` on AVX-512 VNNI; on AVX2 ``vpmaddubsw`` (pairs, at most 2·255·32, never
-    saturating) then ``vpmaddwd`` by ones; else generic code. Exact either way."""
+def _word_pairs(builder, v):
+    """The eight values of ``v`` (``<8 x i32>``, each below 2¹⁵) as four int32 each holding two int16: element ``2t`` in
+    its low half, ``2t + 1`` in its high one — what ``vpdpwssd`` and ``vpmaddwd`` multiply in pairs."""
+    even, odd = (builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, 4), list(range(j, 8, 2))))
+                 for j in (0, 1))
+    return builder.or_(even, builder.shl(odd, ir.Constant(ir.VectorType(_I32, 4), [16] * 4)))
+
+
+def _dot2(builder, acc, a, b, width: int):
+    """``acc + a₂ₗ·b₂ₗ + a₂ₗ₊₁·b₂ₗ₊₁`` in each int32 lane ``l`` of ``width``, ``a`` and ``b`` pairs of int16 (as
+    ``<width x i32>``): ``vpdpwssd`` on AVX-512 VNNI, ``vpmaddwd`` on AVX2, else generic code. Exact (the sums far below
+    2³¹)."""
+    if width == 16:
+        dpwssd = builder.module.declare_intrinsic("llvm.x86.avx512.vpdpwssd.512", (), ir.FunctionType(_V16, [_V16] * 3))
+        return builder.call(dpwssd, [acc, a, b])
+    h16 = ir.VectorType(_I16, 16)
+    ah, bh = builder.bitcast(a, h16), builder.bitcast(b, h16)
+    if _AVX2:
+        words = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.wd", (), ir.FunctionType(_V8, [h16] * 2))
+        return builder.add(acc, builder.call(words, [ah, bh]))
+    v16 = ir.VectorType(_I32, 16)
+    p = builder.mul(builder.sext(ah, v16), builder.sext(bh, v16))
+    even, odd = (builder.shuffle_vector(p, p, ir.Constant(_V8, list(range(j, 16, 2)))) for j in (0, 1))
+    return builder.add(acc, builder.add(even, odd))
+
+
+def _dot4(builder, acc, u, x, width: int):
+    """``acc + Σ_{j<4} u[4l+j]·x[4l+j]`` in each int32 lane ``l`` of ``width`` (``u`` unsigned bytes — the weight's
+    values, at most 63 — and ``x`` signed ones, both as ``<width x i32>``): ``vpdpbusd`` on AVX-512 VNNI; on AVX2
+    ``vpmaddubsw`` (pairs, at most 2·63·127: never saturating) then ``vpmaddwd`` by ones; else generic code. Exact
+    either way."""
     if width == 16:
         dpbusd = builder.module.declare_intrinsic("llvm.x86.avx512.vpdpbusd.512", (), ir.FunctionType(_V16, [_V16] * 3))
-        return builder.call(dpbusd, [acc, x, w])
-    xb, wb = builder.bitcast(x, _B32), builder.bitcast(w, _B32)
+        return builder.call(dpbusd, [acc, u, x])
+    ub, xb = builder.bitcast(u, _B32), builder.bitcast(x, _B32)
     if _AVX2:
         h16 = ir.VectorType(_I16, 16)
         pairs = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.ub.sw", (), ir.FunctionType(h16, [_B32] * 2))
         words = builder.module.declare_intrinsic("llvm.x86.avx2.pmadd.wd", (), ir.FunctionType(_V8, [h16] * 2))
-        return builder.add(acc, builder.call(words, [builder.call(pairs, [xb, wb]), ir.Constant(h16, [1] * 16)]))
+        return builder.add(acc, builder.call(words, [builder.call(pairs, [ub, xb]), ir.Constant(h16, [1] * 16)]))
     v32 = ir.VectorType(_I32, 32)
-    p = builder.mul(builder.zext(xb, v32), builder.sext(wb, v32))
+    p = builder.mul(builder.zext(ub, v32), builder.sext(xb, v32))
     quads = [builder.shuffle_vector(p, p, ir.Constant(_V8, list(range(j, 32, 4)))) for j in range(4)]
     return builder.add(acc, builder.add(builder.add(quads[0], quads[1]), builder.add(quads[2], quads[3])))
 
@@ -237,32 +223,31 @@ def _dot4(builder, acc, x, w, width: int):
 #: The register tile: weight rows (columns of the product) and groups of activation rows computed together — each
 #: activation register loaded once for the columns, each weight value broadcast once for the groups.
 _COLUMNS = 4
-_GROUPS = 2
+_GROUPS = 3
 
 
 def _tiler(code: int, cols: int):
-    """An intrinsic ``tile(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)``: columns ``n … n + cols − 1`` of ``out``
-    for every activation row — the weight rows unpacked in slots ``0 … cols − 1`` of the scratch (``_unpacker``) with
-    each group of ``interleaved``'s activations, ``_GROUPS`` groups at a time, then one; ``out[r, ·]`` written for
-    ``r < rows`` (a group's padding rows are computed and dropped). Each (column, group) pair keeps its own integers
-    and its own float32 accumulator: the tile changes which registers are computed side by side, nothing else."""
+    """An intrinsic ``tile(xi, sx, dxi, v, sc, mn, corr, dd, i, slot, acc)``: block ``i`` of the columns in slots
+    ``slot … slot + cols − 1`` of the scratch (``_unpacker``'s, that block's) with every group of ``interleaved``'s
+    activations, ``_GROUPS`` groups at a time, then the rest: ``acc[slot + c, g, l] ← fma(r, y.d, acc[…])`` — each
+    (column, group) pair its own integers and its own float32 lanes, so the tile changes which registers are computed
+    side by side, nothing else."""
     _, sub, mins = SHAPES[code]
     per = QK_K // sub
     width = lanes()
 
     @intrinsic
-    def tile(typingctx, xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out):
+    def tile(typingctx, xi, sx, dxi, v, sc, mn, dd, i, slot, acc):
         def codegen(context, builder, signature, args):
             # (LLVM's types are made here, not held by the closure: the kernel cache keys a kernel by its closure's
             # cells, and a type pickles differently once code has been generated with it.)
             vi, vf = ir.VectorType(_I32, width), ir.VectorType(_F32, width)
-            xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out = args
-            xty, sxty, dxty, vty, scty, mnty, cty, dty, _, _, oty = signature.args
-            n = builder.sext(n, _I64) if n.type != _I64 else n
-            rows = builder.sext(rows, _I64) if rows.type != _I64 else rows
+            xi, sx, dxi, v, sc, mn, dd, i, slot, acc = args
+            xty, sxty, dxty, vty, scty, mnty, dty, _, _, aty = signature.args
+            i, slot = (builder.sext(a, _I64) if a.type != _I64 else a for a in (i, slot))
             fma = builder.module.declare_intrinsic(f"llvm.fma.v{width}f32", (), ir.FunctionType(vf, [vf] * 3))
-            groups, blocks = cgutils.unpack_tuple(builder, context.make_array(dxty)(context, builder, dxi).shape, 3)[:2]
-            zero_i, zero_f = ir.Constant(vi, [0] * width), ir.Constant(vf, [0.0] * width)
+            groups = builder.extract_value(context.make_array(dxty)(context, builder, dxi).shape, 0)
+            zero_i = ir.Constant(vi, [0] * width)
 
             def const(value):
                 return ir.Constant(_I64, value)
@@ -272,84 +257,80 @@ def _tiler(code: int, cols: int):
                 vec = builder.insert_element(ir.Constant(vty, None), one, ir.Constant(_I32, 0))
                 return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, width), [0] * width))
 
+            slots = [builder.add(slot, const(c)) for c in range(cols)]
+            vats = [_address(context, builder, vty, v, (k, const(0)), 1) for k in slots]
+            sats, mats = ([_address(context, builder, t, a, (k, const(0)), 4) for k in slots]
+                          for t, a in ((scty, sc), (mnty, mn)))
+            first = builder.mul(i, const(per))
+
             def emit(g0, count):  # groups g0 … g0 + count − 1
                 gs = [builder.add(g0, const(h)) for h in range(count)]
-                accs = {(c, h): cgutils.alloca_once_value(builder, zero_f) for c in range(cols) for h in range(count)}
-                with cgutils.for_range(builder, blocks) as loop:
-                    i = loop.index
-                    first = builder.mul(i, const(per))
-                    vats = [_address(context, builder, vty, v, (const(c), builder.mul(i, const(QK_K))), 1)
-                            for c in range(cols)]
-                    xats = [_address(context, builder, xty, xi, (g, builder.mul(i, const(QK_K // 4)), const(0)), 1)
-                            for g in gs]
-                    sats, mats, cats = ([_address(context, builder, t, a, (const(c), first), 4) for c in range(cols)]
-                                        for t, a in ((scty, sc), (mnty, mn), (cty, corr)))
-                    # A loop over the sub-blocks, not unrolled: the tile's registers are its sums, its ``s₁`` and
-                    # one step's activations — unrolled, LLVM interleaved the sub-blocks' loads and spilled.
-                    s1 = {key: cgutils.alloca_once_value(builder, zero_i) for key in accs}
-                    s2 = {key: cgutils.alloca_once_value(builder, zero_i) for key in accs}
-                    with cgutils.for_range(builder, const(per)) as inner:
-                        s = inner.index
-                        at = builder.add(builder.mul(s, const(sub)), const(0))
-                        # Each pair's sum in ``chains`` independent parts (the steps alternate), enough of them in
-                        # flight to cover ``vpdpbusd``'s latency when the tile is narrow.
-                        chains = max(1, 8 // len(accs))
-                        sums = {(c, h): [splat(builder.add(cats[c], builder.mul(s, const(4))), _I32, vi)]
-                                + [zero_i] * (chains - 1) for c, h in accs}
-                        for j in range(sub // 4):
-                            xs = [_load(builder, builder.add(xat, builder.mul(at, const(width))), 4 * j * width, vi)
-                                  for xat in xats]
-                            for c in range(cols):
-                                wv = splat(builder.add(builder.add(vats[c], at), const(4 * j)), _I32, vi)
-                                for h in range(count):
-                                    part = sums[c, h]
-                                    part[j % chains] = _dot4(builder, part[j % chains], xs[h], wv, width)
+                pairs = [(c, h) for c in range(cols) for h in range(count)]
+                xats = [_address(context, builder, xty, xi, (g, builder.mul(i, const(QK_K // 4)), const(0)), 1)
+                        for g in gs]
+                # A loop over the sub-blocks, not unrolled: the tile's registers are its sums, its ``s₁`` and one
+                # step's activations — unrolled, LLVM interleaved the sub-blocks' loads and spilled.
+                s1 = {key: cgutils.alloca_once_value(builder, zero_i) for key in pairs}
+                s2 = {key: cgutils.alloca_once_value(builder, zero_i) for key in pairs}
+                with cgutils.for_range(builder, const(per)) as inner:
+                    s = inner.index
+                    at = builder.mul(s, const(sub))
+                    # Each pair's sum in ``chains`` independent parts (the steps alternate), enough of them in
+                    # flight to cover ``vpdpbusd``'s latency when the tile is narrow.
+                    chains = max(1, 8 // len(pairs))
+                    if mins:
+                        starts = [zero_i] * count
+                    else:  # Q6_K's values less 32: −32·S of the sub-block, the activation's sum of its 16
+                        starts = [builder.load(builder.inttoptr(_address(context, builder, sxty, sx, (
+                            g, builder.add(first, s), const(0)), 4), vi.as_pointer()), align=4) for g in gs]
+                    sums = {(c, h): [starts[h]] + [zero_i] * (chains - 1) for c, h in pairs}
+                    for j in range(sub // 4):
+                        xs = [_load(builder, builder.add(xat, builder.mul(at, const(width))), 4 * j * width, vi)
+                              for xat in xats]
                         for c in range(cols):
-                            scale = splat(builder.add(sats[c], builder.mul(s, const(4))), _I32, vi)
+                            wv = splat(builder.add(builder.add(vats[c], at), const(4 * j)), _I32, vi)
                             for h in range(count):
-                                whole = functools.reduce(builder.add, sums[c, h])
-                                builder.store(builder.add(builder.load(s1[c, h]), builder.mul(whole, scale)),
-                                              s1[c, h])
-                    if mins:  # s₂ = Σ min·S over the block's sub-blocks
-                        with cgutils.for_range(builder, const(per)) as inner:
-                            s = inner.index
-                            for c in range(cols):
-                                low = splat(builder.add(mats[c], builder.mul(s, const(4))), _I32, vi)
-                                for h, g in enumerate(gs):
-                                    at = _address(context, builder, sxty, sx, (g, builder.add(first, s), const(0)), 4)
-                                    got = builder.load(builder.inttoptr(at, vi.as_pointer()), align=4)
-                                    builder.store(builder.add(builder.load(s2[c, h]), builder.mul(low, got)), s2[c, h])
-                    for c in range(cols):  # r = fma(−dmin, float(s₂), d·float(s₁)); acc ← fma(r, y.d, acc)
-                        dat = _address(context, builder, dty, dd, (const(c), builder.mul(i, const(2))), 4)
-                        d = splat(dat, _F32, vf)
-                        negmin = builder.fsub(ir.Constant(vf, [-0.0] * width), splat(builder.add(dat, const(4)), _F32,
-                                                                                      vf))
-                        for h, g in enumerate(gs):
-                            res = builder.fmul(d, builder.sitofp(builder.load(s1[c, h]), vf))
-                            if mins:
-                                res = builder.call(fma, [negmin, builder.sitofp(builder.load(s2[c, h]), vf), res])
-                            ydat = _address(context, builder, dxty, dxi, (g, i, const(0)), 4)
-                            yd = builder.load(builder.inttoptr(ydat, vf.as_pointer()), align=4)
-                            acc = accs[c, h]
-                            builder.store(builder.call(fma, [res, yd, builder.load(acc)]), acc)
-                for (c, h), acc in accs.items():
-                    total = builder.load(acc)
-                    col = builder.add(n, const(c))
-                    for lane in range(width):
-                        row = builder.add(builder.mul(gs[h], const(width)), const(lane))
-                        with cgutils.if_likely(builder, builder.icmp_signed("<", row, rows)):
-                            at = _address(context, builder, oty, out, (row, col), 4)
-                            builder.store(builder.extract_element(total, ir.Constant(_I32, lane)),
-                                          builder.inttoptr(at, _F32.as_pointer()))
+                                part = sums[c, h]
+                                part[j % chains] = _dot4(builder, part[j % chains], wv, xs[h], width)
+                    for c in range(cols):
+                        scale = splat(builder.add(sats[c], builder.mul(s, const(4))), _I32, vi)
+                        for h in range(count):
+                            whole = functools.reduce(builder.add, sums[c, h])
+                            builder.store(builder.add(builder.load(s1[c, h]), builder.mul(whole, scale)), s1[c, h])
+                if mins:  # s₂ = Σ min·S over the block's sub-blocks, two sub-blocks a step
+                    for t in range(per // 2):
+                        got = [builder.load(builder.inttoptr(_address(context, builder, sxty, sx, (
+                            g, builder.add(builder.mul(i, const(per // 2)), const(t)), const(0)), 4), vi.as_pointer()),
+                            align=4) for g in gs]
+                        for c in range(cols):
+                            two = splat(builder.add(mats[c], const(4 * t)), _I32, vi)
+                            for h in range(count):
+                                builder.store(_dot2(builder, builder.load(s2[c, h]), got[h], two, width), s2[c, h])
+                for c, k in enumerate(slots):  # r = fma(−dmin, float(s₂), d·float(s₁)); acc ← fma(r, y.d, acc)
+                    dat = _address(context, builder, dty, dd, (k, const(0)), 4)
+                    d = splat(dat, _F32, vf)
+                    negmin = builder.fsub(ir.Constant(vf, [-0.0] * width), splat(builder.add(dat, const(4)), _F32, vf))
+                    for h, g in enumerate(gs):
+                        res = builder.fmul(d, builder.sitofp(builder.load(s1[c, h]), vf))
+                        if mins:
+                            res = builder.call(fma, [negmin, builder.sitofp(builder.load(s2[c, h]), vf), res])
+                        yd = builder.load(builder.inttoptr(_address(context, builder, dxty, dxi, (g, i, const(0)), 4),
+                                                           vf.as_pointer()), align=4)
+                        to = builder.inttoptr(_address(context, builder, aty, acc, (k, g, const(0)), 4),
+                                              vf.as_pointer())
+                        builder.store(builder.call(fma, [res, yd, builder.load(to, align=4)]), to, align=4)
 
-            paired = builder.sub(groups, builder.srem(groups, const(_GROUPS)))
-            with cgutils.for_range_slice(builder, const(0), paired, const(_GROUPS)) as (g, _):
-                emit(g, _GROUPS)
-            with cgutils.for_range_slice(builder, paired, groups, const(1)) as (g, _):
-                emit(g, 1)
+            # ``_GROUPS`` groups at a time, then what is left two at a time and one.
+            start = const(0)
+            for count in sorted({_GROUPS, 2, 1}, reverse=True):
+                stop = builder.add(start, builder.mul(builder.sdiv(builder.sub(groups, start), const(count)),
+                                                      const(count)))
+                with cgutils.for_range_slice(builder, start, stop, const(count)) as (g, _):
+                    emit(g, count)
+                start = stop
             return context.get_dummy_value()
 
-        return types.void(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out), codegen
+        return types.void(xi, sx, dxi, v, sc, mn, dd, i, slot, acc), codegen
 
     return tile
 
@@ -363,18 +344,21 @@ def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, mins: bool):
     width = lanes()
     groups = -(-rows // width)
     padded = groups * width
-    flipped = np.full((padded, k), 128, np.uint8)
-    flipped[:rows] = q.view(np.uint8) ^ np.uint8(128)
-    xi = np.ascontiguousarray(flipped.reshape(groups, width, k // 4, 4).transpose(0, 2, 1, 3)).reshape(
+    padded_q = np.zeros((padded, k), np.int8)
+    padded_q[:rows] = q
+    xi = np.ascontiguousarray(padded_q.reshape(groups, width, k // 4, 4).transpose(0, 2, 1, 3)).reshape(
         groups, k // 4, 4 * width)
     dx = np.zeros((padded, k // QK_K), np.float32)
     dx[:rows] = d
     dxi = np.ascontiguousarray(dx.reshape(groups, width, -1).transpose(0, 2, 1))
-    if not mins:
-        return xi, np.zeros((groups, 0, width), np.int32), dxi
+    if not mins:  # Q6_K: −32 times each sum of 16
+        sums = np.zeros((padded, k // 16), np.int32)
+        sums[:rows] = -32 * bsums
+        return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
     sums = np.zeros((padded, k // 32), np.int32)
     sums[:rows] = bsums.reshape(rows, k // 32, 2).sum(axis=-1, dtype=np.int32)
-    return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
+    pairs = (sums[:, 0::2] & 0xFFFF) | (sums[:, 1::2] << 16)  # |S| ≤ 32·127: each fits int16
+    return xi, np.ascontiguousarray(pairs.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
 
 
 @functools.lru_cache(maxsize=None)
@@ -388,27 +372,35 @@ def tiled_kernel(code: int):
     unpack, tile, tile1 = _unpacker(code), _tiler(code, _COLUMNS), _tiler(code, 1)
 
     def share(xi, sx, dxi, w, rows, out, taken):
-        k = xi.shape[1] * 4
+        # A task's columns block by block: the block's activations (every group's) stay in the core's first cache
+        # while each column tile of the task reads them, and the task's sums are kept in ``acc`` between blocks.
+        groups, blocks, width = dxi.shape
         n_out = w.shape[0]
         tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
-        v = np.empty((_COLUMNS, k), dtype=np.int8)
-        sc = np.empty((_COLUMNS, k // sub), dtype=np.int32)
-        mn = np.empty((_COLUMNS, k // sub), dtype=np.int32)
-        corr = np.empty((_COLUMNS, k // sub), dtype=np.int32)
-        dd = np.empty((_COLUMNS, 2 * (k // QK_K)), dtype=np.float32)
+        v = np.empty((TASK_COLUMNS, QK_K), dtype=np.int8)
+        sc = np.empty((TASK_COLUMNS, QK_K // sub), dtype=np.int32)
+        mn = np.empty((TASK_COLUMNS, QK_K // sub), dtype=np.int32)
+        dd = np.empty((TASK_COLUMNS, 2), dtype=np.float32)
+        acc = np.empty((TASK_COLUMNS, groups, width), dtype=np.float32)
         c = claim(taken)
         while c < tasks:
-            end = min(n_out, (c + 1) * TASK_COLUMNS)
-            n = c * TASK_COLUMNS
-            while n + _COLUMNS <= end:
-                for j in range(_COLUMNS):
-                    unpack(w, n + j, v, sc, mn, corr, dd, j)
-                tile(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)
-                n += _COLUMNS
-            while n < end:
-                unpack(w, n, v, sc, mn, corr, dd, 0)
-                tile1(xi, sx, dxi, v, sc, mn, corr, dd, n, rows, out)
-                n += 1
+            n0 = c * TASK_COLUMNS
+            cols = min(n_out, n0 + TASK_COLUMNS) - n0
+            tiled_cols = cols - cols % _COLUMNS
+            acc[:] = 0
+            for i in range(blocks):
+                for j in range(cols):
+                    unpack(w, n0 + j, i, v, sc, mn, dd, j)
+                for j in range(0, tiled_cols, _COLUMNS):
+                    tile(xi, sx, dxi, v, sc, mn, dd, i, j, acc)
+                for j in range(tiled_cols, cols):
+                    tile1(xi, sx, dxi, v, sc, mn, dd, i, j, acc)
+            for g in range(groups):
+                for lane in range(width):
+                    r = g * width + lane
+                    if r < rows:
+                        for j in range(cols):
+                            out[r, n0 + j] = acc[j, g, lane]
             c = claim(taken)
 
     shared = on_threads(share)
@@ -424,6 +416,6 @@ def tiled_kernel(code: int):
 
 #: ``tiled_kernel``'s operands as its kernels are compiled for them: the interleaved activations (``xi``, ``sx``,
 #: ``dxi``), the weight's bytes read-only (mapped or in memory, one machine code), the rows, the threads, the results.
-_OPERANDS = (types.Array(types.uint8, 3, "C"), types.Array(types.int32, 3, "C"), types.Array(types.float32, 3, "C"),
+_OPERANDS = (types.Array(types.int8, 3, "C"), types.Array(types.int32, 3, "C"), types.Array(types.float32, 3, "C"),
              types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.int64,
              types.Array(types.float32, 2, "C"))
