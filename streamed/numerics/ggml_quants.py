@@ -87,7 +87,7 @@ from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
 from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
                    tiny_blas)
-from .product import TASK_COLUMNS, _address, _fma, _load, prefetch
+from .product import TASK_COLUMNS, _address, _fma, _load, prefetch, task_span
 
 F32 = np.float32
 QK_K = 256
@@ -551,8 +551,8 @@ def _kernel_of(type_name: str):
     """The kernel of a product over ``type_name`` (one of ``DOTS``): ``product(qx, dx, bs, w, tiled, nthreads, out)``
     writes ``out[r, n]``, the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole
     in vector code (``_k_elements``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation
-    row (``_values``); ``TASK_COLUMNS`` columns a task (``product``), taken by the ``nthreads`` threads as each is free
-    (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
+    row (``_values``); ``product.task_span`` columns a task (``product``), taken by the ``nthreads`` threads as each
+    is free (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
 
     Why one kernel a type (the type's code a constant of the closure, every other type's branch dropped before numba
     types it): a kernel for every type, the code an argument, compiled all five types' code and linked and optimised
@@ -563,13 +563,14 @@ def _kernel_of(type_name: str):
     def share(qx, dx, bs, w, tiled, out, taken):  # one thread's: its tasks share its scratch
         rows, k = qx.shape
         n_out = w.shape[0]
-        tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+        span = task_span(w.shape[1], n_out)
+        tasks = (n_out + span - 1) // span
         lanes = np.zeros(8, dtype=np.int32)
         acc = np.zeros(8, dtype=np.float32)
         wv = np.empty(k if code < 6 else 0, dtype=np.int16)
         c = claim(taken)
         while c < tasks:
-            for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+            for n in range(c * span, min(n_out, (c + 1) * span)):
                 if code >= 6:
                     if tiled:
                         tiles(qx, dx, bs, w, n, out)
@@ -637,19 +638,20 @@ def _legacy_block(code, w, at, v):
 
 
 def _legacy_tasks(code, nbytes, qx, dx, sx, w, out, taken):
-    """One thread's share of ``_legacy_kernel``: the next ``TASK_COLUMNS`` columns while any are left, its scratch
-    made once."""
+    """One thread's share of ``_legacy_kernel``: the next task's columns (``product.task_span``) while any are left,
+    its scratch made once."""
     rows, k = qx.shape
     nb = k // 32
     paired = nb - nb % 2 if code == MXFP4 else nb
     n_out = w.shape[0]
-    tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
+    span = task_span(w.shape[1], n_out)
+    tasks = (n_out + span - 1) // span
     v = np.empty(32, dtype=np.int32)
     acc = np.empty((rows, 2, 8), dtype=np.float32)
     summs = np.empty(rows, dtype=np.float32)
     c = claim(taken)
     while c < tasks:
-        for n in range(c * TASK_COLUMNS, min(n_out, (c + 1) * TASK_COLUMNS)):
+        for n in range(c * span, min(n_out, (c + 1) * span)):
             _legacy_column(code, nbytes, qx, dx, sx, w, n, nb, paired, v, acc, summs, out)
         c = claim(taken)
 
@@ -663,8 +665,8 @@ def _legacy_kernel(code, nbytes, qx, dx, sx, w, nthreads, out):
     ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; for Q4_1 and Q5_1 also ``summs ← fma(m_w, s_x, summs)``; the result
     ``hsum_float_8(acc) + summs``. MXFP4 takes its blocks in pairs, the even one's lanes into ``acc``, the odd one's
     into a second ``acc′``, and an odd last block apart: the result ``hsum_float_8(acc + acc′)``, then ``fma(d, Σ
-    of the last block's products, ·)``. ``nthreads`` threads take ``TASK_COLUMNS`` columns at a time as each is free
-    (``jit.claim``)."""
+    of the last block's products, ·)``. ``nthreads`` threads take a task's columns (``product.task_span``) at a time
+    as each is free (``jit.claim``)."""
     _legacy_threads(nthreads, (code, nbytes, qx, dx, sx, w, out))
 
 
