@@ -385,19 +385,6 @@ def _isum(builder, v, width: int):
     return builder.extract_element(v, ir.Constant(_I32, 0))
 
 
-def _isums(builder, vs):
-    """The sums of four ``<8 x i32>``, each exactly (``_isum``'s, any order), as one ``<4 x i32>``: adjacent lanes
-    added pairwise across the vectors, three times."""
-    def pairs(a, b, width):
-        half = ir.VectorType(_I32, width)
-        return builder.add(builder.shuffle_vector(a, b, ir.Constant(half, list(range(0, 2 * width, 2)))),
-                           builder.shuffle_vector(a, b, ir.Constant(half, list(range(1, 2 * width, 2)))))
-
-    ab, cd = pairs(vs[0], vs[1], 8), pairs(vs[2], vs[3], 8)  # a₀₁ a₂₃ a₄₅ a₆₇ b₀₁ … | c … d …
-    quads = pairs(ab, cd, 8)  # a₀₋₃ a₄₋₇ b₀₋₃ b₄₋₇ c… c… d… d…
-    return pairs(quads, quads, 4)  # a b c d
-
-
 def _splat(builder, value, vty):
     vec = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
     return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, vty.count), [0] * vty.count))
@@ -412,23 +399,23 @@ def _at(context, builder, aryty, ary, indices, size, vty):
 _K_ROWS = 4
 
 
-def _k_elements(code: int, tiled: bool):
+def _k_elements(code: int):
     """An intrinsic writing column ``n`` of ``out``: the product of weight row ``n`` of ``w`` (Q4_K, code 6, Q5_K,
     7, or Q6_K, 8, as stored) with each Q8_K activation row (``qx``, ``dx``, ``bs``) — ``_dot``'s element
-    (the module's docstring), the type's ``vec_dot`` (``ggml_vec_dot_q4_K_q8_K`` …, arch/x86/quants.c) or, with
-    ``tiled``, the tiled kernel's, in the same operations in the same order. Per block of 256, in block order: the
-    lanes ``l = Σ scale·q·x`` over the values ``p`` with ``(p mod 32) // 4 = l`` (``_scaled_quads`` over each run of
-    32; ``q`` unsigned, Q6_K's 0…63 with its lanes then less ``32·(bsums·scales)`` of its sub-blocks ``2l, 2l+1``),
-    and Q4_K's and Q5_K's mins ``m_sb·(S₂ₛ_b + S₂ₛ_b₊₁)``, all integers and exact, so the vector sums give ggml's;
-    then the float32 operations of ``_dot``: ``acc ← fma(dx·dw, float(lane), acc)`` lane by lane (``<8 x float>``,
-    the lanes independent, each in block order), Q4_K's ``accm ← fma(−dx·dm, float(m₂ₜ·S… + m₂ₜ₊₁·S…), accm)`` in four
+    (the module's docstring), the type's ``vec_dot`` (``ggml_vec_dot_q4_K_q8_K`` …, arch/x86/quants.c), in the same
+    operations in the same order (the tiled kernel's element, 8 rows or more: ``ggml_tiled``). Per block of 256, in
+    block order: the lanes ``l = Σ scale·q·x`` over the values ``p`` with ``(p mod 32) // 4 = l`` (``_scaled_quads``
+    over each run of 32; ``q`` unsigned, Q6_K's 0…63 with its lanes then less ``32·(bsums·scales)`` of its sub-blocks
+    ``2l, 2l+1``), and Q4_K's and Q5_K's mins ``m_sb·(S₂ₛ_b + S₂ₛ_b₊₁)``, all integers and exact, so the vector sums
+    give ggml's; then the float32 operations of ``_dot``: ``acc ← fma(dx·dw, float(lane), acc)`` lane by lane
+    (``<8 x float>``, the lanes independent, each in block order), Q4_K's ``accm ← fma(−dx·dm, float(m₂ₜ·S… +
+    m₂ₜ₊₁·S…), accm)`` in four
     lanes, Q5_K's ``summs ← fma(−dx·dm, float(Σ mins), summs)``; at the end ``hsum_float_8(acc)`` (+
-    ``(accm₀+accm₂)+(accm₁+accm₃)``, + ``summs``) — or tiled ``r = fma(−dm, float(Σ mins), dw·float(Σ lanes))``,
-    ``total ← fma(r, dx, total)``. The rows are taken ``_K_ROWS`` at a time, the rest one by one; each row keeps its
-    own accumulators, so the rows computed together change nothing but how often a block's weight bytes are loaded
-    and unpacked (once for the ``_K_ROWS``). A block's sub-block scales, mins, ``d`` and ``dmin`` are unpacked from its
-    own bytes in vector code as the block is summed (``_k4_scales``, ``_k6_scales``), as ggml's dots unpack them: a
-    column's scales unpacked ahead in scalar code took as long as its one-row dot."""
+    ``(accm₀+accm₂)+(accm₁+accm₃)``, + ``summs``). The rows are taken ``_K_ROWS`` at a time, the rest one by one; each
+    row keeps its own accumulators, so the rows computed together change nothing but how often a block's weight bytes
+    are loaded and unpacked (once for the ``_K_ROWS``). A block's sub-block scales, mins, ``d`` and ``dmin`` are
+    unpacked from its own bytes in vector code as the block is summed (``_k4_scales``, ``_k6_scales``), as ggml's dots
+    unpack them: a column's scales unpacked ahead in scalar code took as long as its one-row dot."""
     nbytes = {6: 144, 7: 176, 8: 210}[code]
     floor = code != 8  # Q4_K and Q5_K have mins
 
@@ -444,11 +431,7 @@ def _k_elements(code: int, tiled: bool):
             zero8, zero4, zero = ir.Constant(_F8, [0.0] * 8), ir.Constant(_F4, [0.0] * 4), ir.Constant(_F32, 0.0)
 
             def emit(r, rows):  # rows r … r + rows − 1
-                # The tiled kernel's rows of a group side by side: their block sums reduced together and their
-                # float32 steps in the lanes of one register, each lane the very operations of its row alone.
-                grouped = tiled and rows == _K_ROWS
-                group = cgutils.alloca_once_value(builder, zero4) if grouped else None
-                accs = [cgutils.alloca_once_value(builder, zero if tiled else zero8) for _ in range(rows)]
+                accs = [cgutils.alloca_once_value(builder, zero8) for _ in range(rows)]
                 accms = [cgutils.alloca_once_value(builder, zero4 if code == 6 else zero) for _ in range(rows if floor
                                                                                                      else 0)]
                 with cgutils.for_range(builder, blocks) as loop:
@@ -470,7 +453,6 @@ def _k_elements(code: int, tiled: bool):
                         for c, v in enumerate(values):
                             runs.append((v, builder.shuffle_vector(pair, pair, ir.Constant(_V16, [2 * c] * 8
                                                                                             + [2 * c + 1] * 8))))
-                    kept = []  # a group's rows: (lanes, mins, dx)
                     for row, acc in enumerate(accs):
                         at = builder.add(r, ir.Constant(_I64, row))
                         xat = _address(context, builder, xty, qx, (at, builder.mul(i, ir.Constant(_I64, QK_K))), 1)
@@ -482,16 +464,6 @@ def _k_elements(code: int, tiled: bool):
                             lanes = builder.sub(lanes, builder.shl(offset, ir.Constant(_V8, [5] * 8)))
                         else:  # m_sb·(S₂ₛ_b + S₂ₛ_b₊₁) a sub-block
                             per_sub = builder.mul(mins, builder.add(*_halves(builder, bsums, 16)))
-                        if grouped:
-                            kept.append((lanes, per_sub if floor else None, dx_))
-                            continue
-                        if tiled:
-                            res = builder.fmul(dw, builder.sitofp(_isum(builder, lanes, 8), _F32))
-                            if floor:
-                                res = builder.call(fma1, [builder.fsub(ir.Constant(_F32, -0.0), dm),
-                                                          builder.sitofp(_isum(builder, per_sub, 8), _F32), res])
-                            builder.store(builder.call(fma1, [res, dx_, builder.load(acc)]), acc)
-                            continue
                         d = _splat(builder, builder.fmul(dx_, dw), _F8)
                         builder.store(builder.call(fma8, [d, builder.sitofp(lanes, _F8), builder.load(acc)]), acc)
                         if floor:
@@ -504,28 +476,12 @@ def _k_elements(code: int, tiled: bool):
                             else:  # Q5_K: one float, the whole block's
                                 whole = builder.sitofp(_isum(builder, per_sub, 8), _F32)
                                 builder.store(builder.call(fma1, [dmin, whole, builder.load(accm)]), accm)
-                    if grouped:  # r = fma(−dm, float(Σ mins), dw·float(Σ lanes)); total ← fma(r, dx, total)
-                        res = builder.fmul(_splat(builder, dw, _F4),
-                                           builder.sitofp(_isums(builder, [k[0] for k in kept]), _F4))
-                        if floor:
-                            res = builder.call(fma4, [_splat(builder, builder.fsub(ir.Constant(_F32, -0.0), dm), _F4),
-                                                      builder.sitofp(_isums(builder, [k[1] for k in kept]), _F4),
-                                                      res])
-                        dxs = ir.Constant(_F4, None)
-                        for row, k in enumerate(kept):
-                            dxs = builder.insert_element(dxs, k[2], ir.Constant(_I32, row))
-                        builder.store(builder.call(fma4, [res, dxs, builder.load(group)]), group)
-                if grouped:
-                    for row in range(rows):
-                        builder.store(builder.extract_element(builder.load(group), ir.Constant(_I32, row)), accs[row])
                 for row, acc in enumerate(accs):
-                    total = builder.load(acc)
-                    if not tiled:
-                        total = _hsum8_ir(builder, total)
-                    if code == 6 and not tiled:
+                    total = _hsum8_ir(builder, builder.load(acc))
+                    if code == 6:
                         m = [builder.extract_element(builder.load(accms[row]), ir.Constant(_I32, t)) for t in range(4)]
                         total = builder.fadd(total, builder.fadd(builder.fadd(m[0], m[2]), builder.fadd(m[1], m[3])))
-                    elif code == 7 and not tiled:
+                    elif code == 7:
                         total = builder.fadd(total, builder.load(accms[row]))
                     at = builder.add(r, ir.Constant(_I64, row))
                     builder.store(total, _at(context, builder, oty, out, (at, n), 4, _F32))
@@ -542,23 +498,24 @@ def _k_elements(code: int, tiled: bool):
     return elements
 
 
-#: Q4_K's, Q5_K's and Q6_K's element (``_k_elements``) by code: (the type's dot, the tiled kernel's).
-_K_ELEMENTS = {code: (_k_elements(code, False), _k_elements(code, True)) for code in (6, 7, 8)}
+#: Q4_K's, Q5_K's and Q6_K's dot (``_k_elements``) by code; their tiled products are ``ggml_tiled``'s.
+_K_ELEMENTS = {code: _k_elements(code) for code in (6, 7, 8)}
 
 
 @functools.lru_cache(maxsize=None)
 def _kernel_of(type_name: str):
     """The kernel of a product over ``type_name`` (one of ``DOTS``): ``product(qx, dx, bs, w, tiled, nthreads, out)``
-    writes ``out[r, n]``, the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole
-    in vector code (``_k_elements``), Q2_K's and Q3_K's by ``_dot``, each weight row decoded once for every activation
-    row (``_values``); ``product.task_span`` columns a task (``product``), taken by the ``nthreads`` threads as each
-    is free (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
+    writes ``out[r, n]``, the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's dot
+    whole in vector code (``_k_elements``; ``tiled`` is never asked of them: ``ggml_tiled`` computes those), Q2_K's
+    and Q3_K's by ``_dot``, the type's dot or (``tiled``) the tiled kernel's element, each weight row decoded once for
+    every activation row (``_values``); ``product.task_span`` columns a task (``product``), taken by the ``nthreads``
+    threads as each is free (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
 
     Why one kernel a type (the type's code a constant of the closure, every other type's branch dropped before numba
     types it): a kernel for every type, the code an argument, compiled all five types' code and linked and optimised
     it again into the parallel loop's body — 13 s of a machine's first run of a Q4_K_M file, which needs two."""
     code = DOTS[type_name]
-    dots, tiles = _K_ELEMENTS.get(code, (None, None))  # None: Q2_K's and Q3_K's branch takes neither
+    dots = _K_ELEMENTS.get(code)  # None: Q2_K's and Q3_K's branch does not take it
 
     def share(qx, dx, bs, w, tiled, out, taken):  # one thread's: its tasks share its scratch
         rows, k = qx.shape
@@ -572,10 +529,7 @@ def _kernel_of(type_name: str):
         while c < tasks:
             for n in range(c * span, min(n_out, (c + 1) * span)):
                 if code >= 6:
-                    if tiled:
-                        tiles(qx, dx, bs, w, n, out)
-                    else:
-                        dots(qx, dx, bs, w, n, out)
+                    dots(qx, dx, bs, w, n, out)
                     continue
                 _values(code, w[n], wv)
                 for r in range(rows):

@@ -1,7 +1,10 @@
 """The Q4_K, Q5_K and Q6_K products in llama.cpp's arithmetic (``ggml_quants.mul_mat``) at every grouping of rows the
-kernel makes — rows shared four at a time and the rows left over, one at a time — held to a plain loop of the order
-the module documents: per block of 256 the exact integer lanes, then ``vec_dot``'s ``acc ← fma(dx·dw, lane, acc)``
-(Q4_K's mins in four more lanes, Q5_K's in one float), ``hsum_float_8``, or, from 8 rows, the tiled kernel's ``fma(r, dx, total)``.
+kernels make — the dot's rows shared four at a time and the rows left over, one at a time; from 8 rows the tiled
+kernel's groups of a register's rows (``ggml_tiled``: 16 or 8 to a group, groups three, two and one at a time, the last
+padded) and its columns four at a time, the rest one by one, in tasks of 32 — held to a plain loop of the order the
+module documents: per block of 256 the exact integer lanes, then ``vec_dot``'s ``acc ← fma(dx·dw, lane, acc)`` (Q4_K's
+mins in four more lanes, Q5_K's in one float), ``hsum_float_8``, or, from 8 rows, the tiled kernel's ``fma(r, dx,
+total)``.
 
 The oracle tests (``tests/oracle/test_quants.py``) hold the products to llama.cpp's own at the row counts its files
 take; this holds the same arithmetic at the counts they do not reach (a tile's leftover rows), against an
@@ -102,9 +105,10 @@ def weight(name: str, k: int, n: int, seed: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", sorted(BYTES))
-@pytest.mark.parametrize("rows", [1, 3, 5, 8, 9, 11])
-def test_a_q4_k_q5_k_or_q6_k_product_is_the_documented_order_at_every_grouping_of_its_rows(name, rows):
-    k, n = 512, 6
+@pytest.mark.parametrize("rows, n", [(1, 6), (3, 6), (5, 6), (8, 6), (9, 6), (11, 6),
+                                     (17, 37), (33, 37), (40, 37), (49, 37), (57, 6)])
+def test_a_q4_k_q5_k_or_q6_k_product_is_the_documented_order_at_every_grouping_of_its_rows(name, rows, n):
+    k = 512
     raw = weight(name, k, n, rows)
     x = np.random.default_rng(100 + rows).standard_normal((rows, k)).astype(F32)
     got = ggml_quants.mul_mat(x, Blocks(raw, name))

@@ -43,7 +43,7 @@ from gguf.quants import dequantize
 import llamacpp
 import oracle
 import quants
-from repo import CONFIGS, HASWELL, ROOT
+from repo import CONFIGS, ROOT, haswell_target
 from llamacpp import MUL_MAT
 from streamed.analysis.whole import analyze
 from streamed.model.author import author
@@ -71,6 +71,9 @@ WIDE = {**CFG, "hidden_size": 1024, "num_attention_heads": 16, "num_key_value_he
 #: take the ``vec_dot``), then two decode steps.
 WIDE_TOKENS = [int(t) for t in np.random.default_rng(6).integers(0, 256, 10)]
 WIDE_PREFILL = 8
+#: Prefills whose rows the tiled K-quant product (``ggml_tiled``) takes in every grouping: 16 lanes a group on AVX-512
+#: VNNI (21 rows two groups, 40 three, 57 three and one), 8 elsewhere (21 three, 29 three and one).
+TILED_PREFILLS = (21, 40, 57)
 
 
 @pytest.fixture(scope="module")
@@ -190,23 +193,57 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bi
     assert held >= WEIGHT_TYPES[ftype], held
 
 
+@pytest.mark.parametrize("ftype", ("Q4_K_M", "Q5_K_M"))
+@pytest.mark.parametrize("rows", TILED_PREFILLS)
+def test_in_llama_cpp_s_arithmetic_a_k_quant_product_of_any_number_of_rows_from_8_is_llama_cpp_s_bit_for_bit(
+        ftype, rows, wide):
+    """From 8 rows ggml's tiled kernel takes a K-quant's product; ``ggml_tiled`` computes it as an outer product, its
+    rows in groups of a register's lanes. At prefills that group them every way it does, each product of a Q4_K_M's
+    and a Q5_K_M's layers (Q4_K, Q5_K and Q6_K weights) is llama.cpp's own bit for bit."""
+    _assert_computed_on_this_path(ftype)
+    path = wide.parent / f"tiled-{ftype}.gguf"
+    if not path.exists():
+        quants.quantize(wide, path, ftype)
+    stored = {t.name: Blocks(np.asarray(t.data), t.tensor_type.name) for t in GGUFReader(path).tensors
+              if t.tensor_type.name in WEIGHT_TYPES[ftype]}
+    tokens = [int(t) for t in np.random.default_rng(rows).integers(0, 256, rows)]
+    _, steps = llamacpp.tensors(path, tokens, rows)
+    held = set()
+    for layer in range(2):
+        for norm, products in ((f"attn_norm-{layer}", (("Qcur", "attn_q"), ("Kcur", "attn_k"), ("Vcur", "attn_v"))),
+                               (f"ffn_norm-{layer}", (("ffn_gate", "ffn_gate"), ("ffn_up", "ffn_up"))),
+                               (f"ffn_swiglu-{layer}", (("ffn_out", "ffn_down"),))):
+            x = _first(steps[0], norm)
+            x = x.reshape(-1, x.shape[-1])
+            assert len(x) == rows
+            for out, w in products:
+                weight = stored[f"blk.{layer}.{w}.weight"]
+                got = ggml_quants.mul_mat(x, weight, path=llamacpp.built_path())
+                assert _same_bits(got, _first(steps[0], f"{out}-{layer}", MUL_MAT)), (ftype, rows, layer, out)
+                held.add(weight.type)
+    assert held == WEIGHT_TYPES[ftype], held
+
+
 def test_a_k_quant_file_s_kernels_compiled_for_a_cpu_without_avx512_compute_this_host_s_logits(wide, tmp_path):
     """The K-quant products take two runs of 32 values a register where the CPU has AVX-512 BW
-    (``ggml_quants._run_lanes``), one where it has AVX2 alone. Compiled for an AVX2 CPU (numba's ``NUMBA_CPU_NAME``
-    and ``NUMBA_CPU_FEATURES``, into a cache of its own) the other form runs on this host too: a Q4_K_M's and a
-    Q5_K_M's 8-row prefill (ggml's tiled kernel) and two decode steps (the type's dot) — every K-quant product the
-    two forms compute — are this host's logits bit for bit."""
+    (``ggml_quants._run_lanes``), one where it has AVX2 alone; the tiled product (``ggml_tiled``) 16 rows a group with
+    AVX-512 VNNI, 8 with AVX2. Compiled for an AVX2 CPU (numba's ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, into a
+    cache of its own) the other forms run on this host too: a Q4_K_M's and a Q5_K_M's 29-row prefill (ggml's tiled
+    kernel: here two groups, there four — three together and one) and two decode steps (the type's dot) — every
+    K-quant product the forms compute — are this host's logits bit for bit."""
+    targets = (("host", {}), ("haswell", haswell_target()))
+    tokens = [int(t) for t in np.random.default_rng(29).integers(0, 256, 31)]
     for ftype in ("Q4_K_M", "Q5_K_M"):
         path = quants.quantize(wide, tmp_path / f"{ftype}.gguf", ftype)
         doc = tmp_path / f"{ftype}.lgm"
         doc.write_text(author(read_gguf(path).spec))
         saved = {}
-        for target, extra in (("host", {}), ("haswell", HASWELL)):
+        for target, extra in targets:
             saved[target] = tmp_path / f"{ftype}-{target}.npz"
             env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{target}"), "STREAMED_COMPILE_AHEAD": "0",
                    **extra}
             p = subprocess.run([sys.executable, "-m", "streamed", "run", str(doc), "--checkpoint", str(path),
-                                "--tokens", ",".join(map(str, WIDE_TOKENS)), "--prefill", str(WIDE_PREFILL),
+                                "--tokens", ",".join(map(str, tokens)), "--prefill", "29",
                                 "--arithmetic", "llama.cpp", "--save", str(saved[target])], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=900)
             assert p.returncode == 0, p.stderr[-2000:]

@@ -16,6 +16,20 @@ TINY = (EXAMPLES / "tiny-llama.lgm").read_text()
 HASWELL = {"NUMBA_CPU_NAME": "haswell",
            "NUMBA_CPU_FEATURES": "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse,+sse2,"
                                  "+sse3,+sse4.1,+sse4.2,+ssse3"}
+def haswell_target() -> dict:
+    """``HASWELL``, for a test that compiles this host's kernels for a Haswell — or that test reported not testable
+    here, with the reason: only an x86-64 host runs code compiled for one (numba's code generator targets the host's
+    architecture)."""
+    import platform
+
+    import pytest
+
+    machine = platform.machine().lower()
+    if machine not in ("x86_64", "amd64"):
+        pytest.skip(f"not testable here: code compiled for a Haswell runs on an x86-64 host, not {machine}")
+    return HASWELL
+
+
 #: A target with 10 KB of SRAM, on which the small documents' forward, prefill and batched programs need tiles.
 TINY_CHIP = Path(__file__).resolve().parent / "tiny-chip.toml"
 
