@@ -10,18 +10,22 @@ values, Q6_K's of 16) and, for Q4_K and Q5_K, ``s₂ = Σ_sb min_sb · (S₂ₛ_
 in block order. The integers are exact in int32 (no product or partial sum near its range), so any order of their
 sums is ggml's; the float32 steps are each lane's own, in ggml's order.
 
-How (the layout, and why it is faster). The weight row is unpacked once into scratch (``_unpacked``): its values as
-signed bytes in value order, per sub-block its scale, its min and ``−128·Σv``, per block ``d`` and ``dmin``. The
-activations are laid out once a product (``interleaved``): rows in groups of ``lanes()`` (16 on AVX-512 VNNI, else
-8), each group's bytes four values of a row after another, row after row — so a register holds values ``4c…4c+3`` of
-each row of the group. One ``vpdpbusd`` then multiplies it by four weight values broadcast from the scratch: each
-lane gains ``Σ_{j<4} v·x`` for its own row, 64 products an instruction, summed down the reduction with no horizontal
-step; a sub-block's lanes are then multiplied by its scale and added into ``s₁``. ``vpdpbusd`` takes its first
-operand unsigned: the activation is read as ``x + 128`` (its bits with the top one flipped) and the sub-block's sum
-starts from ``−128·Σv``, so it ends at ``Σ v·x`` exactly. Without AVX-512 VNNI, AVX2's ``vpmaddubsw`` (pairs, at most
-2·255·32: never saturating) then ``vpmaddwd`` by ones take its place, 8 rows a register; elsewhere the same integers
-written generically. Two groups are computed side by side (each broadcast weight serves both), a sub-block's four-value
-steps in two chains.
+How (the layout, and why it is faster). The activations are laid out once a product (``interleaved``): rows in groups
+of ``lanes()`` (16 on AVX-512 VNNI, else 8; the last group padded with zero rows), each group's bytes four values of a
+row after another, row after row — so one register holds values ``4c…4c+3`` of every row of the group. A task of 32
+weight rows (``TASK_COLUMNS``) is taken block by block: the block of each of its rows unpacked into scratch
+(``_unpacker``: its values as unsigned bytes in value order, per sub-block its scale and its min, ``d`` and ``dmin``),
+then each tile of 4 rows computed with every group (``_tiler``). One ``vpdpbusd`` multiplies four of a weight row's
+values, broadcast (the unsigned operand), by a group's register of activations (the signed one): each lane gains
+``Σ_{j<4} v·x`` for its own activation row, 64 products an instruction, summed down the sub-block with no horizontal
+step; the sub-block's lanes are multiplied by its scale and added into ``s₁``. Q6_K's values are its unsigned 6 bits:
+its −32 is ``−32·S`` of the sub-block (the activation's sum of 16), the sum's start. ``s₂`` takes two sub-blocks a step
+(``vpdpwssd`` of the mins and the activation's sums of 32, as int16 pairs). Without AVX-512 VNNI, AVX2's ``vpmaddubsw``
+(pairs, at most 2·63·127: never saturating) then ``vpmaddwd`` take their place, 8 rows a register; elsewhere the same
+integers are written generically. Groups are computed three at a time (then two, then one) beside the tile's four
+weight rows: each activation register loaded once for four columns, each weight value broadcast once for three groups,
+twelve sums in flight; the task's float32 accumulators live in scratch between blocks, so a block's activations stay in
+the first-level cache while all 8 tiles read them.
 
 The dots (fewer than 8 rows: a decode step) keep ``ggml_quants._k_elements``: their lanes are ggml's own eight, which
 an element's float steps depend on.
@@ -365,15 +369,17 @@ def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, mins: bool):
 def tiled_kernel(code: int):
     """The tiled product's kernel over ``code`` (6 Q4_K, 7 Q5_K, 8 Q6_K): ``product(xi, sx, dxi, w, rows, nthreads,
     out)`` writes ``out[r, n]`` for every activation row ``r < rows`` (``interleaved``'s layout) and weight row ``n``,
-    ``TASK_COLUMNS`` columns a task taken by the ``nthreads`` threads as each is free (``jit.claim``), each weight
-    row unpacked once into its thread's scratch (``_unpacker``) and computed with every group (``_tiler``). Made once
-    a process a type."""
+    ``TASK_COLUMNS`` columns a task taken by the ``nthreads`` threads as each is free (``jit.claim``), block by block:
+    each weight row's block unpacked once into its thread's scratch (``_unpacker``) and computed with every group
+    (``_tiler``). Made once a process a type."""
     _, sub, _ = SHAPES[code]
-    unpack, tile, tile1 = _unpacker(code), _tiler(code, _COLUMNS), _tiler(code, 1)
+    unpack, tile = _unpacker(code), _tiler(code, _COLUMNS)
 
     def share(xi, sx, dxi, w, rows, out, taken):
         # A task's columns block by block: the block's activations (every group's) stay in the core's first cache
-        # while each column tile of the task reads them, and the task's sums are kept in ``acc`` between blocks.
+        # while each column tile of the task reads them, and the task's sums are kept in ``acc`` between blocks. A
+        # task's last tile short of ``_COLUMNS`` columns fills its other slots with its last column, computed and
+        # dropped (one tile's code, not a second compiled for one column).
         groups, blocks, width = dxi.shape
         n_out = w.shape[0]
         tasks = (n_out + TASK_COLUMNS - 1) // TASK_COLUMNS
@@ -386,15 +392,13 @@ def tiled_kernel(code: int):
         while c < tasks:
             n0 = c * TASK_COLUMNS
             cols = min(n_out, n0 + TASK_COLUMNS) - n0
-            tiled_cols = cols - cols % _COLUMNS
+            slots = (cols + _COLUMNS - 1) // _COLUMNS * _COLUMNS
             acc[:] = 0
             for i in range(blocks):
-                for j in range(cols):
-                    unpack(w, n0 + j, i, v, sc, mn, dd, j)
-                for j in range(0, tiled_cols, _COLUMNS):
+                for j in range(slots):
+                    unpack(w, n0 + min(j, cols - 1), i, v, sc, mn, dd, j)
+                for j in range(0, slots, _COLUMNS):
                     tile(xi, sx, dxi, v, sc, mn, dd, i, j, acc)
-                for j in range(tiled_cols, cols):
-                    tile1(xi, sx, dxi, v, sc, mn, dd, i, j, acc)
             for g in range(groups):
                 for lane in range(width):
                     r = g * width + lane
