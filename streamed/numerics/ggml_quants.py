@@ -18,8 +18,9 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
   ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins. From 8 rows on, ggml's tiled kernel
   takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``; Q4_K's, Q5_K's and Q6_K's computed here by
   ``ggml_tiled``), a different sum: per block, the whole integer ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and
-  ``s₂ = Σ min·S`` exactly, ``r = fma(−fp16(x.dmin), s₂, fp16(x.d)·s₁)`` (no mins for Q3_K, Q6_K), and ``acc ← fma(r, y.d, acc)`` from 0 in block order — the cause of the
-  last-bit differences a prefill of 8 tokens or more showed.
+  ``s₂ = Σ min·S`` exactly, ``r = fma(−fp16(x.dmin), s₂, fp16(x.d)·s₁)`` (no mins for Q3_K, Q6_K), and ``acc ←
+  fma(r, y.d, acc)`` from 0 in block order — the cause of the last-bit differences a prefill of 8 tokens or more
+  showed.
 - Q4_0, Q5_0 → Q8_0 (``quantize_row_q8_0``, ``ggml.quantize_q8_0``); Q4_1, Q5_1 → Q8_1 (the same ``q`` and ``d``,
   and ``s = fp16(d·Σq)`` per block). Per block of 32: eight int32 lanes, lane ``l`` the products of values
   ``4l … 4l+3`` (exact), ``acc[l] ← fma(d_w·d_x, lane l, acc[l])``; the ``_1`` types add their minimum as
