@@ -16,8 +16,8 @@ What ggml computes (ggml-cpu.c ``type_traits_cpu``; arch/x86/quants.c; llamafile
   fma(−y.d·fp16(x.dmin), m₂ₜ·S₂ₜ + m₂ₜ₊₁·S₂ₜ₊₁, acc_m[t])`` added at the end as ``(m₀+m₂)+(m₁+m₃)``, Q5_K's in one
   float, Q2_K's into ``acc`` itself before the block's values (lane ``l`` ``m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁``); the result
   ``hsum_float_8(acc)`` — ``((a₀+a₄)+(a₂+a₆))+((a₁+a₅)+(a₃+a₇))`` — plus the mins. From 8 rows on, ggml's tiled kernel
-  takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``; Q4_K's, Q5_K's and Q6_K's computed here by
-  ``ggml_tiled``), a different sum: per block, the whole integer ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and
+  takes the product instead (ggml-cpu/tiled, ``ggml_tiled_min_batch``; computed here by ``ggml_tiled``), a different
+  sum: per block, the whole integer ``s₁ = Σ scale·Σ w·q`` (Q6_K's ``w`` less 32) and
   ``s₂ = Σ min·S`` exactly, ``r = fma(−fp16(x.dmin), s₂, fp16(x.d)·s₁)`` (no mins for Q3_K, Q6_K), and ``acc ←
   fma(r, y.d, acc)`` from 0 in block order — the cause of the last-bit differences a prefill of 8 tokens or more
   showed.
@@ -83,7 +83,7 @@ from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
-from .ggml_tiled import SHAPES, _k4_scales, _k6_scales, _k_values, interleaved, tiled_kernel
+from .ggml_tiled import _k4_scales, _k6_scales, _k_values, interleaved, tiled_kernel
 from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
 from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
@@ -276,13 +276,12 @@ def _values(code, w, wv):
 
 
 @kernel
-def _dot(code, w, wv, qx, dx, bs, lanes, acc, tiled):
+def _dot(code, w, wv, qx, dx, bs, lanes, acc):
     """One Q2_K or Q3_K weight row ``w`` (its blocks' bytes; ``wv`` its ``_values``) with one Q8_K activation row
-    (``qx``, ``dx``, ``bs``): the type's ``vec_dot``, or with ``tiled`` the tiled kernel's element (``mul_mat``). A
+    (``qx``, ``dx``, ``bs``): the type's ``vec_dot`` (its tiled kernel's element, from 8 rows: ``ggml_tiled``). A
     block's integer sums go to lane ``(p mod 32) // 4`` of value ``p``, as every K-quant ``vec_dot`` on AVX2 sums
     them (``_lane_sums``)."""
     acc[:] = 0
-    total = F32(0)
     nbytes = _block_bytes(code)
     for i in range(qx.shape[0] // QK_K):
         at = i * nbytes
@@ -291,27 +290,15 @@ def _dot(code, w, wv, qx, dx, bs, lanes, acc, tiled):
         dw = _HALF[np.int64(w[at + 80]) | (np.int64(w[at + 81]) << 8)] if code == 4 else \
             _HALF[np.int64(w[at + 108]) | (np.int64(w[at + 109]) << 8)]
         d = dx[i] * dw
-        dm = F32(0)
-        all_mins = 0
         if code == 4:  # the mins first: lane l ← m₂ₗ·S₂ₗ + m₂ₗ₊₁·S₂ₗ₊₁ (madd), one fma a lane
             dm = _HALF[np.int64(w[at + 82]) | (np.int64(w[at + 83]) << 8)]
             dmin = -dx[i] * dm
             for l in range(8):
                 mins = np.int32(w[at + 2 * l] >> 4) * bs[16 * i + 2 * l] \
                     + np.int32(w[at + 2 * l + 1] >> 4) * bs[16 * i + 2 * l + 1]
-                all_mins += mins
-                if not tiled:
-                    acc[l] = _fma(dmin, F32(mins), acc[l])
-        if tiled:
-            res = dw * F32(lanes.sum())
-            if code == 4:
-                res = _fma(-dm, F32(all_mins), res)
-            total = _fma(res, dx[i], total)
-            continue
+                acc[l] = _fma(dmin, F32(mins), acc[l])
         for l in range(8):
             acc[l] = _fma(d, F32(lanes[l]), acc[l])
-    if tiled:
-        return total
     return _hsum8(acc)
 
 
@@ -505,12 +492,12 @@ _K_ELEMENTS = {code: _k_elements(code) for code in (6, 7, 8)}
 
 @functools.lru_cache(maxsize=None)
 def _kernel_of(type_name: str):
-    """The kernel of a product over ``type_name`` (one of ``DOTS``): ``product(qx, dx, bs, w, tiled, nthreads, out)``
-    writes ``out[r, n]``, the element of weight row ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's dot
-    whole in vector code (``_k_elements``; ``tiled`` is never asked of them: ``ggml_tiled`` computes those), Q2_K's
-    and Q3_K's by ``_dot``, the type's dot or (``tiled``) the tiled kernel's element, each weight row decoded once for
-    every activation row (``_values``); ``product.task_span`` columns a task (``product``), taken by the ``nthreads``
-    threads as each is free (``jit.claim``), a thread's tasks sharing one scratch. Made once a process a type.
+    """The kernel of a product over ``type_name`` (one of ``DOTS``) of fewer than ``TILED_ROWS`` rows (more are
+    ``ggml_tiled``'s): ``product(qx, dx, bs, w, nthreads, out)`` writes ``out[r, n]``, the type's dot of weight row
+    ``n`` with activation row ``r`` — Q4_K's, Q5_K's and Q6_K's whole in vector code (``_k_elements``), Q2_K's and
+    Q3_K's by ``_dot``, each weight row decoded once for every activation row (``_values``); ``product.task_span``
+    columns a task (``product``), taken by the ``nthreads`` threads as each is free (``jit.claim``), a thread's tasks
+    sharing one scratch. Made once a process a type.
 
     Why one kernel a type (the type's code a constant of the closure, every other type's branch dropped before numba
     types it): a kernel for every type, the code an argument, compiled all five types' code and linked and optimised
@@ -518,7 +505,7 @@ def _kernel_of(type_name: str):
     code = DOTS[type_name]
     dots = _K_ELEMENTS.get(code)  # None: Q2_K's and Q3_K's branch does not take it
 
-    def share(qx, dx, bs, w, tiled, out, taken):  # one thread's: its tasks share its scratch
+    def share(qx, dx, bs, w, out, taken):  # one thread's: its tasks share its scratch
         rows, k = qx.shape
         n_out = w.shape[0]
         span = task_span(w.shape[1], n_out)
@@ -534,13 +521,13 @@ def _kernel_of(type_name: str):
                     continue
                 _values(code, w[n], wv)
                 for r in range(rows):
-                    out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc, tiled)
+                    out[r, n] = _dot(code, w[n], wv, qx[r], dx[r], bs[r], lanes, acc)
             c = claim(taken)
 
     shared = on_threads(share)
 
-    def product(qx, dx, bs, w, tiled, nthreads, out):
-        shared(nthreads, (qx, dx, bs, w, tiled, out))
+    def product(qx, dx, bs, w, nthreads, out):
+        shared(nthreads, (qx, dx, bs, w, out))
 
     share.__qualname__ = share.__name__ = f"_share_{type_name}"
     product.__qualname__ = product.__name__ = f"_kernel_{type_name}"
@@ -550,8 +537,7 @@ def _kernel_of(type_name: str):
 #: ``_kernel_of``'s operands as its kernels are compiled for them (``jit.compiled``): Q8_K activations (``q``, ``d``,
 #: ``bsums``), the weight's bytes read-only (mapped from the file or made in memory, one machine code), the results.
 _K_OPERANDS = (types.Array(types.int8, 2, "C"), types.Array(types.float32, 2, "C"), types.Array(types.int32, 2, "C"),
-               types.Array(types.uint8, 2, "C", readonly=True), types.boolean, types.int64,
-               types.Array(types.float32, 2, "C"))
+               types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.Array(types.float32, 2, "C"))
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------
@@ -821,13 +807,12 @@ def mul_mat(x: np.ndarray, w: Blocks, rows: int | None = None, *, path: KernelPa
         raw = np.ascontiguousarray(w.raw)
         if w.type in DOTS:
             q, d, bs = quantize_q8_k(x2)
-            tiled = (x2.shape[0] if rows is None else rows) >= TILED_ROWS
-            code = DOTS[w.type]
-            if tiled and code in SHAPES:  # the tiled kernel's elements as an outer product (``ggml_tiled``)
-                xi, sx, dxi = interleaved(q, d, bs, mins=SHAPES[code][2])
+            if (x2.shape[0] if rows is None else rows) >= TILED_ROWS:  # ggml's tiled kernel's (``ggml_tiled``)
+                code = DOTS[w.type]
+                xi, sx, dxi = interleaved(q, d, bs, code)
                 tiled_kernel(code)(xi, sx, dxi, raw, x2.shape[0], threads(), out)
             else:
-                _kernel_of(w.type)(q, d, bs, raw, tiled, threads(), out)
+                _kernel_of(w.type)(q, d, bs, raw, threads(), out)
         elif w.type in LEGACY or w.type == "MXFP4":
             if w.type in ("Q4_1", "Q5_1"):
                 q, d, s = quantize_q8_1(x2)

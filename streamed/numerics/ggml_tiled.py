@@ -1,34 +1,35 @@
-"""ggml's tiled K-quant product (``ggml-cpu/tiled``: 8 rows or more computed together) over Q4_K, Q5_K and Q6_K,
+"""ggml's tiled K-quant product (``ggml-cpu/tiled``: 8 rows or more computed together) over Q2_K … Q6_K,
 computed as an outer product — each weight row unpacked once, every activation row summed against it in the lanes
 of a register — with ggml's integers and ggml's float32 steps, bit for bit; and the K-quant block unpacking the dots
 of ``ggml_quants`` share.
 
 What is computed (``ggml_quants``' docstring): per element and block of 256, the whole integer ``s₁ = Σ_sb scale_sb ·
-Σ_{p∈sb} v_p·x_p`` (``v`` the weight's value: Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6 bits less 32; sub-blocks of 32
-values, Q6_K's of 16) and, for Q4_K and Q5_K, ``s₂ = Σ_sb min_sb · (S₂ₛ_b + S₂ₛ_b₊₁)`` (``S`` the activation's sums of
-16); ``r = fma(−dmin, float(s₂), d·float(s₁))`` (``r = d·float(s₁)`` for Q6_K) and ``acc ← fma(r, y.d, acc)`` from 0
+Σ_{p∈sb} v_p·x_p`` (``v`` the weight's value: Q2_K's 2 bits, Q3_K's 3 less 4, Q4_K's nibble, Q5_K's 5 bits, Q6_K's 6
+bits less 32; sub-blocks of 32 values, Q2_K's, Q3_K's and Q6_K's of 16) and, for Q2_K, Q4_K and Q5_K, ``s₂ = Σ_sb
+min_sb · S_sb`` (``S`` the activation's sum over the sub-block); ``r = fma(−dmin, float(s₂), d·float(s₁))`` (``r =
+d·float(s₁)`` for Q3_K and Q6_K) and ``acc ← fma(r, y.d, acc)`` from 0
 in block order. The integers are exact in int32 (no product or partial sum near its range), so any order of their
 sums is ggml's; the float32 steps are each lane's own, in ggml's order.
 
-How (the layout, and why it is faster). The activations are laid out once a product (``interleaved``): rows in groups
-of ``lanes()`` (16 on AVX-512 VNNI, else 8; the last group padded with zero rows), each group's bytes four values of a
-row after another, row after row — so one register holds values ``4c…4c+3`` of every row of the group. A task of 32
-weight rows (``TASK_COLUMNS``) is taken block by block: the block of each of its rows unpacked into scratch
-(``_unpacker``: its values as unsigned bytes in value order, per sub-block its scale and its min, ``d`` and ``dmin``),
-then each tile of 4 rows computed with every group (``_tiler``). One ``vpdpbusd`` multiplies four of a weight row's
-values, broadcast (the unsigned operand), by a group's register of activations (the signed one): each lane gains
-``Σ_{j<4} v·x`` for its own activation row, 64 products an instruction, summed down the sub-block with no horizontal
-step; the sub-block's lanes are multiplied by its scale and added into ``s₁``. Q6_K's values are its unsigned 6 bits:
-its −32 is ``−32·S`` of the sub-block (the activation's sum of 16), the sum's start. ``s₂`` takes two sub-blocks a step
-(``vpdpwssd`` of the mins and the activation's sums of 32, as int16 pairs). Without AVX-512 VNNI, AVX2's ``vpmaddubsw``
-(pairs, at most 2·63·127: never saturating) then ``vpmaddwd`` take their place, 8 rows a register; elsewhere the same
-integers are written generically. Groups are computed three at a time (then two, then one) beside the tile's four
-weight rows: each activation register loaded once for four columns, each weight value broadcast once for three groups,
-twelve sums in flight; the task's float32 accumulators live in scratch between blocks, so a block's activations stay in
-the first-level cache while all 8 tiles read them.
+How (the layout, and why it is faster). The activations are laid out once a product (``interleaved``): rows in groups of
+``lanes()`` (16 on AVX-512 VNNI, else 8; the last group padded with zero rows), each group's bytes four values of a row
+after another, row after row — so one register holds values ``4c…4c+3`` of every row of the group. A task of 32 weight
+rows (``TASK_COLUMNS``) is taken block by block: the block of each of its rows unpacked into scratch (``_unpacker``: its
+values as unsigned bytes in value order, per sub-block its scale and its min, ``d`` and ``dmin``), then each tile of 4
+rows computed with every group (``_tiler``). One ``vpdpbusd`` multiplies four of a weight row's values, broadcast (the
+unsigned operand), by a group's register of activations (the signed one): each lane gains ``Σ_{j<4} v·x`` for its own
+activation row, 64 products an instruction, summed down the sub-block with no horizontal step; the sub-block's lanes are
+multiplied by its scale and added into ``s₁``. Q3_K's and Q6_K's values are unpacked unsigned: their −4 and −32
+(``OFFSET``) are ``−4·S`` and ``−32·S`` of the sub-block, the sum's start. ``s₂`` takes two sub-blocks a step
+(``vpdpwssd`` of the mins and the activation's sub-block sums, as int16 pairs). Without AVX-512 VNNI, AVX2's
+``vpmaddubsw`` (pairs, at most 2·63·127: never saturating) then ``vpmaddwd`` take their place, 8 rows a register;
+elsewhere the same integers are written generically. Groups are computed three at a time (then two, then one) beside the
+tile's four weight rows: each activation register loaded once for four columns, each weight value broadcast once for
+three groups, twelve sums in flight; the task's float32 accumulators live in scratch between blocks, so a block's
+activations stay in the first-level cache while all 8 tiles read them.
 
-The dots (fewer than 8 rows: a decode step) keep ``ggml_quants._k_elements``: their lanes are ggml's own eight, which
-an element's float steps depend on.
+The dots (fewer than 8 rows: a decode step) keep ``ggml_quants._k_elements`` (Q2_K's and Q3_K's ``_dot``): their
+lanes are ggml's own eight, which an element's float steps depend on.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ _V8 = ir.VectorType(_I32, 8)
 _V16 = ir.VectorType(_I32, 16)
 
 #: Each type's code (``ggml_quants.DOTS``) → (block bytes, values a sub-block, whether it has mins).
-SHAPES = {6: (144, 32, True), 7: (176, 32, True), 8: (210, 16, False)}
+SHAPES = {4: (84, 16, True), 5: (110, 16, False), 6: (144, 32, True), 7: (176, 32, True), 8: (210, 16, False)}
+#: What a value ``u`` as unpacked (unsigned) is above the weight's value ``v = u − OFFSET`` (Q3_K's high bit clear is
+#: −4, Q6_K's six bits are less 32): a sum over a sub-block starts from ``−OFFSET·S``, ``S`` the activations' sum.
+OFFSET = {4: 0, 5: 4, 6: 0, 7: 0, 8: 32}
+#: The types' names by code (``ggml_quants.DOTS``).
+NAMES = {4: "Q2_K", 5: "Q3_K", 6: "Q4_K", 7: "Q5_K", 8: "Q6_K"}
 
 
 def lanes() -> int:
@@ -106,16 +112,29 @@ def _k6_scales(builder, wat):
 
 
 def _k_values(builder, code: int, wat):
-    """A Q4_K (code 6), Q5_K (7) or Q6_K (8) block's 256 values, unsigned (Q6_K's 0…63, before its −32), as eight
-    ``<32 x i8>`` in value order — run ``c`` the values ``32c … 32c+31`` — from its bytes at ``wat``. Q4_K and Q5_K:
-    ``qs[128]`` (at 16; Q5_K's at 48, after ``qh[32]``), run ``2g`` the low nibbles of bytes ``32g…32g+31``, run
-    ``2g+1`` their high ones, Q5_K's fifth bit of value ``32·run + l`` bit ``run`` of ``qh[l]``; Q6_K: ``ql[128]``,
-    ``qh[64]``, run ``4h+m`` of the half ``h`` the nibble ``m // 2`` of ``ql[64h + 32(m mod 2) + l]`` with bits ``2m``
-    of ``qh[32h + l]`` above it."""
+    """A Q2_K (code 4), Q3_K (5), Q4_K (6), Q5_K (7) or Q6_K (8) block's 256 values, unsigned (``OFFSET`` above the
+    value: Q3_K's 0…7, Q6_K's 0…63), as eight ``<32 x i8>`` in value order — run ``c`` the values ``32c … 32c+31`` —
+    from its bytes at ``wat``. Q2_K: ``qs[64]`` at 16, run ``4h+m`` bits ``2m`` of ``qs[32h + l]``; Q3_K: those of
+    its ``qs[64]`` at 32, with bit ``4h+m`` of ``hmask[l]`` (at 0) above them (set: the value as is; clear: less 4).
+    Q4_K and Q5_K: ``qs[128]`` (at 16; Q5_K's at 48, after ``qh[32]``), run ``2g`` the low nibbles of bytes
+    ``32g…32g+31``, run ``2g+1`` their high ones, Q5_K's fifth bit of value ``32·run + l`` bit ``run`` of ``qh[l]``;
+    Q6_K: ``ql[128]``, ``qh[64]``, run ``4h+m`` of the half ``h`` the nibble ``m // 2`` of ``ql[64h + 32(m mod 2) +
+    l]`` with bits ``2m`` of ``qh[32h + l]`` above it."""
     def splat(value):
         return ir.Constant(_B32, [value] * 32)
 
     runs = []
+    if code in (4, 5):
+        hmask = _load(builder, wat, 0, _B32) if code == 5 else None
+        for h in range(2):
+            q = _load(builder, wat, (32 if code == 5 else 16) + 32 * h, _B32)
+            for m in range(4):
+                v = builder.and_(builder.lshr(q, splat(2 * m)), splat(3))
+                if code == 5:
+                    bit = builder.and_(builder.lshr(hmask, splat(4 * h + m)), splat(1))
+                    v = builder.or_(v, builder.shl(bit, splat(2)))
+                runs.append(v)
+        return runs
     if code in (6, 7):
         qh = _load(builder, wat, 16, _B32) if code == 7 else None
         for g in range(4):
@@ -142,10 +161,10 @@ def _store(builder, at, offset: int, value):
 
 
 def _unpacker(code: int):
-    """An intrinsic ``unpack(w, n, i, v, sc, mn, corr, dd, slot)``: block ``i`` of weight row ``n`` of ``w`` (its
-    blocks' bytes) into slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its 256 values as
-    signed bytes in value order (Q6_K's less 32), per sub-block ``sc`` its scale, ``mn`` its min (Q4_K, Q5_K) and
-    ``corr`` ``−128·Σv`` (int32), ``dd`` its ``d`` and ``dmin`` (float32, side by side)."""
+    """An intrinsic ``unpack(w, n, i, v, sc, mn, dd, slot)``: block ``i`` of weight row ``n`` of ``w`` (its blocks'
+    bytes) into slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its 256 values unsigned
+    in value order (``_k_values``: ``OFFSET`` above the value), per sub-block ``sc`` its scale (int32), ``mn`` its mins
+    two to an int32 (``_word_pairs``; the types with mins), ``dd`` its ``d`` and ``dmin`` (float32, side by side)."""
     nbytes, sub, mins = SHAPES[code]
     per = QK_K // sub
 
@@ -162,11 +181,8 @@ def _unpacker(code: int):
             dat = _address(context, builder, dty, dd, (slot, zero), 4)
             for c, u in enumerate(_k_values(builder, code, wat)):
                 _store(builder, vat, 32 * c, u)
-            if code == 8:
-                scales, d = _k6_scales(builder, wat)
-                dmin = ir.Constant(_F32, 0.0)
-            else:
-                scales, low, d, dmin = _k4_scales(builder, wat)
+            scales, low, d, dmin = _k_scales(builder, code, wat)
+            if low is not None:
                 _store(builder, mat, 0, _word_pairs(builder, low))
             _store(builder, sat, 0, scales)
             _store(builder, dat, 0, d)
@@ -179,11 +195,50 @@ def _unpacker(code: int):
 
 
 def _word_pairs(builder, v):
-    """The eight values of ``v`` (``<8 x i32>``, each below 2¹⁵) as four int32 each holding two int16: element ``2t`` in
+    """The values of ``v`` (``<n x i32>``, each below 2¹⁵) as ``n/2`` int32 each holding two int16: element ``2t`` in
     its low half, ``2t + 1`` in its high one — what ``vpdpwssd`` and ``vpmaddwd`` multiply in pairs."""
-    even, odd = (builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(_I32, 4), list(range(j, 8, 2))))
-                 for j in (0, 1))
-    return builder.or_(even, builder.shl(odd, ir.Constant(ir.VectorType(_I32, 4), [16] * 4)))
+    n = v.type.count
+    half = ir.VectorType(_I32, n // 2)
+    even, odd = (builder.shuffle_vector(v, v, ir.Constant(half, list(range(j, n, 2)))) for j in (0, 1))
+    return builder.or_(even, builder.shl(odd, ir.Constant(half, [16] * (n // 2))))
+
+
+def _half_at(builder, wat, offset: int):
+    """The fp16 at byte ``offset`` of a block, widened to float32."""
+    at = builder.inttoptr(builder.add(wat, ir.Constant(_I64, offset)), ir.HalfType().as_pointer())
+    return builder.fpext(builder.load(at, align=1), _F32)
+
+
+def _k_scales(builder, code: int, wat):
+    """A block's sub-block scales (signed, ``<per x i32>``), its mins (``<per x i32>``, or None for a type without),
+    ``d`` and ``dmin`` (0 without mins): Q2_K's ``scales[16]`` at 0, scale the low nibble and min the high one, ``d``
+    at 80, ``dmin`` at 82; Q3_K's sixteen 6-bit scales less 32 — low nibbles of bytes 96…103 (sub-blocks 0…7 the low
+    ones, 8…15 the high), bits ``2·(s // 4)`` of byte ``104 + s mod 4`` above them — ``d`` at 108 (its 110 bytes read
+    no further); Q4_K's, Q5_K's and Q6_K's as ``_k4_scales`` and ``_k6_scales`` read them."""
+    if code in (6, 7):
+        return _k4_scales(builder, wat)
+    if code == 8:
+        scales, d = _k6_scales(builder, wat)
+        return scales, None, d, ir.Constant(_F32, 0.0)
+    b16 = ir.VectorType(_I8, 16)
+    if code == 4:
+        b = _load(builder, wat, 0, b16)
+        return (builder.zext(builder.and_(b, ir.Constant(b16, [15] * 16)), _V16),
+                builder.zext(builder.lshr(b, ir.Constant(b16, [4] * 16)), _V16), _half_at(builder, wat, 80),
+                _half_at(builder, wat, 82))
+    b8, b4 = ir.VectorType(_I8, 8), ir.VectorType(_I8, 4)
+    low8 = _load(builder, wat, 96, b8)
+    low = builder.shuffle_vector(builder.and_(low8, ir.Constant(b8, [15] * 8)),
+                                 builder.lshr(low8, ir.Constant(b8, [4] * 8)), ir.Constant(_V16, list(range(16))))
+    high4 = _load(builder, wat, 104, b4)
+    parts = [builder.and_(builder.lshr(high4, ir.Constant(b4, [2 * j] * 4)), ir.Constant(b4, [3] * 4))
+             for j in range(4)]
+    eight = ir.Constant(_V8, list(range(8)))
+    high = builder.shuffle_vector(builder.shuffle_vector(parts[0], parts[1], eight),
+                                  builder.shuffle_vector(parts[2], parts[3], eight), ir.Constant(_V16, list(range(16))))
+    scales = builder.or_(low, builder.shl(high, ir.Constant(b16, [4] * 16)))
+    return (builder.sub(builder.zext(scales, _V16), ir.Constant(_V16, [32] * 16)), None, _half_at(builder, wat, 108),
+            ir.Constant(_F32, 0.0))
 
 
 def _dot2(builder, acc, a, b, width: int):
@@ -282,9 +337,9 @@ def _tiler(code: int, cols: int):
                     # Each pair's sum in ``chains`` independent parts (the steps alternate), enough of them in
                     # flight to cover ``vpdpbusd``'s latency when the tile is narrow.
                     chains = max(1, 8 // len(pairs))
-                    if mins:
+                    if not OFFSET[code]:
                         starts = [zero_i] * count
-                    else:  # Q6_K's values less 32: −32·S of the sub-block, the activation's sum of its 16
+                    else:  # Q3_K's values less 4, Q6_K's less 32: −offset·S of the sub-block, the activations' sum
                         starts = [builder.load(builder.inttoptr(_address(context, builder, sxty, sx, (
                             g, builder.add(first, s), const(0)), 4), vi.as_pointer()), align=4) for g in gs]
                     sums = {(c, h): [starts[h]] + [zero_i] * (chains - 1) for c, h in pairs}
@@ -339,11 +394,13 @@ def _tiler(code: int, cols: int):
     return tile
 
 
-def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, mins: bool):
+def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, code: int):
     """Q8_K activations (``ggml_quants.quantize_q8_k``'s ``q``, ``d``, ``bsums``; ``rows × k``) laid out for
-    ``_tiler``, rows in groups of ``lanes()`` (the last padded with zeros): ``xi[g, c, 4l + j]`` the byte ``q + 128``
-    of value ``4c + j`` of row ``g·lanes + l``; ``dxi[g, i, l]`` its block ``i``'s ``d``; with ``mins``, ``sx[g, s,
-    l]`` the sum of its sub-block ``s`` of 32 (two sums of 16); else an empty ``sx``."""
+    ``_tiler`` over the type ``code``, rows in groups of ``lanes()`` (the last padded with zeros): ``xi[g, c, 4l + j]``
+    the byte ``q`` of value ``4c + j`` of row ``g·lanes + l``; ``dxi[g, i, l]`` its block ``i``'s ``d``; ``sx[g, t,
+    l]`` for a type with mins its sums of sub-blocks ``2t`` and ``2t + 1`` as a pair of int16, for one with an
+    ``OFFSET`` its sum of sub-block ``t`` times ``−OFFSET``."""
+    _, sub, mins = SHAPES[code]
     rows, k = q.shape
     width = lanes()
     groups = -(-rows // width)
@@ -355,19 +412,18 @@ def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, mins: bool):
     dx = np.zeros((padded, k // QK_K), np.float32)
     dx[:rows] = d
     dxi = np.ascontiguousarray(dx.reshape(groups, width, -1).transpose(0, 2, 1))
-    if not mins:  # Q6_K: −32 times each sum of 16
-        sums = np.zeros((padded, k // 16), np.int32)
-        sums[:rows] = -32 * bsums
-        return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
-    sums = np.zeros((padded, k // 32), np.int32)
-    sums[:rows] = bsums.reshape(rows, k // 32, 2).sum(axis=-1, dtype=np.int32)
-    pairs = (sums[:, 0::2] & 0xFFFF) | (sums[:, 1::2] << 16)  # |S| ≤ 32·127: each fits int16
-    return xi, np.ascontiguousarray(pairs.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
+    sums = np.zeros((padded, k // sub), np.int32)
+    sums[:rows] = bsums.reshape(rows, k // sub, sub // 16).sum(axis=-1, dtype=np.int32)
+    if mins:
+        sums = (sums[:, 0::2] & 0xFFFF) | (sums[:, 1::2] << 16)  # |S| ≤ 32·127: each fits int16
+    else:
+        sums *= -OFFSET[code]
+    return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
 
 
 @functools.lru_cache(maxsize=None)
 def tiled_kernel(code: int):
-    """The tiled product's kernel over ``code`` (6 Q4_K, 7 Q5_K, 8 Q6_K): ``product(xi, sx, dxi, w, rows, nthreads,
+    """The tiled product's kernel over ``code`` (``NAMES``: 4 Q2_K … 8 Q6_K): ``product(xi, sx, dxi, w, rows, nthreads,
     out)`` writes ``out[r, n]`` for every activation row ``r < rows`` (``interleaved``'s layout) and weight row ``n``,
     ``TASK_COLUMNS`` columns a task taken by the ``nthreads`` threads as each is free (``jit.claim``), block by block:
     each weight row's block unpacked once into its thread's scratch (``_unpacker``) and computed with every group
@@ -412,7 +468,7 @@ def tiled_kernel(code: int):
     def product(xi, sx, dxi, w, rows, nthreads, out):
         shared(nthreads, (xi, sx, dxi, w, rows, out))
 
-    name = {6: "Q4_K", 7: "Q5_K", 8: "Q6_K"}[code]
+    name = NAMES[code]
     share.__qualname__ = share.__name__ = f"_tiled_share_{name}"
     product.__qualname__ = product.__name__ = f"_tiled_{name}"
     return compiled(kernel(product), *_OPERANDS)

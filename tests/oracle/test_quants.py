@@ -193,13 +193,13 @@ def test_in_llama_cpp_s_arithmetic_a_quantised_product_is_llama_cpp_s_bit_for_bi
     assert held >= WEIGHT_TYPES[ftype], held
 
 
-@pytest.mark.parametrize("ftype", ("Q4_K_M", "Q5_K_M"))
+@pytest.mark.parametrize("ftype", ("Q4_K_M", "Q5_K_M", "Q3_K_M", "Q2_K"))
 @pytest.mark.parametrize("rows", TILED_PREFILLS)
 def test_in_llama_cpp_s_arithmetic_a_k_quant_product_of_any_number_of_rows_from_8_is_llama_cpp_s_bit_for_bit(
         ftype, rows, wide):
     """From 8 rows ggml's tiled kernel takes a K-quant's product; ``ggml_tiled`` computes it as an outer product, its
-    rows in groups of a register's lanes. At prefills that group them every way it does, each product of a Q4_K_M's
-    and a Q5_K_M's layers (Q4_K, Q5_K and Q6_K weights) is llama.cpp's own bit for bit."""
+    rows in groups of a register's lanes. At prefills that group them every way it does, each product of a Q4_K_M's,
+    a Q5_K_M's, a Q3_K_M's and a Q2_K's layers (Q2_K … Q6_K weights) is llama.cpp's own bit for bit."""
     _assert_computed_on_this_path(ftype)
     path = wide.parent / f"tiled-{ftype}.gguf"
     if not path.exists():
@@ -228,12 +228,12 @@ def test_a_k_quant_file_s_kernels_compiled_for_a_cpu_without_avx512_compute_this
     """The K-quant products take two runs of 32 values a register where the CPU has AVX-512 BW
     (``ggml_quants._run_lanes``), one where it has AVX2 alone; the tiled product (``ggml_tiled``) 16 rows a group with
     AVX-512 VNNI, 8 with AVX2. Compiled for an AVX2 CPU (numba's ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, into a
-    cache of its own) the other forms run on this host too: a Q4_K_M's and a Q5_K_M's 29-row prefill (ggml's tiled
-    kernel: here two groups, there four — three together and one) and two decode steps (the type's dot) — every
-    K-quant product the forms compute — are this host's logits bit for bit."""
+    cache of its own) the other forms run on this host too: a Q4_K_M's, a Q3_K_M's and a Q2_K's 29-row prefill (ggml's
+    tiled kernel: here two groups, there four — three together and one) and two decode steps (the type's dot) — every
+    K-quant type's products, Q2_K … Q6_K, as the forms compute them — are this host's logits bit for bit."""
     targets = (("host", {}), ("haswell", haswell_target()))
     tokens = [int(t) for t in np.random.default_rng(29).integers(0, 256, 31)]
-    for ftype in ("Q4_K_M", "Q5_K_M"):
+    for ftype in ("Q4_K_M", "Q3_K_M", "Q2_K"):
         path = quants.quantize(wide, tmp_path / f"{ftype}.gguf", ftype)
         doc = tmp_path / f"{ftype}.lgm"
         doc.write_text(author(read_gguf(path).spec))
