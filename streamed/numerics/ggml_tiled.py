@@ -405,20 +405,20 @@ def interleaved(q: np.ndarray, d: np.ndarray, bsums: np.ndarray, code: int):
     width = lanes()
     groups = -(-rows // width)
     padded = groups * width
-    padded_q = np.zeros((padded, k), np.int8)
-    padded_q[:rows] = q
-    xi = np.ascontiguousarray(padded_q.reshape(groups, width, k // 4, 4).transpose(0, 2, 1, 3)).reshape(
-        groups, k // 4, 4 * width)
+    quads = np.zeros((padded, k // 4), np.int32)  # four values a row as one int32: a transpose of words, not bytes
+    quads[:rows] = np.ascontiguousarray(q).view(np.int32)
+    xi = np.ascontiguousarray(quads.reshape(groups, width, k // 4).transpose(0, 2, 1)).view(np.int8)
     dx = np.zeros((padded, k // QK_K), np.float32)
     dx[:rows] = d
     dxi = np.ascontiguousarray(dx.reshape(groups, width, -1).transpose(0, 2, 1))
-    sums = np.zeros((padded, k // sub), np.int32)
-    sums[:rows] = bsums.reshape(rows, k // sub, sub // 16).sum(axis=-1, dtype=np.int32)
+    sums = bsums if sub == 16 else bsums[:, 0::2] + bsums[:, 1::2]  # the activations' sum of each sub-block
     if mins:
         sums = (sums[:, 0::2] & 0xFFFF) | (sums[:, 1::2] << 16)  # |S| ≤ 32·127: each fits int16
     else:
-        sums *= -OFFSET[code]
-    return xi, np.ascontiguousarray(sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
+        sums = sums * np.int32(-OFFSET[code])
+    padded_sums = np.zeros((padded, sums.shape[1]), np.int32)
+    padded_sums[:rows] = sums
+    return xi, np.ascontiguousarray(padded_sums.reshape(groups, width, -1).transpose(0, 2, 1)), dxi
 
 
 @functools.lru_cache(maxsize=None)
