@@ -83,7 +83,7 @@ from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
-from .ggml_tiled import _k4_scales, _k6_scales, _k_values, interleaved, tiled_kernel
+from .ggml_tiled import _k_scales, _k_values, _splat, interleaved, tiled_kernel
 from .jit import claim, compiled, kernel, on_threads, threads
 from .q8 import Planes
 from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
@@ -373,11 +373,6 @@ def _isum(builder, v, width: int):
     return builder.extract_element(v, ir.Constant(_I32, 0))
 
 
-def _splat(builder, value, vty):
-    vec = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, vty.count), [0] * vty.count))
-
-
 def _at(context, builder, aryty, ary, indices, size, vty):
     """A pointer to ``vty`` at ``ary[indices]`` (the last index in units of ``size`` bytes)."""
     return builder.inttoptr(_address(context, builder, aryty, ary, indices, size), vty.as_pointer())
@@ -402,7 +397,7 @@ def _k_elements(code: int):
     ``(accm₀+accm₂)+(accm₁+accm₃)``, + ``summs``). The rows are taken ``_K_ROWS`` at a time, the rest one by one; each
     row keeps its own accumulators, so the rows computed together change nothing but how often a block's weight bytes
     are loaded and unpacked (once for the ``_K_ROWS``). A block's sub-block scales, mins, ``d`` and ``dmin`` are
-    unpacked from its own bytes in vector code as the block is summed (``_k4_scales``, ``_k6_scales``), as ggml's dots
+    unpacked from its own bytes in vector code as the block is summed (``ggml_tiled._k_scales``), as ggml's dots
     unpack them: a column's scales unpacked ahead in scalar code took as long as its one-row dot."""
     nbytes = {6: 144, 7: 176, 8: 210}[code]
     floor = code != 8  # Q4_K and Q5_K have mins
@@ -431,12 +426,12 @@ def _k_elements(code: int):
                     runs = []  # (values, scale) of each run of 32 values, in value order
                     values = _k_values(builder, code, wat)
                     if floor:
-                        subs8, mins, dw, dm = _k4_scales(builder, wat)
+                        subs, mins, dw, dm = _k_scales(builder, code, wat)
                         for c, v in enumerate(values):
-                            s = builder.trunc(builder.extract_element(subs8, ir.Constant(_I32, c)), ir.IntType(16))
+                            s = builder.trunc(builder.extract_element(subs, ir.Constant(_I32, c)), ir.IntType(16))
                             runs.append((v, _splat(builder, s, _H16)))
                     else:  # run 4h+m's scales 8h+2m, +1: sub-blocks 2c, 2c+1
-                        subs, dw = _k6_scales(builder, wat)
+                        subs, _, dw, _ = _k_scales(builder, code, wat)
                         pair = builder.trunc(subs, _H16)
                         for c, v in enumerate(values):
                             runs.append((v, builder.shuffle_vector(pair, pair, ir.Constant(_V16, [2 * c] * 8

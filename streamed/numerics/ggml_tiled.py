@@ -70,6 +70,18 @@ def lanes() -> int:
     return 16 if _VNNI else 8
 
 
+def _splat(builder, value, vty):
+    """``value`` in every lane of a ``vty``."""
+    vec = builder.insert_element(ir.Constant(vty, None), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, vty.count), [0] * vty.count))
+
+
+def _half_at(builder, wat, offset: int):
+    """The fp16 at byte ``offset`` of a block, widened to float32."""
+    at = builder.inttoptr(builder.add(wat, ir.Constant(_I64, offset)), ir.HalfType().as_pointer())
+    return builder.fpext(builder.load(at, align=1), _F32)
+
+
 # ---- a block's values and scales, as ggml's dots unpack them -------------------------------------------------------
 
 
@@ -97,18 +109,12 @@ def _k4_scales(builder, wat):
     low_mn = builder.or_(builder.and_(pick([8, 9, 10, 11, 16, 16, 16, 16]), const([63] * 8)),
                          builder.lshr(pick([16] * 4 + [12, 13, 14, 15]), four))
     mn = builder.or_(low_mn, builder.shl(builder.lshr(pick([16] * 4 + [8, 9, 10, 11]), six), four))
-    half = ir.HalfType().as_pointer()
-    d, dmin = (builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, o)), half), align=1),
-                             _F32) for o in (0, 2))
-    return builder.zext(sc, _V8), builder.zext(mn, _V8), d, dmin
+    return builder.zext(sc, _V8), builder.zext(mn, _V8), _half_at(builder, wat, 0), _half_at(builder, wat, 2)
 
 
 def _k6_scales(builder, wat):
     """A Q6_K block's sixteen int8 scales (at 192) as ``<16 x i32>`` and its ``d`` (fp16 at 208) widened."""
-    scales = builder.sext(_load(builder, wat, 192, ir.VectorType(_I8, 16)), _V16)
-    d = builder.fpext(builder.load(builder.inttoptr(builder.add(wat, ir.Constant(_I64, 208)),
-                                                    ir.HalfType().as_pointer()), align=1), _F32)
-    return scales, d
+    return builder.sext(_load(builder, wat, 192, ir.VectorType(_I8, 16)), _V16), _half_at(builder, wat, 208)
 
 
 def _k_values(builder, code: int, wat):
@@ -165,8 +171,7 @@ def _unpacker(code: int):
     bytes) into slot ``slot`` of its thread's scratch (the first index of each array) — ``v`` its 256 values unsigned
     in value order (``_k_values``: ``OFFSET`` above the value), per sub-block ``sc`` its scale (int32), ``mn`` its mins
     two to an int32 (``_word_pairs``; the types with mins), ``dd`` its ``d`` and ``dmin`` (float32, side by side)."""
-    nbytes, sub, mins = SHAPES[code]
-    per = QK_K // sub
+    nbytes = SHAPES[code][0]
 
     @intrinsic
     def unpack(typingctx, w, n, i, v, sc, mn, dd, slot):
@@ -201,12 +206,6 @@ def _word_pairs(builder, v):
     half = ir.VectorType(_I32, n // 2)
     even, odd = (builder.shuffle_vector(v, v, ir.Constant(half, list(range(j, n, 2)))) for j in (0, 1))
     return builder.or_(even, builder.shl(odd, ir.Constant(half, [16] * (n // 2))))
-
-
-def _half_at(builder, wat, offset: int):
-    """The fp16 at byte ``offset`` of a block, widened to float32."""
-    at = builder.inttoptr(builder.add(wat, ir.Constant(_I64, offset)), ir.HalfType().as_pointer())
-    return builder.fpext(builder.load(at, align=1), _F32)
 
 
 def _k_scales(builder, code: int, wat):
@@ -298,8 +297,6 @@ def _tiler(code: int, cols: int):
     @intrinsic
     def tile(typingctx, xi, sx, dxi, v, sc, mn, dd, i, slot, acc):
         def codegen(context, builder, signature, args):
-            # (LLVM's types are made here, not held by the closure: the kernel cache keys a kernel by its closure's
-            # cells, and a type pickles differently once code has been generated with it.)
             vi, vf = ir.VectorType(_I32, width), ir.VectorType(_F32, width)
             xi, sx, dxi, v, sc, mn, dd, i, slot, acc = args
             xty, sxty, dxty, vty, scty, mnty, dty, _, _, aty = signature.args
@@ -311,10 +308,8 @@ def _tiler(code: int, cols: int):
             def const(value):
                 return ir.Constant(_I64, value)
 
-            def splat(at, ty, vty):
-                one = builder.load(builder.inttoptr(at, ty.as_pointer()), align=1)
-                vec = builder.insert_element(ir.Constant(vty, None), one, ir.Constant(_I32, 0))
-                return builder.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(_I32, width), [0] * width))
+            def splat(at, ty, vty):  # the value of type ``ty`` at the address ``at`` in every lane
+                return _splat(builder, builder.load(builder.inttoptr(at, ty.as_pointer()), align=1), vty)
 
             slots = [builder.add(slot, const(c)) for c in range(cols)]
             vats = [_address(context, builder, vty, v, (k, const(0)), 1) for k in slots]

@@ -52,7 +52,7 @@ from .cpu import cores
 def _cell(value):
     """What a kernel's closure cell holds, as it keys the kernel's cached machine code: a kernel (a numba dispatcher), an
     intrinsic or a plain function (an ``on_threads`` worker) by its function's module, name, bytecode and cells; a
-    constant as itself; anything else pickled, as numba keys it.
+    constant as itself; an LLVM type by its text; anything else pickled, as numba keys it.
 
     Why: numba keys a closure by its cells pickled, and a dispatcher (an intrinsic) pickles with an identifier drawn
     afresh in every process — a kernel a factory makes (one a type: ``blocks._rows_of``) that calls another kernel or
@@ -62,6 +62,8 @@ def _cell(value):
         return value
     if isinstance(value, tuple):
         return tuple(_cell(v) for v in value)
+    if isinstance(value, ir.Type):  # by its text: llvmlite caches that text on the object once code is made with it,
+        return ("llvm type", str(value))  # so its pickle before and after differ
     f = getattr(value, "py_func", None) or getattr(value, "_defn", None)  # a kernel's function, an intrinsic's
     if f is None and inspect.isfunction(value):  # a plain function: an ``on_threads`` worker
         f = value

@@ -258,3 +258,19 @@ def test_processes_saving_two_signatures_of_one_kernel_at_once_keep_both_each_na
     assert [p.wait(timeout=60) for p in saving] == [0, 0]
     index = _Indexed(cache_path=str(tmp_path), filename_base="kernel", source_stamp="sources")
     assert [index.load(("signature", s)) for s in "ab"] == ["machine code of a", "machine code of b"]
+
+
+def test_a_kernel_whose_closure_holds_an_llvm_type_keeps_its_cache_key_once_code_is_made_with_the_type():
+    """A kernel is found in the kernel cache by its closure's cells (``jit._cell``). llvmlite keeps an LLVM type's text
+    on the type once code is made with it, so a type keyed by its pickle changed key in the process that compiled the
+    kernel — saved under one key, looked for under another, compiled again by every process. By its text it keeps
+    one key, and two types keep two."""
+    from llvmlite import ir
+
+    from streamed.numerics.jit import _cell
+
+    sixteen = ir.VectorType(ir.IntType(32), 16)
+    before = _cell(sixteen)
+    str(ir.Constant(sixteen, [0] * 16))  # as code generation uses it
+    assert _cell(sixteen) == before
+    assert _cell(ir.VectorType(ir.IntType(32), 8)) != before
