@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf import GGUFReader, GGUFValueType, GGUFWriter
 from hypothesis import given, settings, strategies as st
 
 import ggufs
@@ -121,20 +121,6 @@ def test_a_downloaded_vocabulary_is_read_and_its_tensors_found_after_it(tmp_path
 
 # ---- refused headers: refused as llama.cpp refuses them ------------------------------------------------------------
 
-#: What llama.cpp needs to load a file's vocabulary beyond its tensors: no tokenizer, a vocabulary size.
-LOADABLE = {"tokenizer.ggml.model": "none", "llama.vocab_size": 256}
-
-
-def _good(path):
-    return ggufs.llama_like(path, layers=2, types={"token_embd.weight": "F16"}, extra_kv=LOADABLE)
-
-
-def _ours(path) -> str | None:
-    try:
-        read_storage(path)
-    except CheckpointError as e:
-        return str(e)
-    return None
 
 
 def _key_at(data: bytes, key: str) -> int:
@@ -176,14 +162,14 @@ def _nested(data: bytes, value: int) -> bytes:
 
 
 def test_every_broken_header_is_refused_in_one_line_as_llama_cpp_refuses_it(tmp_path):
-    good = _good(tmp_path / "good.gguf")
-    assert llamacpp.refusal(good) is None and _ours(good) is None
+    good = ggufs.loadable(tmp_path / "good.gguf")
+    assert llamacpp.refusal(good) is None and ggufs.refusal(good) is None
     data = good.read_bytes()
     for i, (what, bad) in enumerate(_mutants(data, _first_tensor_type_at(good))):
         path = tmp_path / f"bad{i}.gguf"
         path.write_bytes(bad)
         assert llamacpp.refusal(path) is not None, what
-        said = _ours(path)
+        said = ggufs.refusal(path)
         assert said is not None and said.startswith(f"{path}: ") and "\n" not in said, (what, said)
         assert what != "a big-endian version" or "a big-endian GGUF (version 3)" in said, said
         with pytest.raises(CheckpointError):

@@ -10,16 +10,8 @@ import struct
 import pytest
 
 import ggufs
-from streamed.model.gguf import CheckpointError, read_storage
 
 llamacpp = pytest.importorskip("llamacpp", reason="llama-cpp-python is not installed (the test extra)")
-
-#: What llama.cpp needs to load a file's vocabulary beyond its tensors: no tokenizer, a vocabulary size.
-LOADABLE = {"tokenizer.ggml.model": "none", "llama.vocab_size": 256}
-
-
-def model(path):
-    return ggufs.llama_like(path, layers=2, types={"token_embd.weight": "F16"}, extra_kv=LOADABLE)
 
 
 def header(path):
@@ -37,21 +29,13 @@ def header(path):
     return out
 
 
-def ours(path) -> str | None:
-    try:
-        read_storage(path)
-    except CheckpointError as e:
-        return str(e)
-    return None
-
-
 def put(data: bytearray, at: int, fmt: str, value) -> None:
     data[at:at + struct.calcsize(fmt)] = struct.pack("<" + fmt, value)
 
 
 def test_the_issue_s_two_files_are_refused_as_llama_cpp_refuses_them(tmp_path):
-    good = model(tmp_path / "good.gguf")
-    assert llamacpp.refusal(good) is None and ours(good) is None
+    good = ggufs.loadable(tmp_path / "good.gguf")
+    assert llamacpp.refusal(good) is None and ggufs.refusal(good) is None
     fields = header(good)
     # A tensor offset moved by one byte …
     data = bytearray(good.read_bytes())
@@ -60,7 +44,7 @@ def test_the_issue_s_two_files_are_refused_as_llama_cpp_refuses_them(tmp_path):
     moved = tmp_path / "moved.gguf"
     moved.write_bytes(bytes(data))
     assert "has offset 1, expected 0" in llamacpp.refusal(moved)
-    said = ours(moved)
+    said = ggufs.refusal(moved)
     assert said == f"{moved}: tensor 'token_embd.weight' has offset 1, expected 0 (not at the data's start, padded " \
                    f"to 32 bytes): a file llama.cpp refuses"
     # … and token_embd retyped F16 → F32, so that its bytes run over the next tensors'.
@@ -69,7 +53,7 @@ def test_the_issue_s_two_files_are_refused_as_llama_cpp_refuses_them(tmp_path):
     retyped = tmp_path / "retyped.gguf"
     retyped.write_bytes(bytes(data))
     assert llamacpp.refusal(retyped) is not None
-    said = ours(retyped)
+    said = ggufs.refusal(retyped)
     assert said is not None and f"tensor '{fields[1][0]}' has offset" in said and \
         "inside the data of 'token_embd.weight' before it" in said and "\n" not in said
 
@@ -104,14 +88,14 @@ def mutations(good: bytes, fields, rng: random.Random):
 def test_every_corrupt_layout_is_refused_exactly_when_llama_cpp_refuses_it(tmp_path):
     """A fixed-seed fuzz of header mutations: streamed's verdict is llama.cpp's, file by file — one line when it
     refuses, and never a traceback."""
-    good = model(tmp_path / "good.gguf")
+    good = ggufs.loadable(tmp_path / "good.gguf")
     fields = header(good)
     rng = random.Random(30)
     refused = 0
     for i, (what, data) in enumerate(mutations(good.read_bytes(), fields, rng)):
         path = tmp_path / f"m{i}.gguf"
         path.write_bytes(data)
-        theirs, mine = llamacpp.refusal(path), ours(path)
+        theirs, mine = llamacpp.refusal(path), ggufs.refusal(path)
         assert (theirs is None) == (mine is None), (what, theirs, mine)
         if mine is not None:
             refused += 1

@@ -211,3 +211,25 @@ def tensors_of(text: str, types: dict[str, str] | None = None) -> dict[str, tupl
             q8[ref.tensor] = q8.get(ref.tensor, True) and w.q8 and ne[0] % 32 == 0 and not router
     types = types or {}
     return {t: (tuple(ne), types.get(t, "Q8_0" if q8[t] else "F32")) for t, ne in out.items()}
+
+
+#: What llama.cpp needs to load a file's vocabulary beyond its tensors: no tokenizer, a vocabulary size.
+LOADABLE = {"tokenizer.ggml.model": "none", "llama.vocab_size": 256}
+
+
+def loadable(path: Path) -> Path:
+    """A two-layer llama GGUF llama.cpp loads (its vocabulary too: ``LOADABLE``), its embedding F16 — the file the
+    header tests break one field of."""
+    return llama_like(path, layers=2, types={"token_embd.weight": "F16"}, extra_kv=LOADABLE)
+
+
+def refusal(path: Path) -> str | None:
+    """What ``streamed`` says of the file at ``path`` when it reads its storage (``read_storage``), or ``None`` when
+    it takes it: the refusal the header tests set beside llama.cpp's."""
+    from streamed.model.gguf import CheckpointError, read_storage
+
+    try:
+        read_storage(path)
+    except CheckpointError as e:
+        return str(e)
+    return None
