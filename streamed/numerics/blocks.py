@@ -21,10 +21,9 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, types
 
 from ..model.checkpoint import BLOCKS
-from .jit import claim, compiled, kernel, on_threads, threads
+from .jit import INT64, array, claim, compiled, kernel, on_threads, threads
 
 #: The code of each type read here (``_block_of``).
 _CODES = {"Q4_0": 0, "Q4_1": 1, "Q5_0": 2, "Q5_1": 3, "Q2_K": 4, "Q3_K": 5, "Q4_K": 6, "Q5_K": 7, "Q6_K": 8,
@@ -49,19 +48,19 @@ def unread(type_name: str) -> str | None:
             "requantise it with llama-quantize to one of those")
 
 
-@njit(inline="always")
+@kernel(inline="always")
 def _h(raw, at, half):
     return half[np.int64(raw[at]) | (np.int64(raw[at + 1]) << 8)]
 
 
-@njit(inline="always")
+@kernel(inline="always")
 def _u32(raw, at):
     """A little-endian uint32 (a legacy quant's ``qh``: the fifth bit of each of 32 values)."""
     return (np.uint32(raw[at]) | (np.uint32(raw[at + 1]) << 8) | (np.uint32(raw[at + 2]) << 16)
             | (np.uint32(raw[at + 3]) << 24))
 
 
-@njit(inline="always")
+@kernel(inline="always")
 def _e8m0_half(e):
     """An MXFP4 block's e8m0 scale halved, as float32 (``ggml_e8m0_to_fp32_half``: ``2^(e − 128)``; its two least
     ``e`` subnormal) — the half that matches ``_MXFP4``'s doubled values."""
@@ -70,7 +69,7 @@ def _e8m0_half(e):
     return np.array([bits], dtype=np.uint32).view(np.float32)[0]
 
 
-@njit(inline="always")
+@kernel(inline="always")
 def _scale_min_k4(j, raw, s):
     """``get_scale_min_k4``: the 6-bit scale and min of sub-block ``j`` from the 12 packed bytes at ``s``."""
     if j < 4:
@@ -84,7 +83,7 @@ def _block_of(code: int):
     block at byte ``at`` of ``raw`` into ``out[o:o + values]`` (float32), as ggml-quants.c does. ``code`` is a constant
     of the closure, so numba drops every other type's branch before it types the function (``_rows_of``)."""
 
-    @njit(inline="always")
+    @kernel(inline="always")
     def block(raw, at, out, o, half, mx):
         f32 = np.float32
         if code == 0 or code == 2:  # Q4_0, Q5_0: d, [qh,] qs; x = (q − 8|16)·d
@@ -238,8 +237,8 @@ def _rows_of(type_name: str):
 
 #: ``_rows_of``'s operands as its kernels are compiled for them (``jit.compiled``): the stored bytes read-only, so a
 #: tensor's bytes mapped from the file and a copy of some of its rows (an embedding's) share one machine code.
-_ROWS = (types.int64, types.int64, types.Array(types.uint8, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
-         types.Array(types.float32, 1, "C", readonly=True), types.Array(types.int8, 1, "C", readonly=True), types.int64)
+_ROWS = (INT64, INT64, array("uint8", 2, "C", readonly=True), array("float32", 2, "C"),
+         array("float32", 1, "C", readonly=True), array("int8", 1, "C", readonly=True), INT64)
 
 
 def dequantize_rows(raw: np.ndarray, type_name: str) -> np.ndarray:

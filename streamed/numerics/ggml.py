@@ -37,18 +37,14 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .product import (ACTIVATIONS, TASK_COLUMNS, WEIGHTS, _address, _element, _f32, _fma, _i32, _i64, _load, _v8,
                       operands, prefetch)
 from .cpu import KernelPath
-from .jit import claim, compiled, in_threads, kernel, on_threads, threads
+from .jit import (BOOLEAN, INT64, array, cgutils, claim, compiled, in_threads, intrinsic, kernel, on_threads, threads,
+                  types)
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 F32 = np.float32
@@ -117,8 +113,8 @@ def _half(v):
 
 _i8x32 = ir.VectorType(ir.IntType(8), 32)
 #: The quantised activations and their block scales as ``_q8_kernel`` is compiled for them (``jit.compiled``).
-_INT8 = types.Array(types.int8, 3, "C")
-_SCALES = types.Array(types.float32, 3, "A")
+_INT8 = array("int8", 3, "C")
+_SCALES = array("float32", 3, "A")
 _i32x16 = ir.VectorType(_i32, 16)
 _i32x8 = ir.VectorType(_i32, 8)
 
@@ -133,11 +129,9 @@ def _target_features() -> set[str]:
     """The features of the CPU numba compiles for, as its code generator reads them: ``NUMBA_CPU_FEATURES`` when set
     (numba's setting for a cache made for another machine), else the host's. An intrinsic of a feature outside them
     is never emitted: LLVM cannot select it, and the process would abort."""
-    from numba.core import config
+    from .images import target
 
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else \
-        llvm_binding.get_host_cpu_features().flatten()
-    return set(features.split(","))
+    return set(target()[-1].split(","))
 
 
 #: Whether the target has AVX2, whose byte products (``vpmaddubsw``) LLVM does not select for generic code.
@@ -488,15 +482,15 @@ def mul_mat(x: np.ndarray, w, rows: int | None = None, batched: int = 0, *, path
         return o.shaped(out)
     if isinstance(w, Planes):
         q, d = quantize_q8_0(o.x)
-        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], types.int64, types.int64, ACTIVATIONS)(
+        compiled(_q8_kernel, _INT8, _SCALES, WEIGHTS[o.raw.dtype], INT64, INT64, ACTIVATIONS)(
             q, d, o.raw, o.ratio, threads(), out)
     else:
         half = o.raw.dtype == np.float16
         xs = o.x.astype(np.float16).astype(F32) if half else o.x
         tiny = tiny_blas(o.x.shape[1] if rows is None else rows, o.x.shape[2], o.raw.shape[1], path)
         raw = o.raw.view(np.uint16) if half else o.raw
-        compiled(_float_kernel, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.boolean, types.boolean,
-                 types.int64, types.int64, ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, threads(), out)
+        compiled(_float_kernel, ACTIVATIONS, WEIGHTS[raw.dtype], INT64, BOOLEAN, BOOLEAN, INT64, INT64,
+                 ACTIVATIONS)(xs, raw, o.ratio, tiny, half, path.lanes, threads(), out)
     return o.shaped(out)
 
 

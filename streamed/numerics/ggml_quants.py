@@ -77,14 +77,11 @@ import functools
 
 import numpy as np
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .blocks import _HALF, _MXFP4, Blocks, _e8m0_half
 from .cpu import AVX2, KernelPath
 from .ggml_tiled import _k_scales, _k_values, _splat, interleaved, tiled_kernel
-from .jit import claim, compiled, kernel, on_threads, threads
+from .jit import INT64, array, cgutils, claim, compiled, intrinsic, kernel, on_threads, threads, types
 from .q8 import Planes
 from .ggml import (_AVX2, _bits, _from_bits, _halves, _hsum, _hsum8, _hsum8_ir, _target_features, _tiny, quantize_q8_0,
                    tiny_blas)
@@ -531,8 +528,8 @@ def _kernel_of(type_name: str):
 
 #: ``_kernel_of``'s operands as its kernels are compiled for them (``jit.compiled``): Q8_K activations (``q``, ``d``,
 #: ``bsums``), the weight's bytes read-only (mapped from the file or made in memory, one machine code), the results.
-_K_OPERANDS = (types.Array(types.int8, 2, "C"), types.Array(types.float32, 2, "C"), types.Array(types.int32, 2, "C"),
-               types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.Array(types.float32, 2, "C"))
+_K_OPERANDS = (array("int8", 2, "C"), array("float32", 2, "C"), array("int32", 2, "C"),
+               array("uint8", 2, "C", readonly=True), INT64, array("float32", 2, "C"))
 
 
 # ---- the legacy quants (ggml_vec_dot_q4_0_q8_0, _q4_1_q8_1, _q5_0_q8_0, _q5_1_q8_1; tinyBLAS_Q0_AVX) and MXFP4 -------

@@ -38,12 +38,9 @@ import functools
 
 import numpy as np
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .ggml import _AVX2, _VNNI
-from .jit import claim, compiled, kernel, on_threads
+from .jit import INT64, array, cgutils, claim, compiled, intrinsic, kernel, on_threads, types
 from .product import TASK_COLUMNS, _address, _load
 
 QK_K = 256
@@ -471,6 +468,5 @@ def tiled_kernel(code: int):
 
 #: ``tiled_kernel``'s operands as its kernels are compiled for them: the interleaved activations (``xi``, ``sx``,
 #: ``dxi``), the weight's bytes read-only (mapped or in memory, one machine code), the rows, the threads, the results.
-_OPERANDS = (types.Array(types.int8, 3, "C"), types.Array(types.int32, 3, "C"), types.Array(types.float32, 3, "C"),
-             types.Array(types.uint8, 2, "C", readonly=True), types.int64, types.int64,
-             types.Array(types.float32, 2, "C"))
+_OPERANDS = (array("int8", 3, "C"), array("int32", 3, "C"), array("float32", 3, "C"),
+             array("uint8", 2, "C", readonly=True), INT64, INT64, array("float32", 2, "C"))

@@ -28,31 +28,54 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import inspect
 import itertools
 import os
 import pickle
 from pathlib import Path
 
-import llvmlite
-import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils, config
-from numba.core.caching import FunctionCache, IndexDataCacheFile
-from numba.core.compiler_lock import global_compiler_lock
-from numba.core.runtime import nrtdynmod, rtsys
-from numba.extending import intrinsic
 
-from . import sources
+from . import images, sources
 from .cpu import cores
 
 
-def _cell(value):
-    """What a kernel's closure cell holds, as it keys the kernel's cached machine code: a kernel (a numba dispatcher), an
-    intrinsic or a plain function (an ``on_threads`` worker) by its function's module, name, bytecode and cells; a
-    constant as itself; an LLVM type by its text; anything else pickled, as numba keys it.
+def numba_module():
+    """numba, imported (when a kernel is compiled, or loaded through numba's cache: not when every kernel a process
+    calls comes from its image, ``images``), told of the threading layer the images started, if they did."""
+    import numba
+
+    images.LOADER.sync_numba()
+    return numba
+
+
+class _Later:
+    """A module of numba's, imported when one of its attributes is first read — ``types`` and ``cgutils`` in the
+    kernels' code generators, which run only when numba compiles."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        numba_module()
+        return getattr(importlib.import_module(self._name), attr)
+
+
+types = _Later("numba.core.types")
+cgutils = _Later("numba.core.cgutils")
+
+
+class _NoImage(Exception):
+    """A closure cell ``_cell`` keys only as numba does (pickled): its kernel gets no image."""
+
+
+def _cell(value, free: bool = False):
+    """What a kernel's closure cell holds, as it keys the kernel's cached machine code: a kernel, an intrinsic or a
+    plain function (an ``on_threads`` worker) by its function's module, name, bytecode and cells; a constant as itself;
+    an LLVM type by its text; anything else pickled, as numba keys it — or, ``free`` (an image's key, made without
+    numba), ``_NoImage``.
 
     Why: numba keys a closure by its cells pickled, and a dispatcher (an intrinsic) pickles with an identifier drawn
     afresh in every process — a kernel a factory makes (one a type: ``blocks._rows_of``) that calls another kernel or
@@ -61,41 +84,91 @@ def _cell(value):
     if isinstance(value, (bool, int, float, str, bytes, type(None))):
         return value
     if isinstance(value, tuple):
-        return tuple(_cell(v) for v in value)
+        return tuple(_cell(v, free) for v in value)
     if isinstance(value, ir.Type):  # by its text: llvmlite caches that text on the object once code is made with it,
         return ("llvm type", str(value))  # so its pickle before and after differ
     f = getattr(value, "py_func", None) or getattr(value, "_defn", None)  # a kernel's function, an intrinsic's
     if f is None and inspect.isfunction(value):  # a plain function: an ``on_threads`` worker
         f = value
     if f is not None:
-        return ("kernel", f.__module__, f.__qualname__, hashlib.sha256(f.__code__.co_code).hexdigest(),
-                tuple(_cell(c.cell_contents) for c in f.__closure__ or ()))
+        return _function(f, free)
+    if free:
+        raise _NoImage
     from numba.core.serialize import dumps
 
     return hashlib.sha256(dumps(value)).hexdigest()
 
 
-class _Loaded(FunctionCache):
-    """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
-    threads: ``_threads``), and whose key holds the sources beside the kernel's module (``sources.digest``) and its
-    closure's cells as ``_cell`` says."""
-
-    def _index_key(self, sig, codegen):
-        f = self._py_func
-        cells = b"" if f.__closure__ is None else repr(tuple(_cell(c.cell_contents) for c in f.__closure__)).encode()
-        return (sig, codegen.magic_tuple(), (hashlib.sha256(f.__code__.co_code).hexdigest(),
-                                             hashlib.sha256(cells).hexdigest()),
-                sources.digest(Path(f.__code__.co_filename).resolve().parent))
-
-    def load_overload(self, sig, target_context):
-        _runtime(target_context)
-        _threads()
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+def _function(f, free: bool = False) -> tuple:
+    return ("kernel", f.__module__, f.__qualname__, hashlib.sha256(f.__code__.co_code).hexdigest(),
+            tuple(_cell(c.cell_contents, free) for c in f.__closure__ or ()))
 
 
-#: Whether this numba's cache loads as ``_Loaded`` reads it (numba 0.60 … 0.69 do; pyproject.toml pins that range).
-_LOADS = all(hasattr(FunctionCache, n) for n in ("_load_overload", "_guard_against_spurious_io_errors"))
+_CACHE_CLASSES: tuple | None = None
+
+
+def _cache_classes() -> tuple:
+    """``(_Loaded, _Indexed)``: numba's kernel cache and its index file as a kernel's are kept (numba imported)."""
+    global _CACHE_CLASSES
+    if _CACHE_CLASSES is not None:
+        return _CACHE_CLASSES
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    class _Loaded(FunctionCache):
+        """A kernel's cache whose loads initialise only numba's runtime, not its compiler's registries (and start its
+        threads: ``_threads``), and whose key holds the sources beside the kernel's module (``sources.digest``) and
+        its closure's cells as ``_cell`` says."""
+
+        def _index_key(self, sig, codegen):
+            f = self._py_func
+            cells = b"" if f.__closure__ is None else \
+                repr(tuple(_cell(c.cell_contents) for c in f.__closure__)).encode()
+            return (sig, codegen.magic_tuple(), (hashlib.sha256(f.__code__.co_code).hexdigest(),
+                                                 hashlib.sha256(cells).hexdigest()),
+                    sources.digest(Path(f.__code__.co_filename).resolve().parent))
+
+        def load_overload(self, sig, target_context):
+            _runtime(target_context)
+            _threads()
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
+    class _Indexed(IndexDataCacheFile):
+        """A kernel's index in the kernel cache (its signatures, each the file of its machine code), written by one
+        process at a time, an entry's machine code written before the entry; what is saved or loaded for a
+        signature is kept (``reduced``) for the kernel's image (``images.write``).
+
+        Why: numba reads the index, adds its entry, writes the index back, then the machine code — under the first
+        file name the index it read left free. Two processes compiling two signatures of one kernel at once (the
+        warm-up's jobs, side by side) each wrote the index the other had not seen: one entry lost, compiled again by
+        every later run; both took the same file name, so the entry left could name the other signature's machine
+        code. And a process reading between the two writes found an entry whose file still held code an older
+        build had left there."""
+
+        def save(self, key, data):
+            self.__dict__.setdefault("reduced", {})[key[0]] = data
+            with _one_at_a_time(self._index_path + ".lock"):
+                overloads = self._load_index()
+                name = overloads.get(key)
+                if name is None:
+                    taken = set(overloads.values())
+                    name = next(n for n in map(self._data_name, itertools.count(1)) if n not in taken)
+                self._save_data(name, data)
+                overloads[key] = name
+                self._save_index(overloads)
+
+        def load(self, key):
+            data = super().load(key)
+            if data is not None:
+                self.__dict__.setdefault("reduced", {})[key[0]] = data
+            return data
+
+    # Whether this numba's cache loads and indexes as these do (numba 0.60 … 0.69 do; pyproject.toml pins that
+    # range): else numba's own loading, as numba made it.
+    loads = all(hasattr(FunctionCache, n) for n in ("_load_overload", "_guard_against_spurious_io_errors"))
+    indexes = all(hasattr(IndexDataCacheFile, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name"))
+    _CACHE_CLASSES = (_Loaded if loads else None, _Indexed if indexes else None, FunctionCache, IndexDataCacheFile)
+    return _CACHE_CLASSES
 
 
 @contextlib.contextmanager
@@ -114,71 +187,226 @@ def _one_at_a_time(path: str):
         yield
 
 
-class _Indexed(IndexDataCacheFile):
-    """A kernel's index in the kernel cache (its signatures, each the file of its machine code), written by one process
-    at a time, an entry's machine code written before the entry.
+class Arg:
+    """An argument type a kernel is compiled for (``compiled``), said without numba: an array by its dtype, dimensions,
+    layout and whether it may be read-only, or a scalar (``INT64``, ``BOOLEAN``); ``numba()`` is numba's type. One
+    object a type (``array`` interns them), so that ``compiled`` looks a signature up by identities."""
 
-    Why: numba reads the index, adds its entry, writes the index back, then the machine code — under the first file
-    name the index it read left free. Two processes compiling two signatures of one kernel at once (the warm-up's
-    jobs, side by side) each wrote the index the other had not seen: one entry lost, compiled again by every later
-    run; both took the same file name, so the entry left could name the other signature's machine code. And a process
-    reading between the two writes found an entry whose file still held code an older build had left there."""
+    def __init__(self, kind: str, dtype: str, ndim: int = 0, layout: str = "", readonly: bool = False):
+        self.kind, self.dtype, self.ndim, self.layout, self.readonly = kind, np.dtype(dtype), ndim, layout, readonly
+        self.key = (kind, self.dtype.str, ndim, layout, readonly)
 
-    def save(self, key, data):
-        with _one_at_a_time(self._index_path + ".lock"):
-            overloads = self._load_index()
-            name = overloads.get(key)
-            if name is None:
-                taken = set(overloads.values())
-                name = next(n for n in map(self._data_name, itertools.count(1)) if n not in taken)
-            self._save_data(name, data)
-            overloads[key] = name
-            self._save_index(overloads)
+    def numba(self):
+        from numba.np.numpy_support import from_dtype
+
+        t = from_dtype(self.dtype)
+        return types.Array(t, self.ndim, self.layout, readonly=self.readonly) if self.kind == "array" else t
+
+    def accepts(self, value) -> bool:
+        """Whether a call may pass ``value`` for this type, as numba's dispatcher converts: an array of this dtype
+        and dimensions (C-contiguous for layout C, writeable unless read-only), or a scalar of its kind."""
+        if self.kind == "array":
+            return (isinstance(value, np.ndarray) and value.dtype == self.dtype and value.ndim == self.ndim
+                    and (self.layout != "C" or value.flags.c_contiguous) and (self.readonly or value.flags.writeable))
+        if self.dtype == np.bool_:
+            return isinstance(value, (bool, np.bool_))
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+    def __repr__(self):
+        return f"Arg{self.key}"
 
 
-#: Whether this numba's index is written as ``_Indexed`` writes it.
-_INDEXES = all(hasattr(IndexDataCacheFile, n) for n in ("_load_index", "_save_index", "_save_data", "_data_name"))
+_ARGS: dict[tuple, Arg] = {}
+
+
+def array(dtype, ndim: int, layout: str, readonly: bool = False) -> Arg:
+    """The array type ``Arg`` (interned)."""
+    key = ("array", np.dtype(dtype).str, ndim, layout, readonly)
+    if key not in _ARGS:
+        _ARGS[key] = Arg("array", dtype, ndim, layout, readonly)
+    return _ARGS[key]
+
+
+INT64 = Arg("scalar", "int64")
+BOOLEAN = Arg("scalar", "bool")
+
+
+class Kernel:
+    """A kernel: ``py_func`` compiled by numba (``njit(cache=True, **options)``, its machine code kept in the kernel
+    cache as ``_Loaded`` says) — or, where its image is kept (``images``), that machine code loaded without numba.
+    Called as the function; numba's dispatcher (``dispatcher``) is made only when numba is needed: to compile, to load
+    from numba's cache, or to type a call to this kernel from another kernel (``_numba_type_``).
+
+    Invariant: a call computes what numba's dispatcher computes for the same arguments — the image of a signature is
+    the machine code numba made for it, and a call is matched to an image by its arguments' types as numba types them
+    (``images.describe``), or to a signature ``compiled`` names only where numba would convert them to it."""
+
+    def __init__(self, py_func, options: dict):
+        self.py_func = py_func
+        self.options = options
+        self.__name__, self.__qualname__, self.__module__ = py_func.__name__, py_func.__qualname__, py_func.__module__
+        self.__doc__ = py_func.__doc__
+        self._dispatcher = None
+        self._calls: dict = {}  # a call's description → the function it runs
+        self._signatures: set = set()  # the signatures ``compiled`` asked for
+        self._identity = None
+
+    @property
+    def dispatcher(self):
+        if self._dispatcher is None:
+            from numba import njit
+
+            numba_module()
+            loaded, indexed, function_cache, index_file = _cache_classes()
+            dispatcher = njit(cache=True, **self.options)(self.py_func)
+            if type(dispatcher._cache) is function_cache and loaded is not None:
+                dispatcher._cache.__class__ = loaded
+                file = dispatcher._cache._cache_file
+                if type(file) is index_file and indexed is not None and hasattr(file, "_index_path"):
+                    file.__class__ = indexed
+            self._dispatcher = dispatcher
+        return self._dispatcher
+
+    @property
+    def _numba_type_(self):
+        """How numba types this kernel where another kernel calls it: as its dispatcher."""
+        return self.dispatcher._numba_type_
+
+    @property
+    def targetoptions(self):
+        """The options numba's inlining pass reads of a kernel called from another (``inline="always"``), as it
+        reads a dispatcher's."""
+        return self.options
+
+    def identity(self):
+        """What the kernel's images are keyed by: its function (module, name, code, closure: ``_cell``) and the
+        sources beside it (``sources.digest``); None where a closure cell can only be keyed as numba keys it."""
+        if self._identity is None:
+            try:
+                self._identity = (_function(self.py_func, free=True),
+                                  sources.digest(Path(self.py_func.__code__.co_filename).resolve().parent))
+            except _NoImage:
+                self._identity = False
+        return self._identity or None
+
+    def __call__(self, *args):
+        call = images.describe(args)
+        f = self._calls.get(call) if call is not None else None
+        if f is None:
+            f = self._resolve(call, args)
+        return f(*args)
+
+    def _resolve(self, call, args):
+        identity = self.identity()
+        if call is not None and identity is not None:
+            f = images.load(identity, call)
+            if f is not None:
+                self._calls[call] = f
+                return f
+        d = self.dispatcher
+        if call is None or identity is None:
+            return d
+        sig = tuple(d.typeof_pyval(a) for a in args)
+        d.compile(sig)
+        self._keep(identity, call, sig)
+        self._calls[call] = d
+        return d
+
+    def _keep(self, identity, call, sig) -> None:
+        """Write the image of ``sig`` (compiled or loaded by numba) under ``call``."""
+        reduced = getattr(getattr(self.dispatcher._cache, "_cache_file", None), "reduced", {}).get(sig)
+        if reduced is not None:
+            images.write(identity, call, reduced, runtime_object())
+
+    def signature(self, args: tuple[Arg, ...]):
+        """The function ``compiled`` returns for ``args``."""
+        identity = self.identity()
+        if identity is not None:
+            f = images.load(identity, ("signature", tuple(a.key for a in args)))
+            if f is not None:
+                self._signatures.add(tuple(a.key for a in args))
+                return _Checked(f, args, self.__qualname__)
+        d = _numba_signature(self.dispatcher, args)
+        if identity is not None:
+            self._keep(identity, ("signature", tuple(a.key for a in args)), tuple(a.numba() for a in args))
+        self._signatures.add(tuple(a.key for a in args))
+        return d
+
+    @property
+    def signatures(self) -> tuple:
+        """The signatures this process runs the kernel for: those ``compiled`` named (from images or numba alike),
+        and the descriptions of its other calls (``images.describe``)."""
+        return tuple(self._signatures) + tuple(self._calls)
+
+
+class _Checked:
+    """A kernel's function from its image for the signature ``args`` (``compiled``), called only with arguments numba's
+    dispatcher would convert to it — else ``TypeError``, as numba's: the machine code reads an array as the type it
+    was compiled for, whatever it is given. Which arguments are accepted depends only on their description
+    (``images.describe``: dtype, dimensions, layout, writeable), so each description is checked once."""
+
+    __slots__ = ("f", "args", "name", "seen")
+
+    def __init__(self, f, args, name):
+        self.f, self.args, self.name, self.seen = f, args, name, set()
+
+    def __call__(self, *values):
+        call = images.describe(values)
+        if call not in self.seen:
+            if len(values) != len(self.args) or not all(a.accepts(v) for a, v in zip(self.args, values)):
+                raise TypeError(f"kernel {self.name}: no signature for these arguments (compiled for {self.args})")
+            if call is not None:
+                self.seen.add(call)
+        return self.f(*values)
 
 
 def kernel(fn=None, /, **options):
-    """``njit(cache=True, **options)``, loaded from the kernel cache as ``_Loaded`` says; ``@kernel`` or
-    ``@kernel(error_model="numpy")`` (any option ``njit`` takes)."""
+    """A ``Kernel`` of ``fn``: ``@kernel`` or ``@kernel(error_model="numpy")`` (any option ``njit`` takes)."""
 
     def make(f):
-        dispatcher = njit(cache=True, **options)(f)
-        if type(dispatcher._cache) is FunctionCache and _LOADS:  # else numba's own loading, as numba made it
-            dispatcher._cache.__class__ = _Loaded
-            indexed = dispatcher._cache._cache_file
-            if type(indexed) is IndexDataCacheFile and _INDEXES and hasattr(indexed, "_index_path"):
-                indexed.__class__ = _Indexed
-        return dispatcher
+        return Kernel(f, options)
 
     return make if fn is None else make(fn)
 
 
-_COMPILED: dict[tuple[int, ...], tuple] = {}
+_COMPILED: dict[tuple[int, ...], object] = {}
 
 
-def compiled(dispatcher, *argtypes):
-    """``dispatcher`` (a ``kernel``) compiled for ``argtypes`` — the most general of the arrays a run passes (any
-    layout, read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a
-    seeded one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache
-    (and loaded from it after) — what a warm-up on a small model compiles is what a real-size run uses.
+def compiled(k: Kernel, *args: Arg):
+    """The kernel ``k`` for the signature ``args`` — the most general of the arrays a run passes (any layout,
+    read-only), so every call converts to it and no other specialisation is made: a memory-mapped weight and a seeded
+    one, a view and a whole tensor, share one machine code, compiled once per machine into the kernel cache (and
+    loaded from it, or from its image, after) — what a warm-up on a small model compiles is what a real-size run
+    uses.
 
-    Looked up by the objects' identities (numba's types are interned; the entry holds them, so no identity is
-    reused): hashing the types themselves, recursively, was 7 µs of every product's call — a decode step makes 113."""
-    key = (id(dispatcher), *map(id, argtypes))
-    if key not in _COMPILED:
-        dispatcher.disable_compile(False)
-        dispatcher.compile(argtypes)
-        dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
-        _COMPILED[key] = (dispatcher, argtypes)
+    Looked up by the objects' identities (``Arg``s are interned; the entry holds the kernel, so no identity is
+    reused): hashing the types themselves was 7 µs of every product's call — a decode step makes 113."""
+    key = (id(k), *map(id, args))
+    f = _COMPILED.get(key)
+    if f is None:
+        f = _COMPILED[key] = k.signature(args) if isinstance(k, Kernel) else _numba_signature(k, args)
+        _HELD.append(k)
+    return f
+
+
+def _numba_signature(dispatcher, args: tuple[Arg, ...]):
+    """A numba dispatcher (not a ``Kernel``: one a test makes) compiled for ``args`` and for those alone."""
+    argtypes = tuple(a.numba() for a in args)
+    dispatcher.disable_compile(False)
+    dispatcher.compile(argtypes)
+    dispatcher.disable_compile()  # a call then converts its arrays to a signature compiled, never compiles another
     return dispatcher
+
+
+_HELD: list = []
 
 
 def _runtime(context) -> None:
     """Initialise numba's runtime for ``context``, its machine code read from the kernel cache (``_kept_runtime``)
     rather than compiled; once a process, as ``rtsys.initialize`` itself is."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import nrtdynmod, rtsys
+
     if getattr(rtsys, "_init", False):
         return
     with global_compiler_lock:  # re-entrant: ``rtsys.initialize`` takes it too
@@ -193,30 +421,50 @@ def _runtime(context) -> None:
 def _runtime_file(context) -> Path | None:
     """Where the runtime's machine code for ``context``'s target is kept: ``runtime/<digest>.nrt`` in the kernel
     cache, the digest of numba's and llvmlite's versions and the target (``magic_tuple``); None without a cache."""
+    import llvmlite
+    from numba.core import config
+
     if not config.CACHE_DIR:
         return None
-    made_for = (numba.__version__, llvmlite.__version__, context.codegen().magic_tuple())
+    made_for = (numba_module().__version__, llvmlite.__version__, context.codegen().magic_tuple())
     return Path(config.CACHE_DIR) / "runtime" / f"{hashlib.sha256(repr(made_for).encode()).hexdigest()[:32]}.nrt"
+
+
+_RUNTIME_OBJECT: bytes | None = None
+
+
+def runtime_object() -> bytes | None:
+    """The object code of numba's runtime functions as this process compiled or read it (``_kept_runtime``), or None
+    before."""
+    return _RUNTIME_OBJECT
 
 
 def _kept_runtime(context):
     """``nrtdynmod.compile_nrt_functions``, its result kept: the library of the runtime's functions, read from
     ``_runtime_file`` when a process compiled it for this target before, else compiled (as numba does) and kept."""
+    global _RUNTIME_OBJECT
+    from numba.core.runtime import nrtdynmod
+
     kept = _runtime_file(context)
     if kept is not None:
         try:
-            return context.codegen().unserialize_library(pickle.loads(kept.read_bytes()))
+            state = pickle.loads(kept.read_bytes())
+            library = context.codegen().unserialize_library(state)
+            _RUNTIME_OBJECT = state[2][0]
+            return library
         except Exception:  # absent, unreadable, or not this numba's: compiled below, and written again
             pass
     module, library = nrtdynmod.create_nrt_module(context)
     library.enable_object_caching()  # so that its machine code can be serialised, as a cached kernel's is
     library.add_ir_module(module)
     library.finalize()
+    state = library.serialize_using_object_code()
+    _RUNTIME_OBJECT = state[2][0]
     if kept is not None:
         try:
             kept.parent.mkdir(parents=True, exist_ok=True)
             temporary = kept.with_name(f"{kept.name}.{os.getpid()}")
-            temporary.write_bytes(pickle.dumps(library.serialize_using_object_code()))
+            temporary.write_bytes(pickle.dumps(state))
             os.replace(temporary, kept)
         except OSError:
             pass
@@ -259,6 +507,36 @@ def runnable_others(reads: int = 3) -> int | None:
     return sorted(seen)[len(seen) // 2]
 
 
+def num_threads() -> int:
+    """The threads numba's threading layer runs: ``NUMBA_NUM_THREADS`` where set, else the cores this process may run
+    on — numba's own default (``config.NUMBA_NUM_THREADS``), read without numba."""
+    try:
+        return max(1, int(os.environ.get("NUMBA_NUM_THREADS") or 0)) if os.environ.get("NUMBA_NUM_THREADS") \
+            else cores()
+    except ValueError:
+        return cores()
+
+
+def spin() -> str | None:
+    """The ``GOMP_SPINCOUNT`` a run's threads are started with (``_threads``), or None where the user's environment
+    says how they wait (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``)."""
+    global SPIN_CHOSEN
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return None
+    others = runnable_others()
+    SPIN_CHOSEN = SPIN_BUSY if others is None else spin_count(others, cores(), num_threads())
+    return SPIN_CHOSEN
+
+
+def _numba_threads() -> int:
+    """numba's threads, started as ``_threads`` says (if they are not), counted."""
+    _threads()
+    return numba_module().get_num_threads()
+
+
+images.LOADER.configure(spin, num_threads, _numba_threads)
+
+
 def _threads() -> None:
     """Start numba's threading layer, its OpenMP threads spinning as ``spin_count`` says for this machine as it is
     now; once a process.
@@ -274,17 +552,16 @@ def _threads() -> None:
     where ``/proc/stat`` cannot tell, briefly. libgomp reads its environment once, when it is loaded (which this
     does): the setting is made for that moment only and taken back, so the processes a run starts get the user's
     environment as it was. Where libgomp was loaded before (an embedding program's own OpenMP), its choice stands."""
-    global SPIN_CHOSEN
     from numba.np.ufunc import parallel
 
+    numba_module()  # told of threads the images started, if they did
     if parallel._is_initialized:
         return
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+    chosen = spin()
+    if chosen is None:
         parallel._launch_threads()
         return
-    others = runnable_others()
-    SPIN_CHOSEN = SPIN_BUSY if others is None else spin_count(others, cores(), config.NUMBA_NUM_THREADS)
-    os.environ["GOMP_SPINCOUNT"] = SPIN_CHOSEN
+    os.environ["GOMP_SPINCOUNT"] = chosen
     try:
         parallel._launch_threads()
     finally:
@@ -294,16 +571,56 @@ def _threads() -> None:
 _THREADS: int | None = None
 
 
+def threading_layer() -> str:
+    """The threading layer a run's threads are numba's of (``omp``, ``tbb``, ``workqueue``): the one the images'
+    loader started (``images``), else the one numba started."""
+    if images.LOADER.layer is not None:
+        return images.LOADER.layer_name
+    return numba_module().threading_layer()
+
+
 def threads() -> int:
-    """How many threads a parallel kernel runs on (``numba.get_num_threads``: ``NUMBA_NUM_THREADS``, the cores), numba's
-    threads started first as ``_threads`` says — asking numba starts them, told nothing, if none is yet. Read once a
+    """How many threads a parallel kernel runs on (``NUMBA_NUM_THREADS``, the cores), the threads started first as
+    ``_threads`` says — by the images' loader where it can load images (``images``), else by numba. Read once a
     process (asking numba is tens of microseconds, and a decode step asks a hundred times); a kernel run
-    ``on_threads(worker)(threads(), …)``, its tasks taken by ``claim``, computes the same whatever numba runs it on."""
+    ``on_threads(worker)(threads(), …)``, its tasks taken by ``claim``, computes the same whatever thread runs it."""
     global _THREADS
     if _THREADS is None:
-        _threads()
-        _THREADS = numba.get_num_threads()
+        started = images.LOADER.started() if images.enabled() else None
+        _THREADS = _numba_threads() if started is None else started
     return _THREADS
+
+
+class _Intrinsic:
+    """An intrinsic (numba's ``numba.extending.intrinsic``) made when numba first types a call to it: defining one
+    needs numba, calling a kernel from its image does not. Typed as the intrinsic it stands for (``_numba_type_``)."""
+
+    def __init__(self, defn, options: dict):
+        self._defn = defn
+        self.options = options
+        self.__name__ = defn.__name__
+        self._type = None
+
+    @property
+    def _numba_type_(self):
+        if self._type is None:
+            from numba.core.typing.templates import builtin_registry
+            from numba.extending import intrinsic as make
+
+            real = make(**self.options)(self._defn) if self.options else make(self._defn)
+            self._real = real
+            self._type = next(t for v, t in reversed(builtin_registry.globals) if v is real)
+        return self._type
+
+
+def intrinsic(fn=None, /, **options):
+    """``numba.extending.intrinsic``, made when numba first needs it (``_Intrinsic``): ``@intrinsic`` or
+    ``@intrinsic(prefer_literal=True)``."""
+
+    def make(f):
+        return _Intrinsic(f, options)
+
+    return make if fn is None else make(fn)
 
 
 @intrinsic

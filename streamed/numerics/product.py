@@ -33,14 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
-from numba.np.numpy_support import from_dtype
 
 from .blocks import Blocks
 from .cpu import KernelPath
-from .jit import claim, compiled, kernel, on_threads, threads
+from .jit import INT64, array, cgutils, claim, compiled, intrinsic, kernel, on_threads, threads, types
 from .q8 import BLOCK, BLOCK_BYTES, Planes
 
 LANES = 8
@@ -129,7 +125,7 @@ def _weight_values(builder, wty, at):
 
 
 #: Bytes from one block of the reduction to the next, by how the weight is stored.
-_BLOCK_STRIDE = {types.float32: 128, types.uint16: 64, types.uint8: BLOCK_BYTES}
+_BLOCK_STRIDE = {"float32": 128, "uint16": 64, "uint8": BLOCK_BYTES}
 
 
 def _rows_partials(rows: int, ahead: bool = False):
@@ -151,7 +147,7 @@ def _rows_partials(rows: int, ahead: bool = False):
             with cgutils.for_range(builder, blocks) as loop:
                 blk = loop.index
                 k0 = builder.mul(blk, ir.Constant(_i64, BLOCK))
-                wat = _address(context, builder, wty, w, (wb, n, blk), _BLOCK_STRIDE[wty.dtype])
+                wat = _address(context, builder, wty, w, (wb, n, blk), _BLOCK_STRIDE[str(wty.dtype)])
                 if ahead:
                     prefetch(builder, wat)
                 values = _weight_values(builder, wty, wat)
@@ -276,9 +272,8 @@ _KERNEL = kernel(_kernel)
 
 #: A product's operands as its kernels are compiled for them: activations and results C-contiguous float32; a
 #: weight any layout, read-only, by how it is stored (float32, float16 as ``uint16``, Q8_0 blocks as ``uint8``).
-ACTIVATIONS = types.Array(types.float32, 3, "C")
-WEIGHTS = {np.dtype(d): types.Array(from_dtype(np.dtype(d)), 3, "A", readonly=True)
-           for d in (np.float32, np.uint16, np.uint8)}
+ACTIVATIONS = array("float32", 3, "C")
+WEIGHTS = {np.dtype(d): array(d, 3, "A", readonly=True) for d in (np.float32, np.uint16, np.uint8)}
 
 # ---- the product --------------------------------------------------------------------------------------------------
 
@@ -350,7 +345,7 @@ def product(x: np.ndarray, w, batched: int = 0) -> np.ndarray:
     out = o.empty()
     if out.size:
         raw = o.raw.view(np.uint16) if o.raw.dtype == np.float16 else o.raw
-        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], types.int64, types.int64, ACTIVATIONS)(o.x, raw, o.ratio,
+        compiled(_KERNEL, ACTIVATIONS, WEIGHTS[raw.dtype], INT64, INT64, ACTIVATIONS)(o.x, raw, o.ratio,
                                                                                          threads(), out)
     return o.shaped(out)
 

@@ -12,11 +12,7 @@ from pathlib import Path
 
 from privileges import unprivileged
 from repo import EXAMPLES, ROOT, haswell_target
-
-
-def environment(home: Path, **more: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "XDG_"))}
-    return {**env, "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", **more}
+from repo import own_environment as environment
 
 
 def read_only_install(folder: Path) -> Path:
@@ -36,6 +32,8 @@ def tiny_run(site: Path, env: dict[str, str]) -> str:
 
 
 def test_a_read_only_install_compiles_its_kernels_once_into_the_user_cache_folder(tmp_path):
+    """The first run compiles and keeps its kernels (and their images) in the user's cache folder; the next compiles
+    nothing — from the images without numba, and through numba's cache where images are off."""
     site = read_only_install(tmp_path)
     env = environment(tmp_path / "home", XDG_CACHE_HOME=str(tmp_path / "cache"))
     try:
@@ -44,8 +42,11 @@ def test_a_read_only_install_compiles_its_kernels_once_into_the_user_cache_folde
         cache = tmp_path / "cache" / "streamed" / "numba"
         kept = sorted(p.name for p in cache.rglob("*.nbc"))
         assert kept, f"nothing compiled was kept in {cache}"
+        assert any((cache / "images").glob("*.img")), f"no kernel image was kept in {cache}"
         second = tiny_run(site, env)
-        assert "data loaded from" in second and "data saved to" not in second, second
+        assert "data saved to" not in second and "data loaded from" not in second, second  # numba not even asked
+        through_numba = tiny_run(site, {**env, "STREAMED_KERNEL_IMAGES": "0"})
+        assert "data loaded from" in through_numba and "data saved to" not in through_numba, through_numba
         assert sorted(p.name for p in cache.rglob("*.nbc")) == kept
         assert not list(site.rglob("__pycache__")), "something was written beside the package"
     finally:
@@ -78,9 +79,9 @@ print("registries loaded:", "numba.np.linalg" in sys.modules)
 
 
 def test_a_warm_run_loads_its_kernels_without_numba_s_compiler_and_computes_the_same_logits(tmp_path):
-    """The kernels' machine code read from the cache needs numba's runtime, not its compiler's registries (``jit``):
-    a warm run loads none of them — a tenth of a second and more of every run's start — and its logits are, bit for
-    bit, a run's that loaded them all first."""
+    """The kernels' machine code read from numba's cache needs numba's runtime, not its compiler's registries
+    (``jit``): a warm run through numba (images off) loads none of them — a tenth of a second and more of every run's
+    start — and its logits are, bit for bit, a run's that loaded them all first."""
     import json
 
     import numpy as np
@@ -89,7 +90,7 @@ def test_a_warm_run_loads_its_kernels_without_numba_s_compiler_and_computes_the_
         argv = ["run", str(EXAMPLES / "tiny-llama.lgm"), "--tokens", "5,17,3,9", "--prefill", "2",
                 "--arithmetic", arithmetic, "--save", str(saved)]
         p = subprocess.run([sys.executable, "-c", PROBE, json.dumps([refresh, argv])], cwd=ROOT, capture_output=True,
-                           text=True, timeout=600)
+                           text=True, timeout=600, env={**os.environ, "STREAMED_KERNEL_IMAGES": "0"})
         assert p.returncode == 0, p.stderr
         return p.stdout.rstrip().splitlines()[-1]
 
@@ -122,13 +123,14 @@ def test_a_warm_run_reads_numba_s_runtime_from_the_kernel_cache_and_computes_the
     """Numba compiles its runtime's module in every process (20–30 ms, and 20 MB of LLVM paged in); its machine code
     is kept in the kernel cache beside the kernels (``jit._runtime``). The first run compiles and keeps it, the next
     reads it; a kept copy that is damaged is compiled again and replaced; a kernel compiled in a process whose
-    runtime was read links against it — and every run's logits are, bit for bit, the first's."""
+    runtime was read links against it — and every run's logits are, bit for bit, the first's. (Through numba:
+    images off.)"""
     import json
 
     import numpy as np
 
     cache = tmp_path / "cache"
-    env = {**environment(tmp_path / "home"), "NUMBA_CACHE_DIR": str(cache)}
+    env = {**environment(tmp_path / "home"), "NUMBA_CACHE_DIR": str(cache), "STREAMED_KERNEL_IMAGES": "0"}
 
     def run(saved: Path) -> str:
         argv = ["run", str(EXAMPLES / "tiny-llama.lgm"), "--tokens", "5,17,3,9", "--prefill", "2", "--save",
@@ -233,7 +235,8 @@ def test_a_kernel_is_compiled_again_when_a_code_generator_beside_it_changes(tmp_
 SAVING = """
 import sys, time
 from pathlib import Path
-from streamed.numerics.jit import _Indexed
+from streamed.numerics.jit import _cache_classes
+_Indexed = _cache_classes()[1]
 folder, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 index = _Indexed(cache_path=str(folder), filename_base="kernel", source_stamp="sources")
 read = index._load_index
@@ -251,8 +254,9 @@ index.save(("signature", me), "machine code of " + me)
 
 
 def test_processes_saving_two_signatures_of_one_kernel_at_once_keep_both_each_naming_its_own_code(tmp_path):
-    from streamed.numerics.jit import _Indexed
+    from streamed.numerics.jit import _cache_classes
 
+    _Indexed = _cache_classes()[1]
     saving = [subprocess.Popen([sys.executable, "-c", SAVING, str(tmp_path), me, other], cwd=ROOT)
               for me, other in (("a", "b"), ("b", "a"))]
     assert [p.wait(timeout=60) for p in saving] == [0, 0]

@@ -23,9 +23,8 @@ import ctypes, json, os, sys
 before = dict(os.environ)
 from streamed.cli import main
 assert main(json.loads(sys.argv[1])) == 0
-import numba
 from streamed.numerics import jit
-print("layer:", numba.threading_layer())
+print("layer:", jit.threading_layer())
 print("openmp settings left:", {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_"))
                                 if before.get(k) != v})
 print("chosen:", jit.SPIN_CHOSEN, flush=True)

@@ -74,7 +74,7 @@ def test_a_weight_read_in_place_from_a_file_and_one_made_in_memory_share_one_com
     mapped_planes = type(planes)(np.memmap(tmp_path / "q.bin", dtype=np.uint8, mode="r", shape=planes.raw.shape))
     for weight in (w, mapped, w.astype(np.float16), planes, mapped_planes, planes.select(None, slice(2, 6))):
         pr.product(x, weight)
-    assert len(pr._KERNEL.signatures) <= 3  # one a storage: float32, float16, Q8_0
+    assert len(pr._KERNEL.signatures) <= 3  # one a storage: float32, float16, Q8_0 (from images or numba)
     assert np.array_equal(pr.product(x, mapped), pr.product(x, w))
 
 

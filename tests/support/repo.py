@@ -4,6 +4,7 @@ and tiny-llama grown to any depth. Imported by name (the root ``conftest`` puts 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -16,6 +17,13 @@ TINY = (EXAMPLES / "tiny-llama.lgm").read_text()
 HASWELL = {"NUMBA_CPU_NAME": "haswell",
            "NUMBA_CPU_FEATURES": "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,+sse,+sse2,"
                                  "+sse3,+sse4.1,+sse4.2,+ssse3"}
+def own_environment(home: Path, **more: str) -> dict[str, str]:
+    """This process's environment for a command of the user ``home``: no numba setting nor XDG folder of ours, no
+    bytecode written beside the sources, ``more`` added."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "XDG_"))}
+    return {**env, "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", **more}
+
+
 def haswell_target() -> dict:
     """``HASWELL``, for a test that compiles this host's kernels for a Haswell — or that test reported not testable
     here, with the reason: only an x86-64 host runs code compiled for one (numba's code generator targets the host's
