@@ -108,7 +108,8 @@ _CACHE_CLASSES: tuple | None = None
 
 
 def _cache_classes() -> tuple:
-    """``(_Loaded, _Indexed)``: numba's kernel cache and its index file as a kernel's are kept (numba imported)."""
+    """``(_Loaded, _Indexed, FunctionCache, IndexDataCacheFile)``: numba's kernel cache and its index file as a
+    kernel's are kept (None where this numba's differ from what they rely on), and numba's own (numba imported)."""
     global _CACHE_CLASSES
     if _CACHE_CLASSES is not None:
         return _CACHE_CLASSES

@@ -145,6 +145,34 @@ def test_after_streamed_warm_a_run_of_a_downloaded_file_compiles_no_kernel(warme
     assert "compiling the kernels" not in p.stderr
 
 
+#: ``streamed ARGS``, then the numba modules the process imported, on stderr.
+IMPORTED = """
+import sys
+from streamed.cli import main
+
+status = main(sys.argv[1:])
+print("numba:", ", ".join(sorted(m for m in sys.modules if m == "numba" or m.startswith("numba."))), file=sys.stderr)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "llama.cpp"])
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q2_K", "Q4_0", "BF16", "Q8_0", "F16"])
+def test_after_streamed_warm_a_run_of_a_downloaded_file_imports_no_numba(warmed, downloaded, ftype, arithmetic):
+    """Every kernel such a run calls has its image after ``streamed warm`` (``numerics/images.py``): the run loads
+    numba's extension modules from their files, and none of numba's Python."""
+    env, _ = warmed
+    doc, path = downloaded[ftype]
+    p = subprocess.run([sys.executable, "-c", IMPORTED, "run", str(doc), "--checkpoint", str(path), "--tokens", TOKENS,
+                        "--prefill", PREFILL, "--arithmetic", arithmetic], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    imported = set(next(l for l in p.stderr.splitlines() if l.startswith("numba:"))[6:].strip().split(", ")) - {""}
+    extensions = {"numba._helperlib", "numba._dynfunc", "numba.core.runtime._nrt_python", "numba.np.ufunc.omppool",
+                  "numba.np.ufunc.workqueue", "numba.np.ufunc.tbbpool"}
+    assert imported <= extensions, f"{ftype} in {arithmetic} imported {sorted(imported - extensions)}"
+
+
 def test_a_first_run_of_a_q4_k_m_file_compiles_the_kernels_of_its_own_types_alone_and_the_next_run_none(downloaded,
                                                                                                           tmp_path):
     """The quantised types' kernels are one a type (``blocks._rows_of``, ``ggml_quants._kernel_of``): a machine's
