@@ -275,13 +275,9 @@ def llama_cpp_report() -> str | None:
         report = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
     except Exception:
         return None
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        temporary = kept.with_name(f"{kept.name}.{os.getpid()}")
-        temporary.write_text(report, encoding="utf-8")
-        os.replace(temporary, kept)
-    except OSError:
-        pass
+    from .images import keep
+
+    keep(kept, report.encode("utf-8"))
     return report
 
 

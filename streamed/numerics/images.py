@@ -178,16 +178,23 @@ def _symbols(obj: bytes) -> tuple[set[str], set[str], set[str]] | None:
 
 # ---- writing ----------------------------------------------------------------------------------------------------
 
-def _save(path: Path, payload: dict) -> None:
-    """``payload`` pickled into ``path``, whole or not at all (a temporary file renamed); nothing where the folder
-    cannot be written."""
+def keep(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` in the kernel cache whole or not at all (a temporary file of this process and
+    thread, renamed): a reader never sees a file cut short. False, and nothing written, where the folder cannot be
+    written (a read-only cache is used as it is). Every file kept beside numba's is written so (images, the runtime
+    ``jit._kept_runtime`` keeps, llama.cpp's report ``cpu.llama_cpp_report`` keeps)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
-        temporary.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        temporary.write_bytes(data)
         os.replace(temporary, path)
+        return True
     except OSError:
-        pass
+        return False
+
+
+def _save(path: Path, payload: dict) -> None:
+    keep(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _numba_free(value) -> bytes | None:

@@ -462,13 +462,7 @@ def _kept_runtime(context):
     state = library.serialize_using_object_code()
     _RUNTIME_OBJECT = state[2][0]
     if kept is not None:
-        try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            temporary = kept.with_name(f"{kept.name}.{os.getpid()}")
-            temporary.write_bytes(pickle.dumps(state))
-            os.replace(temporary, kept)
-        except OSError:
-            pass
+        images.keep(kept, pickle.dumps(state))
     return library
 
 

@@ -20,7 +20,7 @@ import pytest
 import ggufs
 import oracle
 import quants
-from repo import EXAMPLES, ROOT
+from repo import EXAMPLES, NUMBA_EXTENSIONS, ROOT
 from streamed.numerics import ahead
 
 #: ``streamed ARGS`` with numba's compile events counted: the kernels the process compiled (not loaded from the
@@ -168,9 +168,7 @@ def test_after_streamed_warm_a_run_of_a_downloaded_file_imports_no_numba(warmed,
                        text=True, timeout=900)
     assert p.returncode == 0, p.stderr
     imported = set(next(l for l in p.stderr.splitlines() if l.startswith("numba:"))[6:].strip().split(", ")) - {""}
-    extensions = {"numba._helperlib", "numba._dynfunc", "numba.core.runtime._nrt_python", "numba.np.ufunc.omppool",
-                  "numba.np.ufunc.workqueue", "numba.np.ufunc.tbbpool"}
-    assert imported <= extensions, f"{ftype} in {arithmetic} imported {sorted(imported - extensions)}"
+    assert imported <= NUMBA_EXTENSIONS, f"{ftype} in {arithmetic} imported {sorted(imported - NUMBA_EXTENSIONS)}"
 
 
 def test_a_first_run_of_a_q4_k_m_file_compiles_the_kernels_of_its_own_types_alone_and_the_next_run_none(downloaded,

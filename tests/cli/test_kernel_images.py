@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from repo import EXAMPLES, ROOT
+from repo import NUMBA_EXTENSIONS as EXTENSIONS
 from repo import own_environment as environment
 
 #: A ``streamed`` command in a process that says, after it, which of numba's modules it imported.
@@ -24,10 +25,6 @@ assert main(json.loads(sys.argv[1])) == 0
 print(json.dumps(sorted(m for m in sys.modules if m == "numba" or m.startswith("numba."))))
 """
 
-#: numba's extension modules an image needs (its C runtime, the Python wrapper's helpers, a threading layer), loaded
-#: from their files without numba's package.
-EXTENSIONS = {"numba._helperlib", "numba._dynfunc", "numba.core.runtime._nrt_python", "numba.np.ufunc.omppool",
-              "numba.np.ufunc.workqueue", "numba.np.ufunc.tbbpool"}
 
 
 def run(env: dict, saved: Path, arithmetic: str = "exact", tokens: str = "5,17,3,9,200,41") -> set[str]:

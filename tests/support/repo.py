@@ -24,6 +24,12 @@ def own_environment(home: Path, **more: str) -> dict[str, str]:
     return {**env, "HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1", **more}
 
 
+#: numba's extension modules a kernel image needs (its C runtime, the Python wrapper's helpers, a threading layer),
+#: which a warm run loads from their files without numba's Python (``streamed/numerics/images.py``).
+NUMBA_EXTENSIONS = {"numba._helperlib", "numba._dynfunc", "numba.core.runtime._nrt_python", "numba.np.ufunc.omppool",
+                    "numba.np.ufunc.workqueue", "numba.np.ufunc.tbbpool"}
+
+
 def lesser_target() -> dict:
     """numba's settings to compile this host's kernels for a lesser CPU of its own architecture, whose code this host
     runs: on x86-64 a Haswell (``HASWELL``: AVX2, no AVX-512 — the forms a user's AVX2 machine runs); elsewhere
